@@ -1,0 +1,3 @@
+"""Python clients for the Purgatory gRPC service."""
+
+__all__: list[str] = []

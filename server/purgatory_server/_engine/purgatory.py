@@ -1,0 +1,176 @@
+"""DelayedOperationPurgatory: operations waiting on keys, with timeouts."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Hashable, Iterable
+from typing import Generic, TypeVar
+
+from purgatory_server._engine.delayed_operation import DelayedOperation
+from purgatory_server._engine.system_timer import SystemTimer
+from purgatory_server._engine.time import Time
+from purgatory_server._engine.timer import Timer
+from purgatory_server._engine.watchers import WatcherShard
+
+__all__ = ["DelayedOperationPurgatory"]
+
+logger = logging.getLogger("purgatory_server.purgatory")
+
+T = TypeVar("T", bound=DelayedOperation)
+
+DEFAULT_SHARDS = 512
+REAPER_POLL_MS = 200
+
+
+class DelayedOperationPurgatory(Generic[T]):
+    """Kafka's purgatory: watch operations by key, complete them on signal or expiry.
+
+    An operation is watched on every key it is given and armed in the timer. It ends in
+    exactly one of three ways: a ``check_and_complete(key)`` finds its condition met, the
+    timer expires it (``run`` -> ``on_expiration``), or someone calls ``force_complete``.
+    Keys are any hashable values. **An empty key list is allowed**: the operation is then
+    a pure timer (a delayed message, "cancel the order in 30 minutes") that only expiry or
+    ``force_complete`` can end.
+
+    Memory: a completed operation is dropped from a key's list whenever that key is
+    checked, and a full purge of every list runs when the estimate of completed-but-still-
+    listed operations (``estimated_total - num_delayed``) exceeds ``purge_interval``.
+    Empty per-key lists are removed, so an idle key costs nothing.
+
+    Thread safety: every public method may be called from any thread. The reaper thread
+    ``ExpirationReaper-<name>`` (when enabled) calls ``advance_clock(200)`` in a loop.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        timer: Timer | None = None,
+        purge_interval: int = 1000,
+        reaper_enabled: bool = True,
+        time: Time | None = None,
+        *,
+        shards: int = DEFAULT_SHARDS,
+    ) -> None:
+        if shards <= 0:
+            raise ValueError(f"shards must be positive, got {shards}")
+        self.name = name
+        self._timer: Timer = timer if timer is not None else SystemTimer(name, time=time)
+        self.purge_interval = purge_interval
+        self._shards: list[WatcherShard[T]] = [WatcherShard() for _ in range(shards)]
+        self._estimated_total = 0
+        self._estimate_lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._reaper: threading.Thread | None = None
+        if reaper_enabled:
+            self._reaper = threading.Thread(
+                target=self._reap, name=f"ExpirationReaper-{name}", daemon=True
+            )
+            self._reaper.start()
+
+    @property
+    def timer(self) -> Timer:
+        return self._timer
+
+    def _shard(self, key: Hashable) -> WatcherShard[T]:
+        return self._shards[hash(key) % len(self._shards)]
+
+    def try_complete_else_watch(self, operation: T, watch_keys: Iterable[Hashable]) -> bool:
+        """Complete ``operation`` now if it can be; otherwise watch its keys and arm it.
+
+        Returns True if it completed during this call. The order is Kafka's: try; watch
+        every key; try again (both tries and the watch under the operation's lock); only
+        then add to the timer, and cancel the timer task if something completed the
+        operation in between, so a completed operation never lingers in the wheel.
+        """
+        keys = list(watch_keys)
+
+        def watch() -> None:
+            for key in keys:
+                self._shard(key).watch(key, operation)
+            if keys:
+                with self._estimate_lock:
+                    self._estimated_total += 1
+
+        if operation.safe_try_complete_or_else(watch):
+            return True
+        if not operation.is_completed():
+            self._timer.add(operation)
+            if operation.is_completed():
+                operation.cancel()
+        return False
+
+    def check_and_complete(self, key: Hashable) -> int:
+        """Try every operation watching ``key``; return how many this call completed.
+
+        Completed operations (by this call or earlier) leave the key's list; if the list
+        empties, the key is dropped. ``try_complete`` runs outside the shard lock, on a
+        snapshot, so a slow condition does not block watches on other keys of the shard.
+        """
+        shard = self._shard(key)
+        w, ops = shard.snapshot(key)
+        if w is None:
+            return 0
+        done: list[T] = []
+        completed = 0
+        for op in ops:
+            if op.is_completed():
+                done.append(op)
+            elif op.safe_try_complete():
+                done.append(op)
+                completed += 1
+        if done:
+            shard.discard(w, done)
+        return completed
+
+    def cancel_for_key(self, key: Hashable) -> list[T]:
+        """Stop watching ``key``; cancel the timers of its pending operations and return them.
+
+        The returned operations are neither completed nor expired: the caller decides
+        their fate. Operations already completed are dropped silently.
+        """
+        cancelled: list[T] = []
+        for op in self._shard(key).pop_key(key):
+            if not op.is_completed():
+                op.cancel()
+                cancelled.append(op)
+        return cancelled
+
+    def num_delayed(self) -> int:
+        """Operations waiting in the timer (completion removes them at once)."""
+        return self._timer.size()
+
+    def watched(self) -> int:
+        """Watch entries across all keys, completed-but-unpurged ones included; O(shards)."""
+        return sum(shard.count for shard in self._shards)
+
+    def watched_keys(self) -> int:
+        return sum(shard.keys() for shard in self._shards)
+
+    def advance_clock(self, timeout_ms: int) -> None:
+        """Advance the timer, then purge if enough completed operations have piled up."""
+        self._timer.advance_clock(timeout_ms)
+        delayed = self.num_delayed()
+        with self._estimate_lock:
+            over = self._estimated_total - delayed > self.purge_interval
+            if over:
+                self._estimated_total = delayed
+        if over:
+            purged = sum(shard.purge_completed() for shard in self._shards)
+            logger.debug("purgatory %s purged %d completed watch entries", self.name, purged)
+
+    def _reap(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                self.advance_clock(REAPER_POLL_MS)
+            except Exception:
+                # The reaper is the only thing that expires operations: log and keep going.
+                logger.exception("expiration reaper of purgatory %s failed", self.name)
+
+    def shutdown(self, timeout_s: float = 5.0) -> None:
+        """Stop the reaper and the timer; pending operations are dropped, not expired."""
+        self._stopping.set()
+        self._timer.shutdown()  # wakes a reaper blocked in the delay queue at once
+        reaper = self._reaper
+        if reaper is not None and reaper is not threading.current_thread():
+            reaper.join(timeout_s)

@@ -1,0 +1,99 @@
+"""SystemTimer: the hierarchical timing wheel driven by a delay queue of buckets."""
+
+from __future__ import annotations
+
+import threading
+
+from purgatory_server._engine.counter import TaskCounter
+from purgatory_server._engine.delay_queue import DelayQueue
+from purgatory_server._engine.executor import TaskExecutor
+from purgatory_server._engine.time import SYSTEM_TIME, Time
+from purgatory_server._engine.timer_task import TimerTask, TimerTaskEntry
+from purgatory_server._engine.timing_wheel import TimingWheel
+
+__all__ = ["SystemTimer"]
+
+
+class SystemTimer:
+    """Kafka's SystemTimer: O(1) add and cancel, clock advanced bucket by bucket.
+
+    Thread safety: ``add`` may be called from any number of threads. ``advance_clock``
+    holds the timer lock while it drains due buckets, so no ``add`` interleaves with a
+    flush (a flush re-inserts entries relative to the wheel's new ``current_time``).
+    Kafka uses a read/write lock here so that adds run in parallel; under CPython's GIL
+    adds cannot run in parallel anyway, and a plain mutex is several times cheaper than a
+    Python-level read/write lock, so both roles share one ``threading.Lock``. Blocking for
+    the next due bucket happens *outside* the lock, so a waiting reaper never delays an add.
+
+    Expired tasks run on the ``executor-<executor_name>`` thread, never on the thread that
+    called ``add`` or ``advance_clock``.
+    """
+
+    def __init__(
+        self,
+        executor_name: str,
+        tick_ms: int = 1,
+        wheel_size: int = 20,
+        start_ms: int | None = None,
+        time: Time | None = None,
+    ) -> None:
+        self._time: Time = time if time is not None else SYSTEM_TIME
+        self._task_counter = TaskCounter()
+        self._delay_queue = DelayQueue(self._time)
+        self._timing_wheel = TimingWheel(
+            tick_ms=tick_ms,
+            wheel_size=wheel_size,
+            start_ms=start_ms if start_ms is not None else self._time.hi_res_clock_ms(),
+            task_counter=self._task_counter,
+            queue=self._delay_queue,
+        )
+        self._lock = threading.Lock()
+        self._executor = TaskExecutor(f"executor-{executor_name}")
+        self._shutdown = False
+
+    @property
+    def time(self) -> Time:
+        return self._time
+
+    @property
+    def timing_wheel(self) -> TimingWheel:
+        return self._timing_wheel
+
+    def add(self, task: TimerTask) -> None:
+        with self._lock:
+            entry = TimerTaskEntry(task, task.delay_ms + self._time.hi_res_clock_ms())
+            if not self._timing_wheel.add(entry) and not entry.cancelled:
+                # Already due: run it now, but on the executor, not on this thread.
+                self._executor.submit((entry,))
+
+    def advance_clock(self, timeout_ms: int) -> bool:
+        bucket = self._delay_queue.poll(timeout_ms)
+        if bucket is None:
+            return False
+        expired: list[TimerTaskEntry] = []
+        wheel = self._timing_wheel
+        poll_due = self._delay_queue.poll
+        with self._lock:
+            while bucket is not None:
+                wheel.advance_clock(bucket.expiration)
+                # Re-inserting cascades an entry down to a finer wheel, or reports it due.
+                for entry in bucket.flush():
+                    if not wheel.add(entry) and not entry.cancelled:
+                        expired.append(entry)
+                bucket = poll_due(0)
+        if expired:
+            self._executor.submit(expired)
+        return True
+
+    def size(self) -> int:
+        return self._task_counter.get()
+
+    def shutdown(self) -> None:
+        """Wake and release any blocked ``advance_clock``, stop the executor, drop the rest."""
+        self._shutdown = True
+        self._delay_queue.close()
+        self._executor.shutdown()
+
+    def _wait_executor_idle(self, timeout_s: float = 10.0) -> bool:
+        """Test hook: block until every task handed to the executor so far has run."""
+        return self._executor.wait_idle(timeout_s)

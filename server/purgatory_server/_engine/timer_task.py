@@ -1,0 +1,100 @@
+"""TimerTask and TimerTaskEntry: a scheduled action and its node in a bucket.
+
+A task is bound to at most one entry at a time and an entry sits in at most one
+:class:`~purgatory_server._engine.timer_task_list.TimerTaskList`. When the reaper moves an
+entry from a coarse bucket to a finer one (or runs it), a concurrent ``cancel`` may be
+looking at the old bucket: ``TimerTaskEntry.remove`` re-reads ``entry.list`` after every
+attempt so it chases the entry to wherever it went, instead of locking the whole wheel.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from purgatory_server._engine.timer_task_list import TimerTaskList
+
+__all__ = ["TimerTask", "TimerTaskEntry"]
+
+
+class TimerTask(ABC):
+    """Something to run once ``delay_ms`` has passed since it was added to a timer.
+
+    Thread safety: ``cancel`` may be called from any thread at any time, including while
+    the reaper is moving the task between buckets; a task cancelled before the executor
+    reaches it does not run. A task cancelled *while* it runs is not interrupted.
+    """
+
+    __slots__ = ("_cancelled", "_entry", "delay_ms")
+
+    def __init__(self, delay_ms: int) -> None:
+        self.delay_ms = int(delay_ms)
+        self._entry: TimerTaskEntry | None = None
+        self._cancelled = False
+
+    @abstractmethod
+    def run(self) -> None:
+        """The action; the timer calls it on its executor thread."""
+
+    def cancel(self) -> None:
+        """Withdraw the task from its bucket; idempotent.
+
+        The flag is set *before* the entry is unlinked: the wheel checks it before linking
+        an entry into a bucket and the executor checks it before running one, so a cancel
+        that races with the reaper cannot be lost even when ``remove`` finds the entry
+        momentarily in no list.
+        """
+        self._cancelled = True
+        entry = self._entry
+        self._entry = None
+        if entry is not None:
+            entry.remove()
+
+    def is_cancelled(self) -> bool:
+        return self._cancelled
+
+    def _set_timer_task_entry(self, entry: TimerTaskEntry) -> None:
+        # A task re-added to a timer drops its previous entry, so it can never be in two
+        # buckets (and counted twice) at once.
+        old = self._entry
+        if old is not None and old is not entry:
+            old.remove()
+        self._entry = entry
+
+
+class TimerTaskEntry:
+    """A task's node in a bucket's circular doubly linked list.
+
+    ``list``, ``next`` and ``prev`` are written only under the owning list's lock.
+    An entry whose task has since been bound to another entry, or cancelled, is
+    *cancelled* and is dropped instead of being re-inserted or run.
+    """
+
+    __slots__ = ("expiration_ms", "list", "next", "prev", "timer_task")
+
+    def __init__(self, timer_task: TimerTask | None, expiration_ms: int) -> None:
+        self.timer_task = timer_task
+        self.expiration_ms = expiration_ms
+        self.list: TimerTaskList | None = None
+        self.next: TimerTaskEntry | None = None
+        self.prev: TimerTaskEntry | None = None
+        if timer_task is not None:
+            timer_task._set_timer_task_entry(self)
+
+    @property
+    def cancelled(self) -> bool:
+        task = self.timer_task
+        return task is None or task._cancelled or task._entry is not self
+
+    def remove(self) -> None:
+        """Unlink from whatever list holds the entry now.
+
+        The loop handles a concurrent move: if the reaper relinks the entry elsewhere
+        between our read of ``list`` and our lock on it, ``TimerTaskList.remove`` is a
+        no-op and we retry on the new list. It ends when the entry is in no list.
+        """
+        current = self.list
+        while current is not None:
+            current.remove(self)
+            current = self.list

@@ -1,0 +1,100 @@
+"""Watchers: the operations waiting on one key, and the sharded map that holds them."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Hashable
+from typing import Generic, TypeVar
+
+from purgatory_server._engine.delayed_operation import DelayedOperation
+
+__all__ = ["Watchers", "WatcherShard"]
+
+T = TypeVar("T", bound=DelayedOperation)
+
+
+class Watchers(Generic[T]):
+    """Operations watching ``key``, in insertion order, keyed by identity.
+
+    Keyed by ``id(op)`` (not the op) so that removal is O(1) and an operation subclass
+    that defines ``__eq__`` (a dataclass, say) can still be watched. All mutation happens
+    under the owning shard's lock.
+    """
+
+    __slots__ = ("key", "ops")
+
+    def __init__(self, key: Hashable) -> None:
+        self.key = key
+        self.ops: dict[int, T] = {}
+
+
+class WatcherShard(Generic[T]):
+    """One lock and the key -> Watchers map it guards.
+
+    Sharding keeps one hot key from serializing every other key's watch and check. The
+    shard also keeps the count of watch entries it holds, so ``watched()`` costs
+    O(shards) instead of O(operations).
+    """
+
+    __slots__ = ("count", "lock", "watchers")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.watchers: dict[Hashable, Watchers[T]] = {}
+        self.count = 0
+
+    def watch(self, key: Hashable, op: T) -> None:
+        with self.lock:
+            w = self.watchers.get(key)
+            if w is None:
+                w = self.watchers[key] = Watchers(key)
+            n = len(w.ops)
+            w.ops[id(op)] = op
+            self.count += len(w.ops) - n
+
+    def snapshot(self, key: Hashable) -> tuple[Watchers[T] | None, list[T]]:
+        with self.lock:
+            w = self.watchers.get(key)
+            if w is None:
+                return None, []
+            return w, list(w.ops.values())
+
+    def discard(self, w: Watchers[T], ops: list[T]) -> None:
+        """Remove ``ops`` from ``w``; drop ``w`` from the map if it is now empty."""
+        with self.lock:
+            d = w.ops
+            n = len(d)
+            for op in ops:
+                d.pop(id(op), None)
+            self.count -= n - len(d)
+            if not d and self.watchers.get(w.key) is w:
+                del self.watchers[w.key]
+
+    def pop_key(self, key: Hashable) -> list[T]:
+        with self.lock:
+            w = self.watchers.pop(key, None)
+            if w is None:
+                return []
+            self.count -= len(w.ops)
+            return list(w.ops.values())
+
+    def purge_completed(self) -> int:
+        """Drop completed operations from every key; drop keys left empty."""
+        purged = 0
+        with self.lock:
+            empty: list[Hashable] = []
+            for key, w in self.watchers.items():
+                done = [i for i, op in w.ops.items() if op.is_completed()]
+                for i in done:
+                    del w.ops[i]
+                purged += len(done)
+                if not w.ops:
+                    empty.append(key)
+            for key in empty:
+                del self.watchers[key]
+            self.count -= purged
+        return purged
+
+    def keys(self) -> int:
+        with self.lock:
+            return len(self.watchers)

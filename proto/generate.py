@@ -52,9 +52,7 @@ def main() -> int:
         generated = generate(Path(tmp))
         target = PKG / "v1"
         if args.check:
-            committed = {
-                p.name for p in target.iterdir() if p.name.endswith(GENERATED_SUFFIXES)
-            }
+            committed = {p.name for p in target.iterdir() if p.name.endswith(GENERATED_SUFFIXES)}
             fresh = {p.name for p in generated}
             stale = sorted(committed ^ fresh)
             stale += sorted(

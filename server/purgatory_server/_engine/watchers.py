@@ -8,7 +8,7 @@ from typing import Generic, TypeVar
 
 from purgatory_server._engine.delayed_operation import DelayedOperation
 
-__all__ = ["Watchers", "WatcherShard"]
+__all__ = ["WatcherShard", "Watchers"]
 
 T = TypeVar("T", bound=DelayedOperation)
 

@@ -1,0 +1,445 @@
+"""Timer scaling: the timing wheel against a heap and asyncio, at 1e3..1e6 pending tasks.
+
+What it measures, for each N (tasks already pending) and each implementation, in one run:
+
+- **insert+cancel**: ns for one schedule followed at once by its cancel, with N other
+  tasks pending. This is the purgatory's common case: most operations complete before
+  their timeout and their timer entry is withdrawn.
+- **insert+fire**: ns per task for tasks with short delays (uniform 1..100 ms) that do
+  fire, with the N long-delay tasks still pending. The clock is a mock one advanced 1 ms
+  per step, ``--batch`` inserts per step, until everything inserted has fired.
+- **bytes/pending**: tracemalloc's count of bytes allocated while pre-filling N tasks,
+  divided by N: the structure *and* the per-operation objects its API makes you create.
+
+Implementations:
+
+- ``wheel``: :class:`purgatory_server.SystemTimer` on a :class:`MockTime`. A task is a
+  minimal :class:`TimerTask` (its ``run`` bumps a counter). Firing is driven by
+  ``clock.sleep(1); timer.advance_clock(0)`` and the timed span ends when the executor
+  thread is idle, so the hand-off to ``executor-<name>`` is counted (it is part of the
+  wheel's firing path); the work done there per task is one counter bump.
+- ``heap``: ``heapq`` of ``[expiry, seq, callback]`` lists; cancel marks ``callback`` as
+  None (lazy) and, like asyncio, the heap is rebuilt without cancelled entries when they
+  are more than half of it.
+- ``asyncio``: ``loop.call_later`` / ``TimerHandle.cancel`` on a selector event loop whose
+  ``time()`` is a mock clock. Insert+cancel runs inside a coroutine that yields to the loop
+  every 1,000 pairs (so the loop's own cancelled-handle clean-up runs, as it would in a
+  live server); insert+fire advances the mock clock 1 ms and yields once per step, and the
+  loop's ``_run_once`` runs everything due before the coroutine resumes.
+
+Delays of pending and inserted-then-cancelled tasks are uniform over 30 s..300 s (so
+nothing fires during a measurement; they live on the wheel's 4th and 5th levels). The
+garbage collector is disabled (``gc.disable()``) around every timed loop and timing uses
+``time.perf_counter_ns``. Each timed loop runs ``--repeats`` times; the table shows the
+median. This is a benchmark, not a test: numbers on a shared machine are noisy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import faulthandler
+import gc
+import heapq
+import itertools
+import random
+import statistics
+import time
+import tracemalloc
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol
+
+from purgatory_server import MockTime, SystemTimer, TimerTask
+
+from bench._common import markdown_table, run_context, write_json
+
+HORIZON_MS = (30_000, 300_000)  # pending tasks: far enough out that none fire
+FIRE_DELAY_MS = (1, 100)  # firing tasks: the purgatory's timeouts are of this order
+CANCEL_YIELD_EVERY = 1_000  # asyncio insert+cancel yields to its loop this often
+
+
+class Impl(Protocol):
+    name: str
+
+    def prefill(self, delays_ms: list[int]) -> None: ...
+
+    def insert_cancel(self, delays_ms: list[int]) -> int: ...
+
+    def insert_fire(self, delays_ms: list[int], batch: int) -> int: ...
+
+    def close(self) -> None: ...
+
+
+@contextlib.contextmanager
+def _no_gc() -> Iterator[None]:
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+# --------------------------------------------------------------------------- wheel
+
+
+class _CountingTask(TimerTask):
+    """The cheapest possible task: running it bumps a shared counter."""
+
+    __slots__ = ()
+    fired: Iterator[int] = itertools.count()
+
+    def run(self) -> None:
+        next(_CountingTask.fired)
+
+
+class WheelImpl:
+    name = "wheel"
+
+    def __init__(self) -> None:
+        self.clock = MockTime(start_ms=1_000)
+        self.timer = SystemTimer("bench", time=self.clock)
+
+    def prefill(self, delays_ms: list[int]) -> None:
+        add, task = self.timer.add, _CountingTask
+        for d in delays_ms:
+            add(task(d))
+
+    def insert_cancel(self, delays_ms: list[int]) -> int:
+        add, task = self.timer.add, _CountingTask
+        with _no_gc():
+            t0 = time.perf_counter_ns()
+            for d in delays_ms:
+                t = task(d)
+                add(t)
+                t.cancel()
+            return time.perf_counter_ns() - t0
+
+    def insert_fire(self, delays_ms: list[int], batch: int) -> int:
+        timer, clock, task = self.timer, self.clock, _CountingTask
+        add, advance, tick = timer.add, timer.advance_clock, clock.sleep
+        _CountingTask.fired = counter = itertools.count()
+        before = timer.size()
+        with _no_gc():
+            t0 = time.perf_counter_ns()
+            for i in range(0, len(delays_ms), batch):
+                for d in delays_ms[i : i + batch]:
+                    add(task(d))
+                tick(1)
+                advance(0)
+            while timer.size() > before:
+                tick(1)
+                advance(0)
+            if not timer._wait_executor_idle(60.0):
+                raise RuntimeError("wheel executor did not drain")
+            elapsed = time.perf_counter_ns() - t0
+        _check_fired("wheel", next(counter), len(delays_ms))
+        return elapsed
+
+    def close(self) -> None:
+        self.timer.shutdown()
+
+
+# --------------------------------------------------------------------------- heap
+
+
+class HeapTimer:
+    """The textbook alternative: a binary heap with lazy (mark-only) cancellation.
+
+    Cancelled entries stay in the heap until they reach the top, or until they are more
+    than half of it, when the heap is rebuilt without them (what asyncio does); that
+    bounds memory at 2x the live entries. Single-threaded.
+    """
+
+    __slots__ = ("cancelled", "heap", "now", "seq")
+
+    def __init__(self, now_ms: int) -> None:
+        self.heap: list[list[Any]] = []
+        self.seq = itertools.count()
+        self.cancelled = 0
+        self.now = now_ms
+
+    def add(self, delay_ms: int, callback: Callable[[], object]) -> list[Any]:
+        entry = [self.now + delay_ms, next(self.seq), callback]
+        heapq.heappush(self.heap, entry)
+        return entry
+
+    def cancel(self, entry: list[Any]) -> None:
+        if entry[2] is not None:
+            entry[2] = None
+            self.cancelled += 1
+            heap = self.heap
+            if self.cancelled * 2 > len(heap) > 100:
+                heap[:] = [e for e in heap if e[2] is not None]
+                heapq.heapify(heap)
+                self.cancelled = 0
+
+    def advance(self, now_ms: int) -> None:
+        self.now = now_ms
+        heap, pop = self.heap, heapq.heappop
+        while heap and heap[0][0] <= now_ms:
+            callback = pop(heap)[2]
+            if callback is None:
+                self.cancelled -= 1
+            else:
+                callback()
+
+    def __len__(self) -> int:
+        return len(self.heap) - self.cancelled
+
+
+class HeapImpl:
+    name = "heap"
+
+    def __init__(self) -> None:
+        self.timer = HeapTimer(1_000)
+        self.fired = itertools.count()
+
+    def prefill(self, delays_ms: list[int]) -> None:
+        add, cb = self.timer.add, self.fired.__next__
+        for d in delays_ms:
+            add(d, cb)
+
+    def insert_cancel(self, delays_ms: list[int]) -> int:
+        add, cancel, cb = self.timer.add, self.timer.cancel, self.fired.__next__
+        with _no_gc():
+            t0 = time.perf_counter_ns()
+            for d in delays_ms:
+                cancel(add(d, cb))
+            return time.perf_counter_ns() - t0
+
+    def insert_fire(self, delays_ms: list[int], batch: int) -> int:
+        timer = self.timer
+        self.fired = counter = itertools.count()
+        add, advance, cb = timer.add, timer.advance, counter.__next__
+        before = len(timer)
+        with _no_gc():
+            t0 = time.perf_counter_ns()
+            for i in range(0, len(delays_ms), batch):
+                for d in delays_ms[i : i + batch]:
+                    add(d, cb)
+                advance(timer.now + 1)
+            while len(timer) > before:
+                advance(timer.now + 1)
+            elapsed = time.perf_counter_ns() - t0
+        _check_fired("heap", next(counter), len(delays_ms))
+        return elapsed
+
+    def close(self) -> None:
+        self.timer.heap.clear()
+
+
+# --------------------------------------------------------------------------- asyncio
+
+
+class _MockClockLoop(asyncio.SelectorEventLoop):
+    """An event loop whose ``time()`` moves only when the benchmark moves it (seconds)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.mock_now = 1.0
+
+    def time(self) -> float:
+        return self.mock_now
+
+
+class AsyncioImpl:
+    name = "asyncio"
+
+    def __init__(self) -> None:
+        self.loop = _MockClockLoop()
+        self.fired = itertools.count()
+
+    def prefill(self, delays_ms: list[int]) -> None:
+        call_later, cb = self.loop.call_later, self.fired.__next__
+        for d in delays_ms:
+            call_later(d / 1000.0, cb)
+
+    def insert_cancel(self, delays_ms: list[int]) -> int:
+        loop = self.loop
+        call_later, cb = loop.call_later, self.fired.__next__
+        secs = [d / 1000.0 for d in delays_ms]
+
+        async def body() -> int:
+            t0 = time.perf_counter_ns()
+            for i in range(0, len(secs), CANCEL_YIELD_EVERY):
+                for s in secs[i : i + CANCEL_YIELD_EVERY]:
+                    call_later(s, cb).cancel()
+                await asyncio.sleep(0)
+            return time.perf_counter_ns() - t0
+
+        with _no_gc():
+            return loop.run_until_complete(body())
+
+    def insert_fire(self, delays_ms: list[int], batch: int) -> int:
+        loop = self.loop
+        self.fired = counter = itertools.count()
+        call_later, cb = loop.call_later, counter.__next__
+        secs = [d / 1000.0 for d in delays_ms]
+        last_due = loop.mock_now + len(secs) / batch / 1000.0 + FIRE_DELAY_MS[1] / 1000.0
+
+        async def body() -> int:
+            t0 = time.perf_counter_ns()
+            for i in range(0, len(secs), batch):
+                for s in secs[i : i + batch]:
+                    call_later(s, cb)
+                loop.mock_now += 0.001
+                await asyncio.sleep(0)
+            while loop.mock_now <= last_due + 0.002:
+                loop.mock_now += 0.001
+                await asyncio.sleep(0)
+            return time.perf_counter_ns() - t0
+
+        with _no_gc():
+            elapsed = loop.run_until_complete(body())
+        _check_fired("asyncio", next(counter), len(delays_ms))
+        return elapsed
+
+    def close(self) -> None:
+        for handle in list(self.loop._scheduled):  # type: ignore[attr-defined]
+            handle.cancel()
+        self.loop.close()
+
+
+# --------------------------------------------------------------------------- driver
+
+
+def _check_fired(name: str, fired: int, expected: int) -> None:
+    if fired != expected:
+        raise RuntimeError(f"{name}: {fired} tasks fired, expected {expected}")
+
+
+IMPLS: dict[str, Callable[[], Impl]] = {
+    "wheel": WheelImpl,
+    "heap": HeapImpl,
+    "asyncio": AsyncioImpl,
+}
+
+
+def measure(
+    impl_name: str, n: int, *, m: int, batch: int, repeats: int, seed: int
+) -> dict[str, Any]:
+    """Pre-fill ``n``, then time ``m`` insert+cancel pairs and ``m`` insert+fire tasks."""
+    rng = random.Random(seed)
+    prefill = [rng.randint(*HORIZON_MS) for _ in range(n)]
+    cancel_delays = [rng.randint(*HORIZON_MS) for _ in range(m)]
+    fire_delays = [rng.randint(*FIRE_DELAY_MS) for _ in range(m)]
+    impl = IMPLS[impl_name]()
+    try:
+        gc.collect()
+        gc.disable()
+        tracemalloc.start()
+        base, _ = tracemalloc.get_traced_memory()
+        impl.prefill(prefill)
+        after, _ = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        gc.enable()
+        del prefill
+        ic = [impl.insert_cancel(cancel_delays) / m for _ in range(repeats)]
+        ifire = [impl.insert_fire(fire_delays, batch) / m for _ in range(repeats)]
+    finally:
+        if tracemalloc.is_tracing():
+            tracemalloc.stop()
+        gc.enable()
+        impl.close()
+    return {
+        "impl": impl_name,
+        "n": n,
+        "bytes_per_pending": (after - base) / n,
+        "insert_cancel_ns": statistics.median(ic),
+        "insert_cancel_ns_runs": ic,
+        "insert_fire_ns": statistics.median(ifire),
+        "insert_fire_ns_runs": ifire,
+    }
+
+
+def _tables(results: list[dict[str, Any]], impls: list[str]) -> str:
+    by = {(r["impl"], r["n"]): r for r in results}
+    ns = sorted({r["n"] for r in results})
+    base_n = ns[0]
+    out = []
+    for metric, title in (
+        ("insert_cancel_ns", "insert+cancel, ns/op (median)"),
+        ("insert_fire_ns", "insert+fire, ns/op (median)"),
+        ("bytes_per_pending", "bytes per pending task (tracemalloc)"),
+    ):
+        headers = ["N pending", *impls]
+        if metric != "bytes_per_pending":
+            headers += [f"{i} / {i}@N={base_n:,}" for i in impls]
+            headers += [f"wheel / {i}" for i in impls if i != "wheel" and "wheel" in impls]
+        rows: list[list[object]] = []
+        for n in ns:
+            vals = [by[(i, n)][metric] for i in impls]
+            row: list[object] = [f"{n:,}", *vals]
+            if metric != "bytes_per_pending":
+                row += [by[(i, n)][metric] / by[(i, base_n)][metric] for i in impls]
+                if "wheel" in impls:
+                    w = by[("wheel", n)][metric]
+                    row += [w / by[(i, n)][metric] for i in impls if i != "wheel"]
+            rows.append(row)
+        out.append(f"### {title}\n\n{markdown_table(headers, rows)}")
+    return "\n\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.timer_scaling", description=__doc__)
+    p.add_argument("--sizes", default="1000,10000,100000,1000000", help="pending N values")
+    p.add_argument("--ops", type=int, default=100_000, help="M: timed operations per loop")
+    p.add_argument("--batch", type=int, default=100, help="insert+fire: inserts per 1 ms step")
+    p.add_argument("--repeats", type=int, default=3, help="timed loops per cell (median shown)")
+    p.add_argument("--impls", default="wheel,heap,asyncio")
+    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--quick", action="store_true", help="smoke run: N<=1e4, 20k ops, 1 repeat")
+    p.add_argument("--json", nargs="?", const="", default=None, help="write JSON (path optional)")
+    p.add_argument(
+        "--watchdog-s", type=float, default=1800.0, help="dump all stacks and exit if exceeded"
+    )
+    args = p.parse_args(argv)
+    # A benchmark that hangs (a livelock in the code under test, say) should say where and
+    # stop, not occupy a shared machine until someone notices.
+    faulthandler.dump_traceback_later(args.watchdog_s, exit=True)
+    sizes = [int(float(s)) for s in args.sizes.split(",")]
+    if args.quick:
+        sizes = [s for s in sizes if s <= 10_000] or [1_000]
+        args.ops, args.repeats = 20_000, 1
+    impls = [i.strip() for i in args.impls.split(",")]
+    unknown = set(impls) - set(IMPLS)
+    if unknown:
+        p.error(f"unknown implementations: {sorted(unknown)}")
+
+    ctx = run_context()
+    print(f"# timer scaling: M={args.ops:,} ops per loop, {args.repeats} repeat(s), median shown")
+    print(f"# {ctx}")
+    results: list[dict[str, Any]] = []
+    t_start = time.perf_counter()
+    for n in sizes:
+        for name in impls:  # side by side: every implementation at this N before the next N
+            r = measure(name, n, m=args.ops, batch=args.batch, repeats=args.repeats, seed=args.seed)
+            results.append(r)
+            print(
+                f"#   N={n:>9,} {name:>8}: insert+cancel {r['insert_cancel_ns']:8.0f} ns, "
+                f"insert+fire {r['insert_fire_ns']:8.0f} ns, {r['bytes_per_pending']:6.0f} B",
+                flush=True,
+            )
+    print(f"# total {time.perf_counter() - t_start:.1f} s\n")
+    print(_tables(results, impls))
+    if "wheel" in impls and len(sizes) > 1:
+        lo, hi = sizes[0], sizes[-1]
+        by = {(r["impl"], r["n"]): r for r in results}
+        ratio = by[("wheel", hi)]["insert_cancel_ns"] / by[("wheel", lo)]["insert_cancel_ns"]
+        verdict = "PASS" if ratio <= 2.0 else "FAIL"
+        print(
+            f"\nacceptance: wheel insert+cancel at N={hi:,} / at N={lo:,} = {ratio:.2f} "
+            f"(<= 2.0): {verdict}"
+        )
+    if args.json is not None:
+        payload = {"context": ctx, "args": vars(args), "results": results}
+        path = write_json("timer_scaling", payload, args.json or None)
+        print(f"\n# JSON written to {path}")
+    faulthandler.cancel_dump_traceback_later()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,124 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class JournalRecord(_message.Message):
+    __slots__ = ("registered", "signal", "outcome", "carried_operation", "carried_key_value", "compaction")
+    class OperationRegistered(_message.Message):
+        __slots__ = ("purgatory", "operation_id", "keys", "timeout_ms", "condition", "payload", "due_wall_ms", "created_wall_ms")
+        PURGATORY_FIELD_NUMBER: _ClassVar[int]
+        OPERATION_ID_FIELD_NUMBER: _ClassVar[int]
+        KEYS_FIELD_NUMBER: _ClassVar[int]
+        TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+        CONDITION_FIELD_NUMBER: _ClassVar[int]
+        PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+        DUE_WALL_MS_FIELD_NUMBER: _ClassVar[int]
+        CREATED_WALL_MS_FIELD_NUMBER: _ClassVar[int]
+        purgatory: str
+        operation_id: str
+        keys: _containers.RepeatedScalarFieldContainer[str]
+        timeout_ms: int
+        condition: bytes
+        payload: bytes
+        due_wall_ms: int
+        created_wall_ms: int
+        def __init__(self, purgatory: _Optional[str] = ..., operation_id: _Optional[str] = ..., keys: _Optional[_Iterable[str]] = ..., timeout_ms: _Optional[int] = ..., condition: _Optional[bytes] = ..., payload: _Optional[bytes] = ..., due_wall_ms: _Optional[int] = ..., created_wall_ms: _Optional[int] = ...) -> None: ...
+    class SignalApplied(_message.Message):
+        __slots__ = ("purgatory", "key", "amount", "value", "source", "data", "applied_wall_ms")
+        PURGATORY_FIELD_NUMBER: _ClassVar[int]
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        AMOUNT_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        SOURCE_FIELD_NUMBER: _ClassVar[int]
+        DATA_FIELD_NUMBER: _ClassVar[int]
+        APPLIED_WALL_MS_FIELD_NUMBER: _ClassVar[int]
+        purgatory: str
+        key: str
+        amount: int
+        value: int
+        source: str
+        data: bytes
+        applied_wall_ms: int
+        def __init__(self, purgatory: _Optional[str] = ..., key: _Optional[str] = ..., amount: _Optional[int] = ..., value: _Optional[int] = ..., source: _Optional[str] = ..., data: _Optional[bytes] = ..., applied_wall_ms: _Optional[int] = ...) -> None: ...
+    class Outcome(_message.Message):
+        __slots__ = ("operation_id", "state", "result", "sequence", "completed_wall_ms", "lateness_ms", "purgatory")
+        class State(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+            __slots__ = ()
+            STATE_UNSPECIFIED: _ClassVar[JournalRecord.Outcome.State]
+            STATE_WATCHING: _ClassVar[JournalRecord.Outcome.State]
+            STATE_COMPLETED: _ClassVar[JournalRecord.Outcome.State]
+            STATE_EXPIRED: _ClassVar[JournalRecord.Outcome.State]
+            STATE_FORCE_COMPLETED: _ClassVar[JournalRecord.Outcome.State]
+            STATE_CANCELLED: _ClassVar[JournalRecord.Outcome.State]
+        STATE_UNSPECIFIED: JournalRecord.Outcome.State
+        STATE_WATCHING: JournalRecord.Outcome.State
+        STATE_COMPLETED: JournalRecord.Outcome.State
+        STATE_EXPIRED: JournalRecord.Outcome.State
+        STATE_FORCE_COMPLETED: JournalRecord.Outcome.State
+        STATE_CANCELLED: JournalRecord.Outcome.State
+        OPERATION_ID_FIELD_NUMBER: _ClassVar[int]
+        STATE_FIELD_NUMBER: _ClassVar[int]
+        RESULT_FIELD_NUMBER: _ClassVar[int]
+        SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+        COMPLETED_WALL_MS_FIELD_NUMBER: _ClassVar[int]
+        LATENESS_MS_FIELD_NUMBER: _ClassVar[int]
+        PURGATORY_FIELD_NUMBER: _ClassVar[int]
+        operation_id: str
+        state: JournalRecord.Outcome.State
+        result: bytes
+        sequence: int
+        completed_wall_ms: int
+        lateness_ms: int
+        purgatory: str
+        def __init__(self, operation_id: _Optional[str] = ..., state: _Optional[_Union[JournalRecord.Outcome.State, str]] = ..., result: _Optional[bytes] = ..., sequence: _Optional[int] = ..., completed_wall_ms: _Optional[int] = ..., lateness_ms: _Optional[int] = ..., purgatory: _Optional[str] = ...) -> None: ...
+    class CarriedOperation(_message.Message):
+        __slots__ = ("registration", "progress", "source_index")
+        REGISTRATION_FIELD_NUMBER: _ClassVar[int]
+        PROGRESS_FIELD_NUMBER: _ClassVar[int]
+        SOURCE_INDEX_FIELD_NUMBER: _ClassVar[int]
+        registration: JournalRecord.OperationRegistered
+        progress: _containers.RepeatedCompositeFieldContainer[JournalRecord.SignalApplied]
+        source_index: int
+        def __init__(self, registration: _Optional[_Union[JournalRecord.OperationRegistered, _Mapping]] = ..., progress: _Optional[_Iterable[_Union[JournalRecord.SignalApplied, _Mapping]]] = ..., source_index: _Optional[int] = ...) -> None: ...
+    class CarriedKeyValue(_message.Message):
+        __slots__ = ("purgatory", "key", "value", "source_index")
+        PURGATORY_FIELD_NUMBER: _ClassVar[int]
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        SOURCE_INDEX_FIELD_NUMBER: _ClassVar[int]
+        purgatory: str
+        key: str
+        value: int
+        source_index: int
+        def __init__(self, purgatory: _Optional[str] = ..., key: _Optional[str] = ..., value: _Optional[int] = ..., source_index: _Optional[int] = ...) -> None: ...
+    class CompactionCheckpoint(_message.Message):
+        __slots__ = ("dropped_before_index", "carried_operations", "carried_keys", "written_wall_ms", "last_sequence")
+        DROPPED_BEFORE_INDEX_FIELD_NUMBER: _ClassVar[int]
+        CARRIED_OPERATIONS_FIELD_NUMBER: _ClassVar[int]
+        CARRIED_KEYS_FIELD_NUMBER: _ClassVar[int]
+        WRITTEN_WALL_MS_FIELD_NUMBER: _ClassVar[int]
+        LAST_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+        dropped_before_index: int
+        carried_operations: int
+        carried_keys: int
+        written_wall_ms: int
+        last_sequence: int
+        def __init__(self, dropped_before_index: _Optional[int] = ..., carried_operations: _Optional[int] = ..., carried_keys: _Optional[int] = ..., written_wall_ms: _Optional[int] = ..., last_sequence: _Optional[int] = ...) -> None: ...
+    REGISTERED_FIELD_NUMBER: _ClassVar[int]
+    SIGNAL_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    CARRIED_OPERATION_FIELD_NUMBER: _ClassVar[int]
+    CARRIED_KEY_VALUE_FIELD_NUMBER: _ClassVar[int]
+    COMPACTION_FIELD_NUMBER: _ClassVar[int]
+    registered: JournalRecord.OperationRegistered
+    signal: JournalRecord.SignalApplied
+    outcome: JournalRecord.Outcome
+    carried_operation: JournalRecord.CarriedOperation
+    carried_key_value: JournalRecord.CarriedKeyValue
+    compaction: JournalRecord.CompactionCheckpoint
+    def __init__(self, registered: _Optional[_Union[JournalRecord.OperationRegistered, _Mapping]] = ..., signal: _Optional[_Union[JournalRecord.SignalApplied, _Mapping]] = ..., outcome: _Optional[_Union[JournalRecord.Outcome, _Mapping]] = ..., carried_operation: _Optional[_Union[JournalRecord.CarriedOperation, _Mapping]] = ..., carried_key_value: _Optional[_Union[JournalRecord.CarriedKeyValue, _Mapping]] = ..., compaction: _Optional[_Union[JournalRecord.CompactionCheckpoint, _Mapping]] = ...) -> None: ...

@@ -1,0 +1,38 @@
+"""The durable journal: a write-ahead log of a durable purgatory's records (issue 4).
+
+A self-contained library; the server plugs it in. Format and guarantees are specified in
+``docs/journal.md``. Entry point: :meth:`Journal.open`.
+"""
+
+from purgatory_server._journal.compaction import CompactionResult
+from purgatory_server._journal.config import (
+    FsyncPolicy,
+    JournalClosedError,
+    JournalConfig,
+    JournalCorruptionError,
+    JournalError,
+    JournalFailedError,
+)
+from purgatory_server._journal.journal import Journal
+from purgatory_server._journal.recovery import RecoveryReport, recover
+from purgatory_server._journal.segments import SegmentMeta, SegmentScan, list_segments
+from purgatory_server._journal.state import JournalState, PendingOperation, RecoveredState
+
+__all__ = [
+    "CompactionResult",
+    "FsyncPolicy",
+    "Journal",
+    "JournalClosedError",
+    "JournalConfig",
+    "JournalCorruptionError",
+    "JournalError",
+    "JournalFailedError",
+    "JournalState",
+    "PendingOperation",
+    "RecoveredState",
+    "RecoveryReport",
+    "SegmentMeta",
+    "SegmentScan",
+    "list_segments",
+    "recover",
+]

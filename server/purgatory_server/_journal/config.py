@@ -1,0 +1,96 @@
+"""Journal configuration and the errors it raises.
+
+Why together: both are small, plain and imported by every other journal module; keeping
+them apart from the I/O code avoids import cycles.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class FsyncPolicy(enum.Enum):
+    """When the writer calls fsync, and so what a crash can lose (see docs/journal.md).
+
+    - ``ALWAYS``: an append returns only after an fsync that covers it. Concurrent appends
+      share fsyncs (group commit). Nothing acknowledged is lost, even on power loss.
+    - ``INTERVAL``: an append returns after ``write()`` (the bytes are in the kernel); the
+      writer fsyncs at most every ``fsync_interval_ms`` and within that bound once writes
+      stop. A process crash loses nothing acknowledged; an OS crash or power loss can lose
+      what was acknowledged in the last ``fsync_interval_ms`` plus one fsync's duration.
+    - ``NEVER``: like ``INTERVAL`` without the timer; fsync happens only when a segment is
+      sealed, during compaction and at close. A process crash loses nothing acknowledged;
+      an OS crash or power loss loses whatever the kernel had not written back.
+    """
+
+    ALWAYS = "always"
+    INTERVAL = "interval"
+    NEVER = "never"
+
+
+@dataclass(frozen=True, slots=True)
+class JournalConfig:
+    """Tuning for one journal (one durable purgatory).
+
+    ``segment_bytes`` is the size at which the head segment is sealed and a new one started
+    (a single record larger than it still gets a segment of its own). ``retain_events``
+    is the outcome window: outcomes whose sequence is greater than ``last_sequence -
+    retain_events`` are kept across restarts and pin their segments. Compaction rewrites
+    live data out of the oldest segments only if the rewritten bytes are at most
+    ``compaction_max_carry_ratio`` of the bytes it frees; that makes its cost amortized
+    O(1) per byte written and bounds the journal at roughly ``1 / ratio`` times the live
+    data plus the window plus two segments.
+    """
+
+    fsync: FsyncPolicy = FsyncPolicy.ALWAYS
+    fsync_interval_ms: int = 10
+    segment_bytes: int = 64 * 1024 * 1024
+    retain_events: int = 10_000
+    compaction_max_carry_ratio: float = 0.5
+    auto_compact: bool = True
+
+    def __post_init__(self) -> None:
+        if self.fsync_interval_ms <= 0:
+            raise ValueError("fsync_interval_ms must be positive")
+        if self.segment_bytes < 4096:
+            raise ValueError("segment_bytes must be at least 4096")
+        if self.retain_events < 0:
+            raise ValueError("retain_events must be >= 0")
+        if not 0.0 < self.compaction_max_carry_ratio <= 1.0:
+            raise ValueError("compaction_max_carry_ratio must be in (0, 1]")
+
+
+class JournalError(Exception):
+    """Base class of the journal's own errors."""
+
+
+class JournalCorruptionError(JournalError):
+    """A record that is not a torn tail failed its checks; start-up must stop.
+
+    ``path`` and ``offset`` name the first bad byte. Opening again with ``repair=True``
+    truncates the journal there (see docs/journal.md, "Repair").
+    """
+
+    def __init__(self, path: Path, offset: int, reason: str) -> None:
+        super().__init__(
+            f"journal corrupt in {path} at byte offset {offset}: {reason}; "
+            "refusing to start (open with repair=True to truncate the journal there)"
+        )
+        self.path = path
+        self.offset = offset
+        self.reason = reason
+
+
+class JournalClosedError(JournalError):
+    """An append or request after :meth:`Journal.close`."""
+
+
+class JournalFailedError(JournalError):
+    """An I/O error hit the writer; the journal accepts nothing more.
+
+    After a failed write or fsync the page cache's state is unknown (a later fsync may
+    report success for data that never reached the disk), so the only safe continuation is
+    to close and re-open, which re-reads what is really on disk.
+    """

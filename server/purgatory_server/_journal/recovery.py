@@ -1,0 +1,184 @@
+"""Recovery: scan a journal directory in order, fix a torn tail, refuse real corruption.
+
+Why these rules: a crash can only ever damage the end of what was being written, which is
+the end of the *last* segment (sealed segments were fsynced before the next one began).
+So damage there that nothing valid follows is a torn write of records that were never
+acknowledged under ``always`` (or were at risk under the weaker policies): truncate it
+and carry on, with a warning. Anything else - a bad record with valid records after it,
+damage in a sealed segment, a missing segment - means the disk or someone changed data
+that was acknowledged, and silently dropping it would lose operations: stop with an error
+naming the file and byte offset, unless the operator asked for ``repair``.
+
+``repair=True`` keeps everything before the first bad byte and sets the rest aside: the
+bad segment's bytes from that offset are copied to ``<segment>.corrupt-<offset>`` and the
+segment is truncated there; every later segment is renamed to ``<name>.dropped``. Nothing
+is deleted; recovery never reads those files again.
+
+Thread-safety: call before the writer starts; it owns the directory while it runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import cast
+
+from google.protobuf.message import DecodeError
+from purgatory_proto.v1.journal_pb2 import JournalRecord
+
+from purgatory_server._journal.config import JournalCorruptionError
+from purgatory_server._journal.framing import HEADER_BYTES, next_valid_frame
+from purgatory_server._journal.segments import SegmentMeta, SegmentScan, list_segments
+
+log = logging.getLogger(__name__)
+
+RecordSink = Callable[[int, JournalRecord], None]
+
+
+@dataclass(slots=True)
+class RecoveryReport:
+    """What recovery found and did. ``segments`` are the surviving ones, oldest first."""
+
+    segments: list[SegmentMeta] = field(default_factory=list)
+    records: int = 0
+    next_index: int = 0
+    truncated_bytes: int = 0
+    repaired: list[str] = field(default_factory=list)
+
+
+def fsync_directory(directory: Path, fsync: Callable[[int], None] = os.fsync) -> None:
+    """Make creations, renames and deletions in ``directory`` durable."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _truncate(path: Path, size: int, fsync: Callable[[int], None]) -> None:
+    with path.open("r+b") as f:
+        f.truncate(size)
+        f.flush()
+        fsync(f.fileno())
+
+
+class _Scanner:
+    def __init__(
+        self, directory: Path, sink: RecordSink, repair: bool, fsync: Callable[[int], None]
+    ):
+        self.directory = directory
+        self.sink = sink
+        self.repair = repair
+        self.fsync = fsync
+        self.report = RecoveryReport()
+
+    def run(self) -> RecoveryReport:
+        segments = list_segments(self.directory)
+        expected: int | None = None
+        for position, (name_base, path) in enumerate(segments):
+            is_last = position == len(segments) - 1
+            scan = SegmentScan.read(path)
+            if scan.base_index is not None and scan.base_index != name_base:
+                scan.error, scan.valid_end = f"header base {scan.base_index} != file name", 0
+                scan.base_index = None
+            if scan.base_index is not None and expected is not None and name_base != expected:
+                # A gap (or overlap) between segments: records are missing.
+                self._bad(path, 0, f"segment starts at index {name_base}, expected {expected}")
+                self._set_aside(segments[position:], path, 0, whole=True)
+                break
+            index = name_base
+            unparsable = False
+            for offset, payload in scan:
+                record = JournalRecord()
+                try:
+                    # upb parses straight from the buffer; the stub only says bytes.
+                    record.ParseFromString(cast(bytes, payload))
+                except DecodeError:
+                    scan.error, scan.valid_end = "CRC-valid record does not parse", offset
+                    unparsable = True
+                    break
+                self.sink(index, record)
+                index += 1
+            expected = index
+            if scan.error is None:
+                self._keep(path, name_base, index, scan.valid_end)
+                continue
+            data, at = scan.data, scan.valid_end
+            torn = (
+                is_last
+                and not unparsable
+                and next_valid_frame(data, max(at + 1, HEADER_BYTES)) is None
+            )
+            if torn:
+                self._torn_tail(path, name_base, index, at=at, size=len(data), why=scan.error)
+                break
+            self._bad(path, at, scan.error)
+            self._set_aside(segments[position:], path, at, whole=scan.base_index is None)
+            if scan.base_index is not None:
+                self._keep(path, name_base, index, at)
+            break
+        self.report.next_index = expected or 0
+        return self.report
+
+    def _keep(self, path: Path, base: int, end: int, size: int) -> None:
+        self.report.segments.append(SegmentMeta(base, path, size, end - base))
+        self.report.records += end - base
+
+    def _torn_tail(self, path: Path, base: int, end: int, *, at: int, size: int, why: str) -> None:
+        if at < HEADER_BYTES:
+            log.warning("journal: removing %s, its header is torn (%s)", path, why)
+            path.unlink()
+            fsync_directory(self.directory, self.fsync)
+            self.report.truncated_bytes += size
+            return
+        log.warning(
+            "journal: torn tail in %s at byte offset %d (%s); truncating %d bytes",
+            path,
+            at,
+            why,
+            size - at,
+        )
+        _truncate(path, at, self.fsync)
+        self.report.truncated_bytes += size - at
+        self._keep(path, base, end, at)
+
+    def _bad(self, path: Path, offset: int, reason: str) -> None:
+        if not self.repair:
+            raise JournalCorruptionError(path, offset, reason)
+        log.error("journal: repair: bad data in %s at byte offset %d: %s", path, offset, reason)
+
+    def _set_aside(
+        self, rest: list[tuple[int, Path]], path: Path, offset: int, *, whole: bool
+    ) -> None:
+        """Repair: keep the bad segment up to ``offset`` (unless ``whole``), drop the rest."""
+        if not whole:
+            aside = path.with_name(f"{path.name}.corrupt-{offset}")
+            with path.open("rb") as src:
+                src.seek(offset)
+                aside.write_bytes(src.read())
+            _truncate(path, offset, self.fsync)
+            self.report.repaired.append(f"{path.name}: truncated at {offset}, tail in {aside.name}")
+            rest = rest[1:]
+        for _, later in rest:
+            later.rename(later.with_name(later.name + ".dropped"))
+            self.report.repaired.append(f"{later.name}: renamed to {later.name}.dropped")
+        fsync_directory(self.directory, self.fsync)
+
+
+def recover(
+    directory: Path,
+    sink: RecordSink,
+    *,
+    repair: bool = False,
+    fsync: Callable[[int], None] = os.fsync,
+) -> RecoveryReport:
+    """Feed every surviving record of ``directory`` to ``sink(index, record)`` in order.
+
+    Truncates a torn tail of the last segment (logged at WARNING). Raises
+    :class:`JournalCorruptionError` for any other damage unless ``repair`` is true. The
+    records already fed to ``sink`` when it raises are not retracted: discard the sink.
+    """
+    return _Scanner(directory, sink, repair, fsync).run()

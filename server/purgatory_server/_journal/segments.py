@@ -1,0 +1,102 @@
+"""Segment files: naming, listing and reading one segment's records.
+
+Why separate from recovery: reading a segment is a mechanical, side-effect-free job (the
+bench and the tests use it directly); *deciding* what a bad frame means (torn tail or
+corruption) depends on where the segment sits in the journal and is recovery's job.
+
+Naming: ``<base_index as 20 decimal digits, zero-padded>.seg``, where ``base_index`` is the
+journal index of the segment's first record (the header repeats it). Sorting names sorts
+segments by index. Other files in the directory are not segments (the ``LOCK`` file, and
+``*.dropped`` / ``*.corrupt-*`` files that ``repair`` sets aside).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from purgatory_server._journal.framing import (
+    HEADER_BYTES,
+    FrameError,
+    decode_frame,
+    decode_header,
+)
+
+SEGMENT_SUFFIX = ".seg"
+_SEGMENT_NAME = re.compile(r"^(\d{20})\.seg$")
+
+
+def segment_name(base_index: int) -> str:
+    """File name of the segment whose first record has index ``base_index``."""
+    return f"{base_index:020d}{SEGMENT_SUFFIX}"
+
+
+def list_segments(directory: Path) -> list[tuple[int, Path]]:
+    """``(base_index, path)`` of every segment file in ``directory``, oldest first."""
+    found = []
+    for path in directory.iterdir():
+        match = _SEGMENT_NAME.match(path.name)
+        if match and path.is_file():
+            found.append((int(match.group(1)), path))
+    found.sort()
+    return found
+
+
+@dataclass(slots=True)
+class SegmentMeta:
+    """What the writer tracks about one segment: its records are ``[base, base+count)``."""
+
+    base: int
+    path: Path
+    size: int
+    count: int
+
+    @property
+    def end_index(self) -> int:
+        """Index one past the segment's last record."""
+        return self.base + self.count
+
+
+class SegmentScan:
+    """Iterate the valid records of one segment's bytes; afterwards, say where it stopped.
+
+    Iterating yields ``(offset, payload)``. When it stops, ``valid_end`` is the offset just
+    past the last whole, CRC-valid record and ``error`` is None if that is the end of the
+    data, else the reason the frame at ``valid_end`` was rejected. A bad header is reported
+    the same way with ``valid_end == 0``; ``base_index`` is None then.
+    """
+
+    def __init__(self, path: Path, data: bytes) -> None:
+        self.path = path
+        self.data = memoryview(data)
+        self.valid_end = 0
+        self.error: str | None = None
+        self.base_index: int | None = None
+        try:
+            self.base_index = decode_header(self.data)
+            self.valid_end = HEADER_BYTES
+        except FrameError as exc:
+            self.error = exc.reason
+
+    @classmethod
+    def read(cls, path: Path) -> SegmentScan:
+        """Read the whole file (segments are bounded by ``segment_bytes``)."""
+        return cls(path, path.read_bytes())
+
+    def __iter__(self) -> Iterator[tuple[int, memoryview]]:
+        if self.base_index is None:
+            return
+        data = self.data
+        offset = self.valid_end
+        end_of_data = len(data)
+        while offset < end_of_data:
+            try:
+                frame = decode_frame(data, offset)
+            except FrameError as exc:
+                self.error = exc.reason
+                return
+            yield offset, frame.payload
+            offset = frame.end
+            self.valid_end = offset

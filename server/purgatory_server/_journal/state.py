@@ -1,0 +1,221 @@
+"""The recovery state builder: what a record stream says the purgatory's state is.
+
+Why pure: recovery, compaction and tests all need "apply these records in order and tell
+me what is pending". Keeping it free of I/O makes it testable record by record and lets
+the writer keep the very same structure up to date as it appends (compaction reads it to
+know what must be carried forward).
+
+Replay rules (the contract docs/journal.md states for outside readers too):
+
+- ``registered``: a new pending operation with no progress. A second registration of an
+  id that is already pending is ignored (logged); an id that had ended may start again.
+- ``signal``: if it carries ``value``, it becomes the key's latest value. It is appended
+  to the progress of every pending operation watching its key (each operation once, even
+  if it lists the key twice). Progress is the raw list of applied signals, in journal
+  order; the server folds it with the operation's condition.
+- ``outcome``: the operation is no longer pending and is *ended*; the outcome joins the
+  event window. A second outcome for an ended id is ignored (logged): an operation has at
+  most one outcome.
+- ``carried_operation``: *replaces* the operation's definition and progress (creates it
+  if absent). That is what makes compaction's copies idempotent. Ignored for an ended id.
+- ``carried_key_value``: sets the key's latest value.
+- ``compaction``: ``last_sequence`` becomes at least its ``last_sequence`` (outcome records
+  may all have been deleted); otherwise informational.
+
+The event window holds outcomes with ``sequence > last_sequence - retain_events``, in
+journal order. The server appends outcomes in increasing sequence order.
+
+Thread-safety: none. One thread owns a :class:`JournalState` (the writer thread, or the
+opener before the writer starts); :class:`RecoveredState` snapshots are immutable.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from purgatory_proto.v1.journal_pb2 import JournalRecord
+
+log = logging.getLogger(__name__)
+
+Registered = JournalRecord.OperationRegistered
+Signal = JournalRecord.SignalApplied
+Outcome = JournalRecord.Outcome
+
+
+@dataclass(slots=True)
+class LiveOperation:
+    """A pending operation as the builder tracks it (mutable; owned by the builder).
+
+    ``anchor`` is the journal index of the record that currently defines it: its
+    registration or the latest compaction copy. Deleting the segment holding the anchor
+    requires carrying the operation forward first.
+    """
+
+    registration: Registered
+    signals: list[Signal]
+    anchor: int
+
+
+@dataclass(frozen=True, slots=True)
+class PendingOperation:
+    """A pending operation handed to the server at start-up.
+
+    ``registration.due_wall_ms`` is the absolute due time (epoch ms): the server re-arms
+    the timer there, or expires the operation at once if it is already past.
+    ``signals`` are the signals applied to it so far, in the order they were applied.
+    """
+
+    registration: Registered
+    signals: tuple[Signal, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveredState:
+    """Everything the server needs to resume a durable purgatory.
+
+    - ``pending``: operation id -> definition and progress.
+    - ``key_values``: key -> its latest value (only keys that ever had one).
+    - ``last_sequence``: highest outcome sequence seen (0 if none); the next is +1.
+    - ``events``: the retained outcome window, in journal (= sequence) order.
+    - ``ended``: ids with an outcome still in the journal (older ones were compacted away).
+    - ``next_index``: the journal index the next appended record will get.
+    """
+
+    pending: Mapping[str, PendingOperation]
+    key_values: Mapping[str, int]
+    last_sequence: int
+    events: tuple[Outcome, ...]
+    ended: frozenset[str]
+    next_index: int
+
+
+class JournalState:
+    """Applies records in journal order and maintains the state they imply."""
+
+    def __init__(self, retain_events: int) -> None:
+        self.retain_events = retain_events
+        self.pending: dict[str, LiveOperation] = {}
+        # key -> (latest value, index of the record that set it)
+        self.key_values: dict[str, tuple[int, int]] = {}
+        self.last_sequence = 0
+        self.purgatory = ""  # from the latest value-setting record; compaction copies it
+        self.records_applied = 0
+        self._watchers: dict[str, set[str]] = {}
+        self._events: deque[tuple[int, Outcome]] = deque()
+        self._ended: dict[str, int] = {}
+        self._ended_order: deque[tuple[int, str]] = deque()
+
+    # -- applying -----------------------------------------------------------------------
+
+    def apply(self, index: int, record: JournalRecord) -> None:
+        """Apply the record at journal ``index``; indices must increase across calls."""
+        self.records_applied += 1
+        kind = record.WhichOneof("record")
+        if kind == "registered":
+            self._register(index, record.registered)
+        elif kind == "signal":
+            self._signal(index, record.signal)
+        elif kind == "outcome":
+            self._outcome(index, record.outcome)
+        elif kind == "carried_operation":
+            self._carried(index, record.carried_operation)
+        elif kind == "carried_key_value":
+            carried = record.carried_key_value
+            self.key_values[carried.key] = (carried.value, index)
+            self.purgatory = carried.purgatory
+        elif kind == "compaction":
+            self.last_sequence = max(self.last_sequence, record.compaction.last_sequence)
+        else:
+            log.warning("journal record %d has no record kind known to this reader", index)
+
+    def _watch(self, op_id: str, keys: Sequence[str]) -> None:
+        watchers = self._watchers
+        for key in keys if len(keys) == 1 else set(keys):
+            watching = watchers.get(key)
+            if watching is None:
+                watchers[key] = {op_id}
+            else:
+                watching.add(op_id)
+
+    def _unwatch(self, op_id: str, keys: Sequence[str]) -> None:
+        for key in set(keys):
+            watching = self._watchers.get(key)
+            if watching is not None:
+                watching.discard(op_id)
+                if not watching:
+                    del self._watchers[key]
+
+    def _register(self, index: int, reg: Registered) -> None:
+        op_id = reg.operation_id
+        if op_id in self.pending:
+            log.warning("journal record %d registers %r again; ignored", index, op_id)
+            return
+        if self._ended:
+            self._ended.pop(op_id, None)
+        self.pending[op_id] = LiveOperation(reg, [], index)
+        self._watch(op_id, reg.keys)
+
+    def _signal(self, index: int, sig: Signal) -> None:
+        if sig.HasField("value"):
+            self.key_values[sig.key] = (sig.value, index)
+            self.purgatory = sig.purgatory
+        for op_id in self._watchers.get(sig.key, ()):
+            self.pending[op_id].signals.append(sig)
+
+    def _outcome(self, index: int, outcome: Outcome) -> None:
+        op_id = outcome.operation_id
+        if op_id in self._ended:
+            log.warning("journal record %d is a second outcome for %r; ignored", index, op_id)
+            return
+        live = self.pending.pop(op_id, None)
+        if live is not None:
+            self._unwatch(op_id, live.registration.keys)
+        self._ended[op_id] = index
+        self._ended_order.append((index, op_id))
+        self.last_sequence = max(self.last_sequence, outcome.sequence)
+        self._events.append((index, outcome))
+        floor = self.last_sequence - self.retain_events
+        while self._events and self._events[0][1].sequence <= floor:
+            self._events.popleft()
+
+    def _carried(self, index: int, carried: JournalRecord.CarriedOperation) -> None:
+        reg = carried.registration
+        op_id = reg.operation_id
+        if op_id in self._ended:
+            log.warning("journal record %d carries ended operation %r; ignored", index, op_id)
+            return
+        old = self.pending.get(op_id)
+        if old is not None:
+            self._unwatch(op_id, old.registration.keys)
+        self.pending[op_id] = LiveOperation(reg, list(carried.progress), index)
+        self._watch(op_id, reg.keys)
+
+    # -- reading ------------------------------------------------------------------------
+
+    def earliest_event_index(self) -> int | None:
+        """Journal index of the oldest outcome still in the window (pins its segment)."""
+        return self._events[0][0] if self._events else None
+
+    def forget_ended_before(self, cutoff: int) -> None:
+        """Drop ended ids whose outcome record (index < ``cutoff``) was deleted."""
+        while self._ended_order and self._ended_order[0][0] < cutoff:
+            index, op_id = self._ended_order.popleft()
+            if self._ended.get(op_id) == index:
+                del self._ended[op_id]
+
+    def snapshot(self, next_index: int) -> RecoveredState:
+        """An immutable copy for the server (O(pending + keys + ended))."""
+        return RecoveredState(
+            pending={
+                op_id: PendingOperation(live.registration, tuple(live.signals))
+                for op_id, live in self.pending.items()
+            },
+            key_values={key: value for key, (value, _) in self.key_values.items()},
+            last_sequence=self.last_sequence,
+            events=tuple(outcome for _, outcome in self._events),
+            ended=frozenset(self._ended),
+            next_index=next_index,
+        )

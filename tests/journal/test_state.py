@@ -1,0 +1,151 @@
+"""The pure state builder: replay rules of docs/journal.md, record by record."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from purgatory_proto.v1.journal_pb2 import JournalRecord
+from purgatory_server._journal import JournalState
+
+from tests.journal.helpers import State, out, reg, sig
+
+
+def build(*records: JournalRecord, retain: int = 100) -> JournalState:
+    state = JournalState(retain)
+    for index, record in enumerate(records):
+        state.apply(index, record)
+    return state
+
+
+def amounts(state: JournalState, op_id: str) -> list[int]:
+    return [s.amount for s in state.pending[op_id].signals]
+
+
+def test_signals_become_progress_of_watchers_registered_before_them() -> None:
+    state = build(
+        sig("a", 100),  # before any registration: not progress
+        reg("x", "a", "b"),
+        sig("a", 1),
+        reg("y", "b"),
+        sig("b", 2),
+        sig("c", 3),  # nobody watches c
+    )
+    assert amounts(state, "x") == [1, 2]
+    assert amounts(state, "y") == [2]
+
+
+def test_an_operation_listing_a_key_twice_gets_each_signal_once() -> None:
+    state = build(reg("x", "a", "a"), sig("a", 5))
+    assert amounts(state, "x") == [5]
+
+
+def test_key_values_follow_the_latest_value_signal_only() -> None:
+    state = build(sig("a", value=3), sig("a", amount=9), sig("b", value=1), sig("a", value=4))
+    snap = state.snapshot(4)
+    assert dict(snap.key_values) == {"a": 4, "b": 1}
+
+
+def test_outcome_ends_operation_and_stops_its_progress() -> None:
+    state = build(reg("x", "a"), out("x", 1, State.STATE_FORCE_COMPLETED), sig("a"))
+    snap = state.snapshot(3)
+    assert snap.pending == {}
+    assert snap.ended == frozenset({"x"})
+    assert snap.last_sequence == 1
+    assert [e.state for e in snap.events] == [State.STATE_FORCE_COMPLETED]
+
+
+def test_second_outcome_and_duplicate_registration_are_ignored(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.WARNING):
+        state = build(
+            reg("x", "a", due=10),
+            reg("x", "a", due=99),
+            sig("a", 1),
+            out("x", 1),
+            out("x", 2),
+        )
+    snap = state.snapshot(5)
+    assert [e.sequence for e in snap.events] == [1]
+    assert snap.last_sequence == 1
+    assert "registers 'x' again" in caplog.text
+    assert "second outcome" in caplog.text
+    again = build(reg("x", "a", due=10), reg("x", "a", due=99))
+    assert again.pending["x"].registration.due_wall_ms == 10
+
+
+def test_event_window_keeps_the_last_n_sequences() -> None:
+    records = []
+    for i in range(1, 11):
+        records += [reg(f"o{i}"), out(f"o{i}", i)]
+    snap = build(*records, retain=3).snapshot(len(records))
+    assert [e.sequence for e in snap.events] == [8, 9, 10]
+    assert snap.last_sequence == 10
+    assert build(*records, retain=0).snapshot(20).events == ()
+
+
+def test_carried_operation_replaces_definition_and_progress_idempotently() -> None:
+    carried = JournalRecord(
+        carried_operation=JournalRecord.CarriedOperation(
+            registration=reg("x", "a", due=42).registered,
+            progress=[sig("a", 1).signal, sig("a", 2).signal],
+            source_index=0,
+        )
+    )
+    plain = build(reg("x", "a", due=42), sig("a", 1), sig("a", 2), sig("a", 3))
+    with_copy = build(reg("x", "a", due=42), sig("a", 1), sig("a", 2), carried, sig("a", 3))
+    twice = build(reg("x", "a", due=42), sig("a", 1), sig("a", 2), carried, carried, sig("a", 3))
+    only_copy = build(sig("a", 1), carried, sig("a", 3))  # registration compacted away
+    for state in (with_copy, twice, only_copy):
+        assert amounts(state, "x") == amounts(plain, "x") == [1, 2, 3]
+        assert state.pending["x"].registration.due_wall_ms == 42
+    assert with_copy.pending["x"].anchor == 3
+    assert twice.pending["x"].anchor == 4
+
+
+def test_carried_copy_of_an_ended_operation_is_ignored(caplog: pytest.LogCaptureFixture) -> None:
+    carried = JournalRecord(
+        carried_operation=JournalRecord.CarriedOperation(registration=reg("x").registered)
+    )
+    with caplog.at_level(logging.WARNING):
+        state = build(reg("x"), out("x", 1), carried)
+    assert state.pending == {}
+    assert "carries ended operation" in caplog.text
+
+
+def test_carried_key_value_sets_value_and_later_signals_win() -> None:
+    carried = JournalRecord(
+        carried_key_value=JournalRecord.CarriedKeyValue(purgatory="p", key="k", value=7)
+    )
+    assert dict(build(carried).snapshot(1).key_values) == {"k": 7}
+    assert dict(build(carried, sig("k", value=8)).snapshot(2).key_values) == {"k": 8}
+
+
+def test_reregistering_an_ended_id_starts_a_new_operation() -> None:
+    state = build(reg("x", "a"), out("x", 1), reg("x", "b"), sig("a"), sig("b", 4))
+    assert amounts(state, "x") == [4]
+    assert "x" not in state.snapshot(5).ended
+
+
+def test_forget_ended_before_drops_only_older_outcomes() -> None:
+    state = build(reg("x"), out("x", 1), reg("y"), out("y", 2))
+    state.forget_ended_before(2)
+    assert state.snapshot(4).ended == frozenset({"y"})
+
+
+def test_snapshot_is_independent_of_later_applies() -> None:
+    state = build(reg("x", "a"), sig("a", 1))
+    snap = state.snapshot(2)
+    state.apply(2, sig("a", 2))
+    state.apply(3, out("x", 1))
+    assert [s.amount for s in snap.pending["x"].signals] == [1]
+    assert snap.next_index == 2
+
+
+def test_compaction_checkpoint_keeps_the_sequence_when_outcomes_are_gone() -> None:
+    checkpoint = JournalRecord(
+        compaction=JournalRecord.CompactionCheckpoint(dropped_before_index=9, last_sequence=41)
+    )
+    assert build(checkpoint).snapshot(1).last_sequence == 41
+    assert build(reg("x"), out("x", 50), checkpoint).snapshot(3).last_sequence == 50

@@ -45,6 +45,7 @@ test: lint typecheck check-stubs unit
 bench: $(STAMP)
 	$(BIN)/python -m bench.timer_scaling
 	$(BIN)/python -m bench.purgatory_perf
+	$(BIN)/python -m bench.service_bench
 
 clean:
 	rm -rf $(VENV) build *.egg-info .mypy_cache .pytest_cache .ruff_cache

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import itertools
+import threading
 
-__all__ = ["TaskCounter"]
+__all__ = ["OperationEstimate", "TaskCounter"]
 
 
 class TaskCounter:
@@ -36,3 +37,35 @@ class TaskCounter:
 
     def get(self) -> int:
         return next(self._increments) - next(self._decrements)
+
+
+class OperationEstimate:
+    """Kafka's ``estimatedTotalOperations``: watched operations since the last purge.
+
+    Incremented on every watch (hot, many threads) and read-and-reset by the purge check
+    (cold, the reaper). The increment is a bare ``next()`` on an ``itertools.count`` for
+    the same reason as :class:`TaskCounter`; the read side takes a lock and keeps an
+    offset, so that a read, which itself advances the count, and a reset compose exactly.
+    """
+
+    __slots__ = ("_count", "_lock", "_offset")
+
+    def __init__(self) -> None:
+        self._count = itertools.count()
+        self._lock = threading.Lock()
+        self._offset = 0
+
+    def increment(self) -> None:
+        next(self._count)
+
+    def get(self) -> int:
+        with self._lock:
+            raw = next(self._count)
+            self._offset += 1  # the read's own step is not an operation
+            return raw - (self._offset - 1)
+
+    def set(self, value: int) -> None:
+        with self._lock:
+            raw = next(self._count)
+            # The next read returns raw + 1 + increments; make that value + increments.
+            self._offset = raw + 1 - value

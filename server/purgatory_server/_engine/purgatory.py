@@ -7,6 +7,7 @@ import threading
 from collections.abc import Hashable, Iterable
 from typing import Generic, TypeVar
 
+from purgatory_server._engine.counter import OperationEstimate
 from purgatory_server._engine.delayed_operation import DelayedOperation
 from purgatory_server._engine.system_timer import SystemTimer
 from purgatory_server._engine.time import Time
@@ -21,6 +22,8 @@ T = TypeVar("T", bound=DelayedOperation)
 
 DEFAULT_SHARDS = 512
 REAPER_POLL_MS = 200
+# Shards purged per advance_clock call while a purge is in progress; see advance_clock.
+PURGE_SHARDS_PER_ADVANCE = 64
 
 
 class DelayedOperationPurgatory(Generic[T]):
@@ -58,8 +61,10 @@ class DelayedOperationPurgatory(Generic[T]):
         self._timer: Timer = timer if timer is not None else SystemTimer(name, time=time)
         self.purge_interval = purge_interval
         self._shards: list[WatcherShard[T]] = [WatcherShard() for _ in range(shards)]
-        self._estimated_total = 0
-        self._estimate_lock = threading.Lock()
+        self._estimated_total = OperationEstimate()
+        # Shards a purge has yet to visit; only the thread in advance_clock touches it.
+        self._purge_pending: list[WatcherShard[T]] = []
+        self._purge_lock = threading.Lock()
         self._stopping = threading.Event()
         self._reaper: threading.Thread | None = None
         if reaper_enabled:
@@ -84,13 +89,14 @@ class DelayedOperationPurgatory(Generic[T]):
         operation in between, so a completed operation never lingers in the wheel.
         """
         keys = list(watch_keys)
+        shards = self._shards
+        n = len(shards)
 
         def watch() -> None:
             for key in keys:
-                self._shard(key).watch(key, operation)
+                shards[hash(key) % n].watch(key, operation)
             if keys:
-                with self._estimate_lock:
-                    self._estimated_total += 1
+                self._estimated_total.increment()
 
         if operation.safe_try_complete_or_else(watch):
             return True
@@ -148,16 +154,27 @@ class DelayedOperationPurgatory(Generic[T]):
         return sum(shard.keys() for shard in self._shards)
 
     def advance_clock(self, timeout_ms: int) -> None:
-        """Advance the timer, then purge if enough completed operations have piled up."""
+        """Advance the timer, then purge if enough completed operations have piled up.
+
+        Kafka sweeps every watcher list in one go. Here a purge visits
+        ``PURGE_SHARDS_PER_ADVANCE`` shards per call and resumes on the next one: the reaper
+        calls this about once per due tick, so a purge still finishes within a few ms, but
+        no single sweep holds the reaper (and the GIL) long enough to make the next
+        expiration late. Empty shards are skipped without taking their lock.
+        """
         self._timer.advance_clock(timeout_ms)
-        delayed = self.num_delayed()
-        with self._estimate_lock:
-            over = self._estimated_total - delayed > self.purge_interval
-            if over:
-                self._estimated_total = delayed
-        if over:
-            purged = sum(shard.purge_completed() for shard in self._shards)
-            logger.debug("purgatory %s purged %d completed watch entries", self.name, purged)
+        with self._purge_lock:
+            pending = self._purge_pending
+            if not pending:
+                delayed = self.num_delayed()
+                if self._estimated_total.get() - delayed <= self.purge_interval:
+                    return
+                self._estimated_total.set(delayed)
+                pending.extend(shard for shard in self._shards if shard.count)
+            batch = pending[-PURGE_SHARDS_PER_ADVANCE:]
+            del pending[-PURGE_SHARDS_PER_ADVANCE:]
+        purged = sum(shard.purge_completed() for shard in batch)
+        logger.debug("purgatory %s purged %d completed watch entries", self.name, purged)
 
     def _reap(self) -> None:
         while not self._stopping.is_set():

@@ -56,7 +56,8 @@ class TimerTaskList:
     def add(self, entry: TimerTaskEntry) -> None:
         """Link ``entry`` at the tail, first unlinking it from any other list."""
         while True:
-            entry.remove()
+            if entry.list is not None:
+                entry.remove()
             with self._lock:
                 if entry.list is None:
                     root = self.root

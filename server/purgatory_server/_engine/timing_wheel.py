@@ -98,7 +98,9 @@ class TimingWheel:
         The caller runs a due entry and drops a cancelled one. The loop walks up the
         levels iteratively rather than recursing; the logic per level is Kafka's.
         """
-        if entry.cancelled:
+        task = entry.timer_task
+        # entry.cancelled, inlined: this runs for every add and every cascade.
+        if task is None or task._cancelled or task._entry is not entry:
             return False
         expiration = entry.expiration_ms
         wheel = self

@@ -82,16 +82,20 @@ class WatcherShard(Generic[T]):
         """Drop completed operations from every key; drop keys left empty."""
         purged = 0
         with self.lock:
+            watchers = self.watchers
             empty: list[Hashable] = []
-            for key, w in self.watchers.items():
-                done = [i for i, op in w.ops.items() if op.is_completed()]
-                for i in done:
-                    del w.ops[i]
-                purged += len(done)
-                if not w.ops:
-                    empty.append(key)
+            for key, w in watchers.items():
+                ops = w.ops
+                # One pass that keeps the live ones; `_completed.locked()` is
+                # is_completed() without the method call (this loop visits every entry).
+                live = {i: op for i, op in ops.items() if not op._completed.locked()}
+                if len(live) != len(ops):
+                    purged += len(ops) - len(live)
+                    w.ops = live
+                    if not live:
+                        empty.append(key)
             for key in empty:
-                del self.watchers[key]
+                del watchers[key]
             self.count -= purged
         return purged
 

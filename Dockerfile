@@ -1,0 +1,26 @@
+# The purgatory gRPC server: slim Python, non-root, health-checked.
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+RUN groupadd --system --gid 10001 purgatory \
+    && useradd --system --uid 10001 --gid 10001 --home-dir /app --shell /usr/sbin/nologin purgatory
+
+WORKDIR /app
+COPY . /src
+# The server and the client (whose `purgatory health` is the health check).
+RUN pip install "/src[server,client]" && rm -rf /src
+
+USER 10001:10001
+EXPOSE 50051
+# Listen on every interface inside the container; override with PURGATORY_* variables.
+ENV PURGATORY_LISTEN=0.0.0.0:50051
+
+HEALTHCHECK --interval=10s --timeout=5s --start-period=5s --retries=3 \
+    CMD ["purgatory", "--target", "127.0.0.1:50051", "health"]
+
+STOPSIGNAL SIGTERM
+ENTRYPOINT ["purgatory-server"]

@@ -1,0 +1,99 @@
+"""The transport ceiling: a bare grpc.aio server whose wait/signal RPCs only park and
+resolve an asyncio Future, with the same messages as the real service.
+
+``python -m bench.service_bare --port N`` serves ``TryCompleteElseWatch`` (the long-poll:
+a Future per key, awaited) and ``CheckAndComplete`` (resolves the key's Futures), their
+batch forms and a GetPurgatory that counts parked calls, and nothing else: no engine,
+no timer, no sequence, no subscribers.
+Whatever the real server does beyond this is the engine's and the service's cost.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+from typing import Any
+
+import grpc
+from purgatory_proto.v1 import purgatory_pb2 as pb
+from purgatory_proto.v1 import purgatory_pb2_grpc as pb_grpc
+
+COMPLETED = pb.OPERATION_STATE_COMPLETED
+
+
+class BareServicer(pb_grpc.PurgatoryServiceServicer):  # type: ignore[misc]
+    def __init__(self) -> None:
+        self._waiting: dict[str, list[asyncio.Future[None]]] = {}
+        self._loop = asyncio.get_running_loop()
+
+    def _park(self, key: str) -> asyncio.Future[None]:
+        fut: asyncio.Future[None] = self._loop.create_future()
+        self._waiting.setdefault(key, []).append(fut)
+        return fut
+
+    def _resolve(self, key: str) -> int:
+        futures = self._waiting.pop(key, ())
+        for fut in futures:
+            if not fut.done():
+                fut.set_result(None)
+        return len(futures)
+
+    async def TryCompleteElseWatch(self, request: Any, context: Any) -> Any:
+        await self._park(request.keys[0])
+        return pb.TryCompleteElseWatchResponse(operation_id=request.operation_id, state=COMPLETED)
+
+    async def BatchTryCompleteElseWatch(self, request: Any, context: Any) -> Any:
+        futures = [self._park(op.keys[0]) for op in request.operations]
+        await asyncio.gather(*futures)
+        return pb.BatchTryCompleteElseWatchResponse(
+            operations=[
+                pb.OperationStatus(operation_id=op.operation_id, state=COMPLETED)
+                for op in request.operations
+            ]
+        )
+
+    async def ListPurgatories(self, request: Any, context: Any) -> Any:
+        return pb.ListPurgatoriesResponse()
+
+    async def GetPurgatory(self, request: Any, context: Any) -> Any:
+        pending = sum(len(futures) for futures in self._waiting.values())
+        return pb.GetPurgatoryResponse(purgatory=pb.Purgatory(name=request.name, pending=pending))
+
+    async def CheckAndComplete(self, request: Any, context: Any) -> Any:
+        return pb.CheckAndCompleteResponse(completed=self._resolve(request.key))
+
+    async def BatchCheckAndComplete(self, request: Any, context: Any) -> Any:
+        counts = [self._resolve(s.key) for s in request.signals]
+        return pb.BatchCheckAndCompleteResponse(completed=sum(counts), completed_per_signal=counts)
+
+
+async def serve(port: int) -> None:
+    server = grpc.aio.server(
+        options=[
+            ("grpc.max_concurrent_streams", 50_000),
+            ("grpc.server.max_pending_requests", 50_000),
+            ("grpc.server.max_pending_requests_hard_limit", 50_000),
+        ]
+    )
+    pb_grpc.add_PurgatoryServiceServicer_to_server(BareServicer(), server)
+    server.add_insecure_port(f"127.0.0.1:{port}")
+    await server.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        await server.stop(1)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, required=True)
+    asyncio.run(serve(parser.parse_args().port))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,196 @@
+"""Typed, frozen results and inputs of the client API (no gRPC, no I/O).
+
+Times are Unix epoch milliseconds as sent by the server. ``OperationState`` values equal
+the wire enum ``purgatory.v1.OperationState``.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+__all__ = [
+    "BatchSignalResult",
+    "Condition",
+    "ConditionKind",
+    "Event",
+    "ForceCompleteResult",
+    "OperationResult",
+    "OperationSpec",
+    "OperationState",
+    "OperationStatus",
+    "PurgatoryConfig",
+    "PurgatoryInfo",
+    "Signal",
+]
+
+
+class OperationState(enum.IntEnum):
+    UNSPECIFIED = 0
+    WATCHING = 1
+    COMPLETED = 2
+    EXPIRED = 3
+    FORCE_COMPLETED = 4
+    CANCELLED = 5
+
+    @property
+    def is_final(self) -> bool:
+        return self not in (OperationState.UNSPECIFIED, OperationState.WATCHING)
+
+
+class ConditionKind(enum.Enum):
+    ANY_KEY = "any_key"
+    ALL_KEYS = "all_keys"
+    MIN_SIGNALS = "min_signals"
+    SUM_AT_LEAST = "sum_at_least"
+    VALUES_AT_LEAST = "values_at_least"
+
+
+def _no_targets() -> Mapping[str, int]:
+    return MappingProxyType({})
+
+
+@dataclass(frozen=True)
+class Condition:
+    """When an operation completes; build one with the class methods."""
+
+    kind: ConditionKind = ConditionKind.ANY_KEY
+    count: int = 0
+    distinct_sources: bool = False
+    threshold: int = 0
+    targets: Mapping[str, int] = field(default_factory=_no_targets)
+    default_target: int = 0
+
+    @classmethod
+    def any_key(cls) -> Condition:
+        """The first signal on any key (the default)."""
+        return cls()
+
+    @classmethod
+    def all_keys(cls) -> Condition:
+        """Every key signalled at least once."""
+        return cls(ConditionKind.ALL_KEYS)
+
+    @classmethod
+    def min_signals(cls, count: int, *, distinct_sources: bool = False) -> Condition:
+        """``count`` signals; with ``distinct_sources`` each source counts once."""
+        return cls(ConditionKind.MIN_SIGNALS, count=count, distinct_sources=distinct_sources)
+
+    @classmethod
+    def sum_at_least(cls, threshold: int) -> Condition:
+        """The sum of the signals' ``amount`` reaches ``threshold``."""
+        return cls(ConditionKind.SUM_AT_LEAST, threshold=threshold)
+
+    @classmethod
+    def values_at_least(
+        cls, targets: Mapping[str, int] | None = None, *, default_target: int = 0
+    ) -> Condition:
+        """Every key's latest ``value`` >= its target (``default_target`` if unlisted)."""
+        return cls(
+            ConditionKind.VALUES_AT_LEAST,
+            targets=MappingProxyType(dict(targets or {})),
+            default_target=default_target,
+        )
+
+
+@dataclass(frozen=True)
+class Signal:
+    """What CheckAndComplete records on a key."""
+
+    amount: int = 0
+    value: int | None = None
+    source: str = ""
+    data: bytes = b""
+
+
+@dataclass(frozen=True)
+class OperationSpec:
+    """One operation of a batch registration."""
+
+    keys: tuple[str, ...]
+    timeout_ms: int
+    condition: Condition = field(default_factory=Condition)
+    payload: bytes = b""
+    operation_id: str = ""
+
+
+@dataclass(frozen=True)
+class OperationResult:
+    """What the signals added up to when the operation ended."""
+
+    signal_count: int = 0
+    sources: tuple[str, ...] = ()
+    signalled_keys: tuple[str, ...] = ()
+    amount_sum: int = 0
+    values: Mapping[str, int] = field(default_factory=_no_targets)
+    data: bytes = b""
+    data_truncated: bool = False
+
+
+@dataclass(frozen=True)
+class OperationStatus:
+    operation_id: str
+    state: OperationState
+    result: OperationResult
+    sequence: int
+    created: bool
+    create_time_ms: int
+    due_time_ms: int
+    complete_time_ms: int
+    payload: bytes = b""
+
+    @property
+    def is_final(self) -> bool:
+        return self.state.is_final
+
+
+@dataclass(frozen=True)
+class Event:
+    """One outcome from a subscription."""
+
+    sequence: int
+    purgatory: str
+    operation_id: str
+    state: OperationState
+    keys: tuple[str, ...]
+    payload: bytes
+    result: OperationResult
+    create_time_ms: int
+    due_time_ms: int
+    complete_time_ms: int
+
+
+@dataclass(frozen=True)
+class ForceCompleteResult:
+    completed: bool
+    operation: OperationStatus
+
+
+@dataclass(frozen=True)
+class BatchSignalResult:
+    completed: int
+    completed_per_signal: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class PurgatoryConfig:
+    """Engine settings; 0 means the server default when creating."""
+
+    tick_ms: int = 0
+    wheel_size: int = 0
+    purge_interval: int = 0
+    max_pending: int = 0
+    retained_events: int = 0
+
+
+@dataclass(frozen=True)
+class PurgatoryInfo:
+    name: str
+    config: PurgatoryConfig
+    pending: int
+    watched_keys: int
+    last_sequence: int
+    oldest_sequence: int
+    subscribers: int

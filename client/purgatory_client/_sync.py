@@ -1,0 +1,235 @@
+"""PurgatoryClient: the blocking client (one grpc channel, thread-safe like grpc's own).
+
+Every method raises :mod:`purgatory_client.errors` exceptions, never ``grpc.RpcError``.
+Method names and arguments are identical to :class:`AsyncPurgatoryClient`'s.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from types import TracebackType
+from typing import Any, TypeVar
+
+import grpc
+from purgatory_proto.v1 import purgatory_pb2 as pb
+from purgatory_proto.v1 import purgatory_pb2_grpc as pb_grpc
+
+from purgatory_client import _base
+from purgatory_client._base import DEFAULT_PURGATORY, ResumeCursor, ResumePolicy
+from purgatory_client._models import (
+    BatchSignalResult,
+    Condition,
+    Event,
+    ForceCompleteResult,
+    OperationSpec,
+    OperationState,
+    OperationStatus,
+    PurgatoryConfig,
+    PurgatoryInfo,
+    Signal,
+)
+from purgatory_client.errors import from_rpc_error
+
+__all__ = ["PurgatoryClient"]
+
+R = TypeVar("R")
+
+
+class PurgatoryClient:
+    """Blocking client of ``purgatory.v1.PurgatoryService``.
+
+    ``timeout`` is the default deadline (seconds) of short calls; long-polls
+    (``wait=True``) and ``subscribe`` have no deadline unless one is passed.
+    """
+
+    def __init__(
+        self,
+        target: str = "127.0.0.1:50051",
+        *,
+        purgatory: str = DEFAULT_PURGATORY,
+        timeout: float | None = 30.0,
+        channel: grpc.Channel | None = None,
+        resume: ResumePolicy | None = None,
+        options: Sequence[tuple[str, Any]] = (),
+    ) -> None:
+        self._owns_channel = channel is None
+        self._channel = channel if channel is not None else grpc.insecure_channel(target, options)
+        self._stub = pb_grpc.PurgatoryServiceStub(self._channel)  # type: ignore[no-untyped-call]
+        self.purgatory = purgatory
+        self.timeout = timeout
+        self._resume = resume or ResumePolicy()
+
+    # ------------------------------------------------------------ plumbing
+    def __enter__(self) -> PurgatoryClient:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._owns_channel:
+            self._channel.close()
+
+    def _call(self, method: Callable[..., Any], request: Any, timeout: float | None) -> Any:
+        try:
+            return method(request, timeout=timeout)
+        except grpc.RpcError as exc:
+            raise from_rpc_error(exc) from None
+
+    def _name(self, purgatory: str | None) -> str:
+        return self.purgatory if purgatory is None else purgatory
+
+    # ------------------------------------------------------------ admin
+    def create_purgatory(self, name: str, config: PurgatoryConfig | None = None) -> PurgatoryInfo:
+        req = pb.CreatePurgatoryRequest(name=name, config=_base.config_to_proto(config))
+        return _base.info_from_proto(
+            self._call(self._stub.CreatePurgatory, req, self.timeout).purgatory
+        )
+
+    def delete_purgatory(self, name: str) -> int:
+        """Delete; returns how many pending operations ended CANCELLED."""
+        req = pb.DeletePurgatoryRequest(name=name)
+        return int(self._call(self._stub.DeletePurgatory, req, self.timeout).cancelled)
+
+    def list_purgatories(self) -> list[PurgatoryInfo]:
+        resp = self._call(self._stub.ListPurgatories, pb.ListPurgatoriesRequest(), self.timeout)
+        return [_base.info_from_proto(p) for p in resp.purgatories]
+
+    def get_purgatory(self, name: str | None = None) -> PurgatoryInfo:
+        req = pb.GetPurgatoryRequest(name=self._name(name))
+        return _base.info_from_proto(
+            self._call(self._stub.GetPurgatory, req, self.timeout).purgatory
+        )
+
+    # ------------------------------------------------------------ operations
+    def try_complete_else_watch(
+        self,
+        keys: Sequence[str],
+        timeout_ms: int,
+        *,
+        condition: Condition | None = None,
+        payload: bytes = b"",
+        operation_id: str = "",
+        wait: bool = False,
+        purgatory: str | None = None,
+        timeout: float | None = None,
+    ) -> OperationStatus:
+        """Register an operation; with ``wait=True`` block until it ends."""
+        req = _base.watch_request(
+            self._name(purgatory),
+            keys=keys,
+            timeout_ms=timeout_ms,
+            condition=condition,
+            payload=payload,
+            operation_id=operation_id,
+            wait=wait,
+        )
+        deadline = timeout if (wait or timeout is not None) else self.timeout
+        return _base.status_from_proto(
+            self._call(self._stub.TryCompleteElseWatch, req, deadline), payload
+        )
+
+    def wait(
+        self,
+        keys: Sequence[str],
+        timeout_ms: int,
+        *,
+        condition: Condition | None = None,
+        payload: bytes = b"",
+        operation_id: str = "",
+        purgatory: str | None = None,
+        timeout: float | None = None,
+    ) -> OperationStatus:
+        """The long-poll: register and return only once the operation has ended."""
+        return self.try_complete_else_watch(
+            keys,
+            timeout_ms,
+            condition=condition,
+            payload=payload,
+            operation_id=operation_id,
+            wait=True,
+            purgatory=purgatory,
+            timeout=timeout,
+        )
+
+    def batch_try_complete_else_watch(
+        self,
+        operations: Iterable[OperationSpec],
+        *,
+        wait: bool = False,
+        purgatory: str | None = None,
+        timeout: float | None = None,
+    ) -> list[OperationStatus]:
+        req = _base.batch_watch_request(self._name(purgatory), operations, wait)
+        deadline = timeout if (wait or timeout is not None) else self.timeout
+        return _base.statuses_from_proto(
+            self._call(self._stub.BatchTryCompleteElseWatch, req, deadline)
+        )
+
+    def check_and_complete(
+        self, key: str, signal: Signal | None = None, *, purgatory: str | None = None
+    ) -> int:
+        """Signal ``key``; returns how many operations this completed."""
+        req = _base.signal_request(self._name(purgatory), key, signal)
+        return int(self._call(self._stub.CheckAndComplete, req, self.timeout).completed)
+
+    def batch_check_and_complete(
+        self,
+        signals: Iterable[tuple[str, Signal | None] | str],
+        *,
+        purgatory: str | None = None,
+    ) -> BatchSignalResult:
+        req = _base.batch_signal_request(self._name(purgatory), signals)
+        return _base.batch_signal_from_proto(
+            self._call(self._stub.BatchCheckAndComplete, req, self.timeout)
+        )
+
+    def force_complete(
+        self, operation_id: str, *, purgatory: str | None = None
+    ) -> ForceCompleteResult:
+        req = pb.ForceCompleteRequest(purgatory=self._name(purgatory), operation_id=operation_id)
+        return _base.force_from_proto(self._call(self._stub.ForceComplete, req, self.timeout))
+
+    def get_operation(self, operation_id: str, *, purgatory: str | None = None) -> OperationStatus:
+        req = pb.GetOperationRequest(purgatory=self._name(purgatory), operation_id=operation_id)
+        resp = self._call(self._stub.GetOperation, req, self.timeout)
+        return _base.status_from_proto(resp.operation)
+
+    # ------------------------------------------------------------ streams
+    def subscribe(
+        self,
+        *,
+        after_sequence: int | None = None,
+        states: Iterable[OperationState] = (),
+        keys: Iterable[str] = (),
+        operation_id_prefix: str = "",
+        purgatory: str | None = None,
+    ) -> Iterator[Event]:
+        """Outcomes in sequence order, resuming transparently after a dropped stream.
+
+        ``after_sequence=None`` starts from now on. Closing the iterator ends the call.
+        """
+        name = self._name(purgatory)
+        states, keys = tuple(states), tuple(keys)
+        cursor = ResumeCursor(after_sequence, self._resume)
+        while True:
+            req = _base.subscribe_request(name, cursor.position, states, keys, operation_id_prefix)
+            call = self._stub.Subscribe(req)
+            try:
+                cursor.started(call.initial_metadata() or ())
+                for msg in call:
+                    event = _base.event_from_proto(msg)
+                    cursor.advance(event.sequence)
+                    yield event
+                return
+            except grpc.RpcError as exc:
+                delay = cursor.retry_delay(from_rpc_error(exc))
+            finally:
+                call.cancel()
+            time.sleep(delay)

@@ -1,0 +1,395 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class OperationState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    OPERATION_STATE_UNSPECIFIED: _ClassVar[OperationState]
+    OPERATION_STATE_WATCHING: _ClassVar[OperationState]
+    OPERATION_STATE_COMPLETED: _ClassVar[OperationState]
+    OPERATION_STATE_EXPIRED: _ClassVar[OperationState]
+    OPERATION_STATE_FORCE_COMPLETED: _ClassVar[OperationState]
+    OPERATION_STATE_CANCELLED: _ClassVar[OperationState]
+OPERATION_STATE_UNSPECIFIED: OperationState
+OPERATION_STATE_WATCHING: OperationState
+OPERATION_STATE_COMPLETED: OperationState
+OPERATION_STATE_EXPIRED: OperationState
+OPERATION_STATE_FORCE_COMPLETED: OperationState
+OPERATION_STATE_CANCELLED: OperationState
+
+class PurgatoryConfig(_message.Message):
+    __slots__ = ("tick_ms", "wheel_size", "purge_interval", "max_pending", "retained_events")
+    TICK_MS_FIELD_NUMBER: _ClassVar[int]
+    WHEEL_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PURGE_INTERVAL_FIELD_NUMBER: _ClassVar[int]
+    MAX_PENDING_FIELD_NUMBER: _ClassVar[int]
+    RETAINED_EVENTS_FIELD_NUMBER: _ClassVar[int]
+    tick_ms: int
+    wheel_size: int
+    purge_interval: int
+    max_pending: int
+    retained_events: int
+    def __init__(self, tick_ms: _Optional[int] = ..., wheel_size: _Optional[int] = ..., purge_interval: _Optional[int] = ..., max_pending: _Optional[int] = ..., retained_events: _Optional[int] = ...) -> None: ...
+
+class Purgatory(_message.Message):
+    __slots__ = ("name", "config", "pending", "watched_keys", "last_sequence", "oldest_sequence", "subscribers")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    PENDING_FIELD_NUMBER: _ClassVar[int]
+    WATCHED_KEYS_FIELD_NUMBER: _ClassVar[int]
+    LAST_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    OLDEST_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIBERS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    config: PurgatoryConfig
+    pending: int
+    watched_keys: int
+    last_sequence: int
+    oldest_sequence: int
+    subscribers: int
+    def __init__(self, name: _Optional[str] = ..., config: _Optional[_Union[PurgatoryConfig, _Mapping]] = ..., pending: _Optional[int] = ..., watched_keys: _Optional[int] = ..., last_sequence: _Optional[int] = ..., oldest_sequence: _Optional[int] = ..., subscribers: _Optional[int] = ...) -> None: ...
+
+class CreatePurgatoryRequest(_message.Message):
+    __slots__ = ("name", "config")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    config: PurgatoryConfig
+    def __init__(self, name: _Optional[str] = ..., config: _Optional[_Union[PurgatoryConfig, _Mapping]] = ...) -> None: ...
+
+class CreatePurgatoryResponse(_message.Message):
+    __slots__ = ("purgatory",)
+    PURGATORY_FIELD_NUMBER: _ClassVar[int]
+    purgatory: Purgatory
+    def __init__(self, purgatory: _Optional[_Union[Purgatory, _Mapping]] = ...) -> None: ...
+
+class DeletePurgatoryRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class DeletePurgatoryResponse(_message.Message):
+    __slots__ = ("cancelled",)
+    CANCELLED_FIELD_NUMBER: _ClassVar[int]
+    cancelled: int
+    def __init__(self, cancelled: _Optional[int] = ...) -> None: ...
+
+class ListPurgatoriesRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListPurgatoriesResponse(_message.Message):
+    __slots__ = ("purgatories",)
+    PURGATORIES_FIELD_NUMBER: _ClassVar[int]
+    purgatories: _containers.RepeatedCompositeFieldContainer[Purgatory]
+    def __init__(self, purgatories: _Optional[_Iterable[_Union[Purgatory, _Mapping]]] = ...) -> None: ...
+
+class GetPurgatoryRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class GetPurgatoryResponse(_message.Message):
+    __slots__ = ("purgatory",)
+    PURGATORY_FIELD_NUMBER: _ClassVar[int]
+    purgatory: Purgatory
+    def __init__(self, purgatory: _Optional[_Union[Purgatory, _Mapping]] = ...) -> None: ...
+
+class Condition(_message.Message):
+    __slots__ = ("any_key", "all_keys", "min_signals", "sum_at_least", "values_at_least")
+    ANY_KEY_FIELD_NUMBER: _ClassVar[int]
+    ALL_KEYS_FIELD_NUMBER: _ClassVar[int]
+    MIN_SIGNALS_FIELD_NUMBER: _ClassVar[int]
+    SUM_AT_LEAST_FIELD_NUMBER: _ClassVar[int]
+    VALUES_AT_LEAST_FIELD_NUMBER: _ClassVar[int]
+    any_key: AnyKeyCondition
+    all_keys: AllKeysCondition
+    min_signals: MinSignalsCondition
+    sum_at_least: SumAtLeastCondition
+    values_at_least: ValuesAtLeastCondition
+    def __init__(self, any_key: _Optional[_Union[AnyKeyCondition, _Mapping]] = ..., all_keys: _Optional[_Union[AllKeysCondition, _Mapping]] = ..., min_signals: _Optional[_Union[MinSignalsCondition, _Mapping]] = ..., sum_at_least: _Optional[_Union[SumAtLeastCondition, _Mapping]] = ..., values_at_least: _Optional[_Union[ValuesAtLeastCondition, _Mapping]] = ...) -> None: ...
+
+class AnyKeyCondition(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class AllKeysCondition(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class MinSignalsCondition(_message.Message):
+    __slots__ = ("count", "distinct_sources")
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    DISTINCT_SOURCES_FIELD_NUMBER: _ClassVar[int]
+    count: int
+    distinct_sources: bool
+    def __init__(self, count: _Optional[int] = ..., distinct_sources: _Optional[bool] = ...) -> None: ...
+
+class SumAtLeastCondition(_message.Message):
+    __slots__ = ("threshold",)
+    THRESHOLD_FIELD_NUMBER: _ClassVar[int]
+    threshold: int
+    def __init__(self, threshold: _Optional[int] = ...) -> None: ...
+
+class ValuesAtLeastCondition(_message.Message):
+    __slots__ = ("targets", "default_target")
+    class TargetsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    TARGETS_FIELD_NUMBER: _ClassVar[int]
+    DEFAULT_TARGET_FIELD_NUMBER: _ClassVar[int]
+    targets: _containers.ScalarMap[str, int]
+    default_target: int
+    def __init__(self, targets: _Optional[_Mapping[str, int]] = ..., default_target: _Optional[int] = ...) -> None: ...
+
+class Signal(_message.Message):
+    __slots__ = ("amount", "value", "source", "data")
+    AMOUNT_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    amount: int
+    value: int
+    source: str
+    data: bytes
+    def __init__(self, amount: _Optional[int] = ..., value: _Optional[int] = ..., source: _Optional[str] = ..., data: _Optional[bytes] = ...) -> None: ...
+
+class OperationResult(_message.Message):
+    __slots__ = ("signal_count", "sources", "signalled_keys", "amount_sum", "values", "data", "data_truncated")
+    class ValuesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    SIGNAL_COUNT_FIELD_NUMBER: _ClassVar[int]
+    SOURCES_FIELD_NUMBER: _ClassVar[int]
+    SIGNALLED_KEYS_FIELD_NUMBER: _ClassVar[int]
+    AMOUNT_SUM_FIELD_NUMBER: _ClassVar[int]
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    DATA_TRUNCATED_FIELD_NUMBER: _ClassVar[int]
+    signal_count: int
+    sources: _containers.RepeatedScalarFieldContainer[str]
+    signalled_keys: _containers.RepeatedScalarFieldContainer[str]
+    amount_sum: int
+    values: _containers.ScalarMap[str, int]
+    data: bytes
+    data_truncated: bool
+    def __init__(self, signal_count: _Optional[int] = ..., sources: _Optional[_Iterable[str]] = ..., signalled_keys: _Optional[_Iterable[str]] = ..., amount_sum: _Optional[int] = ..., values: _Optional[_Mapping[str, int]] = ..., data: _Optional[bytes] = ..., data_truncated: _Optional[bool] = ...) -> None: ...
+
+class OperationSpec(_message.Message):
+    __slots__ = ("operation_id", "keys", "timeout_ms", "condition", "payload")
+    OPERATION_ID_FIELD_NUMBER: _ClassVar[int]
+    KEYS_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    CONDITION_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    operation_id: str
+    keys: _containers.RepeatedScalarFieldContainer[str]
+    timeout_ms: int
+    condition: Condition
+    payload: bytes
+    def __init__(self, operation_id: _Optional[str] = ..., keys: _Optional[_Iterable[str]] = ..., timeout_ms: _Optional[int] = ..., condition: _Optional[_Union[Condition, _Mapping]] = ..., payload: _Optional[bytes] = ...) -> None: ...
+
+class OperationStatus(_message.Message):
+    __slots__ = ("operation_id", "state", "result", "sequence", "created", "create_time_ms", "due_time_ms", "complete_time_ms", "payload")
+    OPERATION_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    CREATED_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    DUE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    COMPLETE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    operation_id: str
+    state: OperationState
+    result: OperationResult
+    sequence: int
+    created: bool
+    create_time_ms: int
+    due_time_ms: int
+    complete_time_ms: int
+    payload: bytes
+    def __init__(self, operation_id: _Optional[str] = ..., state: _Optional[_Union[OperationState, str]] = ..., result: _Optional[_Union[OperationResult, _Mapping]] = ..., sequence: _Optional[int] = ..., created: _Optional[bool] = ..., create_time_ms: _Optional[int] = ..., due_time_ms: _Optional[int] = ..., complete_time_ms: _Optional[int] = ..., payload: _Optional[bytes] = ...) -> None: ...
+
+class TryCompleteElseWatchRequest(_message.Message):
+    __slots__ = ("purgatory", "operation_id", "keys", "timeout_ms", "condition", "payload", "wait")
+    PURGATORY_FIELD_NUMBER: _ClassVar[int]
+    OPERATION_ID_FIELD_NUMBER: _ClassVar[int]
+    KEYS_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    CONDITION_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    WAIT_FIELD_NUMBER: _ClassVar[int]
+    purgatory: str
+    operation_id: str
+    keys: _containers.RepeatedScalarFieldContainer[str]
+    timeout_ms: int
+    condition: Condition
+    payload: bytes
+    wait: bool
+    def __init__(self, purgatory: _Optional[str] = ..., operation_id: _Optional[str] = ..., keys: _Optional[_Iterable[str]] = ..., timeout_ms: _Optional[int] = ..., condition: _Optional[_Union[Condition, _Mapping]] = ..., payload: _Optional[bytes] = ..., wait: _Optional[bool] = ...) -> None: ...
+
+class TryCompleteElseWatchResponse(_message.Message):
+    __slots__ = ("operation_id", "state", "result", "sequence", "created", "create_time_ms", "due_time_ms", "complete_time_ms")
+    OPERATION_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    CREATED_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    DUE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    COMPLETE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    operation_id: str
+    state: OperationState
+    result: OperationResult
+    sequence: int
+    created: bool
+    create_time_ms: int
+    due_time_ms: int
+    complete_time_ms: int
+    def __init__(self, operation_id: _Optional[str] = ..., state: _Optional[_Union[OperationState, str]] = ..., result: _Optional[_Union[OperationResult, _Mapping]] = ..., sequence: _Optional[int] = ..., created: _Optional[bool] = ..., create_time_ms: _Optional[int] = ..., due_time_ms: _Optional[int] = ..., complete_time_ms: _Optional[int] = ...) -> None: ...
+
+class BatchTryCompleteElseWatchRequest(_message.Message):
+    __slots__ = ("purgatory", "operations", "wait")
+    PURGATORY_FIELD_NUMBER: _ClassVar[int]
+    OPERATIONS_FIELD_NUMBER: _ClassVar[int]
+    WAIT_FIELD_NUMBER: _ClassVar[int]
+    purgatory: str
+    operations: _containers.RepeatedCompositeFieldContainer[OperationSpec]
+    wait: bool
+    def __init__(self, purgatory: _Optional[str] = ..., operations: _Optional[_Iterable[_Union[OperationSpec, _Mapping]]] = ..., wait: _Optional[bool] = ...) -> None: ...
+
+class BatchTryCompleteElseWatchResponse(_message.Message):
+    __slots__ = ("operations",)
+    OPERATIONS_FIELD_NUMBER: _ClassVar[int]
+    operations: _containers.RepeatedCompositeFieldContainer[OperationStatus]
+    def __init__(self, operations: _Optional[_Iterable[_Union[OperationStatus, _Mapping]]] = ...) -> None: ...
+
+class KeySignal(_message.Message):
+    __slots__ = ("key", "signal")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    SIGNAL_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    signal: Signal
+    def __init__(self, key: _Optional[str] = ..., signal: _Optional[_Union[Signal, _Mapping]] = ...) -> None: ...
+
+class CheckAndCompleteRequest(_message.Message):
+    __slots__ = ("purgatory", "key", "signal")
+    PURGATORY_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    SIGNAL_FIELD_NUMBER: _ClassVar[int]
+    purgatory: str
+    key: str
+    signal: Signal
+    def __init__(self, purgatory: _Optional[str] = ..., key: _Optional[str] = ..., signal: _Optional[_Union[Signal, _Mapping]] = ...) -> None: ...
+
+class CheckAndCompleteResponse(_message.Message):
+    __slots__ = ("completed",)
+    COMPLETED_FIELD_NUMBER: _ClassVar[int]
+    completed: int
+    def __init__(self, completed: _Optional[int] = ...) -> None: ...
+
+class BatchCheckAndCompleteRequest(_message.Message):
+    __slots__ = ("purgatory", "signals")
+    PURGATORY_FIELD_NUMBER: _ClassVar[int]
+    SIGNALS_FIELD_NUMBER: _ClassVar[int]
+    purgatory: str
+    signals: _containers.RepeatedCompositeFieldContainer[KeySignal]
+    def __init__(self, purgatory: _Optional[str] = ..., signals: _Optional[_Iterable[_Union[KeySignal, _Mapping]]] = ...) -> None: ...
+
+class BatchCheckAndCompleteResponse(_message.Message):
+    __slots__ = ("completed", "completed_per_signal")
+    COMPLETED_FIELD_NUMBER: _ClassVar[int]
+    COMPLETED_PER_SIGNAL_FIELD_NUMBER: _ClassVar[int]
+    completed: int
+    completed_per_signal: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, completed: _Optional[int] = ..., completed_per_signal: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class ForceCompleteRequest(_message.Message):
+    __slots__ = ("purgatory", "operation_id")
+    PURGATORY_FIELD_NUMBER: _ClassVar[int]
+    OPERATION_ID_FIELD_NUMBER: _ClassVar[int]
+    purgatory: str
+    operation_id: str
+    def __init__(self, purgatory: _Optional[str] = ..., operation_id: _Optional[str] = ...) -> None: ...
+
+class ForceCompleteResponse(_message.Message):
+    __slots__ = ("completed", "operation")
+    COMPLETED_FIELD_NUMBER: _ClassVar[int]
+    OPERATION_FIELD_NUMBER: _ClassVar[int]
+    completed: bool
+    operation: OperationStatus
+    def __init__(self, completed: _Optional[bool] = ..., operation: _Optional[_Union[OperationStatus, _Mapping]] = ...) -> None: ...
+
+class GetOperationRequest(_message.Message):
+    __slots__ = ("purgatory", "operation_id")
+    PURGATORY_FIELD_NUMBER: _ClassVar[int]
+    OPERATION_ID_FIELD_NUMBER: _ClassVar[int]
+    purgatory: str
+    operation_id: str
+    def __init__(self, purgatory: _Optional[str] = ..., operation_id: _Optional[str] = ...) -> None: ...
+
+class GetOperationResponse(_message.Message):
+    __slots__ = ("operation",)
+    OPERATION_FIELD_NUMBER: _ClassVar[int]
+    operation: OperationStatus
+    def __init__(self, operation: _Optional[_Union[OperationStatus, _Mapping]] = ...) -> None: ...
+
+class SubscribeFilter(_message.Message):
+    __slots__ = ("states", "keys", "operation_id_prefix")
+    STATES_FIELD_NUMBER: _ClassVar[int]
+    KEYS_FIELD_NUMBER: _ClassVar[int]
+    OPERATION_ID_PREFIX_FIELD_NUMBER: _ClassVar[int]
+    states: _containers.RepeatedScalarFieldContainer[OperationState]
+    keys: _containers.RepeatedScalarFieldContainer[str]
+    operation_id_prefix: str
+    def __init__(self, states: _Optional[_Iterable[_Union[OperationState, str]]] = ..., keys: _Optional[_Iterable[str]] = ..., operation_id_prefix: _Optional[str] = ...) -> None: ...
+
+class SubscribeRequest(_message.Message):
+    __slots__ = ("purgatory", "after_sequence", "filter")
+    PURGATORY_FIELD_NUMBER: _ClassVar[int]
+    AFTER_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    FILTER_FIELD_NUMBER: _ClassVar[int]
+    purgatory: str
+    after_sequence: int
+    filter: SubscribeFilter
+    def __init__(self, purgatory: _Optional[str] = ..., after_sequence: _Optional[int] = ..., filter: _Optional[_Union[SubscribeFilter, _Mapping]] = ...) -> None: ...
+
+class OperationEvent(_message.Message):
+    __slots__ = ("sequence", "purgatory", "operation_id", "state", "keys", "payload", "result", "create_time_ms", "due_time_ms", "complete_time_ms")
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    PURGATORY_FIELD_NUMBER: _ClassVar[int]
+    OPERATION_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    KEYS_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    DUE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    COMPLETE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    sequence: int
+    purgatory: str
+    operation_id: str
+    state: OperationState
+    keys: _containers.RepeatedScalarFieldContainer[str]
+    payload: bytes
+    result: OperationResult
+    create_time_ms: int
+    due_time_ms: int
+    complete_time_ms: int
+    def __init__(self, sequence: _Optional[int] = ..., purgatory: _Optional[str] = ..., operation_id: _Optional[str] = ..., state: _Optional[_Union[OperationState, str]] = ..., keys: _Optional[_Iterable[str]] = ..., payload: _Optional[bytes] = ..., result: _Optional[_Union[OperationResult, _Mapping]] = ..., create_time_ms: _Optional[int] = ..., due_time_ms: _Optional[int] = ..., complete_time_ms: _Optional[int] = ...) -> None: ...

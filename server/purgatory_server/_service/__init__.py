@@ -1,0 +1,34 @@
+"""The gRPC purgatory service: named purgatories, remote conditions, long-polls, streams.
+
+Module map (one concept each): ``config`` (options), ``errors`` (errors and their status
+codes, the one mapping), ``limits`` (request validation), ``conditions`` (declarative
+conditions and progress), ``values`` (bounded latest value per key), ``operation``
+(the DelayedOperation subclass), ``waiters`` (long-polls as futures), ``inbox``
+(thread -> loop hand-off in batches), ``events`` (sequence and retained window),
+``subscriptions`` (bounded subscriber buffers), ``journal`` (durability hooks),
+``purgatory`` (one named purgatory), ``registry`` (all of them), ``convert`` (protobuf),
+``servicer`` (the RPCs) and ``app`` (server assembly and shutdown).
+"""
+
+from purgatory_server._service.app import PurgatoryServer, create_server, serve
+from purgatory_server._service.config import (
+    ConfigError,
+    Limits,
+    PurgatorySettings,
+    ServerConfig,
+    load_config,
+)
+from purgatory_server._service.journal import Journal, NullJournal
+
+__all__ = [
+    "ConfigError",
+    "Journal",
+    "Limits",
+    "NullJournal",
+    "PurgatoryServer",
+    "PurgatorySettings",
+    "ServerConfig",
+    "create_server",
+    "load_config",
+    "serve",
+]

@@ -1,0 +1,152 @@
+"""Assembling and running the gRPC server: servicer, health, reflection, shutdown.
+
+:func:`create_server` builds and starts a ``grpc.aio`` server on the running loop and
+returns it with its bound port (``127.0.0.1:0`` in tests). :meth:`PurgatoryServer.stop`
+is the graceful shutdown used both by tests (in a ``finally``) and on SIGTERM/SIGINT:
+
+1. health turns NOT_SERVING and the registry refuses new work (UNAVAILABLE);
+2. waiting long-polls and Subscribe streams end at once with UNAVAILABLE;
+3. ``grpc.aio.Server.stop(grace)``: no new calls, in-flight ones get ``grace`` seconds;
+4. every purgatory's reaper and timer threads are stopped.
+
+No server state lives in globals: everything hangs off the returned object.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+from purgatory_proto.v1 import purgatory_pb2 as pb
+from purgatory_proto.v1 import purgatory_pb2_grpc as pb_grpc
+
+from purgatory_server._engine.time import Time
+from purgatory_server._service.config import ServerConfig
+from purgatory_server._service.registry import JournalFactory, PurgatoryRegistry
+from purgatory_server._service.servicer import PurgatoryServicer
+
+__all__ = ["SERVICE_NAME", "PurgatoryServer", "create_server", "serve"]
+
+logger = logging.getLogger("purgatory_server.service")
+
+SERVICE_NAME: str = pb.DESCRIPTOR.services_by_name["PurgatoryService"].full_name
+
+
+def server_options(config: ServerConfig) -> list[tuple[str, Any]]:
+    """gRPC core channel arguments; documented in docs/configuration.md."""
+    return [
+        # One client connection may carry thousands of concurrent long-polls.
+        ("grpc.max_concurrent_streams", config.max_concurrent_streams),
+        # A burst of calls queues in gRPC core until the loop requests them; past these
+        # limits core cancels them (the defaults, 1000 and 3000, are far too low for a
+        # burst of 10,000 long-polls).
+        ("grpc.server.max_pending_requests", config.max_pending_requests),
+        ("grpc.server.max_pending_requests_hard_limit", config.max_pending_requests),
+        # Fail loudly if the port is taken instead of sharing it with another server.
+        ("grpc.so_reuseport", 0),
+    ]
+
+
+@dataclass
+class PurgatoryServer:
+    """A started server: the grpc.aio server, its registry and its health servicer."""
+
+    grpc_server: grpc.aio.Server
+    registry: PurgatoryRegistry
+    health: Any
+    port: int
+    config: ServerConfig
+    _stopped: bool = False
+
+    async def stop(self, grace: float | None = None) -> None:
+        """Graceful shutdown (see module docstring); idempotent."""
+        if self._stopped:
+            return
+        self._stopped = True
+        grace = self.config.grace_s if grace is None else grace
+        await self.health.enter_graceful_shutdown()
+        self.registry.begin_shutdown()
+        await self.grpc_server.stop(grace)
+        await self.registry.shutdown()
+        logger.info("server on port %d stopped", self.port)
+
+    async def wait_for_termination(self) -> None:
+        await self.grpc_server.wait_for_termination()
+
+
+async def create_server(
+    address: str | None = None,
+    config: ServerConfig | None = None,
+    *,
+    time: Time | None = None,
+    reaper_enabled: bool = True,
+    journal_factory: JournalFactory | None = None,
+) -> tuple[PurgatoryServer, int]:
+    """Build, start and return a server listening on ``address`` and its bound port.
+
+    ``address`` defaults to ``config.listen``. ``time``/``reaper_enabled`` let tests run
+    the purgatories on MockTime and drive expiry by hand; ``journal_factory`` plugs in a
+    durable journal per purgatory.
+    """
+    config = config if config is not None else ServerConfig()
+    config.validate()
+    address = address if address is not None else config.listen
+    loop = asyncio.get_running_loop()
+    registry = PurgatoryRegistry(
+        config.limits,
+        config.defaults,
+        loop,
+        time=time,
+        reaper_enabled=reaper_enabled,
+        journal_factory=journal_factory,
+    )
+    server = grpc.aio.server(
+        options=server_options(config), maximum_concurrent_rpcs=config.max_concurrent_rpcs
+    )
+    servicer = PurgatoryServicer(registry, loop)
+    pb_grpc.add_PurgatoryServiceServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    reflection.enable_server_reflection(
+        (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server
+    )
+    port = server.add_insecure_port(address)
+    if port == 0:
+        raise OSError(f"cannot listen on {address}")
+    try:
+        for settings in config.purgatories:
+            registry.create(registry.settings_for(settings.name, settings))
+        await server.start()
+    except BaseException:
+        await registry.shutdown()
+        await server.stop(None)
+        raise
+    serving = health_pb2.HealthCheckResponse.SERVING
+    await health_servicer.set("", serving)
+    await health_servicer.set(SERVICE_NAME, serving)
+    return PurgatoryServer(server, registry, health_servicer, port, config), port
+
+
+async def serve(config: ServerConfig) -> None:
+    """Run until SIGTERM or SIGINT, then shut down gracefully."""
+    server, port = await create_server(config.listen, config)
+    host = config.listen.rsplit(":", 1)[0]
+    names = ", ".join(p.name for p in config.purgatories) or "(none)"
+    logger.info("purgatory server listening on %s:%d; purgatories: %s", host, port, names)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+        logger.info("shutting down (grace %.1fs)", config.grace_s)
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+        await server.stop(config.grace_s)

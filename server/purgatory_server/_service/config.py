@@ -1,0 +1,230 @@
+"""Server configuration: defaults, a TOML file, ``PURGATORY_*`` environment overrides.
+
+Precedence (later wins): built-in defaults, the ``--config`` TOML file, environment
+variables, command-line flags. Every option is documented in ``docs/configuration.md``;
+keep the two in step.
+
+Configuration objects are frozen dataclasses: they are built once at start-up and read
+from any thread without locking. Unknown TOML keys and malformed values raise
+:class:`ConfigError` instead of being ignored, so a typo never silently falls back to a
+default.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "ConfigError",
+    "Limits",
+    "PurgatorySettings",
+    "ServerConfig",
+    "apply_env",
+    "load_config",
+]
+
+ENV_PREFIX = "PURGATORY_"
+
+
+class ConfigError(ValueError):
+    """The configuration cannot be used; the message names the offending option."""
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Request limits, enforced on every RPC (see docs/configuration.md)."""
+
+    max_keys_per_operation: int = 1024
+    max_key_length: int = 256
+    max_operation_id_length: int = 128
+    max_name_length: int = 128
+    max_payload_bytes: int = 64 * 1024
+    max_signal_data_bytes: int = 64 * 1024
+    max_result_data_bytes: int = 256 * 1024
+    max_result_sources: int = 1024
+    min_timeout_ms: int = 1
+    max_timeout_ms: int = 7 * 24 * 3600 * 1000
+    max_batch_size: int = 10_000
+    max_purgatories: int = 256
+    max_subscribers: int = 1024
+    subscriber_buffer: int = 10_000
+    max_tracked_values: int = 100_000
+    finished_retained: int = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class PurgatorySettings:
+    """One purgatory's engine settings and its own limits."""
+
+    name: str = "default"
+    tick_ms: int = 1
+    wheel_size: int = 20
+    purge_interval: int = 1000
+    max_pending: int = 1_000_000
+    retained_events: int = 10_000
+
+    def validate(self) -> None:
+        for f in fields(self):
+            if f.name != "name" and getattr(self, f.name) <= 0:
+                raise ConfigError(f"{f.name} must be positive, got {getattr(self, f.name)}")
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    """Everything ``python -m purgatory_server`` needs to run."""
+
+    listen: str = "127.0.0.1:50051"
+    grace_s: float = 5.0
+    # Sized for 10,000+ concurrent long-polls with headroom; beyond it gRPC answers
+    # RESOURCE_EXHAUSTED instead of queueing.
+    max_concurrent_rpcs: int = 50_000
+    # HTTP/2 streams one connection may have open at once.
+    max_concurrent_streams: int = 50_000
+    # Calls that arrived but are not yet picked up by the servicer. gRPC core's defaults
+    # (1000 soft, 3000 hard) CANCEL part of a 10,000-call burst; sized for bursts here.
+    max_pending_requests: int = 50_000
+    log_level: str = "INFO"
+    limits: Limits = field(default_factory=Limits)
+    defaults: PurgatorySettings = field(default_factory=PurgatorySettings)
+    purgatories: tuple[PurgatorySettings, ...] = (PurgatorySettings(),)
+
+    def validate(self) -> None:
+        if self.grace_s < 0:
+            raise ConfigError(f"grace_s must be >= 0, got {self.grace_s}")
+        for name in ("max_concurrent_rpcs", "max_concurrent_streams", "max_pending_requests"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
+        for f in fields(self.limits):
+            if getattr(self.limits, f.name) < 0:
+                raise ConfigError(f"limits.{f.name} must be >= 0")
+        if self.limits.min_timeout_ms > self.limits.max_timeout_ms:
+            raise ConfigError("limits.min_timeout_ms must be <= limits.max_timeout_ms")
+        names = [p.name for p in self.purgatories]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"purgatory names must be unique, got {names}")
+        for p in (self.defaults, *self.purgatories):
+            p.validate()
+
+
+def _coerce(name: str, kind: Any, raw: Any) -> Any:
+    """Convert a TOML or environment value to the field's type, or raise ConfigError."""
+    try:
+        if kind in (int, "int"):
+            if isinstance(raw, bool) or (isinstance(raw, float) and not raw.is_integer()):
+                raise ValueError(raw)
+            return int(raw)
+        if kind in (float, "float"):
+            return float(raw)
+        if kind in (str, "str"):
+            if not isinstance(raw, str):
+                raise ValueError(raw)
+            return raw
+    except (TypeError, ValueError):
+        raise ConfigError(f"{name}: expected {kind}, got {raw!r}") from None
+    raise ConfigError(f"{name}: unsupported option type {kind}")
+
+
+def _merge(obj: Any, values: Mapping[str, Any], where: str) -> Any:
+    """A copy of dataclass ``obj`` with scalar ``values`` applied; unknown keys fail."""
+    known = {f.name: f for f in fields(obj)}
+    changes: dict[str, Any] = {}
+    for key, raw in values.items():
+        f = known.get(key)
+        if f is None or dataclasses.is_dataclass(getattr(obj, key)) or key == "purgatories":
+            raise ConfigError(f"unknown option {where}{key}")
+        changes[key] = _coerce(f"{where}{key}", f.type, raw)
+    return replace(obj, **changes)
+
+
+def _purgatory(defaults: PurgatorySettings, entry: Any, where: str) -> PurgatorySettings:
+    if isinstance(entry, str):
+        return replace(defaults, name=entry)
+    if not isinstance(entry, dict) or "name" not in entry:
+        raise ConfigError(f"{where}: each purgatory needs a name")
+    settings: PurgatorySettings = _merge(defaults, entry, f"{where}.")
+    return settings
+
+
+def from_mapping(data: Mapping[str, Any], base: ServerConfig | None = None) -> ServerConfig:
+    """Apply a parsed TOML document to ``base`` (the built-in defaults if None)."""
+    config: ServerConfig = base if base is not None else ServerConfig()
+    top = {k: v for k, v in data.items() if k not in ("limits", "defaults", "purgatories")}
+    config = _merge(config, top, "")
+    if "limits" in data:
+        config = replace(config, limits=_merge(config.limits, data["limits"], "limits."))
+    if "defaults" in data:
+        config = replace(config, defaults=_merge(config.defaults, data["defaults"], "defaults."))
+    if "purgatories" in data:
+        entries = data["purgatories"]
+        if not isinstance(entries, list):
+            raise ConfigError("purgatories must be an array of names or tables")
+        config = replace(
+            config,
+            purgatories=tuple(
+                _purgatory(config.defaults, e, f"purgatories[{i}]") for i, e in enumerate(entries)
+            ),
+        )
+    elif "defaults" in data:
+        # The implicit `default` purgatory follows changed defaults.
+        config = replace(
+            config,
+            purgatories=tuple(replace(config.defaults, name=p.name) for p in config.purgatories),
+        )
+    return config
+
+
+def apply_env(config: ServerConfig, env: Mapping[str, str]) -> ServerConfig:
+    """Apply ``PURGATORY_<OPTION>``, ``PURGATORY_LIMITS_<LIMIT>``, ``PURGATORY_DEFAULTS_<X>``
+    and ``PURGATORY_PURGATORIES`` (comma-separated names) from ``env``."""
+    top: dict[str, Any] = {}
+    nested: dict[str, dict[str, Any]] = {"limits": {}, "defaults": {}}
+    names: list[str] | None = None
+    for var, value in env.items():
+        if not var.startswith(ENV_PREFIX):
+            continue
+        rest = var[len(ENV_PREFIX) :].lower()
+        if rest == "purgatories":
+            names = [n.strip() for n in value.split(",") if n.strip()]
+            continue
+        for section, table in nested.items():
+            if rest.startswith(section + "_"):
+                table[rest[len(section) + 1 :]] = value
+                break
+        else:
+            if rest in {f.name for f in fields(ServerConfig)}:
+                top[rest] = value
+    data: dict[str, Any] = dict(top)
+    data.update({k: v for k, v in nested.items() if v})
+    if names is not None:
+        data["purgatories"] = names
+    return from_mapping(data, config) if data else config
+
+
+def load_config(
+    path: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> ServerConfig:
+    """Defaults, then the TOML file at ``path``, then ``env``, then flag ``overrides``."""
+    config = ServerConfig()
+    if path is not None:
+        try:
+            with open(path, "rb") as fh:
+                data = tomllib.load(fh)
+        except OSError as exc:
+            raise ConfigError(f"cannot read config file {path}: {exc}") from exc
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
+        config = from_mapping(data, config)
+    config = apply_env(config, os.environ if env is None else env)
+    if overrides:
+        config = from_mapping(overrides, config)
+    assert isinstance(config, ServerConfig)
+    config.validate()
+    return config

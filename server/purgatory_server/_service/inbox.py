@@ -1,0 +1,67 @@
+"""Hand-off of completed operations from engine threads to the event loop, in batches.
+
+Operations end on whichever thread completed them: the loop thread (a signal, a
+ForceComplete) or the timer's executor thread (expiry, possibly thousands per tick).
+Waiters, subscribers and sequence numbers live on the loop, so every completion is put
+in this inbox. Only the put that finds the inbox idle schedules a drain: at high rates
+one ``call_soon_threadsafe`` (one self-pipe write) carries a whole batch, not one per
+operation. Puts from the loop thread itself use ``call_soon`` (no wake-up needed), and
+loop-side callers may also :meth:`drain` synchronously to publish at once.
+
+Thread safety: :meth:`put` from any thread; :meth:`drain` only on the loop thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+__all__ = ["Inbox"]
+
+logger = logging.getLogger("purgatory_server.service")
+
+T = TypeVar("T")
+
+
+class Inbox(Generic[T]):
+    """A thread-safe list drained on one event loop by ``handler(batch)``."""
+
+    __slots__ = ("_handler", "_items", "_lock", "_loop", "_loop_thread", "_scheduled")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, handler: Callable[[list[T]], None]):
+        self._loop = loop
+        self._loop_thread = threading.get_ident()
+        self._handler = handler
+        self._lock = threading.Lock()
+        self._items: list[T] = []
+        self._scheduled = False
+
+    def put(self, item: T) -> None:
+        with self._lock:
+            self._items.append(item)
+            if self._scheduled:
+                return
+            self._scheduled = True
+        if threading.get_ident() == self._loop_thread:
+            self._loop.call_soon(self.drain)
+            return
+        try:
+            self._loop.call_soon_threadsafe(self.drain)
+        except RuntimeError:
+            # The loop is closed: the server is gone and nobody can observe the outcome.
+            logger.warning("outcome dropped: event loop closed")
+
+    def drain(self) -> int:
+        """Publish everything put so far; returns how many items were handled."""
+        with self._lock:
+            items = self._items
+            if not items:
+                self._scheduled = False
+                return 0
+            self._items = []
+            self._scheduled = False
+        self._handler(items)
+        return len(items)

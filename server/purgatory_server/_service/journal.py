@@ -1,0 +1,50 @@
+"""Hooks a durable journal plugs into; the in-memory default does nothing.
+
+A purgatory calls its journal, on the event loop thread and in this order per
+operation: ``on_registered`` before the operation is armed, ``on_signal`` before a signal
+is delivered, ``on_outcome`` when the outcome has its sequence (before waiters and
+subscribers see it). Hooks are synchronous and must be quick: a durable implementation
+buffers and group-commits on its own thread. An exception from a hook propagates to the
+RPC that caused it (the caller sees INTERNAL), so a journal that cannot write fails
+loudly instead of silently losing records.
+
+To restore after a restart, build the purgatory with the journal's
+:class:`~purgatory_server._service.events.EventLog` (last sequence + retained window).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from purgatory_server._service.conditions import SignalRecord
+    from purgatory_server._service.events import Outcome
+    from purgatory_server._service.operation import RemoteOperation
+
+__all__ = ["Journal", "NullJournal"]
+
+
+class Journal(Protocol):
+    def on_registered(self, purgatory: str, operation: RemoteOperation) -> None: ...
+
+    def on_signal(self, purgatory: str, key: str, signal: SignalRecord) -> None: ...
+
+    def on_outcome(self, purgatory: str, outcome: Outcome) -> None: ...
+
+
+class NullJournal:
+    """In-memory purgatories: nothing is recorded."""
+
+    __slots__ = ()
+
+    def on_registered(self, purgatory: str, operation: RemoteOperation) -> None:
+        return None
+
+    def on_signal(self, purgatory: str, key: str, signal: SignalRecord) -> None:
+        return None
+
+    def on_outcome(self, purgatory: str, outcome: Outcome) -> None:
+        return None
+
+
+NULL_JOURNAL = NullJournal()

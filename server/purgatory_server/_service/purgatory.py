@@ -1,0 +1,358 @@
+"""NamedPurgatory: one named purgatory of the service.
+
+It wraps the engine's :class:`DelayedOperationPurgatory` with what a network service
+needs around it: the table of operations by id (for idempotent re-sends, ForceComplete
+and GetOperation), a bounded memory of recently finished ids, the latest value per key,
+the outcome sequence and retained window, subscribers, and the journal hooks.
+
+Thread safety (the central contract): a NamedPurgatory is **loop-confined**. Every public
+method must be called on the event loop thread it was created on. The only code that runs
+elsewhere is ``RemoteOperation.on_complete`` on the timer's executor thread, and that
+only touches its own operation and the thread-safe :class:`Inbox`; the loop publishes
+outcomes from there in batches. Public methods that can complete operations drain the
+inbox before returning, so their callers see those outcomes (with sequences) at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import secrets
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from purgatory_server._engine.purgatory import DelayedOperationPurgatory
+from purgatory_server._engine.system_timer import SystemTimer
+from purgatory_server._engine.time import SYSTEM_TIME, Time
+from purgatory_server._service.conditions import ConditionKind, Progress, SignalRecord
+from purgatory_server._service.config import Limits, PurgatorySettings
+from purgatory_server._service.errors import (
+    AlreadyExists,
+    InvalidArgument,
+    LimitExceeded,
+    NotFound,
+    ServiceError,
+)
+from purgatory_server._service.events import EventLog, Outcome
+from purgatory_server._service.inbox import Inbox
+from purgatory_server._service.journal import NULL_JOURNAL, Journal
+from purgatory_server._service.operation import OperationDefinition, RemoteOperation, SignalSlot
+from purgatory_server._service.states import OperationState
+from purgatory_server._service.subscriptions import EventFilter, Subscriber
+from purgatory_server._service.values import LatestValues
+
+__all__ = ["NamedPurgatory", "OperationRequest", "PurgatoryStats", "Registration"]
+
+logger = logging.getLogger("purgatory_server.service")
+
+# A registration's target: the live operation, or the outcome of a finished one.
+Registration = tuple[RemoteOperation | Outcome, bool]
+
+
+@dataclass(frozen=True, slots=True)
+class OperationRequest:
+    """A validated request to register one operation ("" id: the server assigns one)."""
+
+    operation_id: str
+    definition: OperationDefinition
+
+
+@dataclass(frozen=True, slots=True)
+class PurgatoryStats:
+    name: str
+    settings: PurgatorySettings
+    pending: int
+    watched_keys: int
+    last_sequence: int
+    oldest_sequence: int
+    subscribers: int
+
+
+class NamedPurgatory:
+    """The service-side state of one purgatory; loop-confined (see module docstring)."""
+
+    def __init__(
+        self,
+        settings: PurgatorySettings,
+        limits: Limits,
+        loop: asyncio.AbstractEventLoop,
+        *,
+        time: Time | None = None,
+        journal: Journal | None = None,
+        event_log: EventLog | None = None,
+        reaper_enabled: bool = True,
+    ) -> None:
+        self.name = settings.name
+        self.settings = settings
+        self._limits = limits
+        self._time: Time = time if time is not None else SYSTEM_TIME
+        self._journal: Journal = journal if journal is not None else NULL_JOURNAL
+        timer = SystemTimer(
+            settings.name, tick_ms=settings.tick_ms, wheel_size=settings.wheel_size, time=self._time
+        )
+        self._engine: DelayedOperationPurgatory[RemoteOperation] = DelayedOperationPurgatory(
+            settings.name,
+            timer=timer,
+            purge_interval=settings.purge_interval,
+            reaper_enabled=reaper_enabled,
+            time=self._time,
+        )
+        self._log = event_log if event_log is not None else EventLog(settings.retained_events)
+        self._active: dict[str, RemoteOperation] = {}
+        # Recently finished ids -> (definition, outcome), oldest first, bounded.
+        self._finished: OrderedDict[str, tuple[OperationDefinition, Outcome]] = OrderedDict()
+        self._values = LatestValues(limits.max_tracked_values)
+        self._subscribers: list[Subscriber] = []
+        self._slot = SignalSlot()
+        self._inbox: Inbox[RemoteOperation] = Inbox(loop, self._publish)
+        self._id_prefix = secrets.token_hex(4) + "-"
+        self._ids = itertools.count(1)
+        self._closed: ServiceError | None = None
+
+    # ----------------------------------------------------------------- introspection
+    @property
+    def engine(self) -> DelayedOperationPurgatory[RemoteOperation]:
+        return self._engine
+
+    @property
+    def event_log(self) -> EventLog:
+        return self._log
+
+    @property
+    def values(self) -> LatestValues:
+        return self._values
+
+    def stats(self) -> PurgatoryStats:
+        return PurgatoryStats(
+            name=self.name,
+            settings=self.settings,
+            pending=len(self._active),
+            watched_keys=self._engine.watched_keys(),
+            last_sequence=self._log.last_sequence,
+            oldest_sequence=self._log.oldest_sequence,
+            subscribers=len(self._subscribers),
+        )
+
+    def _check_open(self) -> None:
+        if self._closed is not None:
+            raise self._closed
+
+    # ----------------------------------------------------------------- operations
+    def register(
+        self, requests: Sequence[OperationRequest], fields: Sequence[str]
+    ) -> list[Registration]:
+        """Kafka's tryCompleteElseWatch for each request, all or nothing.
+
+        ``fields`` names each request's place in the RPC ("" or "operations[3].") for
+        error messages. Every check runs before the first registration, so a failed batch
+        leaves nothing behind.
+        """
+        self._check_open()
+        plan: list[Registration | str] = []
+        new = 0
+        seen: set[str] = set()
+        for req, where in zip(requests, fields, strict=True):
+            op_id = req.operation_id
+            if not op_id:
+                plan.append(f"{self._id_prefix}{next(self._ids)}")
+                new += 1
+                continue
+            if op_id in seen:
+                raise InvalidArgument(f"{where}operation_id", f"{op_id!r} repeated in the batch")
+            seen.add(op_id)
+            existing = self._find(op_id)
+            if existing is None:
+                plan.append(op_id)
+                new += 1
+                continue
+            definition, target = existing
+            if definition != req.definition:
+                raise AlreadyExists(
+                    f"{where}operation_id: {op_id!r} already exists in purgatory "
+                    f"{self.name!r} with a different definition"
+                )
+            plan.append((target, False))
+        if new and len(self._active) + new > self.settings.max_pending:
+            raise LimitExceeded(
+                f"purgatory {self.name!r} has {len(self._active)} pending operations; "
+                f"max_pending is {self.settings.max_pending}"
+            )
+        out: list[Registration] = []
+        for req, step in zip(requests, plan, strict=True):
+            if isinstance(step, str):
+                out.append((self._watch(step, req.definition), True))
+            else:
+                out.append(step)
+        self._inbox.drain()
+        return out
+
+    def _find(self, op_id: str) -> tuple[OperationDefinition, RemoteOperation | Outcome] | None:
+        op = self._active.get(op_id)
+        if op is not None:
+            return op.definition, (op.outcome or op)
+        return self._finished.get(op_id)
+
+    def _watch(self, op_id: str, definition: OperationDefinition) -> RemoteOperation:
+        keys = definition.keys
+        cond = definition.condition
+        known = self._values.known(keys) if cond.kind is ConditionKind.VALUES_AT_LEAST else {}
+        progress = Progress(
+            cond,
+            keys,
+            known,
+            data_limit=self._limits.max_result_data_bytes,
+            sources_limit=self._limits.max_result_sources,
+        )
+        op = RemoteOperation(
+            op_id, definition, progress, slot=self._slot, clock=self._time, on_end=self._inbox.put
+        )
+        self._active[op_id] = op
+        self._values.watch(keys)
+        self._journal.on_registered(self.name, op)
+        self._engine.try_complete_else_watch(op, keys)
+        return op
+
+    def signal(self, signals: Sequence[tuple[str, SignalRecord]]) -> list[int]:
+        """Record each signal on its key and try the key's watchers; completed per signal."""
+        self._check_open()
+        slot = self._slot
+        engine = self._engine
+        journal = self._journal
+        counts: list[int] = []
+        for key, sig in signals:
+            journal.on_signal(self.name, key, sig)
+            if sig.value is not None:
+                self._values.update(key, sig.value)
+            slot.serial += 1
+            slot.key = key
+            slot.signal = sig
+            try:
+                counts.append(engine.check_and_complete(key))
+            finally:
+                slot.key = None
+                slot.signal = None
+        self._inbox.drain()
+        return counts
+
+    def force_complete(self, op_id: str) -> tuple[bool, RemoteOperation | Outcome]:
+        self._check_open()
+        op = self._active.get(op_id)
+        if op is None:
+            finished = self._finished.get(op_id)
+            if finished is None:
+                raise NotFound(f"operation {op_id!r} not found in purgatory {self.name!r}")
+            return False, finished[1]
+        won = op.end(OperationState.FORCE_COMPLETED)
+        self._inbox.drain()
+        return won, (op.outcome or op)
+
+    def lookup(self, op_id: str) -> RemoteOperation | Outcome:
+        self._check_open()
+        found = self._find(op_id)
+        if found is None:
+            raise NotFound(f"operation {op_id!r} not found in purgatory {self.name!r}")
+        return found[1]
+
+    def advance_clock(self, timeout_ms: int) -> None:
+        """Drive the timer by hand (a MockTime purgatory without reaper); then publish.
+
+        Expired operations run on the executor thread; this waits for it to go idle so
+        that, with MockTime, "everything due has fired and been published" on return.
+        """
+        self._engine.advance_clock(timeout_ms)
+        timer = self._engine.timer
+        if isinstance(timer, SystemTimer):
+            timer._wait_executor_idle(10.0)
+        self._inbox.drain()
+
+    # ----------------------------------------------------------------- outcomes
+    def _publish(self, ops: list[RemoteOperation]) -> None:
+        """Give each ended operation its sequence and tell everyone (loop thread)."""
+        log = self._log
+        active = self._active
+        finished = self._finished
+        retained = self._limits.finished_retained
+        journal = self._journal
+        for op in ops:
+            outcome = Outcome(
+                sequence=log.next_sequence(),
+                purgatory=self.name,
+                operation_id=op.operation_id,
+                state=op.state,
+                keys=op.keys,
+                payload=op.definition.payload,
+                result=op.result,
+                create_time_ms=op.create_time_ms,
+                due_time_ms=op.due_time_ms,
+                complete_time_ms=op.complete_time_ms,
+            )
+            op.outcome = outcome
+            if active.get(op.operation_id) is op:
+                del active[op.operation_id]
+            if retained:
+                finished[op.operation_id] = (op.definition, outcome)
+                if len(finished) > retained:
+                    finished.popitem(last=False)
+            self._values.unwatch(op.keys)
+            log.append(outcome)
+            journal.on_outcome(self.name, outcome)
+            for sub in self._subscribers:
+                sub.offer(outcome)
+            waiters = op.waiters
+            if waiters:
+                op.waiters = []
+                for waiter in waiters:
+                    waiter.deliver(outcome)
+
+    # ----------------------------------------------------------------- subscriptions
+    def subscribe(self, after_sequence: int | None, event_filter: EventFilter) -> Subscriber:
+        """A subscriber replaying what is retained after ``after_sequence``, then live."""
+        self._check_open()
+        if len(self._subscribers) >= self._limits.max_subscribers:
+            raise LimitExceeded(
+                f"purgatory {self.name!r} has {len(self._subscribers)} subscribers; "
+                f"max_subscribers is {self._limits.max_subscribers}"
+            )
+        self._inbox.drain()  # so "from now on" starts after everything already ended
+        if after_sequence is None:
+            start, replay = self._log.last_sequence, []
+        else:
+            start, replay = after_sequence, self._log.after(after_sequence)
+        sub = Subscriber(event_filter, self._limits.subscriber_buffer, replay, start)
+        self._subscribers.append(sub)
+        return sub
+
+    def unsubscribe(self, sub: Subscriber) -> None:
+        if sub in self._subscribers:
+            self._subscribers.remove(sub)
+
+    # ----------------------------------------------------------------- life cycle
+    def cancel_all(self) -> int:
+        """End every pending operation as CANCELLED (DeletePurgatory); returns how many."""
+        cancelled = sum(op.end(OperationState.CANCELLED) for op in list(self._active.values()))
+        self._inbox.drain()
+        return cancelled
+
+    def close(self, error: ServiceError) -> None:
+        """Refuse further calls with ``error``; fail waiters; end subscriber streams.
+
+        Does not stop the engine threads: call :meth:`shutdown_engine` (blocking, so
+        from a worker thread) afterwards.
+        """
+        if self._closed is None:
+            self._closed = error
+        self._inbox.drain()
+        for op in list(self._active.values()):
+            waiters = op.waiters
+            op.waiters = []
+            for waiter in waiters:
+                waiter.fail(error)
+        for sub in self._subscribers:
+            sub.close(error)
+
+    def shutdown_engine(self) -> None:
+        """Stop the reaper and timer threads (joins them; any thread)."""
+        self._engine.shutdown()
+        logger.debug("purgatory %s stopped with %d pending", self.name, len(self._active))

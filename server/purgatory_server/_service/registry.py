@@ -1,0 +1,147 @@
+"""The named purgatories of one server, created from config at start-up or by RPC.
+
+Thread safety: loop-confined like the purgatories it holds; the only blocking step,
+stopping a purgatory's engine threads, is pushed to a worker thread so the loop keeps
+serving while a purgatory is deleted or the server stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Callable
+from dataclasses import replace
+
+from purgatory_server._engine.time import Time
+from purgatory_server._service.config import Limits, PurgatorySettings
+from purgatory_server._service.errors import (
+    AlreadyExists,
+    InvalidArgument,
+    LimitExceeded,
+    NotFound,
+    ServiceError,
+    ShuttingDown,
+)
+from purgatory_server._service.events import EventLog
+from purgatory_server._service.journal import Journal
+from purgatory_server._service.purgatory import NamedPurgatory
+
+__all__ = ["PurgatoryRegistry"]
+
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+# Builds the journal of a new purgatory (None: in memory) and, for restored ones, the
+# event log to continue from.
+JournalFactory = Callable[[PurgatorySettings], tuple[Journal | None, EventLog | None]]
+
+
+class PurgatoryRegistry:
+    """Name -> :class:`NamedPurgatory`; loop-confined."""
+
+    def __init__(
+        self,
+        limits: Limits,
+        defaults: PurgatorySettings,
+        loop: asyncio.AbstractEventLoop,
+        *,
+        time: Time | None = None,
+        reaper_enabled: bool = True,
+        journal_factory: JournalFactory | None = None,
+    ) -> None:
+        self.limits = limits
+        self.defaults = defaults
+        self._loop = loop
+        self._time = time
+        self._reaper_enabled = reaper_enabled
+        self._journal_factory = journal_factory
+        self._purgatories: dict[str, NamedPurgatory] = {}
+        self._closed: ServiceError | None = None
+
+    def validate_name(self, name: str, field: str = "name") -> None:
+        if not name:
+            raise InvalidArgument(field, "must not be empty")
+        if len(name) > self.limits.max_name_length:
+            raise InvalidArgument(
+                field, f"longer than max_name_length ({self.limits.max_name_length})"
+            )
+        if not NAME_PATTERN.fullmatch(name):
+            raise InvalidArgument(field, "use letters, digits, '.', '_' and '-' only")
+
+    def settings_for(self, name: str, overrides: PurgatorySettings | None) -> PurgatorySettings:
+        """``overrides`` with zero fields taken from the server defaults."""
+        base = replace(self.defaults, name=name)
+        if overrides is None:
+            return base
+        return PurgatorySettings(
+            name=name,
+            tick_ms=overrides.tick_ms or base.tick_ms,
+            wheel_size=overrides.wheel_size or base.wheel_size,
+            purge_interval=overrides.purge_interval or base.purge_interval,
+            max_pending=overrides.max_pending or base.max_pending,
+            retained_events=overrides.retained_events or base.retained_events,
+        )
+
+    def create(self, settings: PurgatorySettings) -> NamedPurgatory:
+        if self._closed is not None:
+            raise self._closed
+        self.validate_name(settings.name)
+        if settings.name in self._purgatories:
+            raise AlreadyExists(f"purgatory {settings.name!r} already exists")
+        if len(self._purgatories) >= self.limits.max_purgatories:
+            raise LimitExceeded(
+                f"{len(self._purgatories)} purgatories exist; "
+                f"max_purgatories is {self.limits.max_purgatories}"
+            )
+        journal, log = (None, None)
+        if self._journal_factory is not None:
+            journal, log = self._journal_factory(settings)
+        purgatory = NamedPurgatory(
+            settings,
+            self.limits,
+            self._loop,
+            time=self._time,
+            journal=journal,
+            event_log=log,
+            reaper_enabled=self._reaper_enabled,
+        )
+        self._purgatories[settings.name] = purgatory
+        return purgatory
+
+    def get(self, name: str, field: str = "purgatory") -> NamedPurgatory:
+        if self._closed is not None:
+            raise self._closed
+        purgatory = self._purgatories.get(name)
+        if purgatory is None:
+            if not name:
+                raise InvalidArgument(field, "must not be empty")
+            raise NotFound(f"purgatory {name!r} not found")
+        return purgatory
+
+    def all_purgatories(self) -> list[NamedPurgatory]:
+        if self._closed is not None:
+            raise self._closed
+        return [self._purgatories[n] for n in sorted(self._purgatories)]
+
+    async def delete(self, name: str) -> int:
+        """Cancel its pending operations, end its streams, stop its threads."""
+        purgatory = self.get(name, "name")
+        del self._purgatories[name]
+        cancelled = purgatory.cancel_all()
+        purgatory.close(NotFound(f"purgatory {name!r} was deleted"))
+        await asyncio.to_thread(purgatory.shutdown_engine)
+        return cancelled
+
+    def begin_shutdown(self, error: ServiceError | None = None) -> None:
+        """Refuse new work and end waiting long-polls and streams (UNAVAILABLE)."""
+        error = error if error is not None else ShuttingDown()
+        if self._closed is None:
+            self._closed = error
+        for purgatory in self._purgatories.values():
+            purgatory.close(error)
+
+    async def shutdown(self) -> None:
+        """:meth:`begin_shutdown`, then stop every purgatory's engine threads."""
+        self.begin_shutdown()
+        purgatories = list(self._purgatories.values())
+        self._purgatories.clear()
+        await asyncio.gather(*(asyncio.to_thread(p.shutdown_engine) for p in purgatories))

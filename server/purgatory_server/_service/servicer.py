@@ -1,0 +1,155 @@
+"""The ``purgatory.v1.PurgatoryService`` servicer: RPCs onto the registry.
+
+Each method validates and converts its request (:mod:`.convert`), calls the loop-confined
+registry/purgatory, and builds the response. Errors are raised as
+:class:`~.errors.ServiceError` and turned into statuses by the decorators of
+:mod:`.errors` (the one mapping). All methods run on the server's event loop; nothing
+here blocks it except for microseconds of engine work, and long-polls await futures.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+from purgatory_proto.v1 import purgatory_pb2 as pb
+from purgatory_proto.v1 import purgatory_pb2_grpc as pb_grpc
+
+from purgatory_server._service.convert import (
+    event_to_proto,
+    filter_from_proto,
+    operation_request,
+    operation_status,
+    purgatory_to_proto,
+    settings_from_proto,
+    signal_from_proto,
+    status_fields,
+)
+from purgatory_server._service.errors import InvalidArgument, stream_errors, unary_errors
+from purgatory_server._service.events import Outcome
+from purgatory_server._service.limits import check_batch, check_key
+from purgatory_server._service.registry import PurgatoryRegistry
+from purgatory_server._service.waiters import wait_for_outcomes
+
+__all__ = ["METADATA_START_AFTER", "PurgatoryServicer"]
+
+# Response header of Subscribe: the sequence the stream starts after (resume point).
+METADATA_START_AFTER = "purgatory-start-after"
+
+
+class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
+    def __init__(self, registry: PurgatoryRegistry, loop: asyncio.AbstractEventLoop) -> None:
+        self._registry = registry
+        self._loop = loop
+        self._limits = registry.limits
+
+    # ------------------------------------------------------------------ admin
+    @unary_errors
+    async def CreatePurgatory(self, request: Any, context: Any) -> Any:
+        registry = self._registry
+        registry.validate_name(request.name)
+        settings = registry.settings_for(
+            request.name, settings_from_proto(request.name, request.config)
+        )
+        purgatory = registry.create(settings)
+        return pb.CreatePurgatoryResponse(purgatory=purgatory_to_proto(purgatory.stats()))
+
+    @unary_errors
+    async def DeletePurgatory(self, request: Any, context: Any) -> Any:
+        cancelled = await self._registry.delete(request.name)
+        return pb.DeletePurgatoryResponse(cancelled=cancelled)
+
+    @unary_errors
+    async def ListPurgatories(self, request: Any, context: Any) -> Any:
+        return pb.ListPurgatoriesResponse(
+            purgatories=[purgatory_to_proto(p.stats()) for p in self._registry.all_purgatories()]
+        )
+
+    @unary_errors
+    async def GetPurgatory(self, request: Any, context: Any) -> Any:
+        purgatory = self._registry.get(request.name, "name")
+        return pb.GetPurgatoryResponse(purgatory=purgatory_to_proto(purgatory.stats()))
+
+    # ------------------------------------------------------------------ operations
+    @unary_errors
+    async def TryCompleteElseWatch(self, request: Any, context: Any) -> Any:
+        purgatory = self._registry.get(request.purgatory)
+        op_request = operation_request("", request, self._limits)
+        ((target, created),) = purgatory.register((op_request,), ("",))
+        if request.wait and not isinstance(target, Outcome):
+            await wait_for_outcomes(self._loop, (target,))
+        return pb.TryCompleteElseWatchResponse(**status_fields(target, created))
+
+    @unary_errors
+    async def BatchTryCompleteElseWatch(self, request: Any, context: Any) -> Any:
+        purgatory = self._registry.get(request.purgatory)
+        check_batch("operations", len(request.operations), self._limits)
+        limits = self._limits
+        fields = [f"operations[{i}]." for i in range(len(request.operations))]
+        requests = [
+            operation_request(where, spec, limits)
+            for where, spec in zip(fields, request.operations, strict=True)
+        ]
+        registered = purgatory.register(requests, fields)
+        if request.wait:
+            live = [t for t, _ in registered if not isinstance(t, Outcome)]
+            await wait_for_outcomes(self._loop, live)
+        return pb.BatchTryCompleteElseWatchResponse(
+            operations=[operation_status(t, created) for t, created in registered]
+        )
+
+    @unary_errors
+    async def CheckAndComplete(self, request: Any, context: Any) -> Any:
+        purgatory = self._registry.get(request.purgatory)
+        check_key("key", request.key, self._limits)
+        signal = signal_from_proto("signal", request.signal, self._limits)
+        (completed,) = purgatory.signal(((request.key, signal),))
+        return pb.CheckAndCompleteResponse(completed=completed)
+
+    @unary_errors
+    async def BatchCheckAndComplete(self, request: Any, context: Any) -> Any:
+        purgatory = self._registry.get(request.purgatory)
+        limits = self._limits
+        check_batch("signals", len(request.signals), limits)
+        signals = []
+        for i, item in enumerate(request.signals):
+            check_key(f"signals[{i}].key", item.key, limits)
+            signals.append(
+                (item.key, signal_from_proto(f"signals[{i}].signal", item.signal, limits))
+            )
+        counts = purgatory.signal(signals)
+        return pb.BatchCheckAndCompleteResponse(completed=sum(counts), completed_per_signal=counts)
+
+    @unary_errors
+    async def ForceComplete(self, request: Any, context: Any) -> Any:
+        purgatory = self._registry.get(request.purgatory)
+        if not request.operation_id:
+            raise InvalidArgument("operation_id", "must not be empty")
+        won, target = purgatory.force_complete(request.operation_id)
+        return pb.ForceCompleteResponse(completed=won, operation=operation_status(target, False))
+
+    @unary_errors
+    async def GetOperation(self, request: Any, context: Any) -> Any:
+        purgatory = self._registry.get(request.purgatory)
+        if not request.operation_id:
+            raise InvalidArgument("operation_id", "must not be empty")
+        target = purgatory.lookup(request.operation_id)
+        return pb.GetOperationResponse(operation=operation_status(target, False))
+
+    # ------------------------------------------------------------------ streams
+    @stream_errors
+    async def Subscribe(self, request: Any, context: Any) -> AsyncIterator[Any]:
+        purgatory = self._registry.get(request.purgatory)
+        event_filter = filter_from_proto("filter", request.filter)
+        after = request.after_sequence if request.HasField("after_sequence") else None
+        subscriber = purgatory.subscribe(after, event_filter)
+        try:
+            await context.send_initial_metadata(
+                ((METADATA_START_AFTER, str(subscriber.start_after)),)
+            )
+            while True:
+                for outcome in await subscriber.next_batch():
+                    yield event_to_proto(outcome)
+        finally:
+            purgatory.unsubscribe(subscriber)

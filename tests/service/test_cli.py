@@ -1,0 +1,65 @@
+"""The ``purgatory`` command line against a real server."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from purgatory_client import Condition
+from purgatory_client.cli import main, parse_condition
+
+from tests.service.helpers import ServerThread
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, list[dict[str, object]]]:
+    code = main(list(argv))
+    out = capsys.readouterr().out
+    return code, [json.loads(line) for line in out.splitlines() if line]
+
+
+def test_watch_signal_force_subscribe_purgatories(
+    server_thread: ServerThread, capsys: pytest.CaptureFixture[str]
+) -> None:
+    t = ["--target", server_thread.target]
+    code, out = _run(capsys, *t, "watch", "k", "--timeout-ms", "60000", "--id", "w1", "--no-wait")
+    assert code == 0 and out[0]["state"] == "WATCHING"
+    code, out = _run(capsys, *t, "signal", "k", "--amount", "3", "--source", "r1")
+    assert (code, out) == (0, [{"completed": 1}])
+    _run(capsys, *t, "watch", "--timeout-ms", "60000", "--id", "w2", "--no-wait")
+    code, out = _run(capsys, *t, "force", "w2")
+    assert out[0]["completed"] is True
+    assert out[0]["operation"]["state"] == "FORCE_COMPLETED"
+    code, out = _run(capsys, *t, "subscribe", "--after", "0", "--limit", "2")
+    assert [e["operation_id"] for e in out] == ["w1", "w2"]
+    assert out[0]["result"]["amount_sum"] == 3
+    code, out = _run(capsys, *t, "purgatories", "create", "other")
+    assert out[0]["name"] == "other"
+    code, out = _run(capsys, *t, "purgatories")
+    assert [p["name"] for p in out] == ["default", "other"]
+    code, out = _run(capsys, *t, "health")
+    assert (code, out) == (0, [{"status": "SERVING"}])
+
+
+def test_watch_waits_for_the_outcome(
+    server_thread: ServerThread, capsys: pytest.CaptureFixture[str]
+) -> None:
+    t = ["--target", server_thread.target]
+    code, out = _run(capsys, *t, "watch", "k", "--timeout-ms", "50", "--condition", "min:2")
+    assert code == 0
+    assert out[0]["state"] == "EXPIRED"
+
+
+def test_errors_exit_non_zero(
+    server_thread: ServerThread, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["--target", server_thread.target, "--purgatory", "nope", "signal", "k"]) == 1
+    assert "NOT_FOUND" in capsys.readouterr().err
+    assert main(["--target", server_thread.target, "purgatories", "get"]) == 2
+
+
+def test_condition_syntax() -> None:
+    assert parse_condition("min-distinct:3") == Condition.min_signals(3, distinct_sources=True)
+    assert parse_condition("sum:10") == Condition.sum_at_least(10)
+    assert parse_condition("values:7").default_target == 7
+    with pytest.raises(Exception, match="bad condition"):
+        parse_condition("sometimes")

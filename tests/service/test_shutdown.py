@@ -1,0 +1,116 @@
+"""Graceful shutdown: waiting long-polls and streams end with UNAVAILABLE at once, the
+engine threads stop, and the real process exits cleanly on SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+from purgatory_client import (
+    AsyncPurgatoryClient,
+    PurgatoryClient,
+    ResumePolicy,
+    UnavailableError,
+)
+
+from tests.service.helpers import until
+
+
+async def test_stop_ends_waiters_and_streams_with_unavailable(serve) -> None:  # type: ignore[no-untyped-def]
+    server, port = await serve()
+    async with AsyncPurgatoryClient(
+        f"127.0.0.1:{port}", resume=ResumePolicy(attempts=0), purgatory="shut-1"
+    ) as client:
+        await client.create_purgatory("shut-1")
+        waits = [asyncio.create_task(client.wait([f"k{i}"], 600_000)) for i in range(5)]
+        stream = client.subscribe()
+        reader = asyncio.create_task(stream.__anext__())
+
+        async def all_in() -> bool:
+            info = await client.get_purgatory()
+            return info.pending == 5 and info.subscribers == 1
+
+        await until(all_in)
+        started = time.monotonic()
+        await server.stop(5.0)
+        elapsed = time.monotonic() - started
+        results = await asyncio.gather(*waits, reader, return_exceptions=True)
+    assert elapsed < 2.5, f"waiters held shutdown for {elapsed:.1f}s (grace 5s)"
+    assert all(isinstance(r, UnavailableError) for r in results), results
+    alive = {t.name for t in threading.enumerate()}
+    assert "ExpirationReaper-shut-1" not in alive
+    assert "executor-shut-1" not in alive
+
+
+def _start_server(*args: str) -> tuple[subprocess.Popen[str], int]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "purgatory_server", "--listen", "127.0.0.1:0", *args],
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PURGATORY_LOG_LEVEL": "INFO"},
+    )
+    assert proc.stderr is not None
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        match = re.search(r"listening on 127\.0\.0\.1:(\d+)", line)
+        if match:
+            return proc, int(match.group(1))
+    proc.kill()
+    proc.wait(10)
+    raise AssertionError("server did not report its port")
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_process_shuts_down_gracefully_on_signal(signum: int) -> None:
+    proc, port = _start_server("--purgatory", "default", "--purgatory", "orders", "--grace", "3")
+    try:
+        with PurgatoryClient(f"127.0.0.1:{port}", timeout=10) as client:
+            assert [p.name for p in client.list_purgatories()] == ["default", "orders"]
+            outcome: list[BaseException] = []
+
+            def long_poll() -> None:
+                try:
+                    client.wait(["k"], 600_000, purgatory="orders", timeout=30)
+                except UnavailableError as exc:
+                    outcome.append(exc)
+
+            poller = threading.Thread(target=long_poll)
+            poller.start()
+            deadline = time.monotonic() + 10
+            while client.get_purgatory("orders").pending != 1:
+                assert time.monotonic() < deadline
+                time.sleep(0.01)
+            proc.send_signal(signum)
+            poller.join(10)
+            assert len(outcome) == 1
+        assert proc.wait(15) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        if proc.stderr is not None:
+            proc.stderr.close()
+
+
+def test_bad_configuration_exits_with_usage_error(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    bad = tmp_path / "bad.toml"
+    bad.write_text("no_such_option = 1\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "purgatory_server", "--config", str(bad)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert "no_such_option" in result.stderr

@@ -1,0 +1,86 @@
+"""A plain (non-editable) ``pip install .`` gets every package and working gRPC stubs.
+
+The editable install the test suite runs on maps whole directories, so a subpackage
+missing from pyproject's package list would go unnoticed there; a built wheel would not
+have it. This builds the wheel and imports the stubs from it alone.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SOURCE_PACKAGES = {
+    "purgatory_server": ROOT / "server" / "purgatory_server",
+    "purgatory_client": ROOT / "client" / "purgatory_client",
+    "purgatory_proto": ROOT / "proto" / "purgatory_proto",
+}
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--wheel-dir",
+            str(out),
+            str(ROOT),
+        ],
+        check=True,
+        timeout=300,
+    )
+    [whl] = out.glob("*.whl")
+    return whl
+
+
+def test_wheel_contains_every_source_module(wheel: Path) -> None:
+    names = set(zipfile.ZipFile(wheel).namelist())
+    expected = {
+        f"{pkg}/{path.relative_to(src).as_posix()}"
+        for pkg, src in SOURCE_PACKAGES.items()
+        for path in src.rglob("*")
+        if path.suffix in {".py", ".pyi"} or path.name == "py.typed"
+        if "__pycache__" not in path.parts
+    }
+    missing = sorted(expected - names)
+    assert not missing, f"not in the wheel: {missing}"
+
+
+def test_stubs_import_from_the_wheel_alone(wheel: Path) -> None:
+    # -S and -I keep the editable install and site-packages' other paths out: only the
+    # wheel (a zip, importable as is since it is pure Python) and grpc/protobuf's own dirs.
+    import google.protobuf
+    import grpc
+
+    deps = {Path(grpc.__file__).parent.parent, Path(google.protobuf.__file__).parents[2]}
+    code = "\n".join(
+        [
+            f"import sys; sys.path[:0] = {[str(wheel), *map(str, deps)]!r}",
+            "from purgatory_proto.v1 import purgatory_pb2, purgatory_pb2_grpc",
+            "import purgatory_client, purgatory_server",
+            f"assert purgatory_pb2.__file__.startswith({str(wheel)!r}), purgatory_pb2.__file__",
+            "d = purgatory_pb2.DESCRIPTOR",
+            "print(d.package, len(d.services_by_name))",
+        ]
+    )
+    out = subprocess.run(
+        [sys.executable, "-S", "-I", "-c", code],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["purgatory.v1", "1"]

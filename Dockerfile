@@ -7,7 +7,8 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
 RUN groupadd --system --gid 10001 purgatory \
-    && useradd --system --uid 10001 --gid 10001 --home-dir /app --shell /usr/sbin/nologin purgatory
+    && useradd --system --uid 10001 --gid 10001 --home-dir /app --shell /usr/sbin/nologin purgatory \
+    && install -d -o 10001 -g 10001 /var/lib/purgatory
 
 WORKDIR /app
 COPY . /src
@@ -17,7 +18,11 @@ RUN pip install "/src[server,client]" && rm -rf /src
 USER 10001:10001
 EXPOSE 50051
 # Listen on every interface inside the container; override with PURGATORY_* variables.
-ENV PURGATORY_LISTEN=0.0.0.0:50051
+# Durable purgatories journal under /var/lib/purgatory: mount a volume there to keep them
+# across container restarts (the non-root user owns it).
+ENV PURGATORY_LISTEN=0.0.0.0:50051 \
+    PURGATORY_DATA_DIR=/var/lib/purgatory
+VOLUME ["/var/lib/purgatory"]
 
 HEALTHCHECK --interval=10s --timeout=5s --start-period=5s --retries=3 \
     CMD ["purgatory", "--target", "127.0.0.1:50051", "health"]

@@ -68,13 +68,14 @@ class BareServicer(pb_grpc.PurgatoryServiceServicer):  # type: ignore[misc]
         return pb.BatchCheckAndCompleteResponse(completed=sum(counts), completed_per_signal=counts)
 
 
-async def serve(port: int) -> None:
+async def serve(port: int, max_concurrent_rpcs: int | None) -> None:
     server = grpc.aio.server(
         options=[
             ("grpc.max_concurrent_streams", 50_000),
             ("grpc.server.max_pending_requests", 50_000),
             ("grpc.server.max_pending_requests_hard_limit", 50_000),
-        ]
+        ],
+        maximum_concurrent_rpcs=max_concurrent_rpcs,
     )
     pb_grpc.add_PurgatoryServiceServicer_to_server(BareServicer(), server)
     server.add_insecure_port(f"127.0.0.1:{port}")
@@ -92,7 +93,14 @@ async def serve(port: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, required=True)
-    asyncio.run(serve(parser.parse_args().port))
+    parser.add_argument(
+        "--max-concurrent-rpcs",
+        type=int,
+        default=None,
+        help="grpc.aio's RPC limiter, as the purgatory server configures it (default: off)",
+    )
+    a = parser.parse_args()
+    asyncio.run(serve(a.port, a.max_concurrent_rpcs))
 
 
 if __name__ == "__main__":

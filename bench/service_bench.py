@@ -9,9 +9,11 @@ shares a GIL with it), the load generator in this process:
 - **purgatory**, batch form: ``BatchTryCompleteElseWatch(wait=true)`` of B operations +
   ``BatchCheckAndComplete`` of their B keys;
 - the bare server's batch form, for reference;
-- **Redis** (Debian's ``redis-server`` on a loopback port, redis-py asyncio): ``BLPOP`` +
-  ``LPUSH`` at the unbatched concurrency, and at the batch form's concurrency (one BLPOP
-  connection per waiting operation, the B LPUSHes pipelined);
+- **Redis** (Debian's ``redis-server`` on a loopback port, redis-py asyncio with the
+  hiredis parser): ``BLPOP`` + ``LPUSH`` at the unbatched concurrency, and twice at the
+  batch form's concurrency: one BLPOP connection per waiting operation with the B
+  LPUSHes pipelined, and Redis's own batch form, B BLPOPs pipelined on one connection
+  per worker (see :func:`redis_batched`). Batch forms are compared with the faster;
 - a **burst** of 10,000 long-polls sent at once to a fresh purgatory server: the server's
   RSS growth per waiting long-poll, and how many calls were CANCELLED (must be 0).
 
@@ -30,6 +32,7 @@ import os
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -44,6 +47,11 @@ from purgatory_proto.v1 import purgatory_pb2_grpc as pb_grpc
 from bench._common import markdown_table, percentile, run_context, write_json
 
 OWN_CONNECTION = [("grpc.use_local_subchannel_pool", 1)]
+REDIS_BATCH = "redis BLPOP/LPUSH, batch form"
+REDIS_UNB = "redis BLPOP/LPUSH, unbatched"
+REDIS_PIPE = "redis BLPOP/LPUSH, pipelined"
+UNB = ("bare grpc.aio, unbatched", "purgatory, unbatched")
+BAT = ("bare grpc.aio, batch form", "purgatory, batch form")
 
 
 def free_port() -> int:
@@ -61,8 +69,8 @@ def rss_kib(pid: int) -> int:
 
 
 @contextlib.contextmanager
-def process(cmd: list[str]) -> Iterator[subprocess.Popen[bytes]]:
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def process(cmd: list[str], env: dict[str, str] | None = None) -> Iterator[subprocess.Popen[bytes]]:
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     try:
         yield proc
     finally:
@@ -86,8 +94,11 @@ def purgatory_cmd(port: int) -> list[str]:
     ]
 
 
-def bare_cmd(port: int) -> list[str]:
-    return [sys.executable, "-m", "bench.service_bare", "--port", str(port)]
+def bare_cmd(port: int, max_concurrent_rpcs: int | None) -> list[str]:
+    cmd = [sys.executable, "-m", "bench.service_bare", "--port", str(port)]
+    if max_concurrent_rpcs:
+        cmd += ["--max-concurrent-rpcs", str(max_concurrent_rpcs)]
+    return cmd
 
 
 async def wait_ready(target: str) -> None:
@@ -253,6 +264,58 @@ async def redis_pairs(
             await c.aclose()
 
 
+async def redis_batched(name: str, port: int, a: argparse.Namespace) -> Run:
+    """Redis's own batch form: each worker pipelines B BLPOPs on ONE connection, and the
+    B LPUSHes on another.
+
+    Redis serves a connection's commands in order, so the first BLPOP blocks until its
+    key is pushed and each later one finds its value already there: every wait is
+    answered, and the pipeline's reply arrives once all B are, which is exactly what the
+    batch long-poll promises. B waits are in flight per worker, as in the batch form.
+    This is the cheapest way we found to have Redis do this work (far cheaper than one
+    connection per waiter), so it is the baseline the batch form is judged against.
+    """
+    import redis.asyncio as aioredis
+
+    size = a.batch_size
+    waiters = [
+        aioredis.Redis(port=port, single_connection_client=True) for _ in range(a.batch_workers)
+    ]
+    signallers = [
+        aioredis.Redis(port=port, single_connection_client=True) for _ in range(a.batch_workers)
+    ]
+    serial = [0]
+
+    async def worker(w: int, run: Run, end: float) -> None:
+        waiter, signaller = waiters[w], signallers[w]
+        while time.perf_counter() < end:
+            serial[0] += 1
+            keys = [f"{w}-{serial[0]}-{i}" for i in range(size)]
+            waits = waiter.pipeline(transaction=False)
+            for k in keys:
+                waits.blpop([k], timeout=0)
+            waiting = asyncio.ensure_future(waits.execute())
+            await asyncio.sleep(0)
+            t0 = time.perf_counter()
+            pushes = signaller.pipeline(transaction=False)
+            for k in keys:
+                pushes.lpush(k, b"1")
+            await pushes.execute()
+            answers = await waiting
+            if len(answers) != size or any(x is None for x in answers):
+                raise RuntimeError("a pipelined BLPOP came back without its value")
+            run.latencies.append(time.perf_counter() - t0)
+            run.pairs += size
+
+    try:
+        return await drive(
+            Run(name, a.batch_workers * size), a.batch_workers, worker, a.duration, a.warmup
+        )
+    finally:
+        for c in [*waiters, *signallers]:
+            await c.aclose()
+
+
 async def burst(target: str, pid: int, n: int, channels: int) -> dict[str, Any]:
     """n long-polls at once on fresh server: RSS growth per waiter, CANCELLED count."""
     chans = [grpc.aio.insecure_channel(target, OWN_CONNECTION) for _ in range(channels)]
@@ -304,82 +367,149 @@ async def burst(target: str, pid: int, n: int, channels: int) -> dict[str, Any]:
     }
 
 
+def redis_cmd(redis_server: str, port: int) -> list[str]:
+    return [
+        redis_server,
+        "--port",
+        str(port),
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--daemonize",
+        "no",
+        "--maxclients",
+        "10000",
+    ]
+
+
+async def wait_redis(port: int) -> None:
+    import redis.asyncio as aioredis
+
+    probe = aioredis.Redis(port=port)
+    try:
+        for _ in range(100):
+            with contextlib.suppress(Exception):
+                if await probe.ping():
+                    return
+            await asyncio.sleep(0.05)
+        raise RuntimeError("redis-server did not answer")
+    finally:
+        await probe.aclose()
+
+
+Scenario = tuple[str, Callable[[], Awaitable[Run]]]
+
+
+def merge(total: Run | None, part: Run) -> Run:
+    if total is None:
+        return part
+    total.pairs += part.pairs
+    total.retries += part.retries
+    total.seconds += part.seconds
+    total.latencies.extend(part.latencies)
+    return total
+
+
 async def main_async(a: argparse.Namespace) -> dict[str, Any]:
-    runs: list[Run] = []
+    """Every scenario once per round, rounds interleaved, all servers up throughout.
+
+    Why rounds: the machine is shared, and its load drifts over a minute. Running every
+    system for a short slice in turn, several times, exposes each to the same drift;
+    ratios are then taken per round (median reported) as well as over the totals.
+    """
     bursts: dict[str, Any] = {}
     p_port, b_port = free_port(), free_port()
-    with process(bare_cmd(b_port)) as bare, process(purgatory_cmd(p_port)):
-        await wait_ready(f"127.0.0.1:{b_port}")
-        await wait_ready(f"127.0.0.1:{p_port}")
+    c = a.concurrency
+    with contextlib.ExitStack() as stack:
+        bare = stack.enter_context(process(bare_cmd(b_port, a.bare_max_concurrent_rpcs)))
+        stack.enter_context(process(purgatory_cmd(p_port)))
         bare_target, purg_target = f"127.0.0.1:{b_port}", f"127.0.0.1:{p_port}"
-        c = a.concurrency
-        runs.append(await grpc_unbatched("bare grpc.aio, unbatched", bare_target, c, a))
-        runs.append(await grpc_unbatched("purgatory, unbatched", purg_target, c, a))
-        runs.append(await grpc_batched("bare grpc.aio, batch form", bare_target, a))
-        runs.append(await grpc_batched("purgatory, batch form", purg_target, a))
-        bursts["bare grpc.aio"] = await burst(bare_target, bare.pid, a.burst, a.channels)
-    redis_server = shutil.which("redis-server")
-    if redis_server and not a.skip_redis:
-        r_port = free_port()
-        cmd = [
-            redis_server,
-            "--port",
-            str(r_port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--daemonize",
-            "no",
-            "--maxclients",
-            "10000",
+        await wait_ready(bare_target)
+        await wait_ready(purg_target)
+        scenarios: list[Scenario] = [
+            ("bare grpc.aio, unbatched", lambda: grpc_unbatched(UNB[0], bare_target, c, a)),
+            ("purgatory, unbatched", lambda: grpc_unbatched(UNB[1], purg_target, c, a)),
+            ("bare grpc.aio, batch form", lambda: grpc_batched(BAT[0], bare_target, a)),
+            ("purgatory, batch form", lambda: grpc_batched(BAT[1], purg_target, a)),
         ]
-        with process(cmd):
-            import redis.asyncio as aioredis
-
-            probe = aioredis.Redis(port=r_port)
-            for _ in range(100):
-                with contextlib.suppress(Exception):
-                    if await probe.ping():
-                        break
-                await asyncio.sleep(0.05)
-            await probe.aclose()
-            runs.append(
-                await redis_pairs("redis BLPOP/LPUSH, unbatched", r_port, a.concurrency, 1, a)
-            )
-            runs.append(
-                await redis_pairs(
-                    "redis BLPOP/LPUSH, pipelined", r_port, a.batch_workers, a.batch_size, a
-                )
-            )
-    # The burst last, on a fresh purgatory server (clean RSS baseline).
+        if a.compare_src:
+            # The same scenarios against a server run from another source tree (e.g. the
+            # last commit, `git archive HEAD | tar -x -C DIR`): before/after in one run.
+            src = os.path.abspath(a.compare_src)
+            env = {**os.environ, "PYTHONPATH": f"{src}/server{os.pathsep}{src}/proto"}
+            o_port = free_port()
+            stack.enter_context(process(purgatory_cmd(o_port), env))
+            o_target = f"127.0.0.1:{o_port}"
+            await wait_ready(o_target)
+            label = f"purgatory @{a.compare_label}"
+            scenarios += [
+                (f"{label}, unbatched", lambda: grpc_unbatched(f"{label}, u", o_target, c, a)),
+                (f"{label}, batch form", lambda: grpc_batched(f"{label}, b", o_target, a)),
+            ]
+        redis_server = shutil.which("redis-server")
+        if redis_server and not a.skip_redis:
+            r_port = free_port()
+            stack.enter_context(process(redis_cmd(redis_server, r_port)))
+            await wait_redis(r_port)
+            bw, bs = a.batch_workers, a.batch_size
+            scenarios += [
+                (REDIS_UNB, lambda: redis_pairs(REDIS_UNB, r_port, c, 1, a)),
+                (REDIS_PIPE, lambda: redis_pairs(REDIS_PIPE, r_port, bw, bs, a)),
+                (REDIS_BATCH, lambda: redis_batched(REDIS_BATCH, r_port, a)),
+            ]
+        totals: dict[str, Run] = {}
+        per_round: dict[str, list[float]] = {name: [] for name, _ in scenarios}
+        for r in range(a.rounds):
+            for name, run_one in scenarios:
+                part = await run_one()
+                part.name = name
+                per_round[name].append(part.rate)
+                totals[name] = merge(totals.get(name), part)
+            print(f"round {r + 1}/{a.rounds} done", file=sys.stderr)
+        bursts["bare grpc.aio"] = await burst(bare_target, bare.pid, a.burst, a.channels)
+    # The purgatory burst last, on a fresh server (clean RSS baseline).
     p2 = free_port()
     with process(purgatory_cmd(p2)) as fresh:
         await wait_ready(f"127.0.0.1:{p2}")
         bursts["purgatory"] = await burst(f"127.0.0.1:{p2}", fresh.pid, a.burst, a.channels)
-    return {"runs": runs, "bursts": bursts}
+    return {
+        "runs": [totals[name] for name, _ in scenarios],
+        "per_round": per_round,
+        "bursts": bursts,
+    }
 
 
 def report(result: dict[str, Any], a: argparse.Namespace) -> dict[str, Any]:
     runs: list[Run] = result["runs"]
     by = {r.name: r for r in runs}
     bare_u = by["bare grpc.aio, unbatched"].rate
-    redis_p = by.get("redis BLPOP/LPUSH, pipelined")
-    redis_u = by.get("redis BLPOP/LPUSH, unbatched")
+    redis_p = by.get(REDIS_PIPE)
+    redis_b = by.get(REDIS_BATCH)
+    # The batch forms are judged against the FASTEST Redis usage at their concurrency.
+    redis_best = max(
+        (r for r in (redis_p, redis_b) if r is not None), key=lambda r: r.rate, default=None
+    )
+    best = redis_best.rate if redis_best else None
     baselines = {
         "purgatory, unbatched": bare_u,
-        "purgatory, batch form": redis_p.rate if redis_p else None,
-        "bare grpc.aio, batch form": redis_p.rate if redis_p else None,
+        "purgatory, batch form": best,
+        "bare grpc.aio, batch form": best,
         "redis BLPOP/LPUSH, unbatched": bare_u,
     }
+    label = f"purgatory @{a.compare_label}"
+    if a.compare_src:
+        baselines[f"{label}, unbatched"] = bare_u
+        baselines[f"{label}, batch form"] = best
     headers = ["system", "in flight", "pairs", "pairs/s", "p50 ms", "p99 ms", "re-signals", "ratio"]
     print(markdown_table(headers, [r.row(baselines.get(r.name)) for r in runs]))
     print()
     print(
         "ratio: purgatory unbatched and redis unbatched vs bare grpc.aio unbatched; "
-        "batch forms vs redis pipelined (the same number of waiting operations)."
+        "batch forms vs the fastest redis run with the same number of waiting operations"
+        f" ({redis_best.name if redis_best else 'none'})."
     )
     print()
     rows = []
@@ -394,19 +524,39 @@ def report(result: dict[str, Any], a: argparse.Namespace) -> dict[str, Any]:
             rows,
         )
     )
-    checks = {
-        "unbatched >= 0.9x bare": by["purgatory, unbatched"].rate / bare_u,
-        "batch >= 3x redis pipelined": (by["purgatory, batch form"].rate / redis_p.rate)
-        if redis_p
-        else None,
-        "batch >= 3x redis unbatched": (by["purgatory, batch form"].rate / redis_u.rate)
-        if redis_u
-        else None,
-        "burst CANCELLED": result["bursts"]["purgatory"]["codes"].get("CANCELLED", 0),
+    per_round: dict[str, list[float]] = result["per_round"]
+
+    def ratio(num: str, *dens: str) -> dict[str, Any] | None:
+        """num / den per round (den: the fastest of ``dens`` in that round) and overall."""
+        dens = tuple(d for d in dens if d in per_round)
+        if num not in per_round or not dens:
+            return None
+        each = [n / max(per_round[d][i] for d in dens) for i, n in enumerate(per_round[num])]
+        overall = by[num].rate / max(by[d].rate for d in dens)
+        return {"median": statistics.median(each), "rounds": each, "overall": overall}
+
+    checks: dict[str, Any] = {
+        "unbatched >= 0.9x bare": ratio(UNB[1], UNB[0]),
+        "batch >= 3x fastest redis (same in flight)": ratio(BAT[1], REDIS_PIPE, REDIS_BATCH),
+        "batch vs redis pipelined (one connection per waiter)": ratio(BAT[1], REDIS_PIPE),
+        "batch vs redis batch form (pipelined BLPOPs)": ratio(BAT[1], REDIS_BATCH),
+        "batch vs redis unbatched": ratio(BAT[1], REDIS_UNB),
+        "batch vs bare grpc.aio batch form": ratio(BAT[1], BAT[0]),
     }
+    if a.compare_src:
+        for form, name in (("unbatched", UNB[1]), ("batch form", BAT[1])):
+            checks[f"{form}: this tree vs {a.compare_label}"] = ratio(name, f"{label}, {form}")
     print()
+    print("ratios: median of the per-round ratios [each round] (ratio of the totals)")
     for k, v in checks.items():
-        print(f"- {k}: {v if not isinstance(v, float) else round(v, 2)}")
+        if v is None:
+            print(f"- {k}: n/a")
+            continue
+        each = ", ".join(f"{x:.2f}" for x in v["rounds"])
+        print(f"- {k}: {v['median']:.2f} [{each}] ({v['overall']:.2f})")
+    cancelled = result["bursts"]["purgatory"]["codes"].get("CANCELLED", 0)
+    print(f"- burst of {a.burst} long-polls, CANCELLED calls: {cancelled}")
+    checks["burst CANCELLED"] = cancelled
     return {
         "context": run_context(),
         "args": vars(a),
@@ -423,6 +573,7 @@ def report(result: dict[str, Any], a: argparse.Namespace) -> dict[str, Any]:
             }
             for r in runs
         ],
+        "per_round_pairs_per_s": per_round,
         "bursts": result["bursts"],
         "checks": checks,
     }
@@ -430,14 +581,28 @@ def report(result: dict[str, Any], a: argparse.Namespace) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--duration", type=float, default=5.0, help="seconds per scenario")
-    parser.add_argument("--warmup", type=float, default=1.0)
+    parser.add_argument(
+        "--duration", type=float, default=2.0, help="seconds per scenario per round"
+    )
+    parser.add_argument("--warmup", type=float, default=0.3, help="seconds before each")
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds")
+    parser.add_argument(
+        "--bare-max-concurrent-rpcs",
+        type=int,
+        default=50_000,
+        help="the bare server's grpc.aio RPC limiter; the purgatory server's default "
+        "(max_concurrent_rpcs) is 50,000, so both run the same transport; 0 turns it off",
+    )
     parser.add_argument("--concurrency", type=int, default=32, help="unbatched pairs in flight")
     parser.add_argument("--channels", type=int, default=2, help="client connections")
     parser.add_argument("--batch-workers", type=int, default=4)
     parser.add_argument("--batch-size", type=int, default=100)
     parser.add_argument("--burst", type=int, default=10_000)
     parser.add_argument("--skip-redis", action="store_true")
+    parser.add_argument(
+        "--compare-src", help="also bench a purgatory server run from this source tree"
+    )
+    parser.add_argument("--compare-label", default="baseline", help="its name in the table")
     parser.add_argument("--json", help="write raw numbers here (default bench/results/)")
     a = parser.parse_args()
     print(f"service bench: {os.cpu_count()} CPUs, load {os.getloadavg()}")

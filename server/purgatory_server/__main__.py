@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from purgatory_server._journal import JournalCorruptionError, JournalError
 from purgatory_server._service.app import serve
 from purgatory_server._service.config import ConfigError, load_config
 
@@ -36,6 +37,24 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="create this purgatory at start-up (repeatable; replaces the configured list)",
     )
     parser.add_argument("--max-concurrent-rpcs", type=int, help="gRPC concurrent-call limit")
+    parser.add_argument(
+        "--data-dir", help="directory of durable purgatories' journals (default ./data)"
+    )
+    parser.add_argument(
+        "--fsync", choices=("always", "interval", "never"), help="journal fsync policy"
+    )
+    parser.add_argument("--fsync-interval-ms", type=int, help="fsync bound under 'interval'")
+    parser.add_argument(
+        "--durable",
+        action="store_true",
+        help="make the purgatories named by --purgatory (and defaults) durable",
+    )
+    parser.add_argument(
+        "--repair-journal",
+        action="store_true",
+        help="truncate a journal at a corrupt record instead of refusing to start",
+    )
+    parser.add_argument("--port-file", help="write the bound port to this file once serving")
     return parser.parse_args(argv)
 
 
@@ -50,6 +69,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         overrides["log_level"] = args.log_level
     if args.max_concurrent_rpcs is not None:
         overrides["max_concurrent_rpcs"] = args.max_concurrent_rpcs
+    for flag, option in (
+        ("data_dir", "data_dir"),
+        ("fsync", "fsync"),
+        ("fsync_interval_ms", "fsync_interval_ms"),
+        ("port_file", "port_file"),
+    ):
+        if getattr(args, flag) is not None:
+            overrides[option] = getattr(args, flag)
+    if args.repair_journal:
+        overrides["repair_journal"] = True
+    if args.durable:
+        overrides["defaults"] = {"durable": True}
     if args.purgatory:
         overrides["purgatories"] = list(args.purgatory)
     try:
@@ -63,7 +94,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         asyncio.run(serve(config))
-    except OSError as exc:
+    except JournalCorruptionError as exc:
+        logger.error("cannot start: %s (--repair-journal truncates it there)", exc)
+        return 1
+    except (OSError, JournalError, ConfigError) as exc:
         logger.error("cannot start: %s", exc)
         return 1
     return 0

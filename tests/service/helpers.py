@@ -4,6 +4,9 @@ server running on its own loop thread (for the blocking client and the CLI)."""
 from __future__ import annotations
 
 import asyncio
+import atexit
+import shutil
+import tempfile
 import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
@@ -32,8 +35,14 @@ TEST_LIMITS = Limits(
     max_tracked_values=100,
     finished_retained=100,
 )
+# The server reads its catalog of durable purgatories from data_dir at start-up: point it
+# at a private, empty directory so no test sees a developer's ./data (or another run's).
+TEST_DATA_DIR = tempfile.mkdtemp(prefix="purgatory-service-tests-")
+atexit.register(shutil.rmtree, TEST_DATA_DIR, True)
+
 TEST_CONFIG = ServerConfig(
     listen="127.0.0.1:0",
+    data_dir=TEST_DATA_DIR,
     grace_s=1.0,
     limits=TEST_LIMITS,
     defaults=PurgatorySettings(max_pending=50, retained_events=50),

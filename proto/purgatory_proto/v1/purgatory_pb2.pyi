@@ -23,18 +23,20 @@ OPERATION_STATE_FORCE_COMPLETED: OperationState
 OPERATION_STATE_CANCELLED: OperationState
 
 class PurgatoryConfig(_message.Message):
-    __slots__ = ("tick_ms", "wheel_size", "purge_interval", "max_pending", "retained_events")
+    __slots__ = ("tick_ms", "wheel_size", "purge_interval", "max_pending", "retained_events", "durable")
     TICK_MS_FIELD_NUMBER: _ClassVar[int]
     WHEEL_SIZE_FIELD_NUMBER: _ClassVar[int]
     PURGE_INTERVAL_FIELD_NUMBER: _ClassVar[int]
     MAX_PENDING_FIELD_NUMBER: _ClassVar[int]
     RETAINED_EVENTS_FIELD_NUMBER: _ClassVar[int]
+    DURABLE_FIELD_NUMBER: _ClassVar[int]
     tick_ms: int
     wheel_size: int
     purge_interval: int
     max_pending: int
     retained_events: int
-    def __init__(self, tick_ms: _Optional[int] = ..., wheel_size: _Optional[int] = ..., purge_interval: _Optional[int] = ..., max_pending: _Optional[int] = ..., retained_events: _Optional[int] = ...) -> None: ...
+    durable: bool
+    def __init__(self, tick_ms: _Optional[int] = ..., wheel_size: _Optional[int] = ..., purge_interval: _Optional[int] = ..., max_pending: _Optional[int] = ..., retained_events: _Optional[int] = ..., durable: _Optional[bool] = ...) -> None: ...
 
 class Purgatory(_message.Message):
     __slots__ = ("name", "config", "pending", "watched_keys", "last_sequence", "oldest_sequence", "subscribers")
@@ -393,3 +395,13 @@ class OperationEvent(_message.Message):
     due_time_ms: int
     complete_time_ms: int
     def __init__(self, sequence: _Optional[int] = ..., purgatory: _Optional[str] = ..., operation_id: _Optional[str] = ..., state: _Optional[_Union[OperationState, str]] = ..., keys: _Optional[_Iterable[str]] = ..., payload: _Optional[bytes] = ..., result: _Optional[_Union[OperationResult, _Mapping]] = ..., create_time_ms: _Optional[int] = ..., due_time_ms: _Optional[int] = ..., complete_time_ms: _Optional[int] = ...) -> None: ...
+
+class JournaledOutcome(_message.Message):
+    __slots__ = ("event", "condition", "timeout_ms")
+    EVENT_FIELD_NUMBER: _ClassVar[int]
+    CONDITION_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    event: OperationEvent
+    condition: Condition
+    timeout_ms: int
+    def __init__(self, event: _Optional[_Union[OperationEvent, _Mapping]] = ..., condition: _Optional[_Union[Condition, _Mapping]] = ..., timeout_ms: _Optional[int] = ...) -> None: ...

@@ -106,6 +106,52 @@ class DelayedOperationPurgatory(Generic[T]):
                 operation.cancel()
         return False
 
+    def try_complete_else_watch_all(
+        self, items: Iterable[tuple[T, Iterable[Hashable]]]
+    ) -> list[bool]:
+        """:meth:`try_complete_else_watch` for many operations; True where one completed.
+
+        Each operation goes through the same steps in the same order (try; watch every
+        key; try again, under its lock), then every operation still pending is armed in
+        one timer round (``SystemTimer.add_all``: one lock, one clock reading) and the
+        ones that something completed meanwhile are cancelled again, so, as with the
+        single form, a completed operation never lingers in the wheel. The only
+        difference is *when* each is armed: after the whole batch is watched rather than
+        right after its own watch; its timeout still counts from the arming, as always.
+        Thread safety: as :meth:`try_complete_else_watch`.
+        """
+        shards = self._shards
+        n = len(shards)
+        estimate = self._estimated_total
+        results: list[bool] = []
+        armed: list[T] = []
+        for operation, watch_keys in items:
+            keys = list(watch_keys)
+
+            def watch(op: T = operation, keys: list[Hashable] = keys) -> None:
+                for key in keys:
+                    shards[hash(key) % n].watch(key, op)
+                if keys:
+                    estimate.increment()
+
+            if operation.safe_try_complete_or_else(watch):
+                results.append(True)
+                continue
+            results.append(False)
+            if not operation.is_completed():
+                armed.append(operation)
+        if armed:
+            timer = self._timer
+            if isinstance(timer, SystemTimer):
+                timer.add_all(armed)
+            else:
+                for operation in armed:
+                    timer.add(operation)
+            for operation in armed:
+                if operation.is_completed():
+                    operation.cancel()
+        return results
+
     def check_and_complete(self, key: Hashable) -> int:
         """Try every operation watching ``key``; return how many this call completed.
 

@@ -9,6 +9,10 @@ is the graceful shutdown used both by tests (in a ``finally``) and on SIGTERM/SI
 3. ``grpc.aio.Server.stop(grace)``: no new calls, in-flight ones get ``grace`` seconds;
 4. every purgatory's reaper and timer threads are stopped.
 
+Durable purgatories (docs/journal.md) live under ``config.data_dir``: those named in the
+configuration with ``durable = true`` and those recorded in the data directory's catalog
+(created durable at runtime) are opened and recovered before the server starts serving.
+
 No server state lives in globals: everything hangs off the returned object.
 """
 
@@ -18,6 +22,7 @@ import asyncio
 import logging
 import signal
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -27,7 +32,9 @@ from purgatory_proto.v1 import purgatory_pb2 as pb
 from purgatory_proto.v1 import purgatory_pb2_grpc as pb_grpc
 
 from purgatory_server._engine.time import Time
+from purgatory_server._service.catalog import read_catalog
 from purgatory_server._service.config import ServerConfig
+from purgatory_server._service.durable import durable_factory
 from purgatory_server._service.registry import JournalFactory, PurgatoryRegistry
 from purgatory_server._service.servicer import PurgatoryServicer
 
@@ -91,13 +98,15 @@ async def create_server(
     """Build, start and return a server listening on ``address`` and its bound port.
 
     ``address`` defaults to ``config.listen``. ``time``/``reaper_enabled`` let tests run
-    the purgatories on MockTime and drive expiry by hand; ``journal_factory`` plugs in a
-    durable journal per purgatory.
+    the purgatories on MockTime and drive expiry by hand; ``journal_factory`` replaces
+    the durable journal (the default opens ``config.data_dir`` for durable purgatories).
     """
     config = config if config is not None else ServerConfig()
     config.validate()
     address = address if address is not None else config.listen
     loop = asyncio.get_running_loop()
+    if journal_factory is None:
+        journal_factory = durable_factory(config, loop)
     registry = PurgatoryRegistry(
         config.limits,
         config.defaults,
@@ -122,6 +131,12 @@ async def create_server(
     try:
         for settings in config.purgatories:
             registry.create(registry.settings_for(settings.name, settings))
+        configured = {p.name for p in config.purgatories}
+        for settings in read_catalog(Path(config.data_dir)):
+            if settings.name in configured:
+                continue
+            if settings.durable:
+                registry.create(settings)
         await server.start()
     except BaseException:
         await registry.shutdown()
@@ -136,8 +151,12 @@ async def create_server(
 async def serve(config: ServerConfig) -> None:
     """Run until SIGTERM or SIGINT, then shut down gracefully."""
     server, port = await create_server(config.listen, config)
+    if config.port_file:
+        tmp = Path(config.port_file + ".tmp")
+        tmp.write_text(f"{port}\n")
+        tmp.replace(config.port_file)  # readers never see a half-written file
     host = config.listen.rsplit(":", 1)[0]
-    names = ", ".join(p.name for p in config.purgatories) or "(none)"
+    names = ", ".join(p.name for p in server.registry.all_purgatories()) or "(none)"
     logger.info("purgatory server listening on %s:%d; purgatories: %s", host, port, names)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -26,7 +26,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-__all__ = ["ConditionKind", "ConditionSpec", "Progress", "ResultSnapshot", "SignalRecord"]
+__all__ = [
+    "EMPTY_SIGNAL",
+    "ConditionKind",
+    "ConditionSpec",
+    "FirstSignal",
+    "Progress",
+    "ResultSnapshot",
+    "SignalRecord",
+    "make_progress",
+]
 
 
 class ConditionKind(enum.Enum):
@@ -74,6 +83,8 @@ class ResultSnapshot(NamedTuple):
 
 
 EMPTY_RESULT = ResultSnapshot()
+# The signal of a CheckAndComplete that sent none (a bare wake-up); shared, it is immutable.
+EMPTY_SIGNAL = SignalRecord()
 
 
 class Progress:
@@ -185,3 +196,63 @@ class Progress:
             data=bytes(self._data),
             data_truncated=self._truncated,
         )
+
+
+class FirstSignal:
+    """Progress of an ``ANY_KEY`` operation: the first signal decides, so keep only it.
+
+    Why a second class: ``ANY_KEY`` is the default condition (every plain long-poll) and
+    an operation that completes on its first signal never accumulates anything, so the
+    general :class:`Progress` (five containers and a dozen fields per operation) is pure
+    overhead on the hottest path. Same interface and same snapshot as :class:`Progress`
+    fed the same single signal. Thread safety: as :class:`Progress` (operation lock).
+    """
+
+    __slots__ = ("_data_limit", "_sources_limit", "key", "signal")
+
+    def __init__(self, *, data_limit: int, sources_limit: int) -> None:
+        self._data_limit = data_limit
+        self._sources_limit = sources_limit
+        self.key: str | None = None
+        self.signal: SignalRecord = EMPTY_SIGNAL
+
+    def add(self, key: str, signal: SignalRecord) -> None:
+        if self.key is None:  # later signals cannot change an ANY_KEY outcome
+            self.key = key
+            self.signal = signal
+
+    def satisfied(self) -> bool:
+        return self.key is not None
+
+    def snapshot(self) -> ResultSnapshot:
+        key = self.key
+        if key is None:
+            return EMPTY_RESULT
+        sig = self.signal
+        if sig is EMPTY_SIGNAL:
+            return ResultSnapshot(1, (), (key,))
+        data = sig.data
+        truncated = len(data) > self._data_limit
+        return ResultSnapshot(
+            signal_count=1,
+            sources=(sig.source,) if sig.source and self._sources_limit > 0 else (),
+            signalled_keys=(key,),
+            amount_sum=sig.amount,
+            values=((key, sig.value),) if sig.value is not None else (),
+            data=data[: max(self._data_limit, 0)] if truncated else data,
+            data_truncated=truncated,
+        )
+
+
+def make_progress(
+    spec: ConditionSpec,
+    keys: Sequence[str],
+    known_values: Mapping[str, int],
+    *,
+    data_limit: int,
+    sources_limit: int,
+) -> Progress | FirstSignal:
+    """The progress object for ``spec``: :class:`FirstSignal` for ``ANY_KEY``."""
+    if spec.kind is ConditionKind.ANY_KEY:
+        return FirstSignal(data_limit=data_limit, sources_limit=sources_limit)
+    return Progress(spec, keys, known_values, data_limit=data_limit, sources_limit=sources_limit)

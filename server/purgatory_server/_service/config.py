@@ -68,11 +68,28 @@ class PurgatorySettings:
     purge_interval: int = 1000
     max_pending: int = 1_000_000
     retained_events: int = 10_000
+    # Durable purgatories journal to ``<data_dir>/<name>/`` (docs/journal.md).
+    durable: bool = False
+    # Per-purgatory fsync override: "" means the server's ``fsync``; else as there.
+    fsync: str = ""
+    # Per-purgatory fsync interval override in ms; 0 means the server's.
+    fsync_interval_ms: int = 0
 
     def validate(self) -> None:
         for f in fields(self):
-            if f.name != "name" and getattr(self, f.name) <= 0:
+            if f.name in _NOT_POSITIVE:
+                continue
+            if getattr(self, f.name) <= 0:
                 raise ConfigError(f"{f.name} must be positive, got {getattr(self, f.name)}")
+        if self.fsync and self.fsync not in FSYNC_POLICIES:
+            raise ConfigError(f"fsync must be one of {sorted(FSYNC_POLICIES)}, got {self.fsync!r}")
+        if self.fsync_interval_ms < 0:
+            raise ConfigError(f"fsync_interval_ms must be >= 0, got {self.fsync_interval_ms}")
+
+
+# PurgatorySettings fields exempt from the "must be positive" rule.
+_NOT_POSITIVE = frozenset({"name", "durable", "fsync", "fsync_interval_ms"})
+FSYNC_POLICIES = frozenset({"always", "interval", "never"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +107,16 @@ class ServerConfig:
     # (1000 soft, 3000 hard) CANCEL part of a 10,000-call burst; sized for bursts here.
     max_pending_requests: int = 50_000
     log_level: str = "INFO"
+    # Where durable purgatories keep their journals (relative to the working directory).
+    data_dir: str = "data"
+    # Server-wide fsync policy of durable purgatories: always, interval or never.
+    fsync: str = "always"
+    # Under "interval": the longest time acknowledged records may sit unsynced, in ms.
+    fsync_interval_ms: int = 10
+    # Truncate a journal at a corrupt mid-file record instead of refusing to start.
+    repair_journal: bool = False
+    # If set, the bound port is written to this file once the server serves.
+    port_file: str = ""
     limits: Limits = field(default_factory=Limits)
     defaults: PurgatorySettings = field(default_factory=PurgatorySettings)
     purgatories: tuple[PurgatorySettings, ...] = (PurgatorySettings(),)
@@ -105,6 +132,10 @@ class ServerConfig:
                 raise ConfigError(f"limits.{f.name} must be >= 0")
         if self.limits.min_timeout_ms > self.limits.max_timeout_ms:
             raise ConfigError("limits.min_timeout_ms must be <= limits.max_timeout_ms")
+        if self.fsync not in FSYNC_POLICIES:
+            raise ConfigError(f"fsync must be one of {sorted(FSYNC_POLICIES)}, got {self.fsync!r}")
+        if self.fsync_interval_ms <= 0:
+            raise ConfigError(f"fsync_interval_ms must be positive, got {self.fsync_interval_ms}")
         names = [p.name for p in self.purgatories]
         if len(set(names)) != len(names):
             raise ConfigError(f"purgatory names must be unique, got {names}")
@@ -112,9 +143,18 @@ class ServerConfig:
             p.validate()
 
 
+_BOOL_WORDS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+
+
 def _coerce(name: str, kind: Any, raw: Any) -> Any:
     """Convert a TOML or environment value to the field's type, or raise ConfigError."""
     try:
+        if kind in (bool, "bool"):
+            if isinstance(raw, bool):
+                return raw
+            if isinstance(raw, str) and raw.lower() in _BOOL_WORDS:
+                return _BOOL_WORDS[raw.lower()]
+            raise ValueError(raw)
         if kind in (int, "int"):
             if isinstance(raw, bool) or (isinstance(raw, float) and not raw.is_integer()):
                 raise ValueError(raw)

@@ -8,12 +8,20 @@ buffers and group-commits on its own thread. An exception from a hook propagates
 RPC that caused it (the caller sees INTERNAL), so a journal that cannot write fails
 loudly instead of silently losing records.
 
+Durability contract (a journal that makes acknowledgements durable): ``barrier()``
+completes once everything recorded so far is written under the fsync policy, and the
+RPC handlers of a purgatory built with a journal await it before answering;
+``after_write(callback)`` runs ``callback`` on the loop once everything recorded so far is
+written, which is when the purgatory offers outcomes to waiters and subscribers. The
+in-memory path never calls either (the purgatory keeps ``barrier = None``).
+
 To restore after a restart, build the purgatory with the journal's
 :class:`~purgatory_server._service.events.EventLog` (last sequence + retained window).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
@@ -31,6 +39,10 @@ class Journal(Protocol):
 
     def on_outcome(self, purgatory: str, outcome: Outcome) -> None: ...
 
+    async def barrier(self) -> None: ...
+
+    def after_write(self, callback: Callable[[], None]) -> None: ...
+
 
 class NullJournal:
     """In-memory purgatories: nothing is recorded."""
@@ -45,6 +57,12 @@ class NullJournal:
 
     def on_outcome(self, purgatory: str, outcome: Outcome) -> None:
         return None
+
+    async def barrier(self) -> None:
+        return None
+
+    def after_write(self, callback: Callable[[], None]) -> None:
+        callback()
 
 
 NULL_JOURNAL = NullJournal()

@@ -28,6 +28,7 @@ from purgatory_server._engine.time import Time
 from purgatory_server._service.conditions import (
     EMPTY_RESULT,
     ConditionSpec,
+    FirstSignal,
     Progress,
     ResultSnapshot,
     SignalRecord,
@@ -39,6 +40,12 @@ if TYPE_CHECKING:
     from purgatory_server._service.waiters import Waiter
 
 __all__ = ["OperationDefinition", "RemoteOperation", "SignalSlot"]
+
+# Enum members as module constants: a class-attribute lookup on an Enum costs more than
+# a global, and these are read once or twice per operation.
+_WATCHING = OperationState.WATCHING
+_COMPLETED = OperationState.COMPLETED
+_EXPIRED = OperationState.EXPIRED
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +94,7 @@ class RemoteOperation(DelayedOperation):
         self,
         operation_id: str,
         definition: OperationDefinition,
-        progress: Progress,
+        progress: Progress | FirstSignal,
         *,
         slot: SignalSlot,
         clock: Time,
@@ -101,8 +108,8 @@ class RemoteOperation(DelayedOperation):
         self._seen = slot.serial  # signals delivered before registration do not count
         self._clock = clock
         self._on_end = on_end
-        self._reason = OperationState.EXPIRED  # what ``run`` (the timer) means
-        self.state = OperationState.WATCHING
+        self._reason = _EXPIRED  # what ``run`` (the timer) means
+        self.state = _WATCHING
         self.result: ResultSnapshot = EMPTY_RESULT
         self.create_time_ms = clock.wall_clock_ms()
         self.due_time_ms = self.create_time_ms + definition.timeout_ms
@@ -117,15 +124,18 @@ class RemoteOperation(DelayedOperation):
         return self.definition.keys
 
     def try_complete(self) -> bool:
-        if self.is_completed():
+        # ``is_completed()`` inlined: this runs for every watcher of every signalled key.
+        if self._completed.locked():
             return False
         slot = self._slot
+        progress = self.progress
         if slot.serial != self._seen:
             self._seen = slot.serial
-            if slot.key is not None and slot.signal is not None:
-                self.progress.add(slot.key, slot.signal)
-        if self.progress.satisfied():
-            self._reason = OperationState.COMPLETED
+            key = slot.key
+            if key is not None and slot.signal is not None:
+                progress.add(key, slot.signal)
+        if progress.satisfied():
+            self._reason = _COMPLETED
             return self.force_complete()
         return False
 

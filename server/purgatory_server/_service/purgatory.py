@@ -20,13 +20,18 @@ import itertools
 import logging
 import secrets
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from purgatory_server._engine.purgatory import DelayedOperationPurgatory
 from purgatory_server._engine.system_timer import SystemTimer
 from purgatory_server._engine.time import SYSTEM_TIME, Time
-from purgatory_server._service.conditions import ConditionKind, Progress, SignalRecord
+from purgatory_server._service.conditions import (
+    ConditionKind,
+    Progress,
+    SignalRecord,
+    make_progress,
+)
 from purgatory_server._service.config import Limits, PurgatorySettings
 from purgatory_server._service.errors import (
     AlreadyExists,
@@ -42,6 +47,7 @@ from purgatory_server._service.operation import OperationDefinition, RemoteOpera
 from purgatory_server._service.states import OperationState
 from purgatory_server._service.subscriptions import EventFilter, Subscriber
 from purgatory_server._service.values import LatestValues
+from purgatory_server._service.waiters import Waiter
 
 __all__ = ["NamedPurgatory", "OperationRequest", "PurgatoryStats", "Registration"]
 
@@ -89,6 +95,11 @@ class NamedPurgatory:
         self._limits = limits
         self._time: Time = time if time is not None else SYSTEM_TIME
         self._journal: Journal = journal if journal is not None else NULL_JOURNAL
+        # Durable purgatories only (None in memory): RPCs await ``barrier()`` before they
+        # answer, and outcomes reach waiters and subscribers once journaled.
+        self.barrier: Callable[[], Awaitable[None]] | None = (
+            None if journal is None else journal.barrier
+        )
         timer = SystemTimer(
             settings.name, tick_ms=settings.tick_ms, wheel_size=settings.wheel_size, time=self._time
         )
@@ -100,6 +111,7 @@ class NamedPurgatory:
             time=self._time,
         )
         self._log = event_log if event_log is not None else EventLog(settings.retained_events)
+        self._delivered = self._log.last_sequence  # durable: last outcome offered to anyone
         self._active: dict[str, RemoteOperation] = {}
         # Recently finished ids -> (definition, outcome), oldest first, bounded.
         self._finished: OrderedDict[str, tuple[OperationDefinition, Outcome]] = OrderedDict()
@@ -153,14 +165,19 @@ class NamedPurgatory:
         plan: list[Registration | str] = []
         new = 0
         seen: set[str] = set()
-        for req, where in zip(requests, fields, strict=True):
+        if len(fields) != len(requests):
+            raise ValueError("one field name per request")
+        # fields[i] is looked up only for an error: it may be built lazily (FieldPrefixes).
+        for i, req in enumerate(requests):
             op_id = req.operation_id
             if not op_id:
                 plan.append(f"{self._id_prefix}{next(self._ids)}")
                 new += 1
                 continue
             if op_id in seen:
-                raise InvalidArgument(f"{where}operation_id", f"{op_id!r} repeated in the batch")
+                raise InvalidArgument(
+                    f"{fields[i]}operation_id", f"{op_id!r} repeated in the batch"
+                )
             seen.add(op_id)
             existing = self._find(op_id)
             if existing is None:
@@ -170,7 +187,7 @@ class NamedPurgatory:
             definition, target = existing
             if definition != req.definition:
                 raise AlreadyExists(
-                    f"{where}operation_id: {op_id!r} already exists in purgatory "
+                    f"{fields[i]}operation_id: {op_id!r} already exists in purgatory "
                     f"{self.name!r} with a different definition"
                 )
             plan.append((target, False))
@@ -180,11 +197,16 @@ class NamedPurgatory:
                 f"max_pending is {self.settings.max_pending}"
             )
         out: list[Registration] = []
+        created: list[tuple[RemoteOperation, tuple[str, ...]]] = []
         for req, step in zip(requests, plan, strict=True):
             if isinstance(step, str):
-                out.append((self._watch(step, req.definition), True))
+                op = self._create(step, req.definition)
+                created.append((op, op.keys))
+                out.append((op, True))
             else:
                 out.append(step)
+        # One engine call for the batch: Kafka's steps per operation, one timer round.
+        self._engine.try_complete_else_watch_all(created)
         self._inbox.drain()
         return out
 
@@ -194,11 +216,13 @@ class NamedPurgatory:
             return op.definition, (op.outcome or op)
         return self._finished.get(op_id)
 
-    def _watch(self, op_id: str, definition: OperationDefinition) -> RemoteOperation:
+    def _create(self, op_id: str, definition: OperationDefinition) -> RemoteOperation:
+        """A new operation, tracked and journaled; the caller hands it to the engine."""
         keys = definition.keys
         cond = definition.condition
         known = self._values.known(keys) if cond.kind is ConditionKind.VALUES_AT_LEAST else {}
-        progress = Progress(
+        # ANY_KEY (the default) gets the light FirstSignal progress.
+        progress = make_progress(
             cond,
             keys,
             known,
@@ -211,7 +235,6 @@ class NamedPurgatory:
         self._active[op_id] = op
         self._values.watch(keys)
         self._journal.on_registered(self.name, op)
-        self._engine.try_complete_else_watch(op, keys)
         return op
 
     def signal(self, signals: Sequence[tuple[str, SignalRecord]]) -> list[int]:
@@ -255,6 +278,54 @@ class NamedPurgatory:
             raise NotFound(f"operation {op_id!r} not found in purgatory {self.name!r}")
         return found[1]
 
+    def restore_operation(
+        self,
+        op_id: str,
+        definition: OperationDefinition,
+        create_time_ms: int,
+        due_time_ms: int,
+        signals: Sequence[tuple[str, SignalRecord]],
+    ) -> None:
+        """Re-arm an operation recovered from the journal (start-up, before serving).
+
+        Progress is rebuilt by replaying ``signals``; the timer fires at the original
+        ``due_time_ms`` (wall clock), at once if that has passed. Nothing is journaled:
+        the operation is already in the journal.
+        """
+        self._check_open()
+        keys = definition.keys
+        cond = definition.condition
+        known = self._values.known(keys) if cond.kind is ConditionKind.VALUES_AT_LEAST else {}
+        progress = Progress(
+            cond,
+            keys,
+            known,
+            data_limit=self._limits.max_result_data_bytes,
+            sources_limit=self._limits.max_result_sources,
+        )
+        for key, sig in signals:
+            progress.add(key, sig)
+        op = RemoteOperation(
+            op_id, definition, progress, slot=self._slot, clock=self._time, on_end=self._inbox.put
+        )
+        op.create_time_ms = create_time_ms
+        op.due_time_ms = due_time_ms
+        op.delay_ms = max(0, due_time_ms - self._time.wall_clock_ms())
+        self._active[op_id] = op
+        self._values.watch(keys)
+        self._engine.try_complete_else_watch(op, keys)
+
+    def restore_finished(self, definition: OperationDefinition, outcome: Outcome) -> None:
+        """Remember a journaled outcome so re-sends of its id stay idempotent (start-up)."""
+        if self._limits.finished_retained:
+            self._finished[outcome.operation_id] = (definition, outcome)
+            if len(self._finished) > self._limits.finished_retained:
+                self._finished.popitem(last=False)
+
+    def restore_value(self, key: str, value: int) -> None:
+        """Set a key's latest value from the journal (start-up, before restoring ops)."""
+        self._values.update(key, value)
+
     def advance_clock(self, timeout_ms: int) -> None:
         """Drive the timer by hand (a MockTime purgatory without reaper); then publish.
 
@@ -275,6 +346,7 @@ class NamedPurgatory:
         finished = self._finished
         retained = self._limits.finished_retained
         journal = self._journal
+        deferred: list[tuple[Outcome, list[Waiter]]] | None = None if self.barrier is None else []
         for op in ops:
             outcome = Outcome(
                 sequence=log.next_sequence(),
@@ -298,6 +370,10 @@ class NamedPurgatory:
             self._values.unwatch(op.keys)
             log.append(outcome)
             journal.on_outcome(self.name, outcome)
+            if deferred is not None:
+                deferred.append((outcome, op.waiters))
+                op.waiters = []
+                continue
             for sub in self._subscribers:
                 sub.offer(outcome)
             waiters = op.waiters
@@ -305,6 +381,19 @@ class NamedPurgatory:
                 op.waiters = []
                 for waiter in waiters:
                     waiter.deliver(outcome)
+        if deferred:
+            journal.after_write(lambda: self._deliver_durable(deferred))
+
+    def _deliver_durable(self, deferred: list[tuple[Outcome, list[Waiter]]]) -> None:
+        """The second half of :meth:`_publish` for a durable purgatory, run once the
+        outcomes are journaled: nobody sees an outcome a crash could still take back."""
+        for outcome, waiters in deferred:
+            self._delivered = outcome.sequence
+            for sub in self._subscribers:
+                if outcome.sequence > sub.start_after:
+                    sub.offer(outcome)
+            for waiter in waiters:
+                waiter.deliver(outcome)
 
     # ----------------------------------------------------------------- subscriptions
     def subscribe(self, after_sequence: int | None, event_filter: EventFilter) -> Subscriber:
@@ -316,10 +405,14 @@ class NamedPurgatory:
                 f"max_subscribers is {self._limits.max_subscribers}"
             )
         self._inbox.drain()  # so "from now on" starts after everything already ended
+        # Durable: outcomes not yet journaled are offered live by _deliver_durable.
+        last = self._log.last_sequence if self.barrier is None else self._delivered
         if after_sequence is None:
-            start, replay = self._log.last_sequence, []
+            start, replay = last, []
         else:
             start, replay = after_sequence, self._log.after(after_sequence)
+            if last < self._log.last_sequence:
+                replay = [o for o in replay if o.sequence <= last]
         sub = Subscriber(event_filter, self._limits.subscriber_buffer, replay, start)
         self._subscribers.append(sub)
         return sub

@@ -1,8 +1,13 @@
 """The named purgatories of one server, created from config at start-up or by RPC.
 
-Thread safety: loop-confined like the purgatories it holds; the only blocking step,
-stopping a purgatory's engine threads, is pushed to a worker thread so the loop keeps
-serving while a purgatory is deleted or the server stops.
+Durable purgatories: the journal factory returns a :class:`Durability` for settings
+with ``durable = true``; the registry builds the purgatory on its journal and event log,
+has it restore the recovered operations before anyone can reach it, and closes (server
+stop) or destroys (DeletePurgatory) it after the purgatory's engine has stopped.
+
+Thread safety: loop-confined like the purgatories it holds; the only blocking steps,
+stopping a purgatory's engine threads and closing journals, are pushed to worker threads
+so the loop keeps serving while a purgatory is deleted or the server stops.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ import asyncio
 import re
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Protocol
 
 from purgatory_server._engine.time import Time
 from purgatory_server._service.config import Limits, PurgatorySettings
@@ -30,9 +36,25 @@ __all__ = ["PurgatoryRegistry"]
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
-# Builds the journal of a new purgatory (None: in memory) and, for restored ones, the
-# event log to continue from.
-JournalFactory = Callable[[PurgatorySettings], tuple[Journal | None, EventLog | None]]
+
+class Durability(Protocol):
+    """What a durable purgatory is built on (see :mod:`.durable`)."""
+
+    @property
+    def journal(self) -> Journal: ...
+
+    @property
+    def event_log(self) -> EventLog: ...
+
+    def restore(self, purgatory: NamedPurgatory) -> None: ...
+
+    async def close(self) -> None: ...
+
+    async def destroy(self) -> None: ...
+
+
+# Opens the durable store of a new purgatory; None keeps it in memory.
+JournalFactory = Callable[[PurgatorySettings], Durability | None]
 
 
 class PurgatoryRegistry:
@@ -55,6 +77,7 @@ class PurgatoryRegistry:
         self._reaper_enabled = reaper_enabled
         self._journal_factory = journal_factory
         self._purgatories: dict[str, NamedPurgatory] = {}
+        self._durable: dict[str, Durability] = {}
         self._closed: ServiceError | None = None
 
     def validate_name(self, name: str, field: str = "name") -> None:
@@ -79,6 +102,9 @@ class PurgatoryRegistry:
             purge_interval=overrides.purge_interval or base.purge_interval,
             max_pending=overrides.max_pending or base.max_pending,
             retained_events=overrides.retained_events or base.retained_events,
+            durable=overrides.durable or base.durable,
+            fsync=overrides.fsync or base.fsync,
+            fsync_interval_ms=overrides.fsync_interval_ms or base.fsync_interval_ms,
         )
 
     def create(self, settings: PurgatorySettings) -> NamedPurgatory:
@@ -92,19 +118,22 @@ class PurgatoryRegistry:
                 f"{len(self._purgatories)} purgatories exist; "
                 f"max_purgatories is {self.limits.max_purgatories}"
             )
-        journal, log = (None, None)
+        store = None
         if self._journal_factory is not None:
-            journal, log = self._journal_factory(settings)
+            store = self._journal_factory(settings)
         purgatory = NamedPurgatory(
             settings,
             self.limits,
             self._loop,
             time=self._time,
-            journal=journal,
-            event_log=log,
+            journal=None if store is None else store.journal,
+            event_log=None if store is None else store.event_log,
             reaper_enabled=self._reaper_enabled,
         )
         self._purgatories[settings.name] = purgatory
+        if store is not None:
+            self._durable[settings.name] = store
+            store.restore(purgatory)
         return purgatory
 
     def get(self, name: str, field: str = "purgatory") -> NamedPurgatory:
@@ -129,6 +158,9 @@ class PurgatoryRegistry:
         cancelled = purgatory.cancel_all()
         purgatory.close(NotFound(f"purgatory {name!r} was deleted"))
         await asyncio.to_thread(purgatory.shutdown_engine)
+        store = self._durable.pop(name, None)
+        if store is not None:
+            await store.destroy()
         return cancelled
 
     def begin_shutdown(self, error: ServiceError | None = None) -> None:
@@ -145,3 +177,6 @@ class PurgatoryRegistry:
         purgatories = list(self._purgatories.values())
         self._purgatories.clear()
         await asyncio.gather(*(asyncio.to_thread(p.shutdown_engine) for p in purgatories))
+        stores = list(self._durable.values())
+        self._durable.clear()
+        await asyncio.gather(*(store.close() for store in stores))

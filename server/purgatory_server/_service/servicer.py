@@ -17,13 +17,17 @@ from purgatory_proto.v1 import purgatory_pb2 as pb
 from purgatory_proto.v1 import purgatory_pb2_grpc as pb_grpc
 
 from purgatory_server._service.convert import (
+    FieldPrefixes,
+    batch_status_response,
     event_to_proto,
     filter_from_proto,
     operation_request,
+    operation_requests,
     operation_status,
     purgatory_to_proto,
     settings_from_proto,
     signal_from_proto,
+    signals_from_proto,
     status_fields,
 )
 from purgatory_server._service.errors import InvalidArgument, stream_errors, unary_errors
@@ -49,9 +53,8 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
     async def CreatePurgatory(self, request: Any, context: Any) -> Any:
         registry = self._registry
         registry.validate_name(request.name)
-        settings = registry.settings_for(
-            request.name, settings_from_proto(request.name, request.config)
-        )
+        overrides = settings_from_proto(request.name, request.config)
+        settings = registry.settings_for(request.name, overrides)
         purgatory = registry.create(settings)
         return pb.CreatePurgatoryResponse(purgatory=purgatory_to_proto(purgatory.stats()))
 
@@ -79,25 +82,25 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
         ((target, created),) = purgatory.register((op_request,), ("",))
         if request.wait and not isinstance(target, Outcome):
             await wait_for_outcomes(self._loop, (target,))
-        return pb.TryCompleteElseWatchResponse(**status_fields(target, created))
+        response = pb.TryCompleteElseWatchResponse(**status_fields(target, created))
+        if purgatory.barrier is not None:  # durable: answer once journaled
+            await purgatory.barrier()
+        return response
 
     @unary_errors
     async def BatchTryCompleteElseWatch(self, request: Any, context: Any) -> Any:
         purgatory = self._registry.get(request.purgatory)
         check_batch("operations", len(request.operations), self._limits)
         limits = self._limits
-        fields = [f"operations[{i}]." for i in range(len(request.operations))]
-        requests = [
-            operation_request(where, spec, limits)
-            for where, spec in zip(fields, request.operations, strict=True)
-        ]
-        registered = purgatory.register(requests, fields)
+        requests = operation_requests("operations", request.operations, limits)
+        registered = purgatory.register(requests, FieldPrefixes("operations", len(requests)))
         if request.wait:
             live = [t for t, _ in registered if not isinstance(t, Outcome)]
             await wait_for_outcomes(self._loop, live)
-        return pb.BatchTryCompleteElseWatchResponse(
-            operations=[operation_status(t, created) for t, created in registered]
-        )
+        response = batch_status_response(registered)
+        if purgatory.barrier is not None:  # durable: answer once journaled
+            await purgatory.barrier()
+        return response
 
     @unary_errors
     async def CheckAndComplete(self, request: Any, context: Any) -> Any:
@@ -105,21 +108,23 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
         check_key("key", request.key, self._limits)
         signal = signal_from_proto("signal", request.signal, self._limits)
         (completed,) = purgatory.signal(((request.key, signal),))
-        return pb.CheckAndCompleteResponse(completed=completed)
+        response = pb.CheckAndCompleteResponse(completed=completed)
+        if purgatory.barrier is not None:  # durable: answer once journaled
+            await purgatory.barrier()
+        return response
 
     @unary_errors
     async def BatchCheckAndComplete(self, request: Any, context: Any) -> Any:
         purgatory = self._registry.get(request.purgatory)
         limits = self._limits
         check_batch("signals", len(request.signals), limits)
-        signals = []
-        for i, item in enumerate(request.signals):
-            check_key(f"signals[{i}].key", item.key, limits)
-            signals.append(
-                (item.key, signal_from_proto(f"signals[{i}].signal", item.signal, limits))
-            )
-        counts = purgatory.signal(signals)
-        return pb.BatchCheckAndCompleteResponse(completed=sum(counts), completed_per_signal=counts)
+        counts = purgatory.signal(signals_from_proto("signals", request.signals, limits))
+        response = pb.BatchCheckAndCompleteResponse(
+            completed=sum(counts), completed_per_signal=counts
+        )
+        if purgatory.barrier is not None:  # durable: answer once journaled
+            await purgatory.barrier()
+        return response
 
     @unary_errors
     async def ForceComplete(self, request: Any, context: Any) -> Any:
@@ -127,7 +132,12 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
         if not request.operation_id:
             raise InvalidArgument("operation_id", "must not be empty")
         won, target = purgatory.force_complete(request.operation_id)
-        return pb.ForceCompleteResponse(completed=won, operation=operation_status(target, False))
+        response = pb.ForceCompleteResponse(
+            completed=won, operation=operation_status(target, False)
+        )
+        if purgatory.barrier is not None:  # durable: answer once journaled
+            await purgatory.barrier()
+        return response
 
     @unary_errors
     async def GetOperation(self, request: Any, context: Any) -> Any:
@@ -135,7 +145,10 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
         if not request.operation_id:
             raise InvalidArgument("operation_id", "must not be empty")
         target = purgatory.lookup(request.operation_id)
-        return pb.GetOperationResponse(operation=operation_status(target, False))
+        response = pb.GetOperationResponse(operation=operation_status(target, False))
+        if purgatory.barrier is not None:  # durable: answer once journaled
+            await purgatory.barrier()
+        return response
 
     # ------------------------------------------------------------------ streams
     @stream_errors

@@ -1,0 +1,290 @@
+"""Durable purgatories: the journal hooks, recovery at start-up, and the store's life cycle.
+
+:class:`DurableJournal` implements the :class:`~.journal.Journal` hooks over the journal
+library (:mod:`purgatory_server._journal`). Records produced during one event-loop
+iteration are buffered and handed to the journal as one submission at the end of the
+iteration (``loop.call_soon``), so concurrent RPCs share one write and, under ``always``,
+one fsync (group commit on top of the writer's own). ``barrier()`` resolves when the
+submission holding the latest record is written under the fsync policy; submissions
+resolve in order, so that covers everything recorded before it.
+
+Ordering: hooks run on the loop thread in the order the purgatory changes its state, and
+the buffer keeps that order, which is the journal order (docs/journal.md).
+
+Thread-safety: :class:`DurableJournal` and :class:`DurableStore` are loop-confined; the
+journal writer's completions come back through ``call_soon_threadsafe``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from purgatory_proto.v1.journal_pb2 import JournalRecord
+
+from purgatory_server._journal import FsyncPolicy, JournalConfig, JournalError
+from purgatory_server._journal import Journal as WriteAheadLog
+from purgatory_server._service.catalog import journal_dir, remove_purgatory, write_settings
+from purgatory_server._service.conditions import ConditionSpec, SignalRecord
+from purgatory_server._service.config import PurgatorySettings, ServerConfig
+from purgatory_server._service.events import EventLog, Outcome
+from purgatory_server._service.journal_codec import (
+    condition_to_proto,
+    decode_outcome,
+    decode_pending,
+    outcome_record,
+    registered_record,
+    signal_record,
+)
+from purgatory_server._service.operation import RemoteOperation
+
+if TYPE_CHECKING:
+    from purgatory_server._service.purgatory import NamedPurgatory
+
+__all__ = ["DurableJournal", "DurableStore", "durable_factory"]
+
+logger = logging.getLogger("purgatory_server.service")
+
+
+class DurableJournal:
+    """The journal hooks of one durable purgatory (loop-confined; see module docstring)."""
+
+    def __init__(self, wal: WriteAheadLog, loop: asyncio.AbstractEventLoop) -> None:
+        self._wal = wal
+        self._loop = loop
+        self._buffer: list[JournalRecord] = []
+        self._batch: asyncio.Future[None] | None = None  # the buffered, unsubmitted batch
+        self._last: asyncio.Future[None] | None = None  # the latest submitted batch
+        # Pending operation id -> (condition message, timeout), for its outcome record.
+        self._definitions: dict[str, tuple[Any, int]] = {}
+        self._conditions: dict[ConditionSpec, tuple[Any, bytes]] = {}
+
+    # -- hooks (loop thread) -----------------------------------------------------------
+    def _condition(self, spec: ConditionSpec) -> tuple[Any, bytes]:
+        cached = self._conditions.get(spec)
+        if cached is None:
+            msg = condition_to_proto(spec)
+            cached = (msg, msg.SerializeToString())
+            if len(self._conditions) < 10_000:
+                self._conditions[spec] = cached
+        return cached
+
+    def remember(self, op_id: str, spec: ConditionSpec, timeout_ms: int) -> None:
+        """Note a restored operation's definition (its outcome record repeats it)."""
+        self._definitions[op_id] = (self._condition(spec)[0], timeout_ms)
+
+    def on_registered(self, purgatory: str, operation: RemoteOperation) -> None:
+        definition = operation.definition
+        msg, raw = self._condition(definition.condition)
+        self._definitions[operation.operation_id] = (msg, definition.timeout_ms)
+        self._record(registered_record(purgatory, operation, raw))
+
+    def on_signal(self, purgatory: str, key: str, signal: SignalRecord) -> None:
+        self._record(signal_record(purgatory, key, signal, time.time_ns() // 1_000_000))
+
+    def on_outcome(self, purgatory: str, outcome: Outcome) -> None:
+        condition, timeout_ms = self._definitions.pop(outcome.operation_id, (None, 0))
+        self._record(outcome_record(outcome, condition, timeout_ms))
+
+    async def barrier(self) -> None:
+        future = self._batch if self._batch is not None else self._last
+        if future is None:
+            return
+        if future.done():
+            future.result()  # raises if the write failed
+            return
+        await asyncio.shield(future)
+
+    def after_write(self, callback: Callable[[], None]) -> None:
+        future = self._batch if self._batch is not None else self._last
+        if future is None:
+            callback()
+            return
+
+        def run(done: asyncio.Future[None]) -> None:
+            if not done.cancelled() and done.exception() is None:
+                callback()
+
+        future.add_done_callback(run)
+
+    # -- batching -------------------------------------------------------------------------
+    def _record(self, record: JournalRecord) -> None:
+        self._buffer.append(record)
+        if self._batch is None:
+            self._batch = self._loop.create_future()
+            self._loop.call_soon(self._submit)
+
+    def _submit(self) -> None:
+        batch = self._batch
+        if batch is None:
+            return
+        records, self._buffer = self._buffer, []
+        self._batch = None
+        self._last = batch
+        try:
+            written = self._wal.submit(records)
+        except JournalError as exc:
+            logger.error(
+                "journal %s refused %d records: %s", self._wal.directory, len(records), exc
+            )
+            batch.set_exception(exc)
+            return
+        loop = self._loop
+
+        def done(f: Future[int]) -> None:
+            # A closed loop means nobody is waiting any more.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(_resolve, batch, f)
+
+        written.add_done_callback(done)
+
+    async def close(self) -> None:
+        """Submit what is buffered, then close the journal (flushes and fsyncs)."""
+        self._submit()
+        await asyncio.to_thread(self._wal.close)
+
+
+def _resolve(batch: asyncio.Future[None], written: Future[int]) -> None:
+    exc = written.exception()
+    if batch.done():
+        return
+    if exc is not None:
+        logger.error("journal write failed: %s", exc)
+        batch.set_exception(exc)
+    else:
+        batch.set_result(None)
+
+
+class DurableStore:
+    """One durable purgatory's journal, its recovered state and its directory.
+
+    Built by :func:`durable_factory` when the registry creates a durable purgatory; the
+    registry then calls :meth:`restore` on the new purgatory before it serves, and
+    :meth:`close` (server stop) or :meth:`destroy` (DeletePurgatory) at the end.
+    """
+
+    def __init__(
+        self,
+        data_dir: Path,
+        settings: PurgatorySettings,
+        wal: WriteAheadLog,
+        loop: asyncio.AbstractEventLoop,
+    ) -> None:
+        self._data_dir = data_dir
+        self._settings = settings
+        self._wal = wal
+        self.journal = DurableJournal(wal, loop)
+        self.event_log = self._event_log()
+
+    def _event_log(self) -> EventLog:
+        recovered = self._wal.recovered
+        last = recovered.last_sequence
+        events = [decode_outcome(record)[1] for record in recovered.events]
+        # The window must be consecutive and end at last_sequence; keep the longest tail
+        # that is (compaction may have dropped outcomes a checkpoint still counts).
+        tail: list[Outcome] = []
+        expected = last
+        for event in reversed(events):
+            if event.sequence != expected:
+                break
+            tail.append(event)
+            expected -= 1
+        tail.reverse()
+        if len(tail) != len(events):
+            logger.warning(
+                "purgatory %s: restored %d of %d retained events (sequence gap)",
+                self._settings.name,
+                len(tail),
+                len(events),
+            )
+        return EventLog(self._settings.retained_events, last_sequence=last, events=tail)
+
+    def restore(self, purgatory: NamedPurgatory) -> None:
+        """Rebuild key values, finished ids and pending operations (loop thread)."""
+        # Re-arming allocates millions of long-lived objects and no garbage cycles; the
+        # cyclic GC rescanning the growing heap meanwhile would cost a large share.
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            self._restore(purgatory)
+        finally:
+            if gc_was_enabled:
+                gc.enable()
+
+    def _restore(self, purgatory: NamedPurgatory) -> None:
+        recovered = self._wal.recovered
+        started = time.monotonic()
+        for key, value in recovered.key_values.items():
+            purgatory.restore_value(key, value)
+        for record in recovered.events:
+            definition, outcome = decode_outcome(record)
+            purgatory.restore_finished(definition, outcome)
+        journal = self.journal
+        for op_id, pending in recovered.pending.items():
+            definition, created, due, signals = decode_pending(pending)
+            journal.remember(op_id, definition.condition, definition.timeout_ms)
+            purgatory.restore_operation(op_id, definition, created, due, signals)
+        logger.info(
+            "purgatory %s recovered from %s: %d pending, %d key values, last sequence %d "
+            "(%.2fs to re-arm)",
+            self._settings.name,
+            self._wal.directory,
+            len(recovered.pending),
+            len(recovered.key_values),
+            recovered.last_sequence,
+            time.monotonic() - started,
+        )
+
+    async def close(self) -> None:
+        await self.journal.close()
+
+    async def destroy(self) -> None:
+        """Close the journal and delete the purgatory's directory (DeletePurgatory)."""
+        await self.journal.close()
+        await asyncio.to_thread(remove_purgatory, self._data_dir, self._settings.name)
+
+
+def journal_config(config: ServerConfig, settings: PurgatorySettings) -> JournalConfig:
+    """The server-wide fsync policy, overridden per purgatory where set."""
+    return JournalConfig(
+        fsync=FsyncPolicy(settings.fsync or config.fsync),
+        fsync_interval_ms=settings.fsync_interval_ms or config.fsync_interval_ms,
+        retain_events=settings.retained_events,
+    )
+
+
+def durable_factory(
+    config: ServerConfig, loop: asyncio.AbstractEventLoop
+) -> Callable[[PurgatorySettings], DurableStore | None]:
+    """The registry's journal factory: a :class:`DurableStore` for durable settings.
+
+    Opening recovers the journal (blocking; at start-up, or CreatePurgatory of a new and
+    therefore empty journal) and raises :class:`JournalCorruptionError` for a corrupt
+    mid-file record unless ``config.repair_journal``.
+    """
+    data_dir = Path(config.data_dir)
+
+    def open_store(settings: PurgatorySettings) -> DurableStore | None:
+        if not settings.durable:
+            return None
+        data_dir.mkdir(parents=True, exist_ok=True)
+        write_settings(data_dir, settings)
+        wal = WriteAheadLog.open(
+            journal_dir(data_dir, settings.name),
+            journal_config(config, settings),
+            repair=config.repair_journal,
+        )
+        try:
+            return DurableStore(data_dir, settings, wal, loop)
+        except BaseException:
+            wal.close()
+            raise
+
+    return open_store

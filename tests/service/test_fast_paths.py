@@ -1,0 +1,198 @@
+"""The service's hot-path shortcuts agree with the general code they bypass.
+
+- ``FirstSignal`` (ANY_KEY progress) snapshots exactly like ``Progress`` fed the same
+  signal, including source and data limits;
+- ``operation_requests`` / ``signals_from_proto`` accept what the per-element converters
+  accept, build equal values, and reject the same inputs with the same field names;
+- ``batch_status_response`` builds the same message as per-operation ``operation_status``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from purgatory_proto.v1 import purgatory_pb2 as pb
+from purgatory_server._service.conditions import (
+    EMPTY_SIGNAL,
+    ConditionSpec,
+    FirstSignal,
+    Progress,
+    ResultSnapshot,
+    SignalRecord,
+    make_progress,
+)
+from purgatory_server._service.config import Limits
+from purgatory_server._service.convert import (
+    FieldPrefixes,
+    _checked_request,
+    _common_request,
+    batch_status_response,
+    operation_request,
+    operation_requests,
+    operation_status,
+    signal_from_proto,
+    signals_from_proto,
+)
+from purgatory_server._service.errors import ServiceError
+from purgatory_server._service.events import Outcome
+from purgatory_server._service.states import OperationState
+
+LIMITS = Limits(max_result_data_bytes=4, max_key_length=8, max_keys_per_operation=3)
+
+SIGNALS = [
+    EMPTY_SIGNAL,
+    SignalRecord(),
+    SignalRecord(amount=7, value=3, source="r1", data=b"ab"),
+    SignalRecord(amount=-2, value=0, data=b"abcdefgh"),  # data over the limit
+    SignalRecord(source="r2", data=b"abcd"),  # data exactly at the limit
+]
+
+
+@pytest.mark.parametrize("signal", SIGNALS)
+@pytest.mark.parametrize("sources_limit", [0, 1, 8])
+def test_first_signal_snapshots_like_progress(signal: SignalRecord, sources_limit: int) -> None:
+    spec = ConditionSpec()
+    light = make_progress(spec, ("k", "j"), {}, data_limit=4, sources_limit=sources_limit)
+    full = Progress(spec, ("k", "j"), {}, data_limit=4, sources_limit=sources_limit)
+    assert isinstance(light, FirstSignal)
+    assert not light.satisfied() and not full.satisfied()
+    assert light.snapshot() == full.snapshot()
+    light.add("j", signal)
+    full.add("j", signal)
+    assert light.satisfied() and full.satisfied()
+    assert light.snapshot() == full.snapshot()
+
+
+def test_first_signal_keeps_the_first_signal_only() -> None:
+    light = FirstSignal(data_limit=10, sources_limit=10)
+    light.add("a", SignalRecord(amount=1))
+    light.add("b", SignalRecord(amount=2))
+    assert light.snapshot() == ResultSnapshot(1, (), ("a",), 1)
+
+
+def _spec(**kw: Any) -> Any:
+    return pb.OperationSpec(**{"keys": ["k"], "timeout_ms": 1000, **kw})
+
+
+VALID_SPECS = [
+    _spec(),
+    _spec(operation_id="op-1", payload=b"p", keys=["a", "b", "c"]),
+    _spec(keys=[]),
+    _spec(condition=pb.Condition(any_key=pb.AnyKeyCondition())),
+    _spec(condition=pb.Condition(all_keys=pb.AllKeysCondition()), keys=["a", "b"]),
+]
+INVALID_SPECS = [
+    _spec(keys=["a", "b", "c", "d"]),  # too many keys
+    _spec(keys=[""]),
+    _spec(keys=["x" * 9]),
+    _spec(keys=["a", "a"]),
+    _spec(timeout_ms=0),
+    _spec(operation_id="o" * 200),
+    _spec(payload=b"x" * (LIMITS.max_payload_bytes + 1)),
+    _spec(condition=pb.Condition(all_keys=pb.AllKeysCondition()), keys=[]),
+]
+
+
+def test_common_path_builds_what_the_checked_path_builds() -> None:
+    fast = [_common_request(m, LIMITS) for m in VALID_SPECS]
+    assert fast[:3] == [_checked_request("", m, LIMITS) for m in VALID_SPECS[:3]]
+    assert fast[3:] == [None, None]  # any condition set takes the checked path
+    assert all(_common_request(m, LIMITS) is None for m in INVALID_SPECS)
+
+
+def test_operation_requests_equal_the_single_converter() -> None:
+    batch = operation_requests("operations", VALID_SPECS, LIMITS)
+    single = [_checked_request(f"operations[{i}].", m, LIMITS) for i, m in enumerate(VALID_SPECS)]
+    assert batch == single
+    assert [operation_request("", m, LIMITS) for m in VALID_SPECS] == single
+
+
+@pytest.mark.parametrize("bad", INVALID_SPECS)
+def test_operation_requests_reject_like_the_single_converter(bad: Any) -> None:
+    with pytest.raises(ServiceError) as single:
+        _checked_request("operations[1].", bad, LIMITS)
+    with pytest.raises(ServiceError) as batch:
+        operation_requests("operations", [_spec(), bad], LIMITS)
+    assert type(batch.value) is type(single.value)
+    assert batch.value.message == single.value.message
+    assert "operations[1]." in batch.value.message
+
+
+def test_signals_from_proto_equal_the_single_converter() -> None:
+    items = [
+        pb.KeySignal(key="a"),
+        pb.KeySignal(key="b", signal=pb.Signal()),
+        pb.KeySignal(key="c", signal=pb.Signal(amount=3, value=9, source="s", data=b"d")),
+    ]
+    got = signals_from_proto("signals", items, LIMITS)
+    want = [
+        (m.key, signal_from_proto(f"signals[{i}].signal", m.signal, LIMITS))
+        for i, m in enumerate(items)
+    ]
+    assert got == want
+    assert got[0][1] is EMPTY_SIGNAL
+
+
+@pytest.mark.parametrize(
+    ("item", "field"),
+    [
+        (pb.KeySignal(key=""), "signals[1].key"),
+        (pb.KeySignal(key="k" * 9), "signals[1].key"),
+        (pb.KeySignal(key="k", signal=pb.Signal(source="s" * 9)), "signals[1].signal.source"),
+    ],
+)
+def test_signals_from_proto_name_the_field(item: Any, field: str) -> None:
+    with pytest.raises(ServiceError) as err:
+        signals_from_proto("signals", [pb.KeySignal(key="ok"), item], LIMITS)
+    assert field in err.value.message
+
+
+def test_field_prefixes_are_built_on_demand() -> None:
+    names = FieldPrefixes("operations", 3)
+    assert len(names) == 3
+    assert list(names) == ["operations[0].", "operations[1].", "operations[2]."]
+    assert names[-1] == "operations[2]." and names[1:] == ["operations[1].", "operations[2]."]
+    with pytest.raises(IndexError):
+        names[3]
+
+
+def test_batch_status_response_equals_per_operation_statuses() -> None:
+    results = [
+        ResultSnapshot(),
+        ResultSnapshot(1, (), ("k",)),
+        ResultSnapshot(3, ("a", "b"), ("k", "j"), -5, (("k", 7),), b"xy", True),
+    ]
+    outcomes = [
+        Outcome(i + 1, "p", f"op{i}", OperationState.COMPLETED, ("k",), b"pl", r, 10, 20, 15)
+        for i, r in enumerate(results)
+    ]
+    registered = [(o, i % 2 == 0) for i, o in enumerate(outcomes)]
+    want = pb.BatchTryCompleteElseWatchResponse(
+        operations=[
+            pb.OperationStatus(
+                operation_id=o.operation_id,
+                state=pb.OPERATION_STATE_COMPLETED,
+                result=pb.OperationResult(
+                    signal_count=o.result.signal_count,
+                    sources=o.result.sources,
+                    signalled_keys=o.result.signalled_keys,
+                    amount_sum=o.result.amount_sum,
+                    values=dict(o.result.values),
+                    data=o.result.data,
+                    data_truncated=o.result.data_truncated,
+                ),
+                sequence=o.sequence,
+                created=created,
+                create_time_ms=10,
+                due_time_ms=20,
+                complete_time_ms=15,
+                payload=b"pl",
+            )
+            for o, created in registered
+        ]
+    )
+    got = batch_status_response(registered)
+    assert got == want
+    assert got.SerializeToString(deterministic=True) == want.SerializeToString(deterministic=True)
+    assert list(got.operations) == [operation_status(t, created) for t, created in registered]

@@ -42,6 +42,7 @@ import itertools
 import math
 import random
 import statistics
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -403,7 +404,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-baseline", action="store_true", help="skip the harness-only baseline pass")
     p.add_argument("--json", nargs="?", const="", default=None, help="write JSON (path optional)")
     p.add_argument("--watchdog-s", type=float, default=600.0, help="dump stacks and exit if hit")
+    p.add_argument(
+        "--switch-interval-ms",
+        type=float,
+        default=None,
+        help="sys.setswitchinterval for the run (default: leave CPython's 5 ms)",
+    )
     args = p.parse_args(argv)
+    if args.switch_interval_ms is not None:
+        sys.setswitchinterval(args.switch_interval_ms / 1000.0)
     if args.quick:
         args.duration = 2.0
     if not 0 < args.pct50 < args.pct75:

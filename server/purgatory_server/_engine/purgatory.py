@@ -141,12 +141,14 @@ class DelayedOperationPurgatory(Generic[T]):
             if not operation.is_completed():
                 armed.append(operation)
         if armed:
-            timer = self._timer
-            if isinstance(timer, SystemTimer):
-                timer.add_all(armed)
+            # The Timer interface stays Kafka's four methods; a timer that also offers a
+            # batch add (SystemTimer.add_all) gets the batch in one lock round.
+            add_all = getattr(self._timer, "add_all", None)
+            if add_all is not None:
+                add_all(armed)
             else:
                 for operation in armed:
-                    timer.add(operation)
+                    self._timer.add(operation)
             for operation in armed:
                 if operation.is_completed():
                     operation.cancel()

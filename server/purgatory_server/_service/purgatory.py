@@ -28,6 +28,7 @@ from purgatory_server._engine.system_timer import SystemTimer
 from purgatory_server._engine.time import SYSTEM_TIME, Time
 from purgatory_server._service.conditions import (
     ConditionKind,
+    FirstSignal,
     Progress,
     SignalRecord,
     make_progress,
@@ -216,19 +217,27 @@ class NamedPurgatory:
             return op.definition, (op.outcome or op)
         return self._finished.get(op_id)
 
-    def _create(self, op_id: str, definition: OperationDefinition) -> RemoteOperation:
-        """A new operation, tracked and journaled; the caller hands it to the engine."""
-        keys = definition.keys
+    def _new_progress(self, definition: OperationDefinition) -> Progress | FirstSignal:
+        """Fresh progress for a new or recovered operation.
+
+        ANY_KEY (the default) gets the light FirstSignal. VALUES_AT_LEAST starts from the
+        latest values already known, because a value signalled before registration counts.
+        """
         cond = definition.condition
+        keys = definition.keys
         known = self._values.known(keys) if cond.kind is ConditionKind.VALUES_AT_LEAST else {}
-        # ANY_KEY (the default) gets the light FirstSignal progress.
-        progress = make_progress(
+        return make_progress(
             cond,
             keys,
             known,
             data_limit=self._limits.max_result_data_bytes,
             sources_limit=self._limits.max_result_sources,
         )
+
+    def _create(self, op_id: str, definition: OperationDefinition) -> RemoteOperation:
+        """A new operation, tracked and journaled; the caller hands it to the engine."""
+        keys = definition.keys
+        progress = self._new_progress(definition)
         op = RemoteOperation(
             op_id, definition, progress, slot=self._slot, clock=self._time, on_end=self._inbox.put
         )
@@ -294,15 +303,7 @@ class NamedPurgatory:
         """
         self._check_open()
         keys = definition.keys
-        cond = definition.condition
-        known = self._values.known(keys) if cond.kind is ConditionKind.VALUES_AT_LEAST else {}
-        progress = Progress(
-            cond,
-            keys,
-            known,
-            data_limit=self._limits.max_result_data_bytes,
-            sources_limit=self._limits.max_result_sources,
-        )
+        progress = self._new_progress(definition)
         for key, sig in signals:
             progress.add(key, sig)
         op = RemoteOperation(

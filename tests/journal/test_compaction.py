@@ -37,8 +37,8 @@ def summary(state: RecoveredState) -> dict[str, Any]:
     }
 
 
-def reopen_summary(path: Path, retain_events: int = 5) -> dict[str, Any]:
-    with Journal.open(path, JournalConfig(retain_events=retain_events)) as journal:
+def reopen_summary(path: Path, retain_events: int = 5, **config: Any) -> dict[str, Any]:
+    with Journal.open(path, JournalConfig(retain_events=retain_events, **config)) as journal:
         return summary(journal.recovered)
 
 
@@ -156,6 +156,26 @@ def test_space_stays_bounded_with_auto_compaction(tmp_path: Path) -> None:
         total = sum(seg.stat().st_size for seg in segment_paths(tmp_path))
         assert total < 5 * 4096
     assert set(reopen_summary(tmp_path, retain_events=20)["pending"]) == {"forever"}
+
+
+def test_space_stays_bounded_when_every_signal_sets_a_new_key(tmp_path: Path) -> None:
+    """Distinct value-carrying keys are bounded like the server's memory of them: the
+    journal does not carry every key that ever had a value forever."""
+    config = JournalConfig(
+        fsync=FsyncPolicy.NEVER,
+        segment_bytes=4096,
+        retain_events=20,
+        auto_compact=True,
+        max_key_values=10,
+    )
+    with Journal.open(tmp_path, config) as journal:
+        for i in range(3000):
+            journal.append_sync([sig(f"key-{i}", value=i)])
+        assert journal.compactions > 10
+        total = sum(seg.stat().st_size for seg in segment_paths(tmp_path))
+        assert total < 5 * 4096
+    values = reopen_summary(tmp_path, retain_events=20, max_key_values=10)["key_values"]
+    assert values == {f"key-{i}": i for i in range(2990, 3000)}
 
 
 def test_carry_ratio_threshold_skips_unless_forced(tmp_path: Path) -> None:

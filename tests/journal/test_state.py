@@ -11,8 +11,10 @@ from purgatory_server._journal import JournalState
 from tests.journal.helpers import State, out, reg, sig
 
 
-def build(*records: JournalRecord, retain: int = 100) -> JournalState:
-    state = JournalState(retain)
+def build(
+    *records: JournalRecord, retain: int = 100, max_key_values: int = 100_000
+) -> JournalState:
+    state = JournalState(retain, max_key_values)
     for index, record in enumerate(records):
         state.apply(index, record)
     return state
@@ -44,6 +46,27 @@ def test_key_values_follow_the_latest_value_signal_only() -> None:
     state = build(sig("a", value=3), sig("a", amount=9), sig("b", value=1), sig("a", value=4))
     snap = state.snapshot(4)
     assert dict(snap.key_values) == {"a": 4, "b": 1}
+
+
+def test_key_values_are_bounded_least_recently_set_first() -> None:
+    state = build(*(sig(f"k{i}", value=i) for i in range(6)), sig("k1", value=10), max_key_values=3)
+    # k0..k3 were set least recently (k1's update made it the most recent): k0, k2, k3 go.
+    assert dict(state.snapshot(7).key_values) == {"k4": 4, "k5": 5, "k1": 10}
+
+
+def test_key_value_eviction_spares_keys_a_pending_operation_watches() -> None:
+    records = [sig("w", value=1), reg("x", "w"), *(sig(f"k{i}", value=i) for i in range(4))]
+    state = build(*records, max_key_values=2)
+    values = dict(state.snapshot(len(records)).key_values)
+    assert values["w"] == 1  # watched by pending x: kept although least recently set
+    assert len(values) == 2 and "k3" in values
+    # Once x has ended, w is evictable like any other key. (Sparing it moved it to the
+    # recent end, as the server's LatestValues does, so it is the second to go.)
+    n = len(records)
+    state.apply(n, out("x", 1))
+    state.apply(n + 1, sig("k8", value=8))
+    state.apply(n + 2, sig("k9", value=9))
+    assert dict(state.snapshot(n + 3).key_values) == {"k8": 8, "k9": 9}
 
 
 def test_outcome_ends_operation_and_stops_its_progress() -> None:

@@ -42,6 +42,12 @@ class JournalConfig:
     ``compaction_max_carry_ratio`` of the bytes it frees; that makes its cost amortized
     O(1) per byte written and bounds the journal at roughly ``1 / ratio`` times the live
     data plus the window plus two segments.
+
+    ``max_key_values`` bounds the latest-value-per-key memory the journal rebuilds and
+    carries forward, with the server's policy (``limits.max_tracked_values``): the least
+    recently signalled keys go first, but never a key a pending operation watches. Without
+    it, every distinct key that ever carried a value would be carried by compaction
+    forever, and the journal's size would grow with the key space, not the live data.
     """
 
     fsync: FsyncPolicy = FsyncPolicy.ALWAYS
@@ -50,6 +56,7 @@ class JournalConfig:
     retain_events: int = 10_000
     compaction_max_carry_ratio: float = 0.5
     auto_compact: bool = True
+    max_key_values: int = 100_000
 
     def __post_init__(self) -> None:
         if self.fsync_interval_ms <= 0:
@@ -58,6 +65,8 @@ class JournalConfig:
             raise ValueError("segment_bytes must be at least 4096")
         if self.retain_events < 0:
             raise ValueError("retain_events must be >= 0")
+        if self.max_key_values < 0:
+            raise ValueError("max_key_values must be >= 0")
         if not 0.0 < self.compaction_max_carry_ratio <= 1.0:
             raise ValueError("compaction_max_carry_ratio must be in (0, 1]")
 

@@ -165,7 +165,7 @@ class Journal:
         gc_was_enabled = gc.isenabled()
         gc.disable()
         try:
-            state = JournalState(config.retain_events)
+            state = JournalState(config.retain_events, config.max_key_values)
             report = recover(path, state.apply, repair=repair, fsync=fsync)
             return cls(
                 directory=path,

@@ -95,10 +95,12 @@ class RecoveredState:
 class JournalState:
     """Applies records in journal order and maintains the state they imply."""
 
-    def __init__(self, retain_events: int) -> None:
+    def __init__(self, retain_events: int, max_key_values: int = 100_000) -> None:
         self.retain_events = retain_events
+        self.max_key_values = max_key_values
         self.pending: dict[str, LiveOperation] = {}
-        # key -> (latest value, index of the record that set it)
+        # key -> (latest value, index of the record that set it), least recently set
+        # first; bounded by max_key_values (see _set_value).
         self.key_values: dict[str, tuple[int, int]] = {}
         self.last_sequence = 0
         self.purgatory = ""  # from the latest value-setting record; compaction copies it
@@ -124,7 +126,7 @@ class JournalState:
             self._carried(index, record.carried_operation)
         elif kind == "carried_key_value":
             carried = record.carried_key_value
-            self.key_values[carried.key] = (carried.value, index)
+            self._set_value(carried.key, carried.value, index)
             self.purgatory = carried.purgatory
         elif kind == "compaction":
             self.last_sequence = max(self.last_sequence, record.compaction.last_sequence)
@@ -148,6 +150,28 @@ class JournalState:
                 if not watching:
                     del self._watchers[key]
 
+    def _set_value(self, key: str, value: int, index: int) -> None:
+        """Record ``key``'s latest value, keeping at most ``max_key_values`` keys.
+
+        Mirrors the server's LatestValues: the least recently set key is evicted first,
+        except keys some pending operation watches (a VALUES_AT_LEAST operation needs
+        them), which move to the recent end instead. Each key is looked at once per
+        eviction, so this ends even if every key is watched.
+        """
+        values = self.key_values
+        values.pop(key, None)
+        values[key] = (value, index)
+        if len(values) <= self.max_key_values:
+            return
+        watchers = self._watchers
+        for _ in range(len(values)):
+            if len(values) <= self.max_key_values:
+                return
+            oldest = next(iter(values))
+            kept = values.pop(oldest)
+            if oldest in watchers:
+                values[oldest] = kept
+
     def _register(self, index: int, reg: Registered) -> None:
         op_id = reg.operation_id
         if op_id in self.pending:
@@ -160,7 +184,7 @@ class JournalState:
 
     def _signal(self, index: int, sig: Signal) -> None:
         if sig.HasField("value"):
-            self.key_values[sig.key] = (sig.value, index)
+            self._set_value(sig.key, sig.value, index)
             self.purgatory = sig.purgatory
         for op_id in self._watchers.get(sig.key, ()):
             self.pending[op_id].signals.append(sig)

@@ -257,6 +257,7 @@ def journal_config(config: ServerConfig, settings: PurgatorySettings) -> Journal
         fsync=FsyncPolicy(settings.fsync or config.fsync),
         fsync_interval_ms=settings.fsync_interval_ms or config.fsync_interval_ms,
         retain_events=settings.retained_events,
+        max_key_values=config.limits.max_tracked_values,
     )
 
 

@@ -24,6 +24,10 @@ class TimerTask(ABC):
     Thread safety: ``cancel`` may be called from any thread at any time, including while
     the reaper is moving the task between buckets; a task cancelled before the executor
     reaches it does not run. A task cancelled *while* it runs is not interrupted.
+
+    Cancellation is permanent. Kafka only unlinks the entry, so a cancelled task that is
+    added again would run. Here the task stays cancelled, so a cancel cannot be undone
+    by a racing re-add, and ``cancel`` before ``add`` means the task never runs.
     """
 
     __slots__ = ("_cancelled", "_entry", "delay_ms")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Hashable, Iterable
+from functools import partial
 from typing import Generic, TypeVar
 
 from purgatory_server._engine.counter import OperationEstimate
@@ -80,6 +81,15 @@ class DelayedOperationPurgatory(Generic[T]):
     def _shard(self, key: Hashable) -> WatcherShard[T]:
         return self._shards[hash(key) % len(self._shards)]
 
+    def _watch(self, operation: T, keys: list[Hashable]) -> None:
+        """Add ``operation`` to every key's watcher list (called under its lock)."""
+        shards = self._shards
+        n = len(shards)
+        for key in keys:
+            shards[hash(key) % n].watch(key, operation)
+        if keys:
+            self._estimated_total.increment()
+
     def try_complete_else_watch(self, operation: T, watch_keys: Iterable[Hashable]) -> bool:
         """Complete ``operation`` now if it can be; otherwise watch its keys and arm it.
 
@@ -89,16 +99,7 @@ class DelayedOperationPurgatory(Generic[T]):
         operation in between, so a completed operation never lingers in the wheel.
         """
         keys = list(watch_keys)
-        shards = self._shards
-        n = len(shards)
-
-        def watch() -> None:
-            for key in keys:
-                shards[hash(key) % n].watch(key, operation)
-            if keys:
-                self._estimated_total.increment()
-
-        if operation.safe_try_complete_or_else(watch):
+        if operation.safe_try_complete_or_else(partial(self._watch, operation, keys)):
             return True
         if not operation.is_completed():
             self._timer.add(operation)
@@ -120,21 +121,12 @@ class DelayedOperationPurgatory(Generic[T]):
         right after its own watch; its timeout still counts from the arming, as always.
         Thread safety: as :meth:`try_complete_else_watch`.
         """
-        shards = self._shards
-        n = len(shards)
-        estimate = self._estimated_total
         results: list[bool] = []
         armed: list[T] = []
+        watch = self._watch
         for operation, watch_keys in items:
             keys = list(watch_keys)
-
-            def watch(op: T = operation, keys: list[Hashable] = keys) -> None:
-                for key in keys:
-                    shards[hash(key) % n].watch(key, op)
-                if keys:
-                    estimate.increment()
-
-            if operation.safe_try_complete_or_else(watch):
+            if operation.safe_try_complete_or_else(partial(watch, operation, keys)):
                 results.append(True)
                 continue
             results.append(False)

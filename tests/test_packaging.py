@@ -7,6 +7,7 @@ have it. This builds the wheel and imports the stubs from it alone.
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -24,6 +25,13 @@ SOURCE_PACKAGES = {
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    # Build from a copy: setuptools writes build/ and *.egg-info next to the sources,
+    # and a test must not leave those in the checkout.
+    src = tmp_path_factory.mktemp("src")
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(ROOT / name, src / name)
+    for name in ("server", "client", "proto"):
+        shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
     out = tmp_path_factory.mktemp("wheel")
     subprocess.run(
         [
@@ -36,7 +44,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "--no-build-isolation",
             "--wheel-dir",
             str(out),
-            str(ROOT),
+            str(src),
         ],
         check=True,
         timeout=300,

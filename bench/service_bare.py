@@ -18,6 +18,8 @@ from typing import Any
 import grpc
 from purgatory_proto.v1 import purgatory_pb2 as pb
 from purgatory_proto.v1 import purgatory_pb2_grpc as pb_grpc
+from purgatory_server._service import ServerConfig
+from purgatory_server._service.app import server_options
 
 COMPLETED = pb.OPERATION_STATE_COMPLETED
 
@@ -70,11 +72,8 @@ class BareServicer(pb_grpc.PurgatoryServiceServicer):  # type: ignore[misc]
 
 async def serve(port: int, max_concurrent_rpcs: int | None) -> None:
     server = grpc.aio.server(
-        options=[
-            ("grpc.max_concurrent_streams", 50_000),
-            ("grpc.server.max_pending_requests", 50_000),
-            ("grpc.server.max_pending_requests_hard_limit", 50_000),
-        ],
+        # The real server's own channel arguments, so the two transports cannot drift apart.
+        options=server_options(ServerConfig()),
         maximum_concurrent_rpcs=max_concurrent_rpcs,
     )
     pb_grpc.add_PurgatoryServiceServicer_to_server(BareServicer(), server)

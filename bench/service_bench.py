@@ -41,6 +41,7 @@ from typing import Any
 import grpc
 from purgatory_proto.v1 import purgatory_pb2 as pb
 from purgatory_proto.v1 import purgatory_pb2_grpc as pb_grpc
+from purgatory_server._service import ServerConfig
 
 from bench._common import write_json
 from bench._service_report import BAT, REDIS_BATCH, REDIS_PIPE, REDIS_UNB, UNB, Run, report
@@ -458,9 +459,9 @@ def main() -> None:
     parser.add_argument(
         "--bare-max-concurrent-rpcs",
         type=int,
-        default=50_000,
-        help="the bare server's grpc.aio RPC limiter; the purgatory server's default "
-        "(max_concurrent_rpcs) is 50,000, so both run the same transport; 0 turns it off",
+        default=ServerConfig().max_concurrent_rpcs,
+        help="the bare server's grpc.aio RPC limiter; defaults to the purgatory server's "
+        "max_concurrent_rpcs, so both run the same transport; 0 turns it off",
     )
     parser.add_argument("--concurrency", type=int, default=32, help="unbatched pairs in flight")
     parser.add_argument("--channels", type=int, default=2, help="client connections")

@@ -33,6 +33,7 @@ from purgatory_server._service.convert import (
 from purgatory_server._service.errors import InvalidArgument, stream_errors, unary_errors
 from purgatory_server._service.events import Outcome
 from purgatory_server._service.limits import check_batch, check_key
+from purgatory_server._service.purgatory import NamedPurgatory
 from purgatory_server._service.registry import PurgatoryRegistry
 from purgatory_server._service.waiters import wait_for_outcomes
 
@@ -40,6 +41,19 @@ __all__ = ["METADATA_START_AFTER", "PurgatoryServicer"]
 
 # Response header of Subscribe: the sequence the stream starts after (resume point).
 METADATA_START_AFTER = "purgatory-start-after"
+
+
+async def _acknowledged(purgatory: NamedPurgatory, response: Any) -> Any:
+    """``response``, once everything this call recorded is durable.
+
+    In-memory purgatories have no barrier and answer at once. A durable one answers only
+    after its journal has written, under the fsync policy, every record made so far,
+    which includes this call's (docs/journal.md §10).
+    """
+    barrier = purgatory.barrier
+    if barrier is not None:
+        await barrier()
+    return response
 
 
 class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
@@ -83,9 +97,7 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
         if request.wait and not isinstance(target, Outcome):
             await wait_for_outcomes(self._loop, (target,))
         response = pb.TryCompleteElseWatchResponse(**status_fields(target, created))
-        if purgatory.barrier is not None:  # durable: answer once journaled
-            await purgatory.barrier()
-        return response
+        return await _acknowledged(purgatory, response)
 
     @unary_errors
     async def BatchTryCompleteElseWatch(self, request: Any, context: Any) -> Any:
@@ -98,9 +110,7 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
             live = [t for t, _ in registered if not isinstance(t, Outcome)]
             await wait_for_outcomes(self._loop, live)
         response = batch_status_response(registered)
-        if purgatory.barrier is not None:  # durable: answer once journaled
-            await purgatory.barrier()
-        return response
+        return await _acknowledged(purgatory, response)
 
     @unary_errors
     async def CheckAndComplete(self, request: Any, context: Any) -> Any:
@@ -109,9 +119,7 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
         signal = signal_from_proto("signal", request.signal, self._limits)
         (completed,) = purgatory.signal(((request.key, signal),))
         response = pb.CheckAndCompleteResponse(completed=completed)
-        if purgatory.barrier is not None:  # durable: answer once journaled
-            await purgatory.barrier()
-        return response
+        return await _acknowledged(purgatory, response)
 
     @unary_errors
     async def BatchCheckAndComplete(self, request: Any, context: Any) -> Any:
@@ -122,9 +130,7 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
         response = pb.BatchCheckAndCompleteResponse(
             completed=sum(counts), completed_per_signal=counts
         )
-        if purgatory.barrier is not None:  # durable: answer once journaled
-            await purgatory.barrier()
-        return response
+        return await _acknowledged(purgatory, response)
 
     @unary_errors
     async def ForceComplete(self, request: Any, context: Any) -> Any:
@@ -135,9 +141,7 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
         response = pb.ForceCompleteResponse(
             completed=won, operation=operation_status(target, False)
         )
-        if purgatory.barrier is not None:  # durable: answer once journaled
-            await purgatory.barrier()
-        return response
+        return await _acknowledged(purgatory, response)
 
     @unary_errors
     async def GetOperation(self, request: Any, context: Any) -> Any:
@@ -146,9 +150,7 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
             raise InvalidArgument("operation_id", "must not be empty")
         target = purgatory.lookup(request.operation_id)
         response = pb.GetOperationResponse(operation=operation_status(target, False))
-        if purgatory.barrier is not None:  # durable: answer once journaled
-            await purgatory.barrier()
-        return response
+        return await _acknowledged(purgatory, response)
 
     # ------------------------------------------------------------------ streams
     @stream_errors

@@ -5,7 +5,12 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 EXTRAS := dev,server,client
 
-.PHONY: help install serve test lint typecheck unit stubs check-stubs bench clean
+.PHONY: help install serve test lint typecheck unit stubs check-stubs bench clean system-deps
+
+# Debian packages that some tests need (each feature appends its own line below).
+# `make test` installs the missing ones when it runs as root; otherwise it says which are
+# missing and the tests that need them say clearly that they are skipped.
+APT_PACKAGES :=
 
 help:
 	@echo "make serve   - run the gRPC server on 127.0.0.1:50051 (the 'default' purgatory)"
@@ -40,7 +45,17 @@ check-stubs: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/python -m pytest
 
-test: lint typecheck check-stubs unit
+system-deps:
+	@missing=""; for p in $(APT_PACKAGES); do \
+	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing Debian packages:$$missing"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	  else echo "not root: missing Debian packages:$$missing (tests needing them are skipped)"; fi; \
+	fi
+
+test: system-deps lint typecheck check-stubs unit
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.timer_scaling

@@ -207,13 +207,25 @@ class AsyncPurgatoryClient:
         keys: Iterable[str] = (),
         operation_id_prefix: str = "",
         purgatory: str | None = None,
+        incarnation: str | None = None,
     ) -> AsyncIterator[Event]:
-        """Outcomes in sequence order, resuming transparently after a dropped stream."""
+        """Outcomes in sequence order, resuming transparently after a dropped stream.
+
+        ``incarnation`` and :class:`~purgatory_client.StreamResetError`: as
+        :meth:`PurgatoryClient.subscribe`.
+        """
         name = self._name(purgatory)
         states, keys = tuple(states), tuple(keys)
-        cursor = ResumeCursor(after_sequence, self._resume)
+        cursor = ResumeCursor(after_sequence, self._resume, incarnation)
         while True:
-            req = _base.subscribe_request(name, cursor.position, states, keys, operation_id_prefix)
+            req = _base.subscribe_request(
+                name,
+                cursor.position,
+                states,
+                keys,
+                operation_id_prefix,
+                incarnation=cursor.incarnation,
+            )
             call = self._stub.Subscribe(req)
             try:
                 cursor.started(tuple((await call.initial_metadata()) or ()))

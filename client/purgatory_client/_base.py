@@ -9,6 +9,12 @@ header metadata, the sequence a stream starts after; every received event moves 
 cursor to its sequence. After a dropped stream (UNAVAILABLE, or a slow-subscriber
 RESOURCE_EXHAUSTED) the client re-subscribes with ``after_sequence=cursor``, and the
 server replays exactly the retained events after it (filtered as before).
+
+Never across a reset: the header also carries the stream's incarnation, which the cursor
+keeps and sends with every resume. If the purgatory's stream was reset meanwhile (an
+in-memory purgatory whose server restarted), the server refuses with
+FAILED_PRECONDITION and the client raises :class:`~purgatory_client.StreamResetError`
+instead of resuming into a different stream's sequences.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ __all__ = ["DEFAULT_PURGATORY", "ResumeCursor", "ResumePolicy"]
 
 DEFAULT_PURGATORY = "default"
 START_AFTER = "purgatory-start-after"
+INCARNATION = "purgatory-incarnation"
 
 
 # ---------------------------------------------------------------- requests
@@ -140,9 +147,12 @@ def subscribe_request(
     states: Iterable[OperationState],
     keys: Iterable[str],
     operation_id_prefix: str,
+    *,
+    incarnation: str | None = None,
 ) -> Any:
     request = pb.SubscribeRequest(
         purgatory=purgatory,
+        incarnation=incarnation or "",
         filter=pb.SubscribeFilter(
             states=cast(Any, [int(s) for s in states]),
             keys=list(keys),
@@ -221,6 +231,7 @@ def info_from_proto(msg: Any) -> PurgatoryInfo:
         last_sequence=msg.last_sequence,
         oldest_sequence=msg.oldest_sequence,
         subscribers=msg.subscribers,
+        incarnation=msg.incarnation,
     )
 
 
@@ -241,23 +252,32 @@ class ResumeCursor:
     Not thread-safe: one cursor belongs to one ``subscribe`` generator.
     """
 
-    __slots__ = ("_failures", "_policy", "position")
+    __slots__ = ("_failures", "_policy", "incarnation", "position")
 
-    def __init__(self, after_sequence: int | None, policy: ResumePolicy) -> None:
+    def __init__(
+        self, after_sequence: int | None, policy: ResumePolicy, incarnation: str | None = None
+    ) -> None:
         self.position = after_sequence
+        # The stream ``position`` belongs to; sent with every (re)subscribe once known.
+        self.incarnation = incarnation or None
         self._policy = policy
         self._failures = 0
 
     def started(self, initial_metadata: Mapping[str, str] | Iterable[tuple[str, Any]]) -> None:
-        """Take the stream's start point from the header if we had none."""
-        if self.position is not None:
-            return
+        """Take the stream's start point and incarnation from the header if we had none.
+
+        The server checked a known incarnation before answering, so the header's can only
+        differ from ours when we had none yet.
+        """
         pairs = (
             initial_metadata.items() if isinstance(initial_metadata, Mapping) else initial_metadata
         )
         for key, value in pairs:
-            if key == START_AFTER:
-                self.position = int(value)
+            text = value if isinstance(value, str) else bytes(value).decode()
+            if key == START_AFTER and self.position is None:
+                self.position = int(text)
+            elif key == INCARNATION and self.incarnation is None:
+                self.incarnation = text
 
     def advance(self, sequence: int) -> None:
         self.position = sequence

@@ -210,16 +210,28 @@ class PurgatoryClient:
         keys: Iterable[str] = (),
         operation_id_prefix: str = "",
         purgatory: str | None = None,
+        incarnation: str | None = None,
     ) -> Iterator[Event]:
         """Outcomes in sequence order, resuming transparently after a dropped stream.
 
         ``after_sequence=None`` starts from now on. Closing the iterator ends the call.
+        ``incarnation`` (``PurgatoryInfo.incarnation`` when ``after_sequence`` was saved)
+        makes the server check that ``after_sequence`` still means the same stream;
+        either way, the resumes after a dropped stream pass the stream's incarnation and
+        raise :class:`~purgatory_client.StreamResetError` if it was reset meanwhile.
         """
         name = self._name(purgatory)
         states, keys = tuple(states), tuple(keys)
-        cursor = ResumeCursor(after_sequence, self._resume)
+        cursor = ResumeCursor(after_sequence, self._resume, incarnation)
         while True:
-            req = _base.subscribe_request(name, cursor.position, states, keys, operation_id_prefix)
+            req = _base.subscribe_request(
+                name,
+                cursor.position,
+                states,
+                keys,
+                operation_id_prefix,
+                incarnation=cursor.incarnation,
+            )
             call = self._stub.Subscribe(req)
             try:
                 cursor.started(call.initial_metadata() or ())

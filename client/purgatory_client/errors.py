@@ -10,6 +10,11 @@
     │   └── SlowSubscriberError         ... a subscriber fell behind (.resume_after)
     ├── OutOfRangeError                 OUT_OF_RANGE       events no longer retained
     │                                                      (.oldest_sequence)
+    ├── FailedPreconditionError         FAILED_PRECONDITION server state forbids it
+    │   └── StreamResetError            ... a resumed subscription's stream was reset
+    │                                       (.incarnation: the new stream's id)
+    ├── UnauthenticatedError            UNAUTHENTICATED    no valid token
+    ├── PermissionDeniedError           PERMISSION_DENIED  the token lacks a permission
     ├── UnavailableError                UNAVAILABLE        server down or shutting down
     ├── DeadlineExceededError           DEADLINE_EXCEEDED  the call's deadline passed
     ├── CancelledError                  CANCELLED          the call was cancelled
@@ -30,19 +35,24 @@ __all__ = [
     "AlreadyExistsError",
     "CancelledError",
     "DeadlineExceededError",
+    "FailedPreconditionError",
     "InvalidArgumentError",
     "NotFoundError",
     "OutOfRangeError",
+    "PermissionDeniedError",
     "PurgatoryError",
     "ResourceExhaustedError",
     "ServerError",
     "SlowSubscriberError",
+    "StreamResetError",
+    "UnauthenticatedError",
     "UnavailableError",
     "from_rpc_error",
 ]
 
 RESUME_AFTER = "purgatory-resume-after"
 OLDEST_SEQUENCE = "purgatory-oldest-sequence"
+INCARNATION = "purgatory-incarnation"
 
 
 class PurgatoryError(Exception):
@@ -88,6 +98,30 @@ class OutOfRangeError(PurgatoryError):
         return int(raw) if raw is not None else None
 
 
+class FailedPreconditionError(PurgatoryError):
+    pass
+
+
+class StreamResetError(FailedPreconditionError):
+    """The purgatory's event stream was reset (an in-memory purgatory whose server
+    restarted, or one deleted and created again): the sequences a subscription was
+    resuming from belong to the old stream, so resuming would silently skip or repeat
+    events. ``incarnation`` is the new stream's id; subscribe again (from now on, or
+    from ``after_sequence=0`` to replay what the new stream retains) and reconcile."""
+
+    @property
+    def incarnation(self) -> str:
+        return self.metadata.get(INCARNATION, "")
+
+
+class UnauthenticatedError(PurgatoryError):
+    pass
+
+
+class PermissionDeniedError(PurgatoryError):
+    pass
+
+
 class UnavailableError(PurgatoryError):
     pass
 
@@ -110,6 +144,9 @@ _BY_CODE: dict[grpc.StatusCode, type[PurgatoryError]] = {
     grpc.StatusCode.ALREADY_EXISTS: AlreadyExistsError,
     grpc.StatusCode.RESOURCE_EXHAUSTED: ResourceExhaustedError,
     grpc.StatusCode.OUT_OF_RANGE: OutOfRangeError,
+    grpc.StatusCode.FAILED_PRECONDITION: FailedPreconditionError,
+    grpc.StatusCode.UNAUTHENTICATED: UnauthenticatedError,
+    grpc.StatusCode.PERMISSION_DENIED: PermissionDeniedError,
     grpc.StatusCode.UNAVAILABLE: UnavailableError,
     grpc.StatusCode.DEADLINE_EXCEEDED: DeadlineExceededError,
     grpc.StatusCode.CANCELLED: CancelledError,
@@ -130,4 +167,6 @@ def from_rpc_error(exc: grpc.RpcError) -> PurgatoryError:
     cls = _BY_CODE.get(code, ServerError)
     if cls is ResourceExhaustedError and RESUME_AFTER in metadata:
         cls = SlowSubscriberError
+    elif cls is FailedPreconditionError and INCARNATION in metadata:
+        cls = StreamResetError
     return cls(code, details, metadata)

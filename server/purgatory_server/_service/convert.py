@@ -353,4 +353,5 @@ def purgatory_to_proto(stats: PurgatoryStats) -> Any:
         last_sequence=stats.last_sequence,
         oldest_sequence=stats.oldest_sequence,
         subscribers=stats.subscribers,
+        incarnation=stats.incarnation,
     )

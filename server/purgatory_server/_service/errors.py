@@ -7,7 +7,9 @@ codes back to their own exception tree (``purgatory_client.errors``).
 Trailing metadata carries machine-readable details where a client must act on them:
 
 - ``purgatory-resume-after``: the sequence a dropped subscriber should resume after;
-- ``purgatory-oldest-sequence``: the oldest sequence still retained (OUT_OF_RANGE).
+- ``purgatory-oldest-sequence``: the oldest sequence still retained (OUT_OF_RANGE);
+- ``purgatory-incarnation``: the stream's current incarnation (FAILED_PRECONDITION of a
+  Subscribe that named another one: the stream was reset).
 """
 
 from __future__ import annotations
@@ -18,10 +20,14 @@ from typing import Any, TypeVar
 
 import grpc
 
+from purgatory_server._service.quoting import quote
+
 __all__ = [
+    "METADATA_INCARNATION",
     "METADATA_OLDEST",
     "METADATA_RESUME_AFTER",
     "AlreadyExists",
+    "FailedPrecondition",
     "InvalidArgument",
     "LimitExceeded",
     "NotFound",
@@ -29,6 +35,7 @@ __all__ = [
     "ServiceError",
     "ShuttingDown",
     "SlowSubscriber",
+    "StreamReset",
     "status_for",
     "stream_errors",
     "unary_errors",
@@ -38,6 +45,7 @@ R = TypeVar("R")
 
 METADATA_RESUME_AFTER = "purgatory-resume-after"
 METADATA_OLDEST = "purgatory-oldest-sequence"
+METADATA_INCARNATION = "purgatory-incarnation"
 
 
 class ServiceError(Exception):
@@ -114,6 +122,28 @@ class OutOfRange(ServiceError):
 
     def trailing_metadata(self) -> tuple[tuple[str, str], ...]:
         return ((METADATA_OLDEST, str(self.oldest)),)
+
+
+class FailedPrecondition(ServiceError):
+    """The server's state does not allow the request (not the request's content)."""
+
+    code = grpc.StatusCode.FAILED_PRECONDITION
+
+
+class StreamReset(FailedPrecondition):
+    """A resume named another incarnation of the event stream: its sequences are not
+    this stream's, so the subscriber must decide how to start over."""
+
+    def __init__(self, requested: str, current: str) -> None:
+        super().__init__(
+            f"incarnation: the event stream was reset (asked for {quote(requested)}, "
+            f"current is {current!r}); sequences of the old stream do not apply"
+        )
+        self.field = "incarnation"
+        self.current = current
+
+    def trailing_metadata(self) -> tuple[tuple[str, str], ...]:
+        return ((METADATA_INCARNATION, self.current),)
 
 
 class ShuttingDown(ServiceError):

@@ -43,6 +43,7 @@ from purgatory_server._service.errors import (
 )
 from purgatory_server._service.events import EventLog, Outcome
 from purgatory_server._service.inbox import Inbox
+from purgatory_server._service.incarnation import new_incarnation
 from purgatory_server._service.journal import NULL_JOURNAL, Journal
 from purgatory_server._service.operation import OperationDefinition, RemoteOperation, SignalSlot
 from purgatory_server._service.states import OperationState
@@ -75,6 +76,7 @@ class PurgatoryStats:
     last_sequence: int
     oldest_sequence: int
     subscribers: int
+    incarnation: str = ""
 
 
 class NamedPurgatory:
@@ -90,8 +92,12 @@ class NamedPurgatory:
         journal: Journal | None = None,
         event_log: EventLog | None = None,
         reaper_enabled: bool = True,
+        incarnation: str | None = None,
     ) -> None:
         self.name = settings.name
+        # The event stream's id (see .incarnation): given for a durable purgatory, whose
+        # sequences survive restarts; fresh for an in-memory one, whose sequences do not.
+        self.incarnation = incarnation if incarnation is not None else new_incarnation()
         self.settings = settings
         self._limits = limits
         self._time: Time = time if time is not None else SYSTEM_TIME
@@ -146,6 +152,7 @@ class NamedPurgatory:
             last_sequence=self._log.last_sequence,
             oldest_sequence=self._log.oldest_sequence,
             subscribers=len(self._subscribers),
+            incarnation=self.incarnation,
         )
 
     def _check_open(self) -> None:

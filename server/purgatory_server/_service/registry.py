@@ -46,6 +46,9 @@ class Durability(Protocol):
     @property
     def event_log(self) -> EventLog: ...
 
+    @property
+    def incarnation(self) -> str: ...
+
     def restore(self, purgatory: NamedPurgatory) -> None: ...
 
     async def close(self) -> None: ...
@@ -129,6 +132,7 @@ class PurgatoryRegistry:
             journal=None if store is None else store.journal,
             event_log=None if store is None else store.event_log,
             reaper_enabled=self._reaper_enabled,
+            incarnation=None if store is None else store.incarnation,
         )
         self._purgatories[settings.name] = purgatory
         if store is not None:

@@ -30,14 +30,20 @@ from purgatory_server._service.convert import (
     signals_from_proto,
     status_fields,
 )
-from purgatory_server._service.errors import InvalidArgument, stream_errors, unary_errors
+from purgatory_server._service.errors import (
+    METADATA_INCARNATION,
+    InvalidArgument,
+    stream_errors,
+    unary_errors,
+)
 from purgatory_server._service.events import Outcome
+from purgatory_server._service.incarnation import check_incarnation
 from purgatory_server._service.limits import check_batch, check_key
 from purgatory_server._service.purgatory import NamedPurgatory
 from purgatory_server._service.registry import PurgatoryRegistry
 from purgatory_server._service.waiters import wait_for_outcomes
 
-__all__ = ["METADATA_START_AFTER", "PurgatoryServicer"]
+__all__ = ["METADATA_INCARNATION", "METADATA_START_AFTER", "PurgatoryServicer"]
 
 # Response header of Subscribe: the sequence the stream starts after (resume point).
 METADATA_START_AFTER = "purgatory-start-after"
@@ -157,11 +163,15 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
     async def Subscribe(self, request: Any, context: Any) -> AsyncIterator[Any]:
         purgatory = self._registry.get(request.purgatory)
         event_filter = filter_from_proto("filter", request.filter)
+        check_incarnation(request.incarnation, purgatory.incarnation)
         after = request.after_sequence if request.HasField("after_sequence") else None
         subscriber = purgatory.subscribe(after, event_filter)
         try:
             await context.send_initial_metadata(
-                ((METADATA_START_AFTER, str(subscriber.start_after)),)
+                (
+                    (METADATA_START_AFTER, str(subscriber.start_after)),
+                    (METADATA_INCARNATION, purgatory.incarnation),
+                )
             )
             while True:
                 for outcome in await subscriber.next_batch():

@@ -11,6 +11,7 @@ EXTRAS := dev,server,client
 # `make test` installs the missing ones when it runs as root; otherwise it says which are
 # missing and the tests that need them say clearly that they are skipped.
 APT_PACKAGES :=
+APT_PACKAGES += chromium
 
 help:
 	@echo "make serve   - run the gRPC server on 127.0.0.1:50051 (the 'default' purgatory)"

@@ -18,6 +18,7 @@ help:
 	@echo "make test    - lint, type-check, stub check and the full test suite"
 	@echo "make stubs   - regenerate gRPC stubs from proto/"
 	@echo "make bench   - run the benchmarks (slow; not part of make test)"
+	@echo "make pipeline - Spark ingest + report over make serve's data directory"
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -65,3 +66,13 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .mypy_cache .pytest_cache .ruff_cache
+
+# The Spark pipeline (docs/pipeline.md): ingest the journals of `make serve`'s data
+# directory (durable purgatories only) and write the report. Local Spark (local[*]).
+.PHONY: pipeline
+PIPELINE_DATA ?= data
+PIPELINE_OUT  ?= pipeline-out
+pipeline: $(STAMP)
+	$(BIN)/purgatory-pipeline ingest --journal $(PIPELINE_DATA) --out $(PIPELINE_OUT)/tables
+	$(BIN)/purgatory-pipeline report --tables $(PIPELINE_OUT)/tables --out $(PIPELINE_OUT)/report
+	@echo "open $(PIPELINE_OUT)/report/report.html"

@@ -193,7 +193,11 @@ def ingest(spark: Any, journals: list[str], out: str) -> IngestSummary:
         for name, (df, order) in tables.items():
             log.info("ingest: writing %s", name)
             _write(df, _out(out, name), order)
-            summary.rows[name] = spark.read.parquet(_out(out, name)).count()
+        summary.rows = {
+            "signals": summary.records.get("signal", 0),
+            "events": summary.records.get("outcome", 0),
+            "operations": spark.read.parquet(_out(out, "operations")).count(),
+        }
     finally:
         raw.unpersist()
     if "://" not in out:

@@ -27,7 +27,7 @@ from typing import Any
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from purgatory_pipeline.html import render_html
+from purgatory_pipeline.report_html import render_html
 
 log = logging.getLogger(__name__)
 

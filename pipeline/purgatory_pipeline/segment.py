@@ -96,12 +96,14 @@ class SegmentReader:
     def _header(self) -> int | str:
         """The base index, or why the header is invalid (torn or corrupt, by position)."""
         data = self.data
+        if self.name_base is None and bytes(data[:8]) != MAGIC:
+            # A file given by path that is not named like a segment and does not start
+            # like one: not a journal (a named segment's bad header is torn or corrupt).
+            raise NotAJournalError(f"{self.path} is not a journal segment (no segment header)")
         if len(data) < HEADER_BYTES:
             return f"header is {len(data)} bytes, need {HEADER_BYTES}"
         magic, version, _flags, base, crc = _HEADER.unpack_from(data, 0)
         if zlib.crc32(data[:20]) != crc:
-            if magic != MAGIC and not self.is_last:
-                raise NotAJournalError(f"{self.path} is not a journal segment (no header)")
             return "header CRC mismatch"
         if magic != MAGIC:
             raise NotAJournalError(f"{self.path} is not a journal segment (bad magic)")

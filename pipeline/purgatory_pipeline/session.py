@@ -23,6 +23,9 @@ SESSION_CONF: dict[str, str] = {
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.sources.partitionOverwriteMode": "dynamic",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
+    # A Python worker (data source planning, the streaming source) imports pyarrow, protobuf
+    # and grpc before it connects back; 15 s (the default) is too short on a loaded host.
+    "spark.python.authenticate.socketTimeout": "120s",
 }
 
 

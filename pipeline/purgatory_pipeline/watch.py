@@ -54,6 +54,31 @@ def per_minute_live(events: DataFrame) -> DataFrame:
     )
 
 
+def start_watch(
+    spark: Any,
+    target: str,
+    purgatory: str,
+    *,
+    out: str | None,
+    checkpoint: str,
+    interval_s: float = 10.0,
+    options: dict[str, str] | None = None,
+) -> Any:
+    """Start the query; returns the ``StreamingQuery`` (the caller stops it)."""
+    aggregates = per_minute_live(live_events(spark, target, purgatory, **(options or {})))
+    writer = aggregates.writeStream.outputMode("complete").option("checkpointLocation", checkpoint)
+    writer = writer.trigger(processingTime=f"{interval_s} seconds")
+    if out is None:
+        return writer.format("console").option("truncate", "false").start()
+
+    def write_batch(batch: DataFrame, batch_id: int) -> None:
+        ordered = batch.orderBy("purgatory", "minute", "state").coalesce(1)
+        ordered.write.mode("overwrite").parquet(out)
+        log.info("watch: batch %d written to %s", batch_id, out)
+
+    return writer.foreachBatch(write_batch).start()
+
+
 def watch(
     spark: Any,
     target: str,
@@ -66,20 +91,15 @@ def watch(
     options: dict[str, str] | None = None,
 ) -> None:
     """Run until stopped (Ctrl-C), or for ``for_seconds``."""
-    aggregates = per_minute_live(live_events(spark, target, purgatory, **(options or {})))
-    writer = aggregates.writeStream.outputMode("complete").option("checkpointLocation", checkpoint)
-    writer = writer.trigger(processingTime=f"{interval_s} seconds")
-    if out is None:
-        query = writer.format("console").option("truncate", "false").start()
-    else:
-
-        def write_batch(batch: DataFrame, batch_id: int) -> None:
-            batch.orderBy("purgatory", "minute", "state").coalesce(1).write.mode(
-                "overwrite"
-            ).parquet(out)
-            log.info("watch: batch %d written to %s", batch_id, out)
-
-        query = writer.foreachBatch(write_batch).start()
+    query = start_watch(
+        spark,
+        target,
+        purgatory,
+        out=out,
+        checkpoint=checkpoint,
+        interval_s=interval_s,
+        options=options,
+    )
     deadline = None if for_seconds is None else time.monotonic() + for_seconds
     try:
         while query.isActive and (deadline is None or time.monotonic() < deadline):
@@ -88,5 +108,6 @@ def watch(
         log.info("watch: stopping")
     finally:
         query.stop()
-    if query.exception() is not None:
-        raise query.exception()  # type: ignore[misc]
+    error = query.exception()
+    if error is not None:
+        raise error

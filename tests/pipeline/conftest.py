@@ -17,10 +17,10 @@ import pytest
 
 pytest.importorskip("pyspark", reason="the pipeline extra (pyspark) is not installed")
 
-from purgatory_proto.v1.journal_pb2 import JournalRecord  # noqa: E402
-from purgatory_server._journal.recovery import recover  # noqa: E402
+from purgatory_proto.v1.journal_pb2 import JournalRecord
+from purgatory_server._journal.recovery import recover
 
-from tests.pipeline import workload  # noqa: E402
+from tests.pipeline import workload
 
 SPARK_CONF = {
     "spark.ui.enabled": "false",

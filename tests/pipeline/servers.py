@@ -104,9 +104,7 @@ class Client:
     def close(self) -> None:
         self.channel.close()
 
-    def watch(
-        self, op_id: str, keys: list[str], timeout_ms: int, condition: Any = None
-    ) -> Any:
+    def watch(self, op_id: str, keys: list[str], timeout_ms: int, condition: Any = None) -> Any:
         return self.stub.TryCompleteElseWatch(
             pb.TryCompleteElseWatchRequest(
                 purgatory=NAME,

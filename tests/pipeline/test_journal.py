@@ -89,9 +89,7 @@ def test_hot_key_ranking(reported: Workload) -> None:
     ops = oracle.operations(records)
     watches = Counter(k for op in ops.values() for k in op["keys"])
     signals = Counter(s.key for _, s in oracle.signals(records))
-    expirations = Counter(
-        k for op in ops.values() if op["state"] == "EXPIRED" for k in op["keys"]
-    )
+    expirations = Counter(k for op in ops.values() if op["state"] == "EXPIRED" for k in op["keys"])
     got = reported.report["purgatories"]["d"]["top_keys"]  # type: ignore[index]
     for metric, counter in (
         ("watches", watches),
@@ -135,7 +133,9 @@ def _snapshot(spark: Any, path: str) -> list[tuple[Any, ...]]:
 def test_ingest_is_idempotent(spark: Any, work: Workload) -> None:
     from purgatory_pipeline.ingest import ingest
 
-    before = {t: _snapshot(spark, str(work.tables / t)) for t in ("operations", "signals", "events")}
+    before = {
+        t: _snapshot(spark, str(work.tables / t)) for t in ("operations", "signals", "events")
+    }
     files_before = sorted(p.relative_to(work.tables).parent for p in work.tables.rglob("*.parquet"))
     # The data directory and the journal inside it: overlapping paths count once.
     again = ingest(spark, [str(work.data_dir), str(work.journal_dir)], str(work.tables))

@@ -45,7 +45,9 @@ def phase_one(c: Client) -> None:
         time.sleep(0.01)
         c.signal(f"p{i}", source="r2" if i % 2 == 0 else "r3")
     # sum_at_least: 4 + 4 + 4 >= 10.
-    c.watch("sum-0", ["bytes"], 60_000, pb.Condition(sum_at_least=pb.SumAtLeastCondition(threshold=10)))
+    c.watch(
+        "sum-0", ["bytes"], 60_000, pb.Condition(sum_at_least=pb.SumAtLeastCondition(threshold=10))
+    )
     for _ in range(3):
         c.signal("bytes", amount=4, source="r1")
     # values_at_least: offset 5 reached.

@@ -87,17 +87,17 @@ def line_chart(name: str, title: str, minutes: list[dict[str, Any]]) -> str:
 
 
 def bar_chart(name: str, title: str, bars: list[tuple[str, float]], unit: str = "") -> str:
-    bars = [(label, float(v)) for label, v in bars if v is not None]
+    bars = [(label, v) for label, v in bars if v is not None]
     if not bars:
         return _empty(name, title, "no data")
     height = 28 * len(bars) + 2 * 16
-    top = max(v for _, v in bars) or 1.0
+    top = float(max(v for _, v in bars)) or 1.0
     label_w = 200
     span = _W - label_w - 90
     body = []
     for i, (label, value) in enumerate(bars):
         y = 16 + i * 28
-        width = max(span * value / top, 1.0)
+        width = max(span * float(value) / top, 1.0)
         body.append(
             f'<text x="{label_w - 8}" y="{y + 15}" text-anchor="end" font-size="12">'
             f"{escape(label[:32])}</text>"

@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 from purgatory_pipeline import cli
+from purgatory_pipeline.errors import NotAJournalError
+from purgatory_pipeline.source import plan, read_partition
 from purgatory_server._journal.framing import encode_header
 
 from tests.pipeline.conftest import Workload
@@ -19,17 +21,21 @@ def _error(spark: Any, path: str) -> str:
     return str(caught.value)
 
 
-def test_a_path_without_a_journal(spark: Any, tmp_path: Path) -> None:
+def test_a_path_without_a_journal(tmp_path: Path) -> None:
+    # Planning runs on the driver; the CLI test below shows the same error through Spark.
     (tmp_path / "empty").mkdir()
-    message = _error(spark, str(tmp_path / "empty"))
-    assert "NotAJournalError" in message and "holds no journal" in message
-    assert "no such file or directory" in _error(spark, str(tmp_path / "missing"))
+    with pytest.raises(NotAJournalError, match="holds no journal"):
+        plan([str(tmp_path / "empty")])
+    with pytest.raises(NotAJournalError, match="no such file or directory"):
+        plan([str(tmp_path / "missing")])
 
 
-def test_a_file_that_is_not_a_segment(spark: Any, tmp_path: Path) -> None:
+def test_a_file_that_is_not_a_segment(tmp_path: Path) -> None:
     text = tmp_path / "README.txt"
     text.write_text("hello\n" * 10)
-    assert "is not a journal segment" in _error(spark, str(text))
+    [part] = plan([str(text)])
+    with pytest.raises(NotAJournalError, match="is not a journal segment"):
+        list(read_partition(part))
 
 
 def test_a_newer_format_version(spark: Any, tmp_path: Path) -> None:

@@ -33,6 +33,19 @@ SPARK_CONF = {
 }
 
 
+# Spark's first job in a session pays the JVM start and the Python workers' imports, and the
+# session fixtures below (a real server workload, an ingest) are charged to the first test
+# that uses them: on a loaded 2-core machine that exceeds the suite's 120 s default.
+PIPELINE_TIMEOUT_S = 900
+_HERE = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if _HERE in Path(str(item.path)).resolve().parents:
+            item.add_marker(pytest.mark.timeout(PIPELINE_TIMEOUT_S))
+
+
 def _java() -> bool:
     return shutil.which("java") is not None
 

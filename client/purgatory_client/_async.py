@@ -8,6 +8,7 @@ call (the operation stays in the purgatory).
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from types import TracebackType
 from typing import Any
@@ -30,6 +31,7 @@ from purgatory_client._models import (
     PurgatoryInfo,
     Signal,
 )
+from purgatory_client._security import resolve_security
 from purgatory_client.errors import from_rpc_error
 
 __all__ = ["AsyncPurgatoryClient"]
@@ -47,11 +49,31 @@ class AsyncPurgatoryClient:
         channel: grpc.aio.Channel | None = None,
         resume: ResumePolicy | None = None,
         options: Sequence[tuple[str, Any]] = (),
+        token: str | None = None,
+        tls: bool | None = None,
+        tls_ca: str | os.PathLike[str] | None = None,
+        tls_cert: str | os.PathLike[str] | None = None,
+        tls_key: str | os.PathLike[str] | None = None,
+        trust_env: bool = True,
     ) -> None:
-        self._owns_channel = channel is None
-        self._channel = (
-            channel if channel is not None else grpc.aio.insecure_channel(target, options)
+        security = resolve_security(
+            token=token,
+            tls=tls,
+            tls_ca=tls_ca,
+            tls_cert=tls_cert,
+            tls_key=tls_key,
+            trust_env=trust_env,
         )
+        self._metadata = security.metadata
+        credentials = security.channel_credentials()
+        self._owns_channel = channel is None
+        self._channel: grpc.aio.Channel
+        if channel is not None:
+            self._channel = channel
+        elif credentials is not None:
+            self._channel = grpc.aio.secure_channel(target, credentials, options)
+        else:
+            self._channel = grpc.aio.insecure_channel(target, options)
         self._stub = pb_grpc.PurgatoryServiceStub(self._channel)  # type: ignore[no-untyped-call]
         self.purgatory = purgatory
         self.timeout = timeout
@@ -77,7 +99,7 @@ class AsyncPurgatoryClient:
         self, method: Callable[..., Awaitable[Any]], request: Any, timeout: float | None
     ) -> Any:
         try:
-            return await method(request, timeout=timeout)
+            return await method(request, timeout=timeout, metadata=self._metadata)
         except grpc.RpcError as exc:
             raise from_rpc_error(exc) from None
 
@@ -226,7 +248,7 @@ class AsyncPurgatoryClient:
                 operation_id_prefix,
                 incarnation=cursor.incarnation,
             )
-            call = self._stub.Subscribe(req)
+            call = self._stub.Subscribe(req, metadata=self._metadata)
             try:
                 cursor.started(tuple((await call.initial_metadata()) or ()))
                 async for msg in call:

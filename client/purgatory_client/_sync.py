@@ -6,6 +6,7 @@ Method names and arguments are identical to :class:`AsyncPurgatoryClient`'s.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from types import TracebackType
@@ -29,6 +30,7 @@ from purgatory_client._models import (
     PurgatoryInfo,
     Signal,
 )
+from purgatory_client._security import resolve_security
 from purgatory_client.errors import from_rpc_error
 
 __all__ = ["PurgatoryClient"]
@@ -41,6 +43,13 @@ class PurgatoryClient:
 
     ``timeout`` is the default deadline (seconds) of short calls; long-polls
     (``wait=True``) and ``subscribe`` have no deadline unless one is passed.
+
+    Security (see :mod:`purgatory_client._security`): ``token`` is sent as
+    ``authorization: Bearer <token>`` with every call; ``tls_ca`` (PEM file of trusted
+    CAs), ``tls_cert``/``tls_key`` (client certificate for mutual TLS) or ``tls=True``
+    (system roots) connect over TLS. Left out, they come from ``PURGATORY_TOKEN``,
+    ``PURGATORY_TLS_CA``, ``PURGATORY_TLS_CERT`` and ``PURGATORY_TLS_KEY`` unless
+    ``trust_env=False``.
     """
 
     def __init__(
@@ -52,9 +61,30 @@ class PurgatoryClient:
         channel: grpc.Channel | None = None,
         resume: ResumePolicy | None = None,
         options: Sequence[tuple[str, Any]] = (),
+        token: str | None = None,
+        tls: bool | None = None,
+        tls_ca: str | os.PathLike[str] | None = None,
+        tls_cert: str | os.PathLike[str] | None = None,
+        tls_key: str | os.PathLike[str] | None = None,
+        trust_env: bool = True,
     ) -> None:
+        security = resolve_security(
+            token=token,
+            tls=tls,
+            tls_ca=tls_ca,
+            tls_cert=tls_cert,
+            tls_key=tls_key,
+            trust_env=trust_env,
+        )
+        self._metadata = security.metadata
+        credentials = security.channel_credentials()
         self._owns_channel = channel is None
-        self._channel = channel if channel is not None else grpc.insecure_channel(target, options)
+        if channel is not None:
+            self._channel = channel
+        elif credentials is not None:
+            self._channel = grpc.secure_channel(target, credentials, options)
+        else:
+            self._channel = grpc.insecure_channel(target, options)
         self._stub = pb_grpc.PurgatoryServiceStub(self._channel)  # type: ignore[no-untyped-call]
         self.purgatory = purgatory
         self.timeout = timeout
@@ -78,7 +108,7 @@ class PurgatoryClient:
 
     def _call(self, method: Callable[..., Any], request: Any, timeout: float | None) -> Any:
         try:
-            return method(request, timeout=timeout)
+            return method(request, timeout=timeout, metadata=self._metadata)
         except grpc.RpcError as exc:
             raise from_rpc_error(exc) from None
 
@@ -232,7 +262,7 @@ class PurgatoryClient:
                 operation_id_prefix,
                 incarnation=cursor.incarnation,
             )
-            call = self._stub.Subscribe(req)
+            call = self._stub.Subscribe(req, metadata=self._metadata)
             try:
                 cursor.started(call.initial_metadata() or ())
                 for msg in call:

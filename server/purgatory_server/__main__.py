@@ -55,6 +55,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="truncate a journal at a corrupt record instead of refusing to start",
     )
     parser.add_argument("--port-file", help="write the bound port to this file once serving")
+    parser.add_argument("--tls-cert", help="PEM certificate chain: serve TLS")
+    parser.add_argument("--tls-key", help="PEM private key of --tls-cert")
+    parser.add_argument(
+        "--tls-client-ca", help="PEM CA bundle: require client certificates it signed (mTLS)"
+    )
     return parser.parse_args(argv)
 
 
@@ -74,6 +79,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         ("fsync", "fsync"),
         ("fsync_interval_ms", "fsync_interval_ms"),
         ("port_file", "port_file"),
+        ("tls_cert", "tls_cert"),
+        ("tls_key", "tls_key"),
+        ("tls_client_ca", "tls_client_ca"),
     ):
         if getattr(args, flag) is not None:
             overrides[option] = getattr(args, flag)

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from purgatory_server._service.auth import AuthConfig, parse_auth
+
 __all__ = [
     "ConfigError",
     "Limits",
@@ -117,6 +119,12 @@ class ServerConfig:
     repair_journal: bool = False
     # If set, the bound port is written to this file once the server serves.
     port_file: str = ""
+    # TLS: PEM certificate chain and private key; with a client CA, mutual TLS.
+    tls_cert: str = ""
+    tls_key: str = ""
+    tls_client_ca: str = ""
+    # Bearer tokens and their per-purgatory permissions (``[auth]``; .auth module).
+    auth: AuthConfig = field(default_factory=AuthConfig)
     limits: Limits = field(default_factory=Limits)
     defaults: PurgatorySettings = field(default_factory=PurgatorySettings)
     purgatories: tuple[PurgatorySettings, ...] = (PurgatorySettings(),)
@@ -191,11 +199,25 @@ def _purgatory(defaults: PurgatorySettings, entry: Any, where: str) -> Purgatory
     return settings
 
 
-def from_mapping(data: Mapping[str, Any], base: ServerConfig | None = None) -> ServerConfig:
-    """Apply a parsed TOML document to ``base`` (the built-in defaults if None)."""
+def from_mapping(
+    data: Mapping[str, Any],
+    base: ServerConfig | None = None,
+    env: Mapping[str, str] | None = None,
+) -> ServerConfig:
+    """Apply a parsed TOML document to ``base`` (the built-in defaults if None).
+
+    ``env`` is where ``[auth]`` tokens given by ``token_env`` are read (os.environ).
+    """
     config: ServerConfig = base if base is not None else ServerConfig()
-    top = {k: v for k, v in data.items() if k not in ("limits", "defaults", "purgatories")}
+    sections = ("limits", "defaults", "purgatories", "auth")
+    top = {k: v for k, v in data.items() if k not in sections}
     config = _merge(config, top, "")
+    if "auth" in data:
+        try:
+            auth = parse_auth(data["auth"], os.environ if env is None else env)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        config = replace(config, auth=auth)
     if "limits" in data:
         config = replace(config, limits=_merge(config.limits, data["limits"], "limits."))
     if "defaults" in data:
@@ -261,7 +283,7 @@ def load_config(
             raise ConfigError(f"cannot read config file {path}: {exc}") from exc
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
-        config = from_mapping(data, config)
+        config = from_mapping(data, config, env)
     config = apply_env(config, os.environ if env is None else env)
     if overrides:
         config = from_mapping(overrides, config)

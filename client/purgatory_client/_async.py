@@ -110,12 +110,14 @@ class AsyncPurgatoryClient:
     async def create_purgatory(
         self, name: str, config: PurgatoryConfig | None = None
     ) -> PurgatoryInfo:
-        req = pb.CreatePurgatoryRequest(name=name, config=_base.config_to_proto(config))
+        req = pb.CreatePurgatoryRequest(
+            name=_base.name_field("name", name), config=_base.config_to_proto(config)
+        )
         resp = await self._call(self._stub.CreatePurgatory, req, self.timeout)
         return _base.info_from_proto(resp.purgatory)
 
     async def delete_purgatory(self, name: str) -> int:
-        req = pb.DeletePurgatoryRequest(name=name)
+        req = pb.DeletePurgatoryRequest(name=_base.name_field("name", name))
         return int((await self._call(self._stub.DeletePurgatory, req, self.timeout)).cancelled)
 
     async def list_purgatories(self) -> list[PurgatoryInfo]:
@@ -125,7 +127,7 @@ class AsyncPurgatoryClient:
         return [_base.info_from_proto(p) for p in resp.purgatories]
 
     async def get_purgatory(self, name: str | None = None) -> PurgatoryInfo:
-        req = pb.GetPurgatoryRequest(name=self._name(name))
+        req = pb.GetPurgatoryRequest(name=_base.name_field("name", self._name(name)))
         resp = await self._call(self._stub.GetPurgatory, req, self.timeout)
         return _base.info_from_proto(resp.purgatory)
 
@@ -210,13 +212,19 @@ class AsyncPurgatoryClient:
     async def force_complete(
         self, operation_id: str, *, purgatory: str | None = None
     ) -> ForceCompleteResult:
-        req = pb.ForceCompleteRequest(purgatory=self._name(purgatory), operation_id=operation_id)
+        req = pb.ForceCompleteRequest(
+            purgatory=_base.name_field("purgatory", self._name(purgatory)),
+            operation_id=_base.name_field("operation_id", operation_id),
+        )
         return _base.force_from_proto(await self._call(self._stub.ForceComplete, req, self.timeout))
 
     async def get_operation(
         self, operation_id: str, *, purgatory: str | None = None
     ) -> OperationStatus:
-        req = pb.GetOperationRequest(purgatory=self._name(purgatory), operation_id=operation_id)
+        req = pb.GetOperationRequest(
+            purgatory=_base.name_field("purgatory", self._name(purgatory)),
+            operation_id=_base.name_field("operation_id", operation_id),
+        )
         resp = await self._call(self._stub.GetOperation, req, self.timeout)
         return _base.status_from_proto(resp.operation)
 

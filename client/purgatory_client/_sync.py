@@ -117,14 +117,16 @@ class PurgatoryClient:
 
     # ------------------------------------------------------------ admin
     def create_purgatory(self, name: str, config: PurgatoryConfig | None = None) -> PurgatoryInfo:
-        req = pb.CreatePurgatoryRequest(name=name, config=_base.config_to_proto(config))
+        req = pb.CreatePurgatoryRequest(
+            name=_base.name_field("name", name), config=_base.config_to_proto(config)
+        )
         return _base.info_from_proto(
             self._call(self._stub.CreatePurgatory, req, self.timeout).purgatory
         )
 
     def delete_purgatory(self, name: str) -> int:
         """Delete; returns how many pending operations ended CANCELLED."""
-        req = pb.DeletePurgatoryRequest(name=name)
+        req = pb.DeletePurgatoryRequest(name=_base.name_field("name", name))
         return int(self._call(self._stub.DeletePurgatory, req, self.timeout).cancelled)
 
     def list_purgatories(self) -> list[PurgatoryInfo]:
@@ -132,7 +134,7 @@ class PurgatoryClient:
         return [_base.info_from_proto(p) for p in resp.purgatories]
 
     def get_purgatory(self, name: str | None = None) -> PurgatoryInfo:
-        req = pb.GetPurgatoryRequest(name=self._name(name))
+        req = pb.GetPurgatoryRequest(name=_base.name_field("name", self._name(name)))
         return _base.info_from_proto(
             self._call(self._stub.GetPurgatory, req, self.timeout).purgatory
         )
@@ -223,11 +225,17 @@ class PurgatoryClient:
     def force_complete(
         self, operation_id: str, *, purgatory: str | None = None
     ) -> ForceCompleteResult:
-        req = pb.ForceCompleteRequest(purgatory=self._name(purgatory), operation_id=operation_id)
+        req = pb.ForceCompleteRequest(
+            purgatory=_base.name_field("purgatory", self._name(purgatory)),
+            operation_id=_base.name_field("operation_id", operation_id),
+        )
         return _base.force_from_proto(self._call(self._stub.ForceComplete, req, self.timeout))
 
     def get_operation(self, operation_id: str, *, purgatory: str | None = None) -> OperationStatus:
-        req = pb.GetOperationRequest(purgatory=self._name(purgatory), operation_id=operation_id)
+        req = pb.GetOperationRequest(
+            purgatory=_base.name_field("purgatory", self._name(purgatory)),
+            operation_id=_base.name_field("operation_id", operation_id),
+        )
         resp = self._call(self._stub.GetOperation, req, self.timeout)
         return _base.status_from_proto(resp.operation)
 

@@ -141,7 +141,7 @@ async def create_server(
         for settings in config.purgatories:
             registry.create(registry.settings_for(settings.name, settings))
         configured = {p.name for p in config.purgatories}
-        for settings in read_catalog(Path(config.data_dir)):
+        for settings in read_catalog(Path(config.data_dir), config.limits):
             if settings.name in configured:
                 continue
             if settings.durable:

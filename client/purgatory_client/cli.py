@@ -23,7 +23,7 @@ import json
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -76,9 +76,28 @@ def _emit(value: Any) -> None:
     sys.stdout.flush()
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (not the usage block plus the error)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see --help)\n")
+
+
+def _target(text: str) -> str:
+    """``HOST:PORT`` (or a gRPC URI such as ``unix:/path``, ``dns:///host:port``)."""
+    if text.startswith(("unix:", "unix-abstract:", "dns:", "ipv4:", "ipv6:")):
+        return text
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) <= 65535:
+        raise argparse.ArgumentTypeError(f"{text[:100]!r} is not HOST:PORT (e.g. 127.0.0.1:50051)")
+    return text
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="purgatory", description=__doc__.splitlines()[0])
-    parser.add_argument("--target", default=os.environ.get("PURGATORY_TARGET", "127.0.0.1:50051"))
+    parser = _Parser(prog="purgatory", description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--target", type=_target, default=os.environ.get("PURGATORY_TARGET", "127.0.0.1:50051")
+    )
     parser.add_argument("--purgatory", default="default", help="purgatory name")
     parser.add_argument("--token", help="bearer token (default: $PURGATORY_TOKEN)")
     parser.add_argument("--tls", action="store_true", help="TLS with the system's trusted CAs")

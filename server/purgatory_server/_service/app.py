@@ -36,6 +36,7 @@ from purgatory_server._service.catalog import read_catalog
 from purgatory_server._service.config import ServerConfig
 from purgatory_server._service.durable import durable_factory
 from purgatory_server._service.edge import add_purgatory_service
+from purgatory_server._service.listen import check_bindable, parse_listen
 from purgatory_server._service.registry import JournalFactory, PurgatoryRegistry
 from purgatory_server._service.servicer import PurgatoryServicer
 from purgatory_server._service.tls import server_credentials
@@ -106,6 +107,7 @@ async def create_server(
     config = config if config is not None else ServerConfig()
     config.validate()
     address = address if address is not None else config.listen
+    check_bindable(*parse_listen(address, "address"))
     credentials = server_credentials(config)  # before anything starts: ConfigError early
     loop = asyncio.get_running_loop()
     if journal_factory is None:
@@ -129,11 +131,15 @@ async def create_server(
     reflection.enable_server_reflection(
         (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server
     )
-    if credentials is None:
-        port = server.add_insecure_port(address)
-    else:
-        port = server.add_secure_port(address, credentials)
+    try:
+        if credentials is None:
+            port = server.add_insecure_port(address)
+        else:
+            port = server.add_secure_port(address, credentials)
+    except RuntimeError:  # gRPC's "Failed to bind": a race with check_bindable
+        port = 0
     if port == 0:
+        await registry.shutdown()
         raise OSError(f"cannot listen on {address}")
     if authorizer is not None and credentials is None:
         logger.warning("tokens are configured but TLS is off: tokens travel in plaintext")

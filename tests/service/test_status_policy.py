@@ -18,6 +18,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from purgatory_client import (
     AsyncPurgatoryClient,
     Condition,
+    FailedPreconditionError,
     InvalidArgumentError,
     NotFoundError,
     OperationSpec,
@@ -307,3 +308,20 @@ def test_config_bounds_apply_to_the_server_configuration_too() -> None:
     with pytest.raises(ConfigError):
         replace(TEST_CONFIG, limits=replace(TEST_LIMITS, max_timeout_ms=2**62)).validate()
     assert isinstance(TEST_CONFIG, ServerConfig)
+
+
+async def test_a_journal_that_cannot_write_is_failed_precondition(
+    serve: Any, tmp_path: Path
+) -> None:
+    """Disk full or an I/O error is the server's state, not a bug: not INTERNAL."""
+    from tests.durability.helpers import NAME, durable_config
+
+    server, port = await serve(replace(durable_config(tmp_path), limits=TEST_LIMITS))
+
+    async def disk_full() -> None:
+        raise OSError(28, "No space left on device")
+
+    server.registry.get(NAME).barrier = disk_full
+    async with AsyncPurgatoryClient(f"127.0.0.1:{port}", timeout=10, purgatory=NAME) as client:
+        with pytest.raises(FailedPreconditionError, match="cannot write its journal"):
+            await client.check_and_complete("k")

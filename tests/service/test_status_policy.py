@@ -198,7 +198,7 @@ async def test_clients_raise_typed_errors_before_sending() -> None:
             (client.try_complete_else_watch("orders-7", 1000), "keys"),  # a str, not a list
             (client.try_complete_else_watch(["k"], -1), "timeout_ms"),
             (client.try_complete_else_watch(["k"], 2**64), "timeout_ms"),
-            (client.try_complete_else_watch([b"k"], 1000), "keys[0]"),  # type: ignore[list-item]
+            (client.try_complete_else_watch([7], 1000), "keys[0]"),  # type: ignore[list-item]
             (client.check_and_complete("k", Signal(amount=2**63)), "signal.amount"),
             (client.batch_check_and_complete("abc"), "signals"),
             (

@@ -56,7 +56,7 @@ system-deps:
 	  else echo "not root: missing Debian packages:$$missing (tests needing them are skipped)"; fi; \
 	fi
 
-test: system-deps lint typecheck check-stubs buf-lint buf-breaking unit
+test: system-deps lint typecheck check-stubs buf-lint buf-breaking unit node-test
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.timer_scaling
@@ -88,3 +88,13 @@ buf-lint: $(NODE_STAMP)
 # Fails on a change that breaks the contract main published (proto/check-breaking.sh).
 buf-breaking: $(NODE_STAMP)
 	BUF=$(BUF) proto/check-breaking.sh
+
+# Compile the TypeScript client (type declarations included) into client/node/dist.
+node-build: $(NODE_STAMP)
+	cd $(NODE_DIR) && npm run --silent build
+
+# node --test against real Python servers (from .venv) on 127.0.0.1:0; prints the runner's
+# summary and fails if any test fails.
+NODE_TESTS := $(NODE_DIR)/test/*.test.mjs
+node-test: $(STAMP) node-build
+	node --test --test-reporter=spec --test-concurrency=1 --test-timeout=120000 $(NODE_TESTS)

@@ -96,6 +96,8 @@ export interface WatchOptions extends CallTarget {
   wait?: boolean;
   /** This call's deadline in ms (a waiting call has none unless given). */
   deadlineMs?: number;
+  /** Aborting it cancels the call (CancelledError); the operation stays registered. */
+  signal?: AbortSignal;
 }
 
 export interface SubscribeOptions extends CallTarget {
@@ -116,7 +118,7 @@ type Unary = (
   metadata: Metadata,
   options: CallOptions,
   callback: (err: unknown, response: wire.WireMessage) => void,
-) => void;
+) => { cancel(): void };
 
 export class PurgatoryClient {
   readonly purgatory: string;
@@ -143,7 +145,7 @@ export class PurgatoryClient {
     ) as Client & Record<string, unknown>;
   }
 
-  /** Close the channel; calls in flight end with CANCELLED. */
+  /** Close the channel: new calls fail; calls in flight go on (abort them with `signal`). */
   close(): void {
     this.stub.close();
   }
@@ -157,14 +159,23 @@ export class PurgatoryClient {
     return target?.purgatory ?? this.purgatory;
   }
 
-  private call(method: string, request: unknown, deadlineMs: number | null): Promise<wire.WireMessage> {
+  private call(
+    method: string,
+    request: unknown,
+    deadlineMs: number | null,
+    signal?: AbortSignal,
+  ): Promise<wire.WireMessage> {
     const fn = this.stub[method] as Unary;
     const options: CallOptions = deadlineMs === null ? {} : { deadline: Date.now() + deadlineMs };
     return new Promise((resolve, reject) => {
-      fn.call(this.stub, request, this.metadata(), options, (err, response) => {
+      const onAbort = (): void => call.cancel();
+      const call = fn.call(this.stub, request, this.metadata(), options, (err, response) => {
+        signal?.removeEventListener("abort", onAbort);
         if (err) reject(fromGrpcError(err));
         else resolve(response);
       });
+      if (signal?.aborted) call.cancel();
+      else signal?.addEventListener("abort", onAbort, { once: true });
     });
   }
 
@@ -207,7 +218,8 @@ export class PurgatoryClient {
       wait: options.wait ?? false,
     };
     const deadline = options.deadlineMs ?? (options.wait ? null : this.deadlineMs);
-    return wire.statusFromWire(await this.call("TryCompleteElseWatch", req, deadline), payload);
+    const resp = await this.call("TryCompleteElseWatch", req, deadline, options.signal);
+    return wire.statusFromWire(resp, payload);
   }
 
   /**
@@ -234,7 +246,8 @@ export class PurgatoryClient {
       } catch (err) {
         const delay = backoffMs(this.retry, failures);
         const late = end !== undefined && Date.now() + delay >= end;
-        if (!(err instanceof UnavailableError) || failures >= this.retry.attempts || late) {
+        const stop = late || options.signal?.aborted === true;
+        if (!(err instanceof UnavailableError) || failures >= this.retry.attempts || stop) {
           throw err;
         }
         await sleep(delay);
@@ -244,7 +257,7 @@ export class PurgatoryClient {
 
   async batchTryCompleteElseWatch(
     operations: readonly OperationSpec[],
-    options: CallTarget & { wait?: boolean; deadlineMs?: number } = {},
+    options: CallTarget & { wait?: boolean; deadlineMs?: number; signal?: AbortSignal } = {},
   ): Promise<OperationStatus[]> {
     const req = {
       purgatory: this.name(options),
@@ -252,7 +265,7 @@ export class PurgatoryClient {
       wait: options.wait ?? false,
     };
     const deadline = options.deadlineMs ?? (options.wait ? null : this.deadlineMs);
-    const resp = await this.call("BatchTryCompleteElseWatch", req, deadline);
+    const resp = await this.call("BatchTryCompleteElseWatch", req, deadline, options.signal);
     return resp.operations.map((s: wire.WireMessage) => wire.statusFromWire(s));
   }
 

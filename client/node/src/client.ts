@@ -19,7 +19,6 @@
 import { randomUUID } from "node:crypto";
 import {
   Metadata,
-  status,
   type CallOptions,
   type ChannelOptions,
   type ChannelCredentials,
@@ -37,14 +36,7 @@ import {
   type TlsOptions,
 } from "./connection";
 import * as wire from "./convert";
-import {
-  FailedPreconditionError,
-  fromGrpcError,
-  INCARNATION,
-  SlowSubscriberError,
-  StreamResetError,
-  UnavailableError,
-} from "./errors";
+import { fromGrpcError, INCARNATION, SlowSubscriberError, UnavailableError } from "./errors";
 import type {
   BatchSignalResult,
   Condition,
@@ -322,29 +314,25 @@ export class PurgatoryClient {
       const call = (this.stub.Subscribe as (r: unknown, m: Metadata) => ClientReadableStream<unknown>)
         .call(this.stub, req, this.metadata());
       call.on("error", () => undefined); // errors reach the loop below; never unhandled
-      let reset: string | undefined;
       call.on("metadata", (md: Metadata) => {
+        // Where this stream starts, and which incarnation its sequences belong to: both
+        // are what the next resume sends back.
         const start = md.get(START_AFTER)[0];
         if (position === undefined && start !== undefined) position = Number(start);
         const current = String(md.get(INCARNATION)[0] ?? "");
-        if (current !== "" && incarnation !== "" && current !== incarnation) {
-          reset = current;
-          call.cancel(); // ends the loop below, which raises StreamResetError
-        } else if (current !== "") incarnation = current;
+        if (incarnation === "") incarnation = current;
       });
       let delay = 0;
       try {
         for await (const msg of call) {
-          if (reset !== undefined) throw this.resetError(reset, position);
           const event = wire.eventFromWire(msg);
           position = event.sequence;
           failures = 0;
           yield event;
         }
-        if (reset !== undefined) throw this.resetError(reset, position);
         return;
       } catch (err) {
-        if (reset !== undefined) throw this.resetError(reset, position);
+        // A changed incarnation comes back as FAILED_PRECONDITION: StreamResetError.
         const error = fromGrpcError(err);
         const resumable = error instanceof SlowSubscriberError || error instanceof UnavailableError;
         if (!resumable || position === undefined || failures >= this.resume.attempts) throw error;
@@ -357,12 +345,4 @@ export class PurgatoryClient {
     }
   }
 
-  /** A server that does not check incarnations still announces them: detect it here. */
-  private resetError(current: string, position: number | undefined): FailedPreconditionError {
-    return new StreamResetError(
-      status.FAILED_PRECONDITION,
-      `incarnation: the stream was reset (now ${current}); events after ${position} are gone`,
-      { [INCARNATION]: current },
-    );
-  }
 }

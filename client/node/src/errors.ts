@@ -73,8 +73,8 @@ export class FailedPreconditionError extends PurgatoryError {}
  * way (GetOperation), since outcomes of the old incarnation may have been missed.
  */
 export class StreamResetError extends FailedPreconditionError {
-  get incarnation(): string | undefined {
-    return this.metadata[INCARNATION];
+  get incarnation(): string {
+    return this.metadata[INCARNATION] ?? "";
   }
 }
 

@@ -6,7 +6,14 @@ import { after, before, test } from "node:test";
 import client from "../dist/index.js";
 import { startServer } from "./server.mjs";
 
-const { PurgatoryClient, OutOfRangeError, SlowSubscriberError, UnavailableError } = client;
+const {
+  PurgatoryClient,
+  OutOfRangeError,
+  SlowSubscriberError,
+  StreamResetError,
+  FailedPreconditionError,
+  UnavailableError,
+} = client;
 
 let server;
 let c;
@@ -95,12 +102,13 @@ test("a slow subscriber is cut off (buffer of 4) and the error says where to res
   try {
     const stream = strict.subscribe();
     const got = [];
+    // The error is caught as soon as it happens (an unobserved rejection fails the test).
     const reading = (async () => {
       for await (const event of stream) got.push(event.sequence);
-    })();
+    })().then(() => null, (err) => err);
     await untilSubscribers(strict, 1);
     await completeInOneTurn(strict, "s", 12);
-    const error = await reading.then(() => null, (err) => err);
+    const error = await reading;
     assert.ok(error instanceof SlowSubscriberError, `got ${error}`);
     assert.deepEqual(got, [1, 2, 3, 4]);
     assert.equal(error.resumeAfter, 4);
@@ -142,6 +150,7 @@ retained_events = 1000
   });
   let second;
   try {
+    const before = (await dc.getPurgatory()).incarnation;
     const stream = dc.subscribe({ afterSequence: 0 });
     const got = [];
     const reading = (async () => {
@@ -159,10 +168,68 @@ retained_events = 1000
     for (let i = 0; i < 5; i++) await dc.wait([], 5, { operationId: `after-${i}` });
     await reading;
     assert.deepEqual(got, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+    // The resumes sent the stream's incarnation: a durable purgatory keeps it.
+    assert.equal((await dc.getPurgatory()).incarnation, before);
   } finally {
     dc.close();
     await second?.stop();
   }
+});
+
+test("after an in-memory server's restart, resuming is StreamResetError, not a wrong replay", async () => {
+  const toml = 'grace_s = 0.2\nlog_level = "WARNING"\n';
+  const first = await startServer({ toml });
+  const mc = new PurgatoryClient(first.target, {
+    resume: { attempts: 60, initialDelayMs: 20, maxDelayMs: 200 },
+  });
+  let second;
+  try {
+    const before = (await mc.getPurgatory()).incarnation;
+    assert.match(before, /^[0-9a-f]{16}$/);
+    const stream = mc.subscribe({ afterSequence: 0 });
+    const got = [];
+    const reading = (async () => {
+      for await (const event of stream) got.push(event.sequence);
+    })().then(() => null, (err) => err);
+    await untilSubscribers(mc, 1);
+    for (let i = 0; i < 3; i++) await mc.wait([], 5, { operationId: `old-${i}` });
+    await waitFor(() => got.length === 3);
+    await first.stop();
+    second = await startServer({ toml, listen: first.target });
+    // The new incarnation has its own sequence 1..3: a resume "after 3" must not be
+    // served from it (it would silently skip these), nor mixed with the old stream.
+    for (let i = 0; i < 4; i++) await mc.wait([], 5, { operationId: `new-${i}` });
+    const after = (await mc.getPurgatory()).incarnation;
+    assert.notEqual(after, before);
+    const error = await reading;
+    assert.ok(error instanceof StreamResetError, `got ${error}`);
+    assert.ok(error instanceof FailedPreconditionError);
+    assert.equal(error.incarnation, after);
+    assert.match(error.details, /incarnation/);
+    assert.deepEqual(got, [1, 2, 3], "nothing from the new incarnation was yielded");
+
+    // Starting afresh (no position) is the documented way on: it gets the new stream.
+    const fresh = await take(mc.subscribe({ afterSequence: 0 }), 4);
+    assert.deepEqual(fresh.map((e) => e.operationId), ["new-0", "new-1", "new-2", "new-3"]);
+  } finally {
+    mc.close();
+    await second?.stop();
+  }
+});
+
+test("a stored position with a stale incarnation is refused at once", async () => {
+  const info = await c.getPurgatory();
+  await c.wait([], 5, { operationId: "stale-check" });
+  const stale = "0123456789abcdef";
+  assert.notEqual(info.incarnation, stale);
+  const err = await take(c.subscribe({ afterSequence: 0, incarnation: stale }), 1).then(
+    () => null,
+    (e) => e,
+  );
+  assert.ok(err instanceof StreamResetError, `got ${err}`);
+  assert.equal(err.incarnation, info.incarnation);
+  const ok = await take(c.subscribe({ afterSequence: 0, incarnation: info.incarnation }), 1);
+  assert.equal(ok.length, 1);
 });
 
 test("resuming beyond what is retained is OutOfRangeError", async () => {

@@ -19,9 +19,12 @@
  *     └── ServerError                   anything else (INTERNAL, UNKNOWN, ...)
  *
  * The client rejects only with these (never a raw grpc-js ServiceError), mirroring the
- * Python client's purgatory_client.errors.
+ * Python client's purgatory_client.errors. Each carries the server's google.rpc.Status
+ * details decoded (details.ts): `fieldViolations`, `retryDelayMs`, `resourceInfo`.
  */
 import { Metadata, status as Status } from "@grpc/grpc-js";
+
+import { decodeDetails, NO_DETAILS, STATUS_DETAILS, type ErrorDetails } from "./details";
 
 /** Trailing metadata of a slow-subscriber cut-off: the sequence to resume after. */
 export const RESUME_AFTER = "purgatory-resume-after";
@@ -39,8 +42,15 @@ export class PurgatoryError extends Error {
   readonly details: string;
   /** Trailing metadata, text values only. */
   readonly metadata: Readonly<Record<string, string>>;
+  /** The decoded `google.rpc.Status` details (field violations, retry delay, resource). */
+  readonly statusDetails: ErrorDetails;
 
-  constructor(code: number, details: string, metadata: Record<string, string> = {}) {
+  constructor(
+    code: number,
+    details: string,
+    metadata: Record<string, string> = {},
+    statusDetails: ErrorDetails = NO_DETAILS,
+  ) {
     const codeName = Status[code] ?? String(code);
     super(`${codeName}: ${details}`);
     this.name = new.target.name;
@@ -48,6 +58,22 @@ export class PurgatoryError extends Error {
     this.codeName = codeName;
     this.details = details;
     this.metadata = Object.freeze({ ...metadata });
+    this.statusDetails = statusDetails;
+  }
+
+  /** BadRequest: [field, description] pairs (INVALID_ARGUMENT). */
+  get fieldViolations(): ReadonlyArray<readonly [string, string]> {
+    return this.statusDetails.fieldViolations;
+  }
+
+  /** RetryInfo: the server's suggested back-off in ms (RESOURCE_EXHAUSTED, UNAVAILABLE). */
+  get retryDelayMs(): number | undefined {
+    return this.statusDetails.retryDelayMs;
+  }
+
+  /** ResourceInfo: what was not found (NOT_FOUND). */
+  get resourceInfo(): { readonly type: string; readonly name: string } | undefined {
+    return this.statusDetails.resourceInfo;
   }
 }
 
@@ -92,7 +118,12 @@ export class UnauthenticatedError extends PurgatoryError {}
 export class PermissionDeniedError extends PurgatoryError {}
 export class ServerError extends PurgatoryError {}
 
-type ErrorClass = new (code: number, details: string, metadata?: Record<string, string>) => PurgatoryError;
+type ErrorClass = new (
+  code: number,
+  details: string,
+  metadata?: Record<string, string>,
+  statusDetails?: ErrorDetails,
+) => PurgatoryError;
 
 const BY_CODE: ReadonlyMap<number, ErrorClass> = new Map<number, ErrorClass>([
   [Status.INVALID_ARGUMENT, InvalidArgumentError],
@@ -133,5 +164,7 @@ export function fromGrpcError(err: unknown): unknown {
   let cls = BY_CODE.get(e.code) ?? ServerError;
   if (cls === ResourceExhaustedError && RESUME_AFTER in metadata) cls = SlowSubscriberError;
   if (cls === FailedPreconditionError && INCARNATION in metadata) cls = StreamResetError;
-  return new cls(e.code, e.details ?? e.message ?? "", metadata);
+  const raw = e.metadata?.get(STATUS_DETAILS)[0];
+  const statusDetails = decodeDetails(Buffer.isBuffer(raw) ? raw : undefined);
+  return new cls(e.code, e.details ?? e.message ?? "", metadata, statusDetails);
 }

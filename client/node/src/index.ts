@@ -14,6 +14,7 @@ export {
   type WatchOptions,
 } from "./client";
 export type { TlsOptions } from "./connection";
+export type { ErrorDetails } from "./details";
 export * from "./errors";
 export {
   Condition,

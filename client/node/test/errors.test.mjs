@@ -55,10 +55,14 @@ test("INVALID_ARGUMENT is InvalidArgumentError naming the field", async () => {
   assert.ok(err instanceof InvalidArgumentError);
   assert.equal(err.codeName, "INVALID_ARGUMENT");
   assert.match(err.details, /name/);
+  // google.rpc.Status details from grpc-status-details-bin: BadRequest names the field.
+  assert.deepEqual(err.fieldViolations.map(([field]) => field), ["name"]);
 });
 
 test("NOT_FOUND is NotFoundError", async () => {
-  assert.ok((await failure(c.getPurgatory("nowhere"))) instanceof NotFoundError);
+  const missing = await failure(c.getPurgatory("nowhere"));
+  assert.ok(missing instanceof NotFoundError);
+  assert.equal(missing.resourceInfo?.name, "nowhere");
   assert.ok((await failure(c.getOperation("no-such-op"))) instanceof NotFoundError);
 });
 
@@ -73,6 +77,7 @@ test("RESOURCE_EXHAUSTED is ResourceExhaustedError (not a slow subscriber)", asy
     const err = await failure(c.tryCompleteElseWatch(["t"], 60_000, { purgatory: "tiny" }));
     assert.ok(err instanceof ResourceExhaustedError);
     assert.ok(!(err instanceof SlowSubscriberError));
+    assert.ok(err.retryDelayMs > 0, `RetryInfo: ${err.retryDelayMs}`);
   } finally {
     await c.deletePurgatory("tiny");
   }

@@ -325,7 +325,7 @@ export class PurgatoryClient {
       let delay = 0;
       try {
         for await (const msg of call) {
-          const event = wire.eventFromWire(msg);
+          const event = wire.eventFromWire(msg, incarnation);
           position = event.sequence;
           failures = 0;
           yield event;

@@ -160,7 +160,7 @@ export function batchSignalFromWire(m: WireMessage): BatchSignalResult {
   });
 }
 
-export function eventFromWire(m: WireMessage): Event {
+export function eventFromWire(m: WireMessage, incarnation: string): Event {
   return Object.freeze({
     sequence: m.sequence,
     purgatory: m.purgatory,
@@ -172,6 +172,7 @@ export function eventFromWire(m: WireMessage): Event {
     createTimeMs: m.createTimeMs,
     dueTimeMs: m.dueTimeMs,
     completeTimeMs: m.completeTimeMs,
+    incarnation,
   });
 }
 

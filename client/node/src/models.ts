@@ -121,6 +121,9 @@ export interface Event {
   readonly createTimeMs: number;
   readonly dueTimeMs: number;
   readonly completeTimeMs: number;
+  /** The stream's incarnation ("" from a server without them): store it with `sequence`
+   * to resume later with `subscribe({ afterSequence, incarnation })`. */
+  readonly incarnation: string;
 }
 
 export interface ForceCompleteResult {

@@ -155,7 +155,7 @@ retained_events = 1000
     const got = [];
     const reading = (async () => {
       for await (const event of stream) {
-        got.push(event.sequence);
+        got.push(event);
         if (got.length === 10) break;
       }
     })();
@@ -167,7 +167,8 @@ retained_events = 1000
     await untilSubscribers(dc, 1);
     for (let i = 0; i < 5; i++) await dc.wait([], 5, { operationId: `after-${i}` });
     await reading;
-    assert.deepEqual(got, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+    assert.deepEqual(got.map((e) => e.sequence), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+    assert.deepEqual(new Set(got.map((e) => e.incarnation)), new Set([before]));
     // The resumes sent the stream's incarnation: a durable purgatory keeps it.
     assert.equal((await dc.getPurgatory()).incarnation, before);
   } finally {

@@ -5,7 +5,10 @@ import { after, before, test } from "node:test";
 import { Metadata, status } from "@grpc/grpc-js";
 
 import client from "../dist/index.js";
-import { startServer } from "./server.mjs";
+import * as fs from "node:fs";
+import * as path from "node:path";
+
+import { startServer, tempDir } from "./server.mjs";
 
 const {
   PurgatoryClient,
@@ -123,6 +126,25 @@ test("UNAVAILABLE is UnavailableError", async () => {
   }
 });
 
+test("FAILED_PRECONDITION is FailedPreconditionError (a durable purgatory with no place to live)", async () => {
+  const file = path.join(tempDir(), "a-file");
+  fs.writeFileSync(file, "");
+  const odd = await startServer({ dataDir: path.join(file, "data") });
+  const oc = new PurgatoryClient(odd.target);
+  try {
+    const err = await failure(oc.createPurgatory("dur", { durable: true }));
+    assert.ok(err instanceof FailedPreconditionError);
+    assert.ok(!(err instanceof StreamResetError));
+  } finally {
+    oc.close();
+    await odd.stop();
+  }
+});
+
+// The service never sends INTERNAL or UNKNOWN on purpose (INTERNAL is a bug), so the
+// mapping of those, and of the trailers that pick a subclass, is checked directly.
+// FAILED_PRECONDITION with an incarnation, UNAUTHENTICATED and PERMISSION_DENIED come
+// from real servers in subscribe.test.mjs and security.test.mjs.
 test("every status maps to its class; unknown ones to ServerError", () => {
   const cases = [
     [status.FAILED_PRECONDITION, {}, FailedPreconditionError],

@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed-stamp
 EXTRAS := dev,server,client
 
 .PHONY: help install serve test lint typecheck unit stubs check-stubs bench clean system-deps
-.PHONY: node-deps buf-lint buf-breaking node-build node-test
+.PHONY: node-deps buf-lint buf-breaking node-build node-test clean-node
 
 # Debian packages that some tests need (each feature appends its own line below).
 # `make test` installs the missing ones when it runs as root; otherwise it says which are
@@ -98,3 +98,7 @@ node-build: $(NODE_STAMP)
 NODE_TESTS := $(NODE_DIR)/test/*.test.mjs
 node-test: $(STAMP) node-build
 	node --test --test-reporter=spec --test-concurrency=1 --test-timeout=120000 $(NODE_TESTS)
+
+# The Node.js client's installed packages and build outputs (`make clean` leaves them).
+clean-node:
+	rm -rf $(NODE_DIR)/node_modules $(NODE_DIR)/dist $(NODE_DIR)/proto

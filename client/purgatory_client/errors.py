@@ -38,6 +38,7 @@ __all__ = [
     "ServerError",
     "SlowSubscriberError",
     "UnavailableError",
+    "error_for_code",
     "from_rpc_error",
 ]
 
@@ -131,3 +132,10 @@ def from_rpc_error(exc: grpc.RpcError) -> PurgatoryError:
     if cls is ResourceExhaustedError and RESUME_AFTER in metadata:
         cls = SlowSubscriberError
     return cls(code, details, metadata)
+
+
+def error_for_code(
+    code: grpc.StatusCode, details: str, metadata: Mapping[str, str] | None = None
+) -> PurgatoryError:
+    """The PurgatoryError for a status carried in a message (a Session acknowledgement)."""
+    return _BY_CODE.get(code, ServerError)(code, details, metadata)

@@ -1,0 +1,347 @@
+"""The ``Session`` RPC: many operations per message on one bidirectional stream.
+
+A session reads frames (watches, signals, force-completes on one purgatory), applies each
+through the same :class:`NamedPurgatory` entry points as the unary and batch RPCs (so ids
+stay idempotent and limits apply), acknowledges each frame in order, and sends every
+watched operation's outcome as soon as it ends. Three concurrent parts:
+
+- the *reader* applies frames one at a time; it stops reading (HTTP/2 flow control then
+  holds the client back) while more than half the outbound bound waits to be sent;
+- *acknowledgements* wait, in frame order, for the purgatory's durable barrier (durable
+  purgatories only), so a frame is acknowledged only once its records are journaled;
+- the *writer* sends what is queued, packing loose outcomes into messages of up to
+  :data:`OUTCOMES_PER_MESSAGE`.
+
+Ordering: an outcome is never sent before the acknowledgement of the frame that watched
+its operation. An outcome that ends before that acknowledgement is sent (a *stash*) in
+the acknowledgement's message. Each operation gets one outcome per stream, however often
+it is re-sent on it.
+
+Bounded memory: outcomes and acknowledgements waiting to be sent are capped by the
+server's ``subscriber_buffer``. Past it the client is not reading; the stream ends with
+RESOURCE_EXHAUSTED (capacity that frees up: re-open and re-send the watches still wanted;
+those that ended answer at once from the finished-operation memory). Shutdown fails the
+session's waiter, which ends the stream with UNAVAILABLE.
+
+Thread safety: loop-confined, like the purgatories it calls. Outcomes reach the session
+through a :class:`~.waiters.Waiter` that the purgatory calls on the loop thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable
+from typing import Any
+
+import grpc
+from purgatory_proto.v1 import purgatory_pb2 as pb
+
+from purgatory_server._service.convert import (
+    FieldPrefixes,
+    event_to_proto,
+    operation_requests,
+    signals_from_proto,
+    status_fields,
+)
+from purgatory_server._service.errors import InvalidArgument, LimitExceeded, ServiceError
+from purgatory_server._service.events import Outcome
+from purgatory_server._service.limits import check_batch, check_operation_id
+from purgatory_server._service.operation import RemoteOperation
+from purgatory_server._service.purgatory import NamedPurgatory
+from purgatory_server._service.registry import PurgatoryRegistry
+from purgatory_server._service.waiters import Waiter
+
+__all__ = ["METADATA_SESSION_BUFFER", "OUTCOMES_PER_MESSAGE", "SessionOverflow", "SessionStream"]
+
+logger = logging.getLogger("purgatory_server.service")
+
+# Trailing metadata of a session cut for not reading: the bound it went past.
+METADATA_SESSION_BUFFER = "purgatory-session-buffer"
+# Loose outcomes packed into one SessionResponse (frames of ~100-1000 carry best).
+OUTCOMES_PER_MESSAGE = 1000
+
+_OpKey = tuple[str, str]  # (purgatory name, operation id)
+
+
+class SessionOverflow(LimitExceeded):
+    """The client stopped reading and the session's outbound buffer is full."""
+
+    def __init__(self, bound: int) -> None:
+        super().__init__(
+            f"session fell more than {bound} outcomes and acknowledgements behind "
+            "(the client is not reading); re-open the session and re-send the watches "
+            "still wanted"
+        )
+        self.bound = bound
+
+    def trailing_metadata(self) -> tuple[tuple[str, str], ...]:
+        return ((METADATA_SESSION_BUFFER, str(self.bound)),)
+
+
+class _Ack:
+    """One frame's acknowledgement, queued until its barrier passes (in frame order)."""
+
+    __slots__ = ("keys", "message", "ready", "stash")
+
+    def __init__(self, message: Any) -> None:
+        self.message = message
+        self.ready = False
+        self.keys: list[_OpKey] = []  # operations watched by this frame
+        self.stash: list[Outcome] = []  # their outcomes that ended before the ack left
+
+
+class _SessionWaiter(Waiter):
+    """The one waiter a session attaches to every operation it watches."""
+
+    __slots__ = ("_session",)
+
+    def __init__(self, session: SessionStream) -> None:  # no future: outcomes go to the session
+        self._session = session
+
+    def deliver(self, outcome: Outcome) -> None:
+        self._session.on_outcome(outcome)
+
+    def fail(self, exc: BaseException) -> None:
+        self._session.end(exc if isinstance(exc, ServiceError) else None)
+
+
+class SessionStream:
+    """One open Session stream (loop-confined; see the module docstring)."""
+
+    def __init__(self, registry: PurgatoryRegistry, loop: asyncio.AbstractEventLoop) -> None:
+        self._registry = registry
+        self._loop = loop
+        self._limits = registry.limits
+        self._bound = max(1, self._limits.subscriber_buffer)
+        self._waiter = _SessionWaiter(self)
+        self._watching: dict[_OpKey, RemoteOperation] = {}
+        self._unacked: dict[_OpKey, _Ack] = {}
+        self._acks: deque[_Ack] = deque()  # waiting for their barrier, in frame order
+        self._out: deque[_Ack | Outcome] = deque()  # ready to send
+        self._buffered = 0  # outcomes + acknowledgements queued, acked or not
+        self._wake_writer = asyncio.Event()
+        self._room = asyncio.Event()  # set while the reader may read
+        self._room.set()
+        self._input_done = False
+        self._ended: asyncio.Future[ServiceError | None] = loop.create_future()
+
+    # ------------------------------------------------------------------ life cycle
+    async def run(self, requests: AsyncIterator[Any], context: Any) -> None:
+        """Serve the stream until the client is done and owed nothing, or an error."""
+        reader = asyncio.ensure_future(self._read(requests))
+        writer = asyncio.ensure_future(self._write(context))
+        try:
+            error = await self._ended
+        finally:
+            for task in (reader, writer):
+                task.cancel()
+            for task in (reader, writer):
+                with contextlib.suppress(BaseException):
+                    await task
+            self._detach()
+        if error is not None:
+            await context.abort(error.code, error.message, error.trailing_metadata())
+
+    def end(self, error: ServiceError | None) -> None:
+        if not self._ended.done():
+            self._ended.set_result(error)
+
+    def _detach(self) -> None:
+        waiter = self._waiter
+        for op in self._watching.values():
+            if op.outcome is None and waiter in op.waiters:
+                op.waiters.remove(waiter)
+        self._watching.clear()
+
+    def _maybe_finished(self) -> None:
+        idle = not (self._watching or self._acks or self._out or self._buffered)
+        if self._input_done and idle:
+            self.end(None)
+
+    # ------------------------------------------------------------------ reading
+    async def _read(self, requests: AsyncIterator[Any]) -> None:
+        try:
+            async for frame in requests:
+                self._apply(frame)
+                if self._buffered * 2 >= self._bound:
+                    self._room.clear()
+                    await self._room.wait()
+        except ServiceError as exc:
+            self.end(exc)
+            return
+        except (grpc.RpcError, asyncio.InvalidStateError):
+            self.end(None)  # the client went away
+            return
+        self._input_done = True
+        self._maybe_finished()
+
+    def _apply(self, frame: Any) -> None:
+        ack = _Ack(pb.SessionAck(request_id=frame.request_id))
+        try:
+            purgatory = self._registry.get(frame.purgatory)
+            self._apply_to(purgatory, frame, ack)
+        except ServiceError as exc:
+            if exc.code is grpc.StatusCode.UNAVAILABLE:
+                raise  # shutting down: the stream ends
+            del ack.message.operations[:]
+            del ack.message.completed_per_signal[:]
+            del ack.message.force_completed[:]
+            ack.message.code = exc.code.value[0]
+            ack.message.message = exc.message
+            ack.keys.clear()
+            ack.stash.clear()
+            ack.ready = True
+            self._queue_ack(ack)
+            return
+        barrier = purgatory.barrier
+        if barrier is None:
+            ack.ready = True
+            self._queue_ack(ack)
+        else:
+            self._queue_ack(ack)
+            self._after(barrier(), ack)
+
+    def _apply_to(self, purgatory: NamedPurgatory, frame: Any, ack: _Ack) -> None:
+        """Validate everything, then register, signal and force-complete (all or nothing
+        up to the first change: nothing after validation can fail but a shutdown)."""
+        limits = self._limits
+        watches, signals, forced = frame.watches, frame.signals, frame.force_complete
+        size = len(watches) + len(signals) + len(forced)
+        if size > limits.max_batch_size:
+            check_batch("watches+signals+force_complete", size, limits)
+        requests = operation_requests("watches", watches, limits) if watches else []
+        records = signals_from_proto("signals", signals, limits) if signals else []
+        for i, op_id in enumerate(forced):
+            if not op_id:
+                raise InvalidArgument(f"force_complete[{i}]", "must not be empty")
+            check_operation_id(f"force_complete[{i}]", op_id, limits)
+            purgatory.lookup(op_id)  # NOT_FOUND before anything changes
+        msg = ack.message
+        name = purgatory.name
+        if requests:
+            registered = purgatory.register(requests, FieldPrefixes("watches", len(requests)))
+            add = msg.operations.add
+            for target, created in registered:
+                if isinstance(target, Outcome):
+                    add(payload=target.payload, **status_fields(target, created))
+                    ack.stash.append(target)
+                    self._count(1)
+                    continue
+                add(payload=target.definition.payload, **status_fields(target, created))
+                if target.outcome is not None:
+                    ack.stash.append(target.outcome)
+                    self._count(1)
+                    continue
+                key = (name, target.operation_id)
+                if key not in self._watching:
+                    target.waiters.append(self._waiter)
+                    self._watching[key] = target
+                    ack.keys.append(key)
+                    self._unacked[key] = ack
+        if records:
+            msg.completed_per_signal.extend(purgatory.signal(records))
+        for op_id in forced:
+            won, _ = purgatory.force_complete(op_id)
+            msg.force_completed.append(won)
+
+    def _after(self, barrier: Awaitable[None], ack: _Ack) -> None:
+        future = asyncio.ensure_future(barrier)
+
+        def done(f: asyncio.Future[None]) -> None:
+            if f.cancelled():
+                return
+            exc = f.exception()
+            if exc is not None:
+                logger.error("session: journal write failed: %s", exc)
+                self.end(_JournalFailed())
+                return
+            ack.ready = True
+            self._flush_acks()
+
+        future.add_done_callback(done)
+
+    # ------------------------------------------------------------------ outbound
+    def _queue_ack(self, ack: _Ack) -> None:
+        self._acks.append(ack)
+        self._count(1)
+        self._flush_acks()
+
+    def _flush_acks(self) -> None:
+        acks = self._acks
+        moved = False
+        while acks and acks[0].ready:
+            ack = acks.popleft()
+            for key in ack.keys:
+                if self._unacked.get(key) is ack:
+                    del self._unacked[key]
+            self._out.append(ack)
+            moved = True
+        if moved:
+            self._wake_writer.set()
+
+    def on_outcome(self, outcome: Outcome) -> None:
+        key = (outcome.purgatory, outcome.operation_id)
+        if self._watching.pop(key, None) is None:
+            return
+        ack = self._unacked.pop(key, None)
+        if ack is not None:
+            ack.stash.append(outcome)
+        else:
+            self._out.append(outcome)
+            self._wake_writer.set()
+        self._count(1)
+
+    def _count(self, n: int) -> None:
+        self._buffered += n
+        if self._buffered > self._bound:
+            self.end(SessionOverflow(self._bound))
+
+    def _take(self) -> list[Any]:
+        """Everything ready, as SessionResponse messages (acks carry their stash)."""
+        messages: list[Any] = []
+        loose: list[Any] = []
+        out = self._out
+        while out:
+            item = out.popleft()
+            if isinstance(item, _Ack):
+                if loose:
+                    messages.append(pb.SessionResponse(outcomes=loose))
+                    loose = []
+                messages.append(
+                    pb.SessionResponse(
+                        ack=item.message, outcomes=[event_to_proto(o) for o in item.stash]
+                    )
+                )
+                continue
+            loose.append(event_to_proto(item))
+            if len(loose) >= OUTCOMES_PER_MESSAGE:
+                messages.append(pb.SessionResponse(outcomes=loose))
+                loose = []
+        if loose:
+            messages.append(pb.SessionResponse(outcomes=loose))
+        return messages
+
+    async def _write(self, context: Any) -> None:
+        try:
+            while True:
+                await self._wake_writer.wait()
+                self._wake_writer.clear()
+                for message in self._take():
+                    await context.write(message)
+                    sent = len(message.outcomes) + (1 if message.HasField("ack") else 0)
+                    self._buffered -= sent
+                    if self._buffered * 2 < self._bound:
+                        self._room.set()
+                self._maybe_finished()
+        except (grpc.RpcError, asyncio.InvalidStateError, ConnectionError):
+            self.end(None)  # the client went away
+
+
+class _JournalFailed(ServiceError):
+    code = grpc.StatusCode.UNAVAILABLE
+
+    def __init__(self) -> None:
+        super().__init__("journal write failed; re-send the watches on a new session")

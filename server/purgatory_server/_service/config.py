@@ -56,6 +56,8 @@ class Limits:
     subscriber_buffer: int = 10_000
     max_tracked_values: int = 100_000
     finished_retained: int = 10_000
+    # Outcomes and acknowledgements one Session stream may have waiting to be sent.
+    session_buffer: int = 10_000
 
 
 @dataclass(frozen=True, slots=True)

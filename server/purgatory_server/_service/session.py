@@ -18,7 +18,7 @@ the acknowledgement's message. Each operation gets one outcome per stream, howev
 it is re-sent on it.
 
 Bounded memory: outcomes and acknowledgements waiting to be sent are capped by the
-server's ``subscriber_buffer``. Past it the client is not reading; the stream ends with
+server's ``session_buffer`` limit. Past it the client is not reading; the stream ends with
 RESOURCE_EXHAUSTED (capacity that frees up: re-open and re-send the watches still wanted;
 those that ended answer at once from the finished-operation memory). Shutdown fails the
 session's waiter, which ends the stream with UNAVAILABLE.
@@ -54,7 +54,13 @@ from purgatory_server._service.purgatory import NamedPurgatory
 from purgatory_server._service.registry import PurgatoryRegistry
 from purgatory_server._service.waiters import Waiter
 
-__all__ = ["METADATA_SESSION_BUFFER", "OUTCOMES_PER_MESSAGE", "SessionOverflow", "SessionStream"]
+__all__ = [
+    "MESSAGE_BYTES",
+    "METADATA_SESSION_BUFFER",
+    "OUTCOMES_PER_MESSAGE",
+    "SessionOverflow",
+    "SessionStream",
+]
 
 logger = logging.getLogger("purgatory_server.service")
 
@@ -62,6 +68,8 @@ logger = logging.getLogger("purgatory_server.service")
 METADATA_SESSION_BUFFER = "purgatory-session-buffer"
 # Loose outcomes packed into one SessionResponse (frames of ~100-1000 carry best).
 OUTCOMES_PER_MESSAGE = 1000
+# About how many bytes of outcomes one SessionResponse carries (clients accept 4 MiB).
+MESSAGE_BYTES = 1 << 20
 
 _OpKey = tuple[str, str]  # (purgatory name, operation id)
 
@@ -115,7 +123,7 @@ class SessionStream:
         self._registry = registry
         self._loop = loop
         self._limits = registry.limits
-        self._bound = max(1, self._limits.subscriber_buffer)
+        self._bound = max(1, self._limits.session_buffer)
         self._waiter = _SessionWaiter(self)
         self._watching: dict[_OpKey, RemoteOperation] = {}
         self._unacked: dict[_OpKey, _Ack] = {}
@@ -130,11 +138,25 @@ class SessionStream:
 
     # ------------------------------------------------------------------ life cycle
     async def run(self, requests: AsyncIterator[Any], context: Any) -> None:
-        """Serve the stream until the client is done and owed nothing, or an error."""
+        """Serve the stream until the client is done and owed nothing, or an error.
+
+        On an error the reader stops, the waiters are detached and what was queued is
+        dropped (so memory stops growing at once), but a message already being written
+        is let finish: gRPC cannot send the status while a message send is pending. A
+        client that never reads again therefore sees the status only when it reads (or
+        never, if it goes away), exactly like a slow Subscribe stream.
+        """
         reader = asyncio.ensure_future(self._read(requests))
         writer = asyncio.ensure_future(self._write(context))
         try:
             error = await self._ended
+            reader.cancel()
+            self._detach()
+            self._out.clear()
+            self._acks.clear()
+            self._unacked.clear()
+            self._wake_writer.set()
+            await writer  # returns once its current write (if any) is done
         finally:
             for task in (reader, writer):
                 task.cancel()
@@ -214,11 +236,14 @@ class SessionStream:
             check_batch("watches+signals+force_complete", size, limits)
         requests = operation_requests("watches", watches, limits) if watches else []
         records = signals_from_proto("signals", signals, limits) if signals else []
-        for i, op_id in enumerate(forced):
-            if not op_id:
-                raise InvalidArgument(f"force_complete[{i}]", "must not be empty")
-            check_operation_id(f"force_complete[{i}]", op_id, limits)
-            purgatory.lookup(op_id)  # NOT_FOUND before anything changes
+        if forced:
+            watched = {r.operation_id for r in requests}
+            for i, op_id in enumerate(forced):
+                if not op_id:
+                    raise InvalidArgument(f"force_complete[{i}]", "must not be empty")
+                check_operation_id(f"force_complete[{i}]", op_id, limits)
+                if op_id not in watched:
+                    purgatory.lookup(op_id)  # NOT_FOUND before anything changes
         msg = ack.message
         name = purgatory.name
         if requests:
@@ -300,36 +325,48 @@ class SessionStream:
             self.end(SessionOverflow(self._bound))
 
     def _take(self) -> list[Any]:
-        """Everything ready, as SessionResponse messages (acks carry their stash)."""
+        """Everything ready, as SessionResponse messages.
+
+        An acknowledgement carries the outcomes stashed for it while they fit; loose
+        outcomes are packed up to :data:`OUTCOMES_PER_MESSAGE` or about
+        :data:`MESSAGE_BYTES`, so no message nears a client's 4 MiB receive limit.
+        """
         messages: list[Any] = []
-        loose: list[Any] = []
+        current: Any = None
+        budget = 0
         out = self._out
         while out:
             item = out.popleft()
             if isinstance(item, _Ack):
-                if loose:
-                    messages.append(pb.SessionResponse(outcomes=loose))
-                    loose = []
-                messages.append(
-                    pb.SessionResponse(
-                        ack=item.message, outcomes=[event_to_proto(o) for o in item.stash]
-                    )
-                )
-                continue
-            loose.append(event_to_proto(item))
-            if len(loose) >= OUTCOMES_PER_MESSAGE:
-                messages.append(pb.SessionResponse(outcomes=loose))
-                loose = []
-        if loose:
-            messages.append(pb.SessionResponse(outcomes=loose))
+                current = pb.SessionResponse(ack=item.message)
+                messages.append(current)
+                budget = MESSAGE_BYTES - _ack_size(item.message)
+                outcomes: list[Outcome] = item.stash
+            else:
+                outcomes = [item]
+            for outcome in outcomes:
+                size = _outcome_size(outcome)
+                if (
+                    current is None
+                    or len(current.outcomes) >= OUTCOMES_PER_MESSAGE
+                    or (size > budget and len(current.outcomes))
+                ):
+                    current = pb.SessionResponse()
+                    messages.append(current)
+                    budget = MESSAGE_BYTES
+                current.outcomes.append(event_to_proto(outcome))
+                budget -= size
         return messages
 
     async def _write(self, context: Any) -> None:
+        ended = self._ended
         try:
-            while True:
+            while not ended.done():
                 await self._wake_writer.wait()
                 self._wake_writer.clear()
                 for message in self._take():
+                    if ended.done():
+                        return
                     await context.write(message)
                     sent = len(message.outcomes) + (1 if message.HasField("ack") else 0)
                     self._buffered -= sent
@@ -338,6 +375,15 @@ class SessionStream:
                 self._maybe_finished()
         except (grpc.RpcError, asyncio.InvalidStateError, ConnectionError):
             self.end(None)  # the client went away
+
+
+def _outcome_size(outcome: Outcome) -> int:
+    """An upper-ish estimate of an outcome's encoded size, without encoding it."""
+    return 96 + len(outcome.payload) + len(outcome.result.data) + 40 * len(outcome.keys)
+
+
+def _ack_size(ack: Any) -> int:
+    return 64 + sum(96 + len(s.payload) + len(s.result.data) for s in ack.operations)
 
 
 class _JournalFailed(ServiceError):

@@ -327,36 +327,44 @@ class SessionStream:
     def _take(self) -> list[Any]:
         """Everything ready, as SessionResponse messages.
 
-        An acknowledgement carries the outcomes stashed for it while they fit; loose
-        outcomes are packed up to :data:`OUTCOMES_PER_MESSAGE` or about
-        :data:`MESSAGE_BYTES`, so no message nears a client's 4 MiB receive limit.
+        An acknowledgement joins the message being filled when that has none yet (the
+        outcomes already in it belong to earlier frames, so none precedes its own
+        acknowledgement), and carries the outcomes stashed for it while they fit. A
+        message holds up to :data:`OUTCOMES_PER_MESSAGE` outcomes or about
+        :data:`MESSAGE_BYTES`, so none nears a client's 4 MiB receive limit.
         """
-        messages: list[Any] = []
-        current: Any = None
-        budget = 0
+        groups: list[tuple[list[Any], list[Any]]] = []  # ([ack] or [], outcomes)
+        ack_slot: list[Any] = []
+        events: list[Any] = []
+        budget = MESSAGE_BYTES
         out = self._out
         while out:
             item = out.popleft()
             if isinstance(item, _Ack):
-                current = pb.SessionResponse(ack=item.message)
-                messages.append(current)
-                budget = MESSAGE_BYTES - _ack_size(item.message)
+                size = _ack_size(item.message)
+                if ack_slot or size > budget:
+                    groups.append((ack_slot, events))
+                    events, budget = [], MESSAGE_BYTES
+                ack_slot = [item.message]
+                budget -= size
                 outcomes: list[Outcome] = item.stash
             else:
                 outcomes = [item]
             for outcome in outcomes:
                 size = _outcome_size(outcome)
-                if (
-                    current is None
-                    or len(current.outcomes) >= OUTCOMES_PER_MESSAGE
-                    or (size > budget and len(current.outcomes))
-                ):
-                    current = pb.SessionResponse()
-                    messages.append(current)
-                    budget = MESSAGE_BYTES
-                current.outcomes.append(event_to_proto(outcome))
+                if events and (len(events) >= OUTCOMES_PER_MESSAGE or size > budget):
+                    groups.append((ack_slot, events))
+                    ack_slot, events, budget = [], [], MESSAGE_BYTES
+                events.append(event_to_proto(outcome))
                 budget -= size
-        return messages
+        if ack_slot or events:
+            groups.append((ack_slot, events))
+        return [
+            pb.SessionResponse(ack=acks[0], outcomes=evs)
+            if acks
+            else pb.SessionResponse(outcomes=evs)
+            for acks, evs in groups
+        ]
 
     async def _write(self, context: Any) -> None:
         ended = self._ended

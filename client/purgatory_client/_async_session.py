@@ -6,7 +6,8 @@ a bounded queue read by :meth:`AsyncSession.outcomes`. A full queue stops the re
 caller that stops consuming outcomes is felt by the server (it ends the stream with
 RESOURCE_EXHAUSTED past its bound) instead of growing memory here.
 
-Thread safety: loop-confined, one event loop.
+Thread safety: loop-confined, one event loop. Any number of tasks may submit at once
+(writes take turns: gRPC allows one pending write per call).
 """
 
 from __future__ import annotations
@@ -60,6 +61,8 @@ class AsyncSession:
         self._queue: asyncio.Queue[Event | None] = asyncio.Queue(outcome_buffer)
         self.error: PurgatoryError | None = None
         self._finished = False
+        # gRPC allows one pending write per call: concurrent submitters take turns.
+        self._write_lock = asyncio.Lock()
         self._reader = asyncio.ensure_future(self._read())
 
     async def __aenter__(self) -> AsyncSession:
@@ -104,7 +107,8 @@ class AsyncSession:
         future: asyncio.Future[SessionAck] = asyncio.get_running_loop().create_future()
         self._acks[request_id] = future
         try:
-            await self._call.write(frame)
+            async with self._write_lock:
+                await self._call.write(frame)
         except (grpc.RpcError, asyncio.InvalidStateError) as exc:
             self._acks.pop(request_id, None)
             await asyncio.wait((self._reader,), timeout=5.0)
@@ -128,7 +132,8 @@ class AsyncSession:
     async def done_writing(self) -> None:
         """No more frames: the server ends the stream once every outcome is sent."""
         with contextlib.suppress(grpc.RpcError, asyncio.InvalidStateError):
-            await self._call.done_writing()
+            async with self._write_lock:
+                await self._call.done_writing()
 
     async def outcomes(self) -> AsyncIterator[Event]:
         """Outcomes as they end, until the stream ends (raises its error, if any)."""

@@ -11,6 +11,7 @@ import grpc
 import pytest
 from purgatory_client import (
     AsyncPurgatoryClient,
+    DispatcherConfig,
     Event,
     InvalidArgumentError,
     OperationSpec,
@@ -236,3 +237,32 @@ def test_sync_session_and_watch_many(server_thread: ServerThread) -> None:
 
 def test_config_with_keeps_the_default_session_buffer() -> None:
     assert config_with().limits.session_buffer == Limits().session_buffer
+
+
+async def test_async_dispatcher_against_the_server(client: AsyncPurgatoryClient) -> None:
+    failed: list[tuple[list[object], Exception]] = []
+    outcomes: list[Event] = []
+    dispatcher = client.dispatcher(
+        DispatcherConfig(max_batch_size=8, max_batching_delay_ms=1),
+        on_outcome=outcomes.append,
+        on_permanent_error=lambda holders, err: failed.append(([h.task_id for h in holders], err)),
+    )
+    async with dispatcher:
+        watches = [dispatcher.watch(spec) for spec in _specs(20, "d")]
+        statuses = await asyncio.gather(*watches)
+        assert all(s.created and s.state is OperationState.WATCHING for s in statuses)
+        # Three offsets for one key, one task id: only the newest is sent.
+        offsets = [dispatcher.signal("d0", task_id="d0") for _ in range(3)]
+        signals = [dispatcher.signal(f"d{i}") for i in range(1, 20)]
+        assert await asyncio.gather(*offsets) == [1, 1, 1]
+        assert await asyncio.gather(*signals) == [1] * 19
+        forced = dispatcher.force_complete("d0")
+        assert await forced is False  # already completed
+        bad = dispatcher.signal("")
+        with pytest.raises(InvalidArgumentError):
+            await bad
+    counters = dispatcher.counters
+    assert counters.overridden == 2 and counters.failed == 1 and counters.retried == 0
+    assert len(failed) == 1 and isinstance(failed[0][1], InvalidArgumentError)
+    assert sorted(e.operation_id for e in outcomes) == sorted(f"d{i}" for i in range(20))
+    assert await pending(client) == 0

@@ -8,6 +8,7 @@ call (the operation stays in the purgatory).
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from types import TracebackType
 from typing import Any
@@ -32,6 +33,7 @@ from purgatory_client._models import (
     PurgatoryInfo,
     Signal,
 )
+from purgatory_client._security import resolve_security
 from purgatory_client._session_base import DEFAULT_FRAME_SIZE, Backoff, WatchSet
 from purgatory_client.async_dispatcher import AsyncBatchingDispatcher, AsyncSessionTransport
 from purgatory_client.errors import PurgatoryError, from_rpc_error
@@ -51,11 +53,31 @@ class AsyncPurgatoryClient:
         channel: grpc.aio.Channel | None = None,
         resume: ResumePolicy | None = None,
         options: Sequence[tuple[str, Any]] = (),
+        token: str | None = None,
+        tls: bool | None = None,
+        tls_ca: str | os.PathLike[str] | None = None,
+        tls_cert: str | os.PathLike[str] | None = None,
+        tls_key: str | os.PathLike[str] | None = None,
+        trust_env: bool = True,
     ) -> None:
-        self._owns_channel = channel is None
-        self._channel = (
-            channel if channel is not None else grpc.aio.insecure_channel(target, options)
+        security = resolve_security(
+            token=token,
+            tls=tls,
+            tls_ca=tls_ca,
+            tls_cert=tls_cert,
+            tls_key=tls_key,
+            trust_env=trust_env,
         )
+        self._metadata = security.metadata
+        credentials = security.channel_credentials()
+        self._owns_channel = channel is None
+        self._channel: grpc.aio.Channel
+        if channel is not None:
+            self._channel = channel
+        elif credentials is not None:
+            self._channel = grpc.aio.secure_channel(target, credentials, options)
+        else:
+            self._channel = grpc.aio.insecure_channel(target, options)
         self._stub = pb_grpc.PurgatoryServiceStub(self._channel)  # type: ignore[no-untyped-call]
         self.purgatory = purgatory
         self.timeout = timeout
@@ -81,7 +103,7 @@ class AsyncPurgatoryClient:
         self, method: Callable[..., Awaitable[Any]], request: Any, timeout: float | None
     ) -> Any:
         try:
-            return await method(request, timeout=timeout)
+            return await method(request, timeout=timeout, metadata=self._metadata)
         except grpc.RpcError as exc:
             raise from_rpc_error(exc) from None
 
@@ -92,12 +114,14 @@ class AsyncPurgatoryClient:
     async def create_purgatory(
         self, name: str, config: PurgatoryConfig | None = None
     ) -> PurgatoryInfo:
-        req = pb.CreatePurgatoryRequest(name=name, config=_base.config_to_proto(config))
+        req = pb.CreatePurgatoryRequest(
+            name=_base.name_field("name", name), config=_base.config_to_proto(config)
+        )
         resp = await self._call(self._stub.CreatePurgatory, req, self.timeout)
         return _base.info_from_proto(resp.purgatory)
 
     async def delete_purgatory(self, name: str) -> int:
-        req = pb.DeletePurgatoryRequest(name=name)
+        req = pb.DeletePurgatoryRequest(name=_base.name_field("name", name))
         return int((await self._call(self._stub.DeletePurgatory, req, self.timeout)).cancelled)
 
     async def list_purgatories(self) -> list[PurgatoryInfo]:
@@ -107,7 +131,7 @@ class AsyncPurgatoryClient:
         return [_base.info_from_proto(p) for p in resp.purgatories]
 
     async def get_purgatory(self, name: str | None = None) -> PurgatoryInfo:
-        req = pb.GetPurgatoryRequest(name=self._name(name))
+        req = pb.GetPurgatoryRequest(name=_base.name_field("name", self._name(name)))
         resp = await self._call(self._stub.GetPurgatory, req, self.timeout)
         return _base.info_from_proto(resp.purgatory)
 
@@ -192,13 +216,19 @@ class AsyncPurgatoryClient:
     async def force_complete(
         self, operation_id: str, *, purgatory: str | None = None
     ) -> ForceCompleteResult:
-        req = pb.ForceCompleteRequest(purgatory=self._name(purgatory), operation_id=operation_id)
+        req = pb.ForceCompleteRequest(
+            purgatory=_base.name_field("purgatory", self._name(purgatory)),
+            operation_id=_base.name_field("operation_id", operation_id),
+        )
         return _base.force_from_proto(await self._call(self._stub.ForceComplete, req, self.timeout))
 
     async def get_operation(
         self, operation_id: str, *, purgatory: str | None = None
     ) -> OperationStatus:
-        req = pb.GetOperationRequest(purgatory=self._name(purgatory), operation_id=operation_id)
+        req = pb.GetOperationRequest(
+            purgatory=_base.name_field("purgatory", self._name(purgatory)),
+            operation_id=_base.name_field("operation_id", operation_id),
+        )
         resp = await self._call(self._stub.GetOperation, req, self.timeout)
         return _base.status_from_proto(resp.operation)
 
@@ -211,14 +241,26 @@ class AsyncPurgatoryClient:
         keys: Iterable[str] = (),
         operation_id_prefix: str = "",
         purgatory: str | None = None,
+        incarnation: str | None = None,
     ) -> AsyncIterator[Event]:
-        """Outcomes in sequence order, resuming transparently after a dropped stream."""
+        """Outcomes in sequence order, resuming transparently after a dropped stream.
+
+        ``incarnation`` and :class:`~purgatory_client.StreamResetError`: as
+        :meth:`PurgatoryClient.subscribe`.
+        """
         name = self._name(purgatory)
         states, keys = tuple(states), tuple(keys)
-        cursor = ResumeCursor(after_sequence, self._resume)
+        cursor = ResumeCursor(after_sequence, self._resume, incarnation)
         while True:
-            req = _base.subscribe_request(name, cursor.position, states, keys, operation_id_prefix)
-            call = self._stub.Subscribe(req)
+            req = _base.subscribe_request(
+                name,
+                cursor.position,
+                states,
+                keys,
+                operation_id_prefix,
+                incarnation=cursor.incarnation,
+            )
+            call = self._stub.Subscribe(req, metadata=self._metadata)
             try:
                 cursor.started(tuple((await call.initial_metadata()) or ()))
                 async for msg in call:
@@ -243,7 +285,7 @@ class AsyncPurgatoryClient:
         """Open a Session stream (many watches, signals and force-completes per message;
         each watched operation's outcome as soon as it ends). Must be called on the loop."""
         return AsyncSession(
-            self._stub.Session(),
+            self._stub.Session(metadata=self._metadata),
             self._name(purgatory),
             on_outcome=on_outcome,
             outcome_buffer=outcome_buffer,

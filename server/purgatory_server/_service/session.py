@@ -46,7 +46,12 @@ from purgatory_server._service.convert import (
     signals_from_proto,
     status_fields,
 )
-from purgatory_server._service.errors import InvalidArgument, LimitExceeded, ServiceError
+from purgatory_server._service.errors import (
+    InvalidArgument,
+    LimitExceeded,
+    ServiceError,
+    abort,
+)
 from purgatory_server._service.events import Outcome
 from purgatory_server._service.limits import check_batch, check_operation_id
 from purgatory_server._service.operation import RemoteOperation
@@ -58,6 +63,7 @@ __all__ = [
     "MESSAGE_BYTES",
     "METADATA_SESSION_BUFFER",
     "OUTCOMES_PER_MESSAGE",
+    "RefusedFrame",
     "SessionOverflow",
     "SessionStream",
 ]
@@ -87,6 +93,17 @@ class SessionOverflow(LimitExceeded):
 
     def trailing_metadata(self) -> tuple[tuple[str, str], ...]:
         return ((METADATA_SESSION_BUFFER, str(self.bound)),)
+
+
+class RefusedFrame:
+    """A frame the gRPC edge refused before the session saw it (e.g. PERMISSION_DENIED):
+    the session acknowledges it with ``error`` and changes nothing."""
+
+    __slots__ = ("error", "request_id")
+
+    def __init__(self, request_id: int, error: ServiceError) -> None:
+        self.request_id = request_id
+        self.error = error
 
 
 class _Ack:
@@ -165,7 +182,7 @@ class SessionStream:
                     await task
             self._detach()
         if error is not None:
-            await context.abort(error.code, error.message, error.trailing_metadata())
+            await abort(context, error)
 
     def end(self, error: ServiceError | None) -> None:
         if not self._ended.done():
@@ -203,6 +220,8 @@ class SessionStream:
     def _apply(self, frame: Any) -> None:
         ack = _Ack(pb.SessionAck(request_id=frame.request_id))
         try:
+            if isinstance(frame, RefusedFrame):
+                raise frame.error
             purgatory = self._registry.get(frame.purgatory)
             self._apply_to(purgatory, frame, ack)
         except ServiceError as exc:

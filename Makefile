@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 EXTRAS := dev,server,client
 
-.PHONY: help install serve test lint typecheck unit stubs check-stubs bench clean system-deps bench-dispatcher
+.PHONY: help install serve test lint typecheck unit stubs check-stubs bench clean system-deps
 
 # Debian packages that some tests need (each feature appends its own line below).
 # `make test` installs the missing ones when it runs as root; otherwise it says which are
@@ -66,5 +66,6 @@ clean:
 	rm -rf $(VENV) build *.egg-info .mypy_cache .pytest_cache .ruff_cache
 
 # The batching dispatcher against one RPC per signal (docs/benchmarks.md §7).
+.PHONY: bench-dispatcher
 bench-dispatcher: $(STAMP)
 	$(BIN)/python -m bench.dispatcher_bench

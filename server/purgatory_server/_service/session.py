@@ -10,7 +10,7 @@ watched operation's outcome as soon as it ends. Three concurrent parts:
 - *acknowledgements* wait, in frame order, for the purgatory's durable barrier (durable
   purgatories only), so a frame is acknowledged only once its records are journaled;
 - the *writer* sends what is queued, packing loose outcomes into messages of up to
-  :data:`OUTCOMES_PER_MESSAGE`.
+  :data:`.session_messages.OUTCOMES_PER_MESSAGE`.
 
 Ordering: an outcome is never sent before the acknowledgement of the frame that watched
 its operation. An outcome that ends before that acknowledgement is sent (a *stash*) in
@@ -41,7 +41,6 @@ from purgatory_proto.v1 import purgatory_pb2 as pb
 
 from purgatory_server._service.convert import (
     FieldPrefixes,
-    event_to_proto,
     operation_requests,
     signals_from_proto,
     status_fields,
@@ -57,12 +56,11 @@ from purgatory_server._service.limits import check_batch, check_operation_id
 from purgatory_server._service.operation import RemoteOperation
 from purgatory_server._service.purgatory import NamedPurgatory
 from purgatory_server._service.registry import PurgatoryRegistry
+from purgatory_server._service.session_messages import Ack, OpKey, pack
 from purgatory_server._service.waiters import Waiter
 
 __all__ = [
-    "MESSAGE_BYTES",
     "METADATA_SESSION_BUFFER",
-    "OUTCOMES_PER_MESSAGE",
     "RefusedFrame",
     "SessionOverflow",
     "SessionStream",
@@ -72,12 +70,6 @@ logger = logging.getLogger("purgatory_server.service")
 
 # Trailing metadata of a session cut for not reading: the bound it went past.
 METADATA_SESSION_BUFFER = "purgatory-session-buffer"
-# Loose outcomes packed into one SessionResponse (frames of ~100-1000 carry best).
-OUTCOMES_PER_MESSAGE = 1000
-# About how many bytes of outcomes one SessionResponse carries (clients accept 4 MiB).
-MESSAGE_BYTES = 1 << 20
-
-_OpKey = tuple[str, str]  # (purgatory name, operation id)
 
 
 class SessionOverflow(LimitExceeded):
@@ -106,18 +98,6 @@ class RefusedFrame:
         self.error = error
 
 
-class _Ack:
-    """One frame's acknowledgement, queued until its barrier passes (in frame order)."""
-
-    __slots__ = ("keys", "message", "ready", "stash")
-
-    def __init__(self, message: Any) -> None:
-        self.message = message
-        self.ready = False
-        self.keys: list[_OpKey] = []  # operations watched by this frame
-        self.stash: list[Outcome] = []  # their outcomes that ended before the ack left
-
-
 class _SessionWaiter(Waiter):
     """The one waiter a session attaches to every operation it watches."""
 
@@ -142,10 +122,10 @@ class SessionStream:
         self._limits = registry.limits
         self._bound = max(1, self._limits.session_buffer)
         self._waiter = _SessionWaiter(self)
-        self._watching: dict[_OpKey, RemoteOperation] = {}
-        self._unacked: dict[_OpKey, _Ack] = {}
-        self._acks: deque[_Ack] = deque()  # waiting for their barrier, in frame order
-        self._out: deque[_Ack | Outcome] = deque()  # ready to send
+        self._watching: dict[OpKey, RemoteOperation] = {}
+        self._unacked: dict[OpKey, Ack] = {}
+        self._acks: deque[Ack] = deque()  # waiting for their barrier, in frame order
+        self._out: deque[Ack | Outcome] = deque()  # ready to send
         self._buffered = 0  # outcomes + acknowledgements queued, acked or not
         self._wake_writer = asyncio.Event()
         self._room = asyncio.Event()  # set while the reader may read
@@ -218,7 +198,7 @@ class SessionStream:
         self._maybe_finished()
 
     def _apply(self, frame: Any) -> None:
-        ack = _Ack(pb.SessionAck(request_id=frame.request_id))
+        ack = Ack(pb.SessionAck(request_id=frame.request_id))
         try:
             if isinstance(frame, RefusedFrame):
                 raise frame.error
@@ -245,7 +225,7 @@ class SessionStream:
             self._queue_ack(ack)
             self._after(barrier(), ack)
 
-    def _apply_to(self, purgatory: NamedPurgatory, frame: Any, ack: _Ack) -> None:
+    def _apply_to(self, purgatory: NamedPurgatory, frame: Any, ack: Ack) -> None:
         """Validate everything, then register, signal and force-complete (all or nothing
         up to the first change: nothing after validation can fail but a shutdown)."""
         limits = self._limits
@@ -291,7 +271,7 @@ class SessionStream:
             won, _ = purgatory.force_complete(op_id)
             msg.force_completed.append(won)
 
-    def _after(self, barrier: Awaitable[None], ack: _Ack) -> None:
+    def _after(self, barrier: Awaitable[None], ack: Ack) -> None:
         future = asyncio.ensure_future(barrier)
 
         def done(f: asyncio.Future[None]) -> None:
@@ -308,7 +288,7 @@ class SessionStream:
         future.add_done_callback(done)
 
     # ------------------------------------------------------------------ outbound
-    def _queue_ack(self, ack: _Ack) -> None:
+    def _queue_ack(self, ack: Ack) -> None:
         self._acks.append(ack)
         self._count(1)
         self._flush_acks()
@@ -343,55 +323,13 @@ class SessionStream:
         if self._buffered > self._bound:
             self.end(SessionOverflow(self._bound))
 
-    def _take(self) -> list[Any]:
-        """Everything ready, as SessionResponse messages.
-
-        An acknowledgement joins the message being filled when that has none yet (the
-        outcomes already in it belong to earlier frames, so none precedes its own
-        acknowledgement), and carries the outcomes stashed for it while they fit. A
-        message holds up to :data:`OUTCOMES_PER_MESSAGE` outcomes or about
-        :data:`MESSAGE_BYTES`, so none nears a client's 4 MiB receive limit.
-        """
-        groups: list[tuple[list[Any], list[Any]]] = []  # ([ack] or [], outcomes)
-        ack_slot: list[Any] = []
-        events: list[Any] = []
-        budget = MESSAGE_BYTES
-        out = self._out
-        while out:
-            item = out.popleft()
-            if isinstance(item, _Ack):
-                size = _ack_size(item.message)
-                if ack_slot or size > budget:
-                    groups.append((ack_slot, events))
-                    events, budget = [], MESSAGE_BYTES
-                ack_slot = [item.message]
-                budget -= size
-                outcomes: list[Outcome] = item.stash
-            else:
-                outcomes = [item]
-            for outcome in outcomes:
-                size = _outcome_size(outcome)
-                if events and (len(events) >= OUTCOMES_PER_MESSAGE or size > budget):
-                    groups.append((ack_slot, events))
-                    ack_slot, events, budget = [], [], MESSAGE_BYTES
-                events.append(event_to_proto(outcome))
-                budget -= size
-        if ack_slot or events:
-            groups.append((ack_slot, events))
-        return [
-            pb.SessionResponse(ack=acks[0], outcomes=evs)
-            if acks
-            else pb.SessionResponse(outcomes=evs)
-            for acks, evs in groups
-        ]
-
     async def _write(self, context: Any) -> None:
         ended = self._ended
         try:
             while not ended.done():
                 await self._wake_writer.wait()
                 self._wake_writer.clear()
-                for message in self._take():
+                for message in pack(self._out):
                     if ended.done():
                         return
                     await context.write(message)
@@ -402,15 +340,6 @@ class SessionStream:
                 self._maybe_finished()
         except (grpc.RpcError, asyncio.InvalidStateError, ConnectionError):
             self.end(None)  # the client went away
-
-
-def _outcome_size(outcome: Outcome) -> int:
-    """An upper-ish estimate of an outcome's encoded size, without encoding it."""
-    return 96 + len(outcome.payload) + len(outcome.result.data) + 40 * len(outcome.keys)
-
-
-def _ack_size(ack: Any) -> int:
-    return 64 + sum(96 + len(s.payload) + len(s.result.data) for s in ack.operations)
 
 
 class _JournalFailed(ServiceError):

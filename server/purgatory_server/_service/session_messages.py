@@ -1,0 +1,86 @@
+"""What a Session sends: acknowledgements queued in frame order, and how the ready ones
+and the outcomes are packed into ``SessionResponse`` messages (see :mod:`.session`).
+
+Pure functions and a plain record: no I/O, no loop; :class:`~.session.SessionStream`
+owns every instance (loop-confined).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+from purgatory_proto.v1 import purgatory_pb2 as pb
+
+from purgatory_server._service.convert import event_to_proto
+from purgatory_server._service.events import Outcome
+
+__all__ = ["MESSAGE_BYTES", "OUTCOMES_PER_MESSAGE", "Ack", "OpKey", "pack"]
+
+# Loose outcomes packed into one SessionResponse (frames of ~100-1000 carry best).
+OUTCOMES_PER_MESSAGE = 1000
+# About how many bytes of outcomes one SessionResponse carries (clients accept 4 MiB).
+MESSAGE_BYTES = 1 << 20
+
+OpKey = tuple[str, str]  # (purgatory name, operation id)
+
+
+class Ack:
+    """One frame's acknowledgement, queued until its barrier passes (in frame order)."""
+
+    __slots__ = ("keys", "message", "ready", "stash")
+
+    def __init__(self, message: Any) -> None:
+        self.message = message
+        self.ready = False
+        self.keys: list[OpKey] = []  # operations watched by this frame
+        self.stash: list[Outcome] = []  # their outcomes that ended before the ack left
+
+
+def pack(out: deque[Ack | Outcome]) -> list[Any]:
+    """Everything in ``out`` (emptied), as SessionResponse messages.
+
+    An acknowledgement joins the message being filled when that has none yet (the
+    outcomes already in it belong to earlier frames, so none precedes its own
+    acknowledgement), and carries the outcomes stashed for it while they fit. A
+    message holds up to :data:`OUTCOMES_PER_MESSAGE` outcomes or about
+    :data:`MESSAGE_BYTES`, so none nears a client's 4 MiB receive limit.
+    """
+    groups: list[tuple[list[Any], list[Any]]] = []  # ([ack] or [], outcomes)
+    ack_slot: list[Any] = []
+    events: list[Any] = []
+    budget = MESSAGE_BYTES
+    while out:
+        item = out.popleft()
+        if isinstance(item, Ack):
+            size = _ack_size(item.message)
+            if ack_slot or (events and size > budget):
+                groups.append((ack_slot, events))
+                events, budget = [], MESSAGE_BYTES
+            ack_slot = [item.message]
+            budget -= size
+            outcomes: list[Outcome] = item.stash
+        else:
+            outcomes = [item]
+        for outcome in outcomes:
+            size = _outcome_size(outcome)
+            if events and (len(events) >= OUTCOMES_PER_MESSAGE or size > budget):
+                groups.append((ack_slot, events))
+                ack_slot, events, budget = [], [], MESSAGE_BYTES
+            events.append(event_to_proto(outcome))
+            budget -= size
+    if ack_slot or events:
+        groups.append((ack_slot, events))
+    return [
+        pb.SessionResponse(ack=acks[0], outcomes=evs) if acks else pb.SessionResponse(outcomes=evs)
+        for acks, evs in groups
+    ]
+
+
+def _outcome_size(outcome: Outcome) -> int:
+    """An upper-ish estimate of an outcome's encoded size, without encoding it."""
+    return 96 + len(outcome.payload) + len(outcome.result.data) + 40 * len(outcome.keys)
+
+
+def _ack_size(ack: Any) -> int:
+    return 64 + sum(96 + len(s.payload) + len(s.result.data) for s in ack.operations)

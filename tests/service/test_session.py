@@ -59,7 +59,7 @@ async def test_first_of_ten_expiries_arrives_long_before_the_last(
     client: AsyncPurgatoryClient,
 ) -> None:
     specs = [
-        OperationSpec((f"t{i}",), 20 if i == 0 else 1500, operation_id=f"t{i}") for i in range(10)
+        OperationSpec((f"t{i}",), 20 if i == 0 else 2500, operation_id=f"t{i}") for i in range(10)
     ]
     start = time.monotonic()
     arrivals: list[float] = []
@@ -67,8 +67,8 @@ async def test_first_of_ten_expiries_arrives_long_before_the_last(
         assert event.state is OperationState.EXPIRED
         arrivals.append(time.monotonic() - start)
     assert len(arrivals) == 10
-    assert arrivals[0] < 1.0
-    assert arrivals[-1] >= 1.4
+    assert arrivals[0] < 1.5  # tolerant: the machine may be loaded
+    assert arrivals[-1] >= 2.4
 
 
 async def test_ack_precedes_outcomes_and_carries_those_ended_in_its_frame(
@@ -150,8 +150,8 @@ def _bulky_config() -> object:
 
 async def test_a_reader_that_stops_is_cut_and_loses_nothing_on_reopen(serve: ServeFn) -> None:
     _, port = await serve(_bulky_config())
-    n = 120
-    payload = b"x" * 60_000  # 120 outcomes of 60 KB: far more than HTTP/2 windows hold
+    n = 200
+    payload = b"x" * 60_000  # 200 outcomes of 60 KB: far more than HTTP/2 windows hold
     specs = [
         OperationSpec((f"s{i}",), 60_000, payload=payload, operation_id=f"s{i}") for i in range(n)
     ]

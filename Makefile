@@ -65,7 +65,7 @@ bench: $(STAMP)
 clean:
 	rm -rf $(VENV) build *.egg-info .mypy_cache .pytest_cache .ruff_cache
 
-# The batching dispatcher against one RPC per signal (docs/benchmarks.md §7).
+# The batching dispatcher against one RPC per signal (docs/benchmarks.md §8).
 .PHONY: bench-dispatcher
 bench-dispatcher: $(STAMP)
 	$(BIN)/python -m bench.dispatcher_bench

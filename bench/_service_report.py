@@ -89,6 +89,7 @@ def report(result: dict[str, Any], a: argparse.Namespace) -> dict[str, Any]:
     if a.compare_src:
         baselines[f"{label}, unbatched"] = bare_u
         baselines[f"{label}, batch form"] = best
+        baselines[f"{label}, stream form"] = best
     headers = ["system", "in flight", "pairs", "pairs/s", "p50 ms", "p99 ms", "re-signals", "ratio"]
     print(markdown_table(headers, [r.row(baselines.get(r.name)) for r in runs]))
     print()
@@ -134,7 +135,11 @@ def report(result: dict[str, Any], a: argparse.Namespace) -> dict[str, Any]:
         "stream vs bare grpc.aio stream form": ratio(STREAM[1], STREAM[0]),
     }
     if a.compare_src:
-        for form, name in (("unbatched", UNB[1]), ("batch form", BAT[1])):
+        for form, name in (
+            ("unbatched", UNB[1]),
+            ("batch form", BAT[1]),
+            ("stream form", STREAM[1]),
+        ):
             checks[f"{form}: this tree vs {a.compare_label}"] = ratio(name, f"{label}, {form}")
     print()
     print("ratios: median of the per-round ratios [each round] (ratio of the totals)")

@@ -417,6 +417,7 @@ async def main_async(a: argparse.Namespace) -> dict[str, Any]:
             scenarios += [
                 (f"{label}, unbatched", lambda: grpc_unbatched(f"{label}, u", o_target, c, a)),
                 (f"{label}, batch form", lambda: grpc_batched(f"{label}, b", o_target, a)),
+                (f"{label}, stream form", lambda: grpc_stream(f"{label}, s", o_target, a)),
             ]
         redis_server = shutil.which("redis-server")
         if redis_server and not a.skip_redis:

@@ -92,6 +92,9 @@ async def test_ack_precedes_outcomes_and_carries_those_ended_in_its_frame(
         assert list(first.ack.completed_per_signal) == [1]
         # The watch ended inside its own frame: its outcome rides on the same message.
         assert [o.operation_id for o in first.outcomes] == ["a"]
+        result = first.outcomes[0].result
+        assert (result.signal_count, list(result.signalled_keys)) == (1, ["ka"])
+        assert first.outcomes[0].state == pb.OPERATION_STATE_COMPLETED
         await call.done_writing()
         assert await asyncio.wait_for(call.read(), 5) == grpc.aio.EOF
         assert await call.code() == grpc.StatusCode.OK

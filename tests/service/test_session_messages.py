@@ -23,7 +23,7 @@ def _outcome(i: int, payload: bytes = b"") -> Outcome:
 
 
 def _ack(request_id: int, *stash: Outcome) -> Ack:
-    ack = Ack(pb.SessionAck(request_id=request_id))
+    ack = Ack(request_id)
     ack.stash.extend(stash)
     return ack
 
@@ -51,3 +51,17 @@ def test_messages_are_split_by_count_and_by_bytes() -> None:
     assert all(
         m.ByteSize() < 4 * 1024 * 1024 for m in pack(deque(_outcome(i, big) for i in range(9)))
     )
+
+
+def test_events_carry_every_field_of_the_outcome() -> None:
+    (message,) = pack(deque([_ack(0, _outcome(5, b"pay"))]))
+    assert message.HasField("ack") and message.ack.request_id == 0
+    event = message.outcomes[0]
+    assert (event.sequence, event.purgatory, event.operation_id, event.payload) == (
+        5,
+        "p",
+        "op5",
+        b"pay",
+    )
+    assert (event.state, list(event.keys)) == (pb.OPERATION_STATE_COMPLETED, ["k"])
+    assert (event.create_time_ms, event.due_time_ms, event.complete_time_ms) == (1, 2, 3)

@@ -37,7 +37,6 @@ from collections.abc import AsyncIterator, Awaitable
 from typing import Any
 
 import grpc
-from purgatory_proto.v1 import purgatory_pb2 as pb
 
 from purgatory_server._service.convert import (
     FieldPrefixes,
@@ -198,7 +197,7 @@ class SessionStream:
         self._maybe_finished()
 
     def _apply(self, frame: Any) -> None:
-        ack = Ack(pb.SessionAck(request_id=frame.request_id))
+        ack = Ack(frame.request_id)
         try:
             if isinstance(frame, RefusedFrame):
                 raise frame.error

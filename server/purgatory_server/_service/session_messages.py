@@ -12,7 +12,7 @@ from typing import Any
 
 from purgatory_proto.v1 import purgatory_pb2 as pb
 
-from purgatory_server._service.convert import event_to_proto
+from purgatory_server._service.convert import result_fields
 from purgatory_server._service.events import Outcome
 
 __all__ = ["MESSAGE_BYTES", "OUTCOMES_PER_MESSAGE", "Ack", "OpKey", "pack"]
@@ -26,12 +26,19 @@ OpKey = tuple[str, str]  # (purgatory name, operation id)
 
 
 class Ack:
-    """One frame's acknowledgement, queued until its barrier passes (in frame order)."""
+    """One frame's acknowledgement, queued until its barrier passes (in frame order).
 
-    __slots__ = ("keys", "message", "ready", "stash")
+    It is built in place inside the ``SessionResponse`` that will carry it (``message`` is
+    ``response.ack``), so sending it copies nothing.
+    """
 
-    def __init__(self, message: Any) -> None:
-        self.message = message
+    __slots__ = ("keys", "message", "ready", "response", "stash")
+
+    def __init__(self, request_id: int) -> None:
+        self.response = pb.SessionResponse()
+        self.message = self.response.ack
+        self.message.SetInParent()
+        self.message.request_id = request_id
         self.ready = False
         self.keys: list[OpKey] = []  # operations watched by this frame
         self.stash: list[Outcome] = []  # their outcomes that ended before the ack left
@@ -44,20 +51,21 @@ def pack(out: deque[Ack | Outcome]) -> list[Any]:
     outcomes already in it belong to earlier frames, so none precedes its own
     acknowledgement), and carries the outcomes stashed for it while they fit. A
     message holds up to :data:`OUTCOMES_PER_MESSAGE` outcomes or about
-    :data:`MESSAGE_BYTES`, so none nears a client's 4 MiB receive limit.
+    :data:`MESSAGE_BYTES`, so none nears a client's 4 MiB receive limit. Outcomes are
+    added in place from keywords (a message argument would be built, then copied).
     """
-    groups: list[tuple[list[Any], list[Any]]] = []  # ([ack] or [], outcomes)
-    ack_slot: list[Any] = []
-    events: list[Any] = []
+    groups: list[tuple[Ack | None, list[Outcome]]] = []
+    ack: Ack | None = None
+    events: list[Outcome] = []
     budget = MESSAGE_BYTES
     while out:
         item = out.popleft()
         if isinstance(item, Ack):
             size = _ack_size(item.message)
-            if ack_slot or (events and size > budget):
-                groups.append((ack_slot, events))
+            if ack is not None or (events and size > budget):
+                groups.append((ack, events))
                 events, budget = [], MESSAGE_BYTES
-            ack_slot = [item.message]
+            ack = item
             budget -= size
             outcomes: list[Outcome] = item.stash
         else:
@@ -65,16 +73,40 @@ def pack(out: deque[Ack | Outcome]) -> list[Any]:
         for outcome in outcomes:
             size = _outcome_size(outcome)
             if events and (len(events) >= OUTCOMES_PER_MESSAGE or size > budget):
-                groups.append((ack_slot, events))
-                ack_slot, events, budget = [], [], MESSAGE_BYTES
-            events.append(event_to_proto(outcome))
+                groups.append((ack, events))
+                ack, events, budget = None, [], MESSAGE_BYTES
+            events.append(outcome)
             budget -= size
-    if ack_slot or events:
-        groups.append((ack_slot, events))
-    return [
-        pb.SessionResponse(ack=acks[0], outcomes=evs) if acks else pb.SessionResponse(outcomes=evs)
-        for acks, evs in groups
-    ]
+    if ack is not None or events:
+        groups.append((ack, events))
+    messages = []
+    for group_ack, group_events in groups:
+        message = group_ack.response if group_ack is not None else pb.SessionResponse()
+        add = message.outcomes.add
+        for outcome in group_events:
+            add(**_event_fields(outcome))
+        messages.append(message)
+    return messages
+
+
+def _event_fields(outcome: Outcome) -> dict[str, Any]:
+    """An OperationEvent as constructor keywords (see convert.result_fields for why)."""
+    fields: dict[str, Any] = {
+        "sequence": outcome.sequence,
+        "purgatory": outcome.purgatory,
+        "operation_id": outcome.operation_id,
+        "state": outcome.state,
+        "keys": outcome.keys,
+        "create_time_ms": outcome.create_time_ms,
+        "due_time_ms": outcome.due_time_ms,
+        "complete_time_ms": outcome.complete_time_ms,
+    }
+    if outcome.payload:
+        fields["payload"] = outcome.payload
+    result = result_fields(outcome.result)
+    if result:
+        fields["result"] = result
+    return fields
 
 
 def _outcome_size(outcome: Outcome) -> int:

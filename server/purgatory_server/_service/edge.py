@@ -12,7 +12,11 @@
    ``authorization`` header is checked before the request is looked at
    (UNAUTHENTICATED), then the permission the method needs on the purgatory it names
    (PERMISSION_DENIED). Health checking and reflection are other services and stay
-   open.
+   open. A client-streaming RPC is checked once when it starts (its messages may name
+   several purgatories, so its rule names none) and each message as it arrives is
+   decoded the same careful way. ``Session`` frames are also authorized one by one
+   (:func:`_session_frames`): a frame the token may not send is acknowledged with
+   PERMISSION_DENIED and the stream goes on.
 3. **INTERNAL only for bugs, logged once.** A :class:`~.errors.ServiceError` becomes its
    status (:func:`~.errors.status_for`); any other exception is a bug: it is logged once
    with its traceback and the caller gets INTERNAL with a fixed message (never UNKNOWN,
@@ -23,6 +27,7 @@ Thread-safety: handlers run on the server's event loop; the wrappers hold no sta
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -43,7 +48,8 @@ _SERVICE = pb.DESCRIPTOR.services_by_name["PurgatoryService"]
 SERVICE_NAME: str = _SERVICE.full_name
 
 # method -> (permission it needs (None: any), request field naming the purgatory (None:
-# the method names none)).
+# the method names none)). A method missing here (an RPC added later) needs ``admin`` on
+# every purgatory until it is given its own rule: the safe default.
 METHOD_RULES: dict[str, tuple[Permission | None, str | None]] = {
     "CreatePurgatory": (Permission.ADMIN, "name"),
     "DeletePurgatory": (Permission.ADMIN, "name"),
@@ -56,8 +62,8 @@ METHOD_RULES: dict[str, tuple[Permission | None, str | None]] = {
     "BatchCheckAndComplete": (Permission.SIGNAL, "purgatory"),
     "ForceComplete": (Permission.FORCE, "purgatory"),
     "Subscribe": (Permission.SUBSCRIBE, "purgatory"),
-    # Authenticated once per stream; each frame needs WATCH, SIGNAL and/or FORCE on the
-    # purgatory it names (checked per frame: see _session_frames).
+    # Any valid token may open a session; each frame needs WATCH, SIGNAL and/or FORCE on
+    # the purgatory it names (_session_frames).
     "Session": (None, None),
 }
 
@@ -94,13 +100,15 @@ def _authorization(context: Any) -> str | None:
 class _Guard:
     """The checks every call of one method goes through before the servicer runs."""
 
-    __slots__ = ("_authorizer", "_field", "_permission")
+    __slots__ = ("_authorizer", "_field", "_frames", "_permission")
 
     def __init__(self, method: str, authorizer: Authorizer | None) -> None:
         self._authorizer = authorizer
-        self._permission, self._field = METHOD_RULES[method]
+        self._permission, self._field = METHOD_RULES.get(method, (Permission.ADMIN, None))
+        self._frames = _FRAME_CHECKS.get(method)
 
-    def check(self, request: Any, context: Any) -> None:
+    def check(self, request: Any, context: Any) -> Any:
+        """``request`` once it decoded and the caller may send it."""
         authorizer = self._authorizer
         grant = None
         if authorizer is not None:
@@ -110,47 +118,25 @@ class _Guard:
         if authorizer is not None and grant is not None:
             purgatory = getattr(request, self._field) if self._field is not None else None
             authorizer.authorize(grant, self._permission, purgatory)
+        return request
+
+    def check_stream(self, requests: AsyncIterator[Any], context: Any) -> AsyncIterator[Any]:
+        """A client-streaming call: the caller checked now, each message as it arrives."""
+        authorizer = self._authorizer
+        grant = None
+        if authorizer is not None:
+            grant = authorizer.authenticate(_authorization(context))
+            authorizer.authorize(grant, self._permission, None)
+        if self._frames is not None:
+            return self._frames(requests, authorizer, grant)
+        return _decoded(requests)
 
 
-async def _internal(context: Any, method: str, exc: BaseException) -> None:
-    logger.error("bug in %s; the caller gets INTERNAL", method, exc_info=exc)
-    await abort(context, Internal())
-
-
-def _unary(
-    method: str, behavior: Callable[[Any, Any], Awaitable[Any]], guard: _Guard
-) -> Callable[[Any, Any], Awaitable[Any]]:
-    async def handle(request: Any, context: Any) -> Any:
-        try:
-            guard.check(request, context)
-            return await behavior(request, context)
-        except ServiceError as exc:
-            await abort(context, exc)
-        except grpc.aio.AbortError:
-            raise  # the servicer already ended the call with its status
-        except Exception as exc:  # noqa: BLE001 - the last resort: a bug becomes INTERNAL
-            await _internal(context, method, exc)
-        return None  # pragma: no cover - abort raises
-
-    return handle
-
-
-def _stream(
-    method: str, behavior: Callable[[Any, Any], AsyncIterator[Any]], guard: _Guard
-) -> Callable[[Any, Any], AsyncIterator[Any]]:
-    async def handle(request: Any, context: Any) -> AsyncIterator[Any]:
-        try:
-            guard.check(request, context)
-            async for item in behavior(request, context):
-                yield item
-        except ServiceError as exc:
-            await abort(context, exc)
-        except grpc.aio.AbortError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - the last resort: a bug becomes INTERNAL
-            await _internal(context, method, exc)
-
-    return handle
+async def _decoded(requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
+    async for request in requests:
+        if type(request) is Undecodable:
+            raise InvalidArgument("request", f"cannot be decoded ({request.reason})")
+        yield request
 
 
 async def _session_frames(
@@ -179,17 +165,45 @@ async def _session_frames(
         yield frame
 
 
-def _bidi(
-    method: str,
-    behavior: Callable[[AsyncIterator[Any], Any], Awaitable[None]],
-    authorizer: Authorizer | None,
-) -> Callable[[AsyncIterator[Any], Any], Awaitable[None]]:
-    async def handle(requests: AsyncIterator[Any], context: Any) -> None:
+FrameCheck = Callable[
+    [AsyncIterator[Any], Authorizer | None, TokenGrant | None], AsyncIterator[Any]
+]
+# Client-streaming methods whose messages are authorized one by one.
+_FRAME_CHECKS: dict[str, FrameCheck] = {"Session": _session_frames}
+
+
+async def _internal(context: Any, method: str, exc: BaseException) -> None:
+    logger.error("bug in %s; the caller gets INTERNAL", method, exc_info=exc)
+    await abort(context, Internal())
+
+
+Prepare = Callable[[Any, Any], Any]
+
+
+def _unary(
+    method: str, behavior: Callable[[Any, Any], Awaitable[Any]], prepare: Prepare
+) -> Callable[[Any, Any], Awaitable[Any]]:
+    async def handle(request: Any, context: Any) -> Any:
         try:
-            grant = None
-            if authorizer is not None:
-                grant = authorizer.authenticate(_authorization(context))
-            await behavior(_session_frames(requests, authorizer, grant), context)
+            return await behavior(prepare(request, context), context)
+        except ServiceError as exc:
+            await abort(context, exc)
+        except grpc.aio.AbortError:
+            raise  # the servicer already ended the call with its status
+        except Exception as exc:  # noqa: BLE001 - the last resort: a bug becomes INTERNAL
+            await _internal(context, method, exc)
+        return None  # pragma: no cover - abort raises
+
+    return handle
+
+
+def _stream(
+    method: str, behavior: Callable[[Any, Any], AsyncIterator[Any]], prepare: Prepare
+) -> Callable[[Any, Any], AsyncIterator[Any]]:
+    async def handle(request: Any, context: Any) -> AsyncIterator[Any]:
+        try:
+            async for item in behavior(prepare(request, context), context):
+                yield item
         except ServiceError as exc:
             await abort(context, exc)
         except grpc.aio.AbortError:
@@ -198,6 +212,15 @@ def _bidi(
             await _internal(context, method, exc)
 
     return handle
+
+
+# (client streaming, server streaming) -> gRPC's handler factory.
+_FACTORIES: dict[tuple[bool, bool], Callable[..., grpc.RpcMethodHandler]] = {
+    (False, False): grpc.unary_unary_rpc_method_handler,
+    (False, True): grpc.unary_stream_rpc_method_handler,
+    (True, False): grpc.stream_unary_rpc_method_handler,
+    (True, True): grpc.stream_stream_rpc_method_handler,
+}
 
 
 def add_purgatory_service(
@@ -211,23 +234,16 @@ def add_purgatory_service(
         response_cls = getattr(pb, method.output_type.name)
         guard = _Guard(name, authorizer)
         behavior = getattr(servicer, name)
-        if method.client_streaming:
-            handlers[name] = grpc.stream_stream_rpc_method_handler(
-                _bidi(name, behavior, authorizer),
-                request_deserializer=_deserializer(request_cls),
-                response_serializer=response_cls.SerializeToString,
-            )
-        elif method.server_streaming:
-            handlers[name] = grpc.unary_stream_rpc_method_handler(
-                _stream(name, behavior, guard),
-                request_deserializer=_deserializer(request_cls),
-                response_serializer=response_cls.SerializeToString,
-            )
-        else:
-            handlers[name] = grpc.unary_unary_rpc_method_handler(
-                _unary(name, behavior, guard),
-                request_deserializer=_deserializer(request_cls),
-                response_serializer=response_cls.SerializeToString,
-            )
+        prepare = guard.check_stream if method.client_streaming else guard.check
+        # An async generator yields its responses; a coroutine returns its one response,
+        # or (Session) writes its responses with context.write and returns None.
+        wrap = _stream if inspect.isasyncgenfunction(behavior) else _unary
+        handle = wrap(name, behavior, prepare)
+        factory = _FACTORIES[method.client_streaming, method.server_streaming]
+        handlers[name] = factory(
+            handle,
+            request_deserializer=_deserializer(request_cls),
+            response_serializer=response_cls.SerializeToString,
+        )
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))
     server.add_registered_method_handlers(SERVICE_NAME, handlers)

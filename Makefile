@@ -102,3 +102,8 @@ node-test: $(STAMP) node-build
 # The Node.js client's installed packages and build outputs (`make clean` leaves them).
 clean-node:
 	rm -rf $(NODE_DIR)/node_modules $(NODE_DIR)/dist $(NODE_DIR)/proto
+
+# The batching dispatcher against one RPC per signal (docs/benchmarks.md §9).
+.PHONY: bench-dispatcher
+bench-dispatcher: $(STAMP)
+	$(BIN)/python -m bench.dispatcher_bench

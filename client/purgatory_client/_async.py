@@ -18,7 +18,9 @@ from purgatory_proto.v1 import purgatory_pb2 as pb
 from purgatory_proto.v1 import purgatory_pb2_grpc as pb_grpc
 
 from purgatory_client import _base
+from purgatory_client._async_session import AsyncSession, OutcomeCallback
 from purgatory_client._base import DEFAULT_PURGATORY, ResumeCursor, ResumePolicy
+from purgatory_client._batcher import DispatcherConfig, TaskHolder
 from purgatory_client._models import (
     BatchSignalResult,
     Condition,
@@ -32,7 +34,9 @@ from purgatory_client._models import (
     Signal,
 )
 from purgatory_client._security import resolve_security
-from purgatory_client.errors import from_rpc_error
+from purgatory_client._session_base import DEFAULT_FRAME_SIZE, Backoff, WatchSet
+from purgatory_client.async_dispatcher import AsyncBatchingDispatcher, AsyncSessionTransport
+from purgatory_client.errors import PurgatoryError, from_rpc_error
 
 __all__ = ["AsyncPurgatoryClient"]
 
@@ -269,3 +273,109 @@ class AsyncPurgatoryClient:
             finally:
                 call.cancel()
             await asyncio.sleep(delay)
+
+    # ------------------------------------------------------------ session stream
+    def session(
+        self,
+        *,
+        purgatory: str | None = None,
+        on_outcome: OutcomeCallback | None = None,
+        outcome_buffer: int = 10_000,
+    ) -> AsyncSession:
+        """Open a Session stream (many watches, signals and force-completes per message;
+        each watched operation's outcome as soon as it ends). Must be called on the loop."""
+        return AsyncSession(
+            self._stub.Session(metadata=self._metadata),
+            self._name(purgatory),
+            on_outcome=on_outcome,
+            outcome_buffer=outcome_buffer,
+        )
+
+    async def watch_many(
+        self,
+        operations: Iterable[OperationSpec],
+        *,
+        frame_size: int = DEFAULT_FRAME_SIZE,
+        purgatory: str | None = None,
+    ) -> AsyncIterator[Event]:
+        """Register every operation on one stream and yield each outcome as it ends.
+
+        Operations without an id get a client-made one, so that a stream dropped by a
+        server restart (UNAVAILABLE) or for reading too slowly (RESOURCE_EXHAUSTED) is
+        re-opened and the watches still open are re-sent by id (no duplicates; ended
+        ones answer at once), with the client's ``ResumePolicy`` backoff. A frame the
+        server refuses (e.g. INVALID_ARGUMENT) raises its error.
+        """
+        watches = WatchSet(operations)
+        backoff = Backoff(self._resume)
+        while len(watches):
+            ready: list[Event] = []
+            wake = asyncio.Event()
+
+            def arrived(
+                event: Event, ready: list[Event] = ready, wake: asyncio.Event = wake
+            ) -> None:
+                ready.append(event)
+                wake.set()
+
+            session = self.session(purgatory=purgatory, on_outcome=arrived)
+            session.add_end_callback(wake.set)
+            try:
+                acks = []
+                for frame in watches.frames(frame_size):
+                    future = await session.submit(watches=frame)
+                    future.add_done_callback(lambda _, w=wake: w.set())  # type: ignore[misc]
+                    acks.append(future)
+                await session.done_writing()
+                while True:
+                    await wake.wait()
+                    wake.clear()
+                    batch, ready[:] = list(ready), []
+                    for event in batch:
+                        if watches.ended(event):
+                            backoff.progress()
+                            yield event
+                    for future in acks:
+                        if future.done() and not future.exception():
+                            error = future.result().error
+                            if error is not None:
+                                raise error
+                    if session.finished and not ready:
+                        break
+                if session.error is None:
+                    if len(watches):
+                        raise PurgatoryError(
+                            grpc.StatusCode.INTERNAL, f"{len(watches)} watches left unanswered"
+                        )
+                    return
+                delay = backoff.delay(session.error)
+            except PurgatoryError as exc:
+                if exc is not session.error:
+                    raise
+                delay = backoff.delay(exc)
+            finally:
+                await session.close()
+            await asyncio.sleep(delay)
+
+    def dispatcher(
+        self,
+        config: DispatcherConfig | None = None,
+        *,
+        purgatory: str | None = None,
+        on_outcome: OutcomeCallback | None = None,
+        on_permanent_error: Callable[[Sequence[TaskHolder], PurgatoryError], None] | None = None,
+    ) -> AsyncBatchingDispatcher:
+        """Eureka's batching dispatcher over a Session stream (see the sync client's);
+        call on the event loop, ``await shutdown()`` or use ``async with``."""
+        name = self._name(purgatory)
+        sink = on_outcome if on_outcome is not None else _discard
+
+        def open_session() -> AsyncSession:
+            return self.session(purgatory=name, on_outcome=sink)
+
+        transport = AsyncSessionTransport(open_session, self.timeout or 30.0)
+        return AsyncBatchingDispatcher(transport, config, on_permanent_error=on_permanent_error)
+
+
+def _discard(event: Event) -> None:
+    """Outcomes nobody asked for."""

@@ -6,7 +6,9 @@ Method names and arguments are identical to :class:`AsyncPurgatoryClient`'s.
 
 from __future__ import annotations
 
+import functools
 import os
+import queue
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from types import TracebackType
@@ -18,6 +20,7 @@ from purgatory_proto.v1 import purgatory_pb2_grpc as pb_grpc
 
 from purgatory_client import _base
 from purgatory_client._base import DEFAULT_PURGATORY, ResumeCursor, ResumePolicy
+from purgatory_client._batcher import DispatcherConfig, TaskHolder
 from purgatory_client._models import (
     BatchSignalResult,
     Condition,
@@ -31,7 +34,10 @@ from purgatory_client._models import (
     Signal,
 )
 from purgatory_client._security import resolve_security
-from purgatory_client.errors import from_rpc_error
+from purgatory_client._session_base import DEFAULT_FRAME_SIZE, Backoff, WatchSet
+from purgatory_client._sync_session import SyncSession
+from purgatory_client.dispatcher import BatchingDispatcher, SessionTransport
+from purgatory_client.errors import PurgatoryError, from_rpc_error
 
 __all__ = ["PurgatoryClient"]
 
@@ -283,3 +289,93 @@ class PurgatoryClient:
             finally:
                 call.cancel()
             time.sleep(delay)
+
+    # ------------------------------------------------------------ session stream
+    def session(
+        self,
+        *,
+        purgatory: str | None = None,
+        on_outcome: Callable[[Event], None] | None = None,
+        outcome_buffer: int = 10_000,
+    ) -> SyncSession:
+        """Open a Session stream (see :meth:`AsyncPurgatoryClient.session`)."""
+        return SyncSession(
+            functools.partial(self._stub.Session, metadata=self._metadata),
+            self._name(purgatory),
+            on_outcome=on_outcome,
+            outcome_buffer=outcome_buffer,
+            timeout=self.timeout,
+        )
+
+    def watch_many(
+        self,
+        operations: Iterable[OperationSpec],
+        *,
+        frame_size: int = DEFAULT_FRAME_SIZE,
+        purgatory: str | None = None,
+    ) -> Iterator[Event]:
+        """Register every operation on one stream and yield each outcome as it ends
+        (see :meth:`AsyncPurgatoryClient.watch_many`: same re-open and re-send rules)."""
+        watches = WatchSet(operations)
+        backoff = Backoff(self._resume)
+        while len(watches):
+            inbox: queue.SimpleQueue[Event | None] = queue.SimpleQueue()
+            session = self.session(purgatory=purgatory, on_outcome=inbox.put)
+            session.add_end_callback(lambda q=inbox: q.put(None))  # type: ignore[misc]
+            try:
+                acks = [session.submit(watches=frame) for frame in watches.frames(frame_size)]
+                for future in acks:
+                    future.add_done_callback(lambda _, q=inbox: q.put(None))  # type: ignore[misc]
+                session.done_writing()
+                while True:
+                    item = inbox.get()
+                    if item is not None:
+                        if watches.ended(item):
+                            backoff.progress()
+                            yield item
+                        continue
+                    for future in acks:
+                        if future.done() and not future.exception():
+                            error = future.result().error
+                            if error is not None:
+                                raise error
+                    if session.finished and inbox.empty():
+                        break
+                if session.error is None:
+                    if len(watches):
+                        raise PurgatoryError(
+                            grpc.StatusCode.INTERNAL, f"{len(watches)} watches left unanswered"
+                        )
+                    return
+                delay = backoff.delay(session.error)
+            except PurgatoryError as exc:
+                if exc is not session.error:
+                    raise
+                delay = backoff.delay(exc)
+            finally:
+                session.close()
+            time.sleep(delay)
+
+    def dispatcher(
+        self,
+        config: DispatcherConfig | None = None,
+        *,
+        purgatory: str | None = None,
+        on_outcome: Callable[[Event], None] | None = None,
+        on_permanent_error: Callable[[Sequence[TaskHolder], PurgatoryError], None] | None = None,
+    ) -> BatchingDispatcher:
+        """Eureka's batching dispatcher over a Session stream of this client (started;
+        ``shutdown()`` it, or use it as a context manager). Outcomes of watches it sends
+        go to ``on_outcome`` (on the stream's reader thread), or are dropped."""
+        name = self._name(purgatory)
+        sink = on_outcome if on_outcome is not None else _discard
+
+        def open_session() -> SyncSession:
+            return self.session(purgatory=name, on_outcome=sink)
+
+        transport = SessionTransport(open_session, self.timeout or 30.0)
+        return BatchingDispatcher(transport, config, on_permanent_error=on_permanent_error)
+
+
+def _discard(event: Event) -> None:
+    """Outcomes nobody asked for."""

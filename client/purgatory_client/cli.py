@@ -5,6 +5,7 @@
     purgatory force OPERATION_ID
     purgatory subscribe [--after SEQ] [--state completed] [--key K] [--limit N]
     purgatory purgatories [list | get NAME | create NAME | delete NAME]
+    purgatory batch signal|watch < lines   (one signal or watch per stdin line)
     purgatory health
 
 Results are printed as JSON (one object per line for ``subscribe``). The server address
@@ -28,6 +29,7 @@ from typing import Any, NoReturn
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from purgatory_client._cli_batch import add_batch_parser, run_batch
 from purgatory_client._models import Condition, OperationState, Signal
 from purgatory_client._security import Security, resolve_security
 from purgatory_client._sync import PurgatoryClient
@@ -142,6 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     admin.add_argument("name", nargs="?")
 
+    add_batch_parser(sub, parse_condition)
     sub.add_parser("health", help="exit 0 if the server reports SERVING")
     return parser
 
@@ -193,6 +196,8 @@ def _run(args: argparse.Namespace, client: PurgatoryClient) -> int:
         _emit({"completed": client.check_and_complete(args.key, sig)})
     elif args.command == "force":
         _emit(client.force_complete(args.operation_id))
+    elif args.command == "batch":
+        return run_batch(args, client, _emit)
     elif args.command == "subscribe":
         events = client.subscribe(
             after_sequence=args.after,

@@ -59,6 +59,7 @@ __all__ = [
     "StreamResetError",
     "UnauthenticatedError",
     "UnavailableError",
+    "error_for_code",
     "from_rpc_error",
     "invalid_argument",
 ]
@@ -261,3 +262,10 @@ def from_rpc_error(exc: grpc.RpcError) -> PurgatoryError:
     elif cls is FailedPreconditionError and INCARNATION in metadata:
         cls = StreamResetError
     return cls(code, details, metadata, _status_details(trailing))
+
+
+def error_for_code(
+    code: grpc.StatusCode, details: str, metadata: Mapping[str, str] | None = None
+) -> PurgatoryError:
+    """The PurgatoryError for a status carried in a message (a Session acknowledgement)."""
+    return _BY_CODE.get(code, ServerError)(code, details, metadata)

@@ -102,6 +102,11 @@ class PurgatoryServiceStub:
                 request_serializer=purgatory__proto_dot_v1_dot_purgatory__pb2.SubscribeRequest.SerializeToString,
                 response_deserializer=purgatory__proto_dot_v1_dot_purgatory__pb2.OperationEvent.FromString,
                 _registered_method=True)
+        self.Session = channel.stream_stream(
+                '/purgatory.v1.PurgatoryService/Session',
+                request_serializer=purgatory__proto_dot_v1_dot_purgatory__pb2.SessionRequest.SerializeToString,
+                response_deserializer=purgatory__proto_dot_v1_dot_purgatory__pb2.SessionResponse.FromString,
+                _registered_method=True)
 
 
 class PurgatoryServiceServicer:
@@ -202,6 +207,14 @@ class PurgatoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Session(self, request_iterator, context):
+        """Many watches, signals and force-completes on one stream; each operation's outcome is
+        sent as soon as it ends (see SessionRequest below).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_PurgatoryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -259,6 +272,11 @@ def add_PurgatoryServiceServicer_to_server(servicer, server):
                     servicer.Subscribe,
                     request_deserializer=purgatory__proto_dot_v1_dot_purgatory__pb2.SubscribeRequest.FromString,
                     response_serializer=purgatory__proto_dot_v1_dot_purgatory__pb2.OperationEvent.SerializeToString,
+            ),
+            'Session': grpc.stream_stream_rpc_method_handler(
+                    servicer.Session,
+                    request_deserializer=purgatory__proto_dot_v1_dot_purgatory__pb2.SessionRequest.FromString,
+                    response_serializer=purgatory__proto_dot_v1_dot_purgatory__pb2.SessionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -571,6 +589,33 @@ class PurgatoryService:
             '/purgatory.v1.PurgatoryService/Subscribe',
             purgatory__proto_dot_v1_dot_purgatory__pb2.SubscribeRequest.SerializeToString,
             purgatory__proto_dot_v1_dot_purgatory__pb2.OperationEvent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Session(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/purgatory.v1.PurgatoryService/Session',
+            purgatory__proto_dot_v1_dot_purgatory__pb2.SessionRequest.SerializeToString,
+            purgatory__proto_dot_v1_dot_purgatory__pb2.SessionResponse.FromString,
             options,
             channel_credentials,
             insecure,

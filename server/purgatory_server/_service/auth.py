@@ -12,6 +12,8 @@ Permissions (``admin`` implies the others on the same purgatories):
 - ``watch``: TryCompleteElseWatch, BatchTryCompleteElseWatch, GetOperation;
 - ``signal``: CheckAndComplete, BatchCheckAndComplete;
 - ``force``: ForceComplete;
+- a Session frame: ``watch``/``signal``/``force`` for its watches/signals/force-completes
+  (checked per frame by the edge);
 - ``subscribe``: Subscribe;
 - ``admin``: CreatePurgatory, DeletePurgatory.
 

@@ -58,6 +58,8 @@ class Limits:
     subscriber_buffer: int = 10_000
     max_tracked_values: int = 100_000
     finished_retained: int = 10_000
+    # Outcomes and acknowledgements one Session stream may have waiting to be sent.
+    session_buffer: int = 10_000
     # Per purgatory: the largest retained_events a purgatory may be configured with.
     max_retained_events: int = 1_000_000
     # Server-wide capacity (RESOURCE_EXHAUSTED: it frees up as operations end or

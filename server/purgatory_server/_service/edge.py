@@ -14,7 +14,9 @@
    (PERMISSION_DENIED). Health checking and reflection are other services and stay
    open. A client-streaming RPC is checked once when it starts (its messages may name
    several purgatories, so its rule names none) and each message as it arrives is
-   decoded the same careful way.
+   decoded the same careful way. ``Session`` frames are also authorized one by one
+   (:func:`_session_frames`): a frame the token may not send is acknowledged with
+   PERMISSION_DENIED and the stream goes on.
 3. **INTERNAL only for bugs, logged once.** A :class:`~.errors.ServiceError` becomes its
    status (:func:`~.errors.status_for`); any other exception is a bug: it is logged once
    with its traceback and the caller gets INTERNAL with a fixed message (never UNKNOWN,
@@ -25,6 +27,7 @@ Thread-safety: handlers run on the server's event loop; the wrappers hold no sta
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -33,8 +36,9 @@ import grpc
 from google.protobuf.message import DecodeError
 from purgatory_proto.v1 import purgatory_pb2 as pb
 
-from purgatory_server._service.auth import Authorizer, Permission
+from purgatory_server._service.auth import Authorizer, Permission, TokenGrant
 from purgatory_server._service.errors import Internal, InvalidArgument, ServiceError, abort
+from purgatory_server._service.session import RefusedFrame
 
 __all__ = ["METHOD_RULES", "Undecodable", "add_purgatory_service"]
 
@@ -58,6 +62,9 @@ METHOD_RULES: dict[str, tuple[Permission | None, str | None]] = {
     "BatchCheckAndComplete": (Permission.SIGNAL, "purgatory"),
     "ForceComplete": (Permission.FORCE, "purgatory"),
     "Subscribe": (Permission.SUBSCRIBE, "purgatory"),
+    # Any valid token may open a session; each frame needs WATCH, SIGNAL and/or FORCE on
+    # the purgatory it names (_session_frames).
+    "Session": (None, None),
 }
 
 
@@ -93,11 +100,12 @@ def _authorization(context: Any) -> str | None:
 class _Guard:
     """The checks every call of one method goes through before the servicer runs."""
 
-    __slots__ = ("_authorizer", "_field", "_permission")
+    __slots__ = ("_authorizer", "_field", "_frames", "_permission")
 
     def __init__(self, method: str, authorizer: Authorizer | None) -> None:
         self._authorizer = authorizer
         self._permission, self._field = METHOD_RULES.get(method, (Permission.ADMIN, None))
+        self._frames = _FRAME_CHECKS.get(method)
 
     def check(self, request: Any, context: Any) -> Any:
         """``request`` once it decoded and the caller may send it."""
@@ -115,9 +123,12 @@ class _Guard:
     def check_stream(self, requests: AsyncIterator[Any], context: Any) -> AsyncIterator[Any]:
         """A client-streaming call: the caller checked now, each message as it arrives."""
         authorizer = self._authorizer
+        grant = None
         if authorizer is not None:
             grant = authorizer.authenticate(_authorization(context))
             authorizer.authorize(grant, self._permission, None)
+        if self._frames is not None:
+            return self._frames(requests, authorizer, grant)
         return _decoded(requests)
 
 
@@ -126,6 +137,39 @@ async def _decoded(requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
         if type(request) is Undecodable:
             raise InvalidArgument("request", f"cannot be decoded ({request.reason})")
         yield request
+
+
+async def _session_frames(
+    frames: AsyncIterator[Any], authorizer: Authorizer | None, grant: TokenGrant | None
+) -> AsyncIterator[Any]:
+    """A Session's frames, decoded and authorized one by one.
+
+    An undecodable frame ends the stream (INVALID_ARGUMENT: without its request_id the
+    client could not match an acknowledgement to it). A frame the token may not send
+    becomes a :class:`RefusedFrame`, acknowledged with PERMISSION_DENIED; the stream goes on.
+    """
+    async for frame in frames:
+        if type(frame) is Undecodable:
+            raise InvalidArgument("request", f"cannot be decoded ({frame.reason})")
+        if authorizer is not None and grant is not None:
+            try:
+                if frame.watches:
+                    authorizer.authorize(grant, Permission.WATCH, frame.purgatory)
+                if frame.signals:
+                    authorizer.authorize(grant, Permission.SIGNAL, frame.purgatory)
+                if frame.force_complete:
+                    authorizer.authorize(grant, Permission.FORCE, frame.purgatory)
+            except ServiceError as exc:
+                yield RefusedFrame(frame.request_id, exc)
+                continue
+        yield frame
+
+
+FrameCheck = Callable[
+    [AsyncIterator[Any], Authorizer | None, TokenGrant | None], AsyncIterator[Any]
+]
+# Client-streaming methods whose messages are authorized one by one.
+_FRAME_CHECKS: dict[str, FrameCheck] = {"Session": _session_frames}
 
 
 async def _internal(context: Any, method: str, exc: BaseException) -> None:
@@ -191,7 +235,10 @@ def add_purgatory_service(
         guard = _Guard(name, authorizer)
         behavior = getattr(servicer, name)
         prepare = guard.check_stream if method.client_streaming else guard.check
-        handle = (_stream if method.server_streaming else _unary)(name, behavior, prepare)
+        # An async generator yields its responses; a coroutine returns its one response,
+        # or (Session) writes its responses with context.write and returns None.
+        wrap = _stream if inspect.isasyncgenfunction(behavior) else _unary
+        handle = wrap(name, behavior, prepare)
         factory = _FACTORIES[method.client_streaming, method.server_streaming]
         handlers[name] = factory(
             handle,

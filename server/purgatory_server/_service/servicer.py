@@ -49,6 +49,7 @@ from purgatory_server._service.limits import (
 )
 from purgatory_server._service.purgatory import NamedPurgatory
 from purgatory_server._service.registry import PurgatoryRegistry
+from purgatory_server._service.session import SessionStream
 from purgatory_server._service.waiters import wait_for_outcomes
 
 __all__ = ["METADATA_INCARNATION", "METADATA_START_AFTER", "PurgatoryServicer"]
@@ -198,3 +199,7 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
                     yield event_to_proto(outcome)
         finally:
             purgatory.unsubscribe(subscriber)
+
+    async def Session(self, request_iterator: AsyncIterator[Any], context: Any) -> None:
+        """The bidirectional session (see :mod:`.session`)."""
+        await SessionStream(self._registry, self._loop).run(request_iterator, context)

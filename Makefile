@@ -6,6 +6,7 @@ STAMP  := $(VENV)/.installed-stamp
 EXTRAS := dev,server,client
 
 .PHONY: help install serve test lint typecheck unit stubs check-stubs bench clean system-deps
+.PHONY: node-deps buf-lint buf-breaking node-build node-test clean-node
 
 # Debian packages that some tests need (each feature appends its own line below).
 # `make test` installs the missing ones when it runs as root; otherwise it says which are
@@ -57,7 +58,7 @@ system-deps:
 	  else echo "not root: missing Debian packages:$$missing (tests needing them are skipped)"; fi; \
 	fi
 
-test: system-deps lint typecheck check-stubs unit
+test: system-deps lint typecheck check-stubs buf-lint buf-breaking unit node-test
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.timer_scaling
@@ -66,6 +67,48 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .mypy_cache .pytest_cache .ruff_cache
+
+# ---------------------------------------------------------------- Node.js client and buf
+# client/node holds the Node.js client and the toolchain that checks the proto (the buf
+# CLI comes from the @bufbuild/buf npm package). `npm ci` installs exactly the committed
+# lockfile; the stamp re-runs it when the lockfile changes.
+NODE_DIR   := client/node
+NODE_STAMP := $(NODE_DIR)/node_modules/.ci-stamp
+BUF        := $(NODE_DIR)/node_modules/.bin/buf
+
+$(NODE_STAMP): $(NODE_DIR)/package-lock.json
+	cd $(NODE_DIR) && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+node-deps: $(NODE_STAMP)
+
+# buf's STANDARD lint rules (exceptions, with reasons, in proto/buf.yaml).
+buf-lint: $(NODE_STAMP)
+	$(BUF) lint proto
+	@echo "buf lint: proto/ passes the STANDARD rules"
+
+# Fails on a change that breaks the contract main published (proto/check-breaking.sh).
+buf-breaking: $(NODE_STAMP)
+	BUF=$(BUF) proto/check-breaking.sh
+
+# Compile the TypeScript client (type declarations included) into client/node/dist.
+node-build: $(NODE_STAMP)
+	cd $(NODE_DIR) && npm run --silent build
+
+# node --test against real Python servers (from .venv) on 127.0.0.1:0; prints the runner's
+# summary and fails if any test fails.
+NODE_TESTS := $(NODE_DIR)/test/*.test.mjs
+node-test: $(STAMP) node-build
+	node --test --test-reporter=spec --test-concurrency=1 --test-timeout=120000 $(NODE_TESTS)
+
+# The Node.js client's installed packages and build outputs (`make clean` leaves them).
+clean-node:
+	rm -rf $(NODE_DIR)/node_modules $(NODE_DIR)/dist $(NODE_DIR)/proto
+
+# The batching dispatcher against one RPC per signal (docs/benchmarks.md §9).
+.PHONY: bench-dispatcher
+bench-dispatcher: $(STAMP)
+	$(BIN)/python -m bench.dispatcher_bench
 
 # The Spark pipeline (docs/pipeline.md): ingest the journals of `make serve`'s data
 # directory (durable purgatories only) and write the report. Local Spark (local[*]).

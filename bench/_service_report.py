@@ -1,4 +1,4 @@
-"""The service benchmark's result type and its report (split out of service_bench.py).
+"""The service benchmark's result type, driver loop and report (split out of service_bench.py).
 
 ``Run`` holds one scenario's counts and latencies; ``report`` prints the tables and the
 acceptance ratios of issue 3 and returns them for the JSON file.
@@ -7,7 +7,10 @@ acceptance ratios of issue 3 and returns them for the JSON file.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import statistics
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +21,7 @@ REDIS_UNB = "redis BLPOP/LPUSH, unbatched"
 REDIS_PIPE = "redis BLPOP/LPUSH, pipelined"
 UNB = ("bare grpc.aio, unbatched", "purgatory, unbatched")
 BAT = ("bare grpc.aio, batch form", "purgatory, batch form")
+STREAM = ("bare grpc.aio, stream form", "purgatory, stream form")
 
 
 @dataclass
@@ -48,6 +52,20 @@ class Run:
         ]
 
 
+Worker = Callable[[int, Run, float], Awaitable[None]]
+
+
+async def drive(run: Run, workers: int, worker: Worker, duration: float, warmup: float) -> Run:
+    """Warm up, then let ``workers`` loop for ``duration`` seconds and count their pairs."""
+    scratch = Run(run.name, run.concurrency)
+    end = time.perf_counter() + warmup
+    await asyncio.gather(*(worker(w, scratch, end) for w in range(workers)))
+    start = time.perf_counter()
+    await asyncio.gather(*(worker(w, run, start + duration) for w in range(workers)))
+    run.seconds = time.perf_counter() - start
+    return run
+
+
 def report(result: dict[str, Any], a: argparse.Namespace) -> dict[str, Any]:
     runs: list[Run] = result["runs"]
     by = {r.name: r for r in runs}
@@ -63,18 +81,22 @@ def report(result: dict[str, Any], a: argparse.Namespace) -> dict[str, Any]:
         "purgatory, unbatched": bare_u,
         "purgatory, batch form": best,
         "bare grpc.aio, batch form": best,
+        STREAM[0]: best,
+        STREAM[1]: best,
         "redis BLPOP/LPUSH, unbatched": bare_u,
     }
     label = f"purgatory @{a.compare_label}"
     if a.compare_src:
         baselines[f"{label}, unbatched"] = bare_u
         baselines[f"{label}, batch form"] = best
+        baselines[f"{label}, stream form"] = best
     headers = ["system", "in flight", "pairs", "pairs/s", "p50 ms", "p99 ms", "re-signals", "ratio"]
     print(markdown_table(headers, [r.row(baselines.get(r.name)) for r in runs]))
     print()
     print(
         "ratio: purgatory unbatched and redis unbatched vs bare grpc.aio unbatched; "
-        "batch forms vs the fastest redis run with the same number of waiting operations"
+        "batch and stream forms vs the fastest redis run with the same number of waiting "
+        "operations"
         f" ({redis_best.name if redis_best else 'none'})."
     )
     print()
@@ -108,9 +130,16 @@ def report(result: dict[str, Any], a: argparse.Namespace) -> dict[str, Any]:
         "batch vs redis batch form (pipelined BLPOPs)": ratio(BAT[1], REDIS_BATCH),
         "batch vs redis unbatched": ratio(BAT[1], REDIS_UNB),
         "batch vs bare grpc.aio batch form": ratio(BAT[1], BAT[0]),
+        "stream vs batch form": ratio(STREAM[1], BAT[1]),
+        "stream vs fastest redis (same in flight)": ratio(STREAM[1], REDIS_PIPE, REDIS_BATCH),
+        "stream vs bare grpc.aio stream form": ratio(STREAM[1], STREAM[0]),
     }
     if a.compare_src:
-        for form, name in (("unbatched", UNB[1]), ("batch form", BAT[1])):
+        for form, name in (
+            ("unbatched", UNB[1]),
+            ("batch form", BAT[1]),
+            ("stream form", STREAM[1]),
+        ):
             checks[f"{form}: this tree vs {a.compare_label}"] = ratio(name, f"{label}, {form}")
     print()
     print("ratios: median of the per-round ratios [each round] (ratio of the totals)")

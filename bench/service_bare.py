@@ -4,7 +4,10 @@ resolve an asyncio Future, with the same messages as the real service.
 ``python -m bench.service_bare --port N`` serves ``TryCompleteElseWatch`` (the long-poll:
 a Future per key, awaited) and ``CheckAndComplete`` (resolves the key's Futures), their
 batch forms and a GetPurgatory that counts parked calls, and nothing else: no engine,
-no timer, no sequence, no subscribers.
+no timer, no sequence, no subscribers. Its ``Session`` answers the streaming shape the
+same way: a watch frame is acknowledged with a status per watch; a signal frame resolves
+the keys' watches and answers with one message holding the acknowledgement and their
+outcomes.
 Whatever the real server does beyond this is the engine's and the service's cost.
 """
 
@@ -22,6 +25,7 @@ from purgatory_server._service import ServerConfig
 from purgatory_server._service.app import server_options
 
 COMPLETED = pb.OPERATION_STATE_COMPLETED
+WATCHING = pb.OPERATION_STATE_WATCHING
 
 
 class BareServicer(pb_grpc.PurgatoryServiceServicer):  # type: ignore[misc]
@@ -68,6 +72,27 @@ class BareServicer(pb_grpc.PurgatoryServiceServicer):  # type: ignore[misc]
     async def BatchCheckAndComplete(self, request: Any, context: Any) -> Any:
         counts = [self._resolve(s.key) for s in request.signals]
         return pb.BatchCheckAndCompleteResponse(completed=sum(counts), completed_per_signal=counts)
+
+    async def Session(self, request_iterator: Any, context: Any) -> Any:
+        waiting: dict[str, str] = {}  # key -> operation id, per stream
+        serial = 0
+        async for frame in request_iterator:
+            ack = pb.SessionAck(request_id=frame.request_id)
+            add = ack.operations.add
+            for op in frame.watches:
+                serial += 1
+                op_id = op.operation_id or f"s{serial}"
+                waiting[op.keys[0]] = op_id
+                add(operation_id=op_id, state=WATCHING, created=True)
+            events = []
+            for sig in frame.signals:
+                op_id = waiting.pop(sig.key, None)
+                ack.completed_per_signal.append(0 if op_id is None else 1)
+                if op_id is not None:
+                    events.append(
+                        pb.OperationEvent(operation_id=op_id, state=COMPLETED, keys=[sig.key])
+                    )
+            yield pb.SessionResponse(ack=ack, outcomes=events)
 
 
 async def serve(port: int, max_concurrent_rpcs: int | None) -> None:

@@ -9,6 +9,9 @@ shares a GIL with it), the load generator in this process:
 - **purgatory**, batch form: ``BatchTryCompleteElseWatch(wait=true)`` of B operations +
   ``BatchCheckAndComplete`` of their B keys;
 - the bare server's batch form, for reference;
+- the **stream form** (``bench._service_stream``): ``--streams`` Session streams, each
+  with B watches then B signals in flight per frame pair, on the purgatory and on the
+  bare server given the same streaming shape;
 - **Redis** (Debian's ``redis-server`` on a loopback port, redis-py asyncio with the
   hiredis parser): ``BLPOP`` + ``LPUSH`` at the unbatched concurrency, and twice at the
   batch form's concurrency: one BLPOP connection per waiting operation with the B
@@ -44,7 +47,18 @@ from purgatory_proto.v1 import purgatory_pb2_grpc as pb_grpc
 from purgatory_server._service import ServerConfig
 
 from bench._common import write_json
-from bench._service_report import BAT, REDIS_BATCH, REDIS_PIPE, REDIS_UNB, UNB, Run, report
+from bench._service_report import (
+    BAT,
+    REDIS_BATCH,
+    REDIS_PIPE,
+    REDIS_UNB,
+    STREAM,
+    UNB,
+    Run,
+    drive,
+    report,
+)
+from bench._service_stream import grpc_stream
 
 OWN_CONNECTION = [("grpc.use_local_subchannel_pool", 1)]
 
@@ -99,20 +113,6 @@ def bare_cmd(port: int, max_concurrent_rpcs: int | None) -> list[str]:
 async def wait_ready(target: str) -> None:
     async with grpc.aio.insecure_channel(target) as channel:
         await asyncio.wait_for(channel.channel_ready(), 30)
-
-
-Worker = Callable[[int, Run, float], Awaitable[None]]
-
-
-async def drive(run: Run, workers: int, worker: Worker, duration: float, warmup: float) -> Run:
-    """Warm up, then let ``workers`` loop for ``duration`` seconds and count their pairs."""
-    scratch = Run(run.name, run.concurrency)
-    end = time.perf_counter() + warmup
-    await asyncio.gather(*(worker(w, scratch, end) for w in range(workers)))
-    start = time.perf_counter()
-    await asyncio.gather(*(worker(w, run, start + duration) for w in range(workers)))
-    run.seconds = time.perf_counter() - start
-    return run
 
 
 def _watch(key: str, wait: bool = True) -> Any:
@@ -401,6 +401,8 @@ async def main_async(a: argparse.Namespace) -> dict[str, Any]:
             ("purgatory, unbatched", lambda: grpc_unbatched(UNB[1], purg_target, c, a)),
             ("bare grpc.aio, batch form", lambda: grpc_batched(BAT[0], bare_target, a)),
             ("purgatory, batch form", lambda: grpc_batched(BAT[1], purg_target, a)),
+            (STREAM[0], lambda: grpc_stream(STREAM[0], bare_target, a)),
+            (STREAM[1], lambda: grpc_stream(STREAM[1], purg_target, a)),
         ]
         if a.compare_src:
             # The same scenarios against a server run from another source tree (e.g. the
@@ -415,6 +417,7 @@ async def main_async(a: argparse.Namespace) -> dict[str, Any]:
             scenarios += [
                 (f"{label}, unbatched", lambda: grpc_unbatched(f"{label}, u", o_target, c, a)),
                 (f"{label}, batch form", lambda: grpc_batched(f"{label}, b", o_target, a)),
+                (f"{label}, stream form", lambda: grpc_stream(f"{label}, s", o_target, a)),
             ]
         redis_server = shutil.which("redis-server")
         if redis_server and not a.skip_redis:
@@ -467,6 +470,7 @@ def main() -> None:
     parser.add_argument("--channels", type=int, default=2, help="client connections")
     parser.add_argument("--batch-workers", type=int, default=4)
     parser.add_argument("--batch-size", type=int, default=100)
+    parser.add_argument("--streams", type=int, default=4, help="Session streams (stream form)")
     parser.add_argument("--burst", type=int, default=10_000)
     parser.add_argument("--skip-redis", action="store_true")
     parser.add_argument(

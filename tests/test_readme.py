@@ -23,10 +23,20 @@ def test_engine_example_runs() -> None:
 
 
 def test_client_example_runs_against_a_real_server() -> None:
-    code = _block("PurgatoryClient(")
+    code = _block("Condition.all_keys()")
     with ServerThread() as st:
         code = code.replace('"127.0.0.1:50051"', repr(st.target))
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
             exec(compile(code, "README.md", "exec"), {})
     assert out.getvalue().strip() == "COMPLETED"
+
+
+def test_many_operations_example_runs_against_a_real_server() -> None:
+    code = _block("watch_many")
+    with ServerThread() as st:
+        code = code.replace('"127.0.0.1:50051"', repr(st.target))
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            exec(compile(code, "README.md", "exec"), {})
+    assert out.getvalue().split("\n")[:2] == ["ack-0 COMPLETED", "ack-1 EXPIRED"]

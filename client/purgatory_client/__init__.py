@@ -2,11 +2,22 @@
 
 ``PurgatoryClient`` (blocking) and ``AsyncPurgatoryClient`` (asyncio) have the same
 methods; results are frozen dataclasses from ``purgatory_client._models`` re-exported
-here, errors come from the single tree in :mod:`purgatory_client.errors`.
+here, errors come from the single tree in :mod:`purgatory_client.errors`. ``session()``
+opens the streaming Session RPC; ``watch_many()`` rides it; :class:`BatchingDispatcher`
+and :class:`AsyncBatchingDispatcher` are Eureka's task batcher over it.
 """
 
 from purgatory_client._async import AsyncPurgatoryClient
+from purgatory_client._async_session import AsyncSession
 from purgatory_client._base import ResumePolicy
+from purgatory_client._batcher import (
+    DispatcherConfig,
+    DispatcherCounters,
+    ProcessingResult,
+    TaskExpiredError,
+    TaskOverflowError,
+)
+from purgatory_client._dispatch_tasks import ForceCompleteTask, SignalTask, WatchTask
 from purgatory_client._models import (
     BatchSignalResult,
     Condition,
@@ -21,7 +32,11 @@ from purgatory_client._models import (
     PurgatoryInfo,
     Signal,
 )
+from purgatory_client._session_base import SessionAck
 from purgatory_client._sync import PurgatoryClient
+from purgatory_client._sync_session import SyncSession
+from purgatory_client.async_dispatcher import AsyncBatchingDispatcher, AsyncSessionTransport
+from purgatory_client.dispatcher import BatchingDispatcher, SessionTransport
 from purgatory_client.errors import (
     AlreadyExistsError,
     CancelledError,
@@ -42,15 +57,22 @@ from purgatory_client.errors import (
 
 __all__ = [
     "AlreadyExistsError",
+    "AsyncBatchingDispatcher",
     "AsyncPurgatoryClient",
+    "AsyncSession",
+    "AsyncSessionTransport",
     "BatchSignalResult",
+    "BatchingDispatcher",
     "CancelledError",
     "Condition",
     "ConditionKind",
     "DeadlineExceededError",
+    "DispatcherConfig",
+    "DispatcherCounters",
     "Event",
     "FailedPreconditionError",
     "ForceCompleteResult",
+    "ForceCompleteTask",
     "InvalidArgumentError",
     "NotFoundError",
     "OperationResult",
@@ -59,6 +81,7 @@ __all__ = [
     "OperationStatus",
     "OutOfRangeError",
     "PermissionDeniedError",
+    "ProcessingResult",
     "PurgatoryClient",
     "PurgatoryConfig",
     "PurgatoryError",
@@ -66,9 +89,16 @@ __all__ = [
     "ResourceExhaustedError",
     "ResumePolicy",
     "ServerError",
+    "SessionAck",
+    "SessionTransport",
     "Signal",
+    "SignalTask",
     "SlowSubscriberError",
     "StreamResetError",
+    "SyncSession",
+    "TaskExpiredError",
+    "TaskOverflowError",
     "UnauthenticatedError",
     "UnavailableError",
+    "WatchTask",
 ]

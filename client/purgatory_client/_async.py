@@ -8,6 +8,7 @@ call (the operation stays in the purgatory).
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from types import TracebackType
 from typing import Any
@@ -17,7 +18,9 @@ from purgatory_proto.v1 import purgatory_pb2 as pb
 from purgatory_proto.v1 import purgatory_pb2_grpc as pb_grpc
 
 from purgatory_client import _base
+from purgatory_client._async_session import AsyncSession, OutcomeCallback
 from purgatory_client._base import DEFAULT_PURGATORY, ResumeCursor, ResumePolicy
+from purgatory_client._batcher import DispatcherConfig, TaskHolder
 from purgatory_client._models import (
     BatchSignalResult,
     Condition,
@@ -30,7 +33,10 @@ from purgatory_client._models import (
     PurgatoryInfo,
     Signal,
 )
-from purgatory_client.errors import from_rpc_error
+from purgatory_client._security import resolve_security
+from purgatory_client._session_base import DEFAULT_FRAME_SIZE, Backoff, WatchSet
+from purgatory_client.async_dispatcher import AsyncBatchingDispatcher, AsyncSessionTransport
+from purgatory_client.errors import PurgatoryError, from_rpc_error
 
 __all__ = ["AsyncPurgatoryClient"]
 
@@ -47,11 +53,31 @@ class AsyncPurgatoryClient:
         channel: grpc.aio.Channel | None = None,
         resume: ResumePolicy | None = None,
         options: Sequence[tuple[str, Any]] = (),
+        token: str | None = None,
+        tls: bool | None = None,
+        tls_ca: str | os.PathLike[str] | None = None,
+        tls_cert: str | os.PathLike[str] | None = None,
+        tls_key: str | os.PathLike[str] | None = None,
+        trust_env: bool = True,
     ) -> None:
-        self._owns_channel = channel is None
-        self._channel = (
-            channel if channel is not None else grpc.aio.insecure_channel(target, options)
+        security = resolve_security(
+            token=token,
+            tls=tls,
+            tls_ca=tls_ca,
+            tls_cert=tls_cert,
+            tls_key=tls_key,
+            trust_env=trust_env,
         )
+        self._metadata = security.metadata
+        credentials = security.channel_credentials()
+        self._owns_channel = channel is None
+        self._channel: grpc.aio.Channel
+        if channel is not None:
+            self._channel = channel
+        elif credentials is not None:
+            self._channel = grpc.aio.secure_channel(target, credentials, options)
+        else:
+            self._channel = grpc.aio.insecure_channel(target, options)
         self._stub = pb_grpc.PurgatoryServiceStub(self._channel)  # type: ignore[no-untyped-call]
         self.purgatory = purgatory
         self.timeout = timeout
@@ -77,7 +103,7 @@ class AsyncPurgatoryClient:
         self, method: Callable[..., Awaitable[Any]], request: Any, timeout: float | None
     ) -> Any:
         try:
-            return await method(request, timeout=timeout)
+            return await method(request, timeout=timeout, metadata=self._metadata)
         except grpc.RpcError as exc:
             raise from_rpc_error(exc) from None
 
@@ -88,12 +114,14 @@ class AsyncPurgatoryClient:
     async def create_purgatory(
         self, name: str, config: PurgatoryConfig | None = None
     ) -> PurgatoryInfo:
-        req = pb.CreatePurgatoryRequest(name=name, config=_base.config_to_proto(config))
+        req = pb.CreatePurgatoryRequest(
+            name=_base.name_field("name", name), config=_base.config_to_proto(config)
+        )
         resp = await self._call(self._stub.CreatePurgatory, req, self.timeout)
         return _base.info_from_proto(resp.purgatory)
 
     async def delete_purgatory(self, name: str) -> int:
-        req = pb.DeletePurgatoryRequest(name=name)
+        req = pb.DeletePurgatoryRequest(name=_base.name_field("name", name))
         return int((await self._call(self._stub.DeletePurgatory, req, self.timeout)).cancelled)
 
     async def list_purgatories(self) -> list[PurgatoryInfo]:
@@ -103,7 +131,7 @@ class AsyncPurgatoryClient:
         return [_base.info_from_proto(p) for p in resp.purgatories]
 
     async def get_purgatory(self, name: str | None = None) -> PurgatoryInfo:
-        req = pb.GetPurgatoryRequest(name=self._name(name))
+        req = pb.GetPurgatoryRequest(name=_base.name_field("name", self._name(name)))
         resp = await self._call(self._stub.GetPurgatory, req, self.timeout)
         return _base.info_from_proto(resp.purgatory)
 
@@ -188,13 +216,19 @@ class AsyncPurgatoryClient:
     async def force_complete(
         self, operation_id: str, *, purgatory: str | None = None
     ) -> ForceCompleteResult:
-        req = pb.ForceCompleteRequest(purgatory=self._name(purgatory), operation_id=operation_id)
+        req = pb.ForceCompleteRequest(
+            purgatory=_base.name_field("purgatory", self._name(purgatory)),
+            operation_id=_base.name_field("operation_id", operation_id),
+        )
         return _base.force_from_proto(await self._call(self._stub.ForceComplete, req, self.timeout))
 
     async def get_operation(
         self, operation_id: str, *, purgatory: str | None = None
     ) -> OperationStatus:
-        req = pb.GetOperationRequest(purgatory=self._name(purgatory), operation_id=operation_id)
+        req = pb.GetOperationRequest(
+            purgatory=_base.name_field("purgatory", self._name(purgatory)),
+            operation_id=_base.name_field("operation_id", operation_id),
+        )
         resp = await self._call(self._stub.GetOperation, req, self.timeout)
         return _base.status_from_proto(resp.operation)
 
@@ -226,7 +260,7 @@ class AsyncPurgatoryClient:
                 operation_id_prefix,
                 incarnation=cursor.incarnation,
             )
-            call = self._stub.Subscribe(req)
+            call = self._stub.Subscribe(req, metadata=self._metadata)
             try:
                 cursor.started(tuple((await call.initial_metadata()) or ()))
                 async for msg in call:
@@ -239,3 +273,109 @@ class AsyncPurgatoryClient:
             finally:
                 call.cancel()
             await asyncio.sleep(delay)
+
+    # ------------------------------------------------------------ session stream
+    def session(
+        self,
+        *,
+        purgatory: str | None = None,
+        on_outcome: OutcomeCallback | None = None,
+        outcome_buffer: int = 10_000,
+    ) -> AsyncSession:
+        """Open a Session stream (many watches, signals and force-completes per message;
+        each watched operation's outcome as soon as it ends). Must be called on the loop."""
+        return AsyncSession(
+            self._stub.Session(metadata=self._metadata),
+            self._name(purgatory),
+            on_outcome=on_outcome,
+            outcome_buffer=outcome_buffer,
+        )
+
+    async def watch_many(
+        self,
+        operations: Iterable[OperationSpec],
+        *,
+        frame_size: int = DEFAULT_FRAME_SIZE,
+        purgatory: str | None = None,
+    ) -> AsyncIterator[Event]:
+        """Register every operation on one stream and yield each outcome as it ends.
+
+        Operations without an id get a client-made one, so that a stream dropped by a
+        server restart (UNAVAILABLE) or for reading too slowly (RESOURCE_EXHAUSTED) is
+        re-opened and the watches still open are re-sent by id (no duplicates; ended
+        ones answer at once), with the client's ``ResumePolicy`` backoff. A frame the
+        server refuses (e.g. INVALID_ARGUMENT) raises its error.
+        """
+        watches = WatchSet(operations)
+        backoff = Backoff(self._resume)
+        while len(watches):
+            ready: list[Event] = []
+            wake = asyncio.Event()
+
+            def arrived(
+                event: Event, ready: list[Event] = ready, wake: asyncio.Event = wake
+            ) -> None:
+                ready.append(event)
+                wake.set()
+
+            session = self.session(purgatory=purgatory, on_outcome=arrived)
+            session.add_end_callback(wake.set)
+            try:
+                acks = []
+                for frame in watches.frames(frame_size):
+                    future = await session.submit(watches=frame)
+                    future.add_done_callback(lambda _, w=wake: w.set())  # type: ignore[misc]
+                    acks.append(future)
+                await session.done_writing()
+                while True:
+                    await wake.wait()
+                    wake.clear()
+                    batch, ready[:] = list(ready), []
+                    for event in batch:
+                        if watches.ended(event):
+                            backoff.progress()
+                            yield event
+                    for future in acks:
+                        if future.done() and not future.exception():
+                            error = future.result().error
+                            if error is not None:
+                                raise error
+                    if session.finished and not ready:
+                        break
+                if session.error is None:
+                    if len(watches):
+                        raise PurgatoryError(
+                            grpc.StatusCode.INTERNAL, f"{len(watches)} watches left unanswered"
+                        )
+                    return
+                delay = backoff.delay(session.error)
+            except PurgatoryError as exc:
+                if exc is not session.error:
+                    raise
+                delay = backoff.delay(exc)
+            finally:
+                await session.close()
+            await asyncio.sleep(delay)
+
+    def dispatcher(
+        self,
+        config: DispatcherConfig | None = None,
+        *,
+        purgatory: str | None = None,
+        on_outcome: OutcomeCallback | None = None,
+        on_permanent_error: Callable[[Sequence[TaskHolder], PurgatoryError], None] | None = None,
+    ) -> AsyncBatchingDispatcher:
+        """Eureka's batching dispatcher over a Session stream (see the sync client's);
+        call on the event loop, ``await shutdown()`` or use ``async with``."""
+        name = self._name(purgatory)
+        sink = on_outcome if on_outcome is not None else _discard
+
+        def open_session() -> AsyncSession:
+            return self.session(purgatory=name, on_outcome=sink)
+
+        transport = AsyncSessionTransport(open_session, self.timeout or 30.0)
+        return AsyncBatchingDispatcher(transport, config, on_permanent_error=on_permanent_error)
+
+
+def _discard(event: Event) -> None:
+    """Outcomes nobody asked for."""

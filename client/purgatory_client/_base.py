@@ -26,6 +26,7 @@ from typing import Any, cast
 
 from purgatory_proto.v1 import purgatory_pb2 as pb
 
+from purgatory_client._checks import converting, int64, key_list, text, uint
 from purgatory_client._models import (
     BatchSignalResult,
     Condition,
@@ -40,7 +41,13 @@ from purgatory_client._models import (
     PurgatoryInfo,
     Signal,
 )
-from purgatory_client.errors import PurgatoryError, SlowSubscriberError, UnavailableError
+from purgatory_client.errors import (
+    InvalidArgumentError,
+    PurgatoryError,
+    SlowSubscriberError,
+    UnavailableError,
+    invalid_argument,
+)
 
 __all__ = ["DEFAULT_PURGATORY", "ResumeCursor", "ResumePolicy"]
 
@@ -50,7 +57,9 @@ INCARNATION = "purgatory-incarnation"
 
 
 # ---------------------------------------------------------------- requests
-def condition_to_proto(condition: Condition | None) -> Any:
+def condition_to_proto(condition: Condition | None, field: str = "condition") -> Any:
+    if condition is not None and not isinstance(condition, Condition):
+        raise invalid_argument(field, f"expected a Condition, got {type(condition).__name__}")
     if condition is None or condition.kind is ConditionKind.ANY_KEY:
         return pb.Condition(any_key=pb.AnyKeyCondition())
     kind = condition.kind
@@ -59,25 +68,50 @@ def condition_to_proto(condition: Condition | None) -> Any:
     if kind is ConditionKind.MIN_SIGNALS:
         return pb.Condition(
             min_signals=pb.MinSignalsCondition(
-                count=condition.count, distinct_sources=condition.distinct_sources
+                count=uint(f"{field}.count", condition.count, 32),
+                distinct_sources=condition.distinct_sources,
             )
         )
     if kind is ConditionKind.SUM_AT_LEAST:
-        return pb.Condition(sum_at_least=pb.SumAtLeastCondition(threshold=condition.threshold))
+        threshold = int64(f"{field}.threshold", condition.threshold)
+        return pb.Condition(sum_at_least=pb.SumAtLeastCondition(threshold=threshold))
+    targets = {
+        text(f"{field}.targets", k): int64(f"{field}.targets[{k[:50]!r}]", v)
+        for k, v in condition.targets.items()
+    }
     return pb.Condition(
         values_at_least=pb.ValuesAtLeastCondition(
-            targets=dict(condition.targets), default_target=condition.default_target
+            targets=targets,
+            default_target=int64(f"{field}.default_target", condition.default_target),
         )
     )
 
 
-def signal_to_proto(signal: Signal | None) -> Any:
+def signal_to_proto(signal: Signal | None, field: str = "signal") -> Any:
     if signal is None:
         return pb.Signal()
-    msg = pb.Signal(amount=signal.amount, source=signal.source, data=signal.data)
-    if signal.value is not None:
-        msg.value = signal.value
+    if not isinstance(signal, Signal):
+        raise invalid_argument(field, f"expected a Signal, got {type(signal).__name__}")
+    with converting(field):
+        msg = pb.Signal(
+            amount=int64(f"{field}.amount", signal.amount),
+            source=text(f"{field}.source", signal.source),
+            data=signal.data,
+        )
+        if signal.value is not None:
+            msg.value = int64(f"{field}.value", signal.value)
     return msg
+
+
+def _checked_watch(
+    purgatory: Any, keys: Any, timeout_ms: Any, condition: Any, operation_id: Any
+) -> None:
+    """Raise the precise InvalidArgumentError for a watch the fast path refused."""
+    text("purgatory", purgatory)
+    text("operation_id", operation_id)
+    key_list("keys", keys)
+    uint("timeout_ms", timeout_ms)
+    condition_to_proto(condition)
 
 
 def watch_request(
@@ -90,55 +124,121 @@ def watch_request(
     operation_id: str,
     wait: bool,
 ) -> Any:
-    return pb.TryCompleteElseWatchRequest(
-        purgatory=purgatory,
-        operation_id=operation_id,
-        keys=list(keys),
-        timeout_ms=timeout_ms,
-        condition=condition_to_proto(condition),
-        payload=payload,
-        wait=wait,
-    )
+    # Fast path: build directly and let protobuf refuse wrong types and ranges; only then
+    # (or for a bare str, which protobuf would split into one key per character) run the
+    # checks that name the argument.
+    if not isinstance(keys, str | bytes):
+        try:
+            return pb.TryCompleteElseWatchRequest(
+                purgatory=purgatory,
+                operation_id=operation_id,
+                keys=list(keys),
+                timeout_ms=timeout_ms,
+                condition=condition_to_proto(condition),
+                payload=payload,
+                wait=wait,
+            )
+        except (TypeError, ValueError, InvalidArgumentError):
+            pass
+    _checked_watch(purgatory, keys, timeout_ms, condition, operation_id)
+    with converting("request"):  # what the checks let through but protobuf still refuses
+        return pb.TryCompleteElseWatchRequest(
+            purgatory=purgatory,
+            operation_id=operation_id,
+            keys=keys,
+            timeout_ms=timeout_ms,
+            condition=condition_to_proto(condition),
+            payload=payload,
+            wait=wait,
+        )
 
 
-def batch_watch_request(purgatory: str, specs: Iterable[OperationSpec], wait: bool) -> Any:
-    return pb.BatchTryCompleteElseWatchRequest(
-        purgatory=purgatory,
-        wait=wait,
-        operations=[
-            pb.OperationSpec(
+def _spec(index: int, s: Any) -> Any:
+    """One OperationSpec; errors name ``operations[index]....`` (built only on error)."""
+    if type(s) is OperationSpec and not isinstance(s.keys, str | bytes):
+        try:
+            return pb.OperationSpec(
                 operation_id=s.operation_id,
                 keys=list(s.keys),
                 timeout_ms=s.timeout_ms,
                 condition=condition_to_proto(s.condition),
                 payload=s.payload,
             )
-            for s in specs
-        ],
+        except (TypeError, ValueError, InvalidArgumentError):
+            pass
+    field = f"operations[{index}]"
+    if not isinstance(s, OperationSpec):
+        raise invalid_argument(field, f"expected an OperationSpec, got {type(s).__name__}")
+    text(f"{field}.operation_id", s.operation_id)
+    key_list(f"{field}.keys", s.keys)
+    uint(f"{field}.timeout_ms", s.timeout_ms)
+    condition = condition_to_proto(s.condition, f"{field}.condition")
+    with converting(field):
+        return pb.OperationSpec(
+            operation_id=s.operation_id,
+            keys=s.keys,
+            timeout_ms=s.timeout_ms,
+            condition=condition,
+            payload=s.payload,
+        )
+
+
+def batch_watch_request(purgatory: str, specs: Iterable[OperationSpec], wait: bool) -> Any:
+    if isinstance(specs, OperationSpec):
+        raise invalid_argument("operations", "expected a list of OperationSpec, got one")
+    return pb.BatchTryCompleteElseWatchRequest(
+        purgatory=text("purgatory", purgatory),
+        wait=wait,
+        operations=[_spec(i, s) for i, s in enumerate(specs)],
     )
 
 
 def signal_request(purgatory: str, key: str, signal: Signal | None) -> Any:
-    return pb.CheckAndCompleteRequest(purgatory=purgatory, key=key, signal=signal_to_proto(signal))
+    return pb.CheckAndCompleteRequest(
+        purgatory=text("purgatory", purgatory), key=text("key", key), signal=signal_to_proto(signal)
+    )
+
+
+def _key_signal(index: int, entry: Any) -> Any:
+    """One KeySignal of a batch; errors name ``signals[index]...`` (built only on error)."""
+    if type(entry) is str:
+        return pb.KeySignal(key=entry, signal=_EMPTY_SIGNAL)
+    if isinstance(entry, tuple) and len(entry) == 2:
+        key, signal = entry
+        if type(key) is str:
+            return pb.KeySignal(key=key, signal=signal_to_proto(signal, f"signals[{index}].signal"))
+        raise invalid_argument(f"signals[{index}].key", f"expected str, got {type(key).__name__}")
+    raise invalid_argument(f"signals[{index}]", "expected a key or a (key, Signal) pair")
+
+
+_EMPTY_SIGNAL = pb.Signal()
 
 
 def batch_signal_request(purgatory: str, signals: Iterable[tuple[str, Signal | None] | str]) -> Any:
-    items = []
-    for entry in signals:
-        key, signal = (entry, None) if isinstance(entry, str) else entry
-        items.append(pb.KeySignal(key=key, signal=signal_to_proto(signal)))
-    return pb.BatchCheckAndCompleteRequest(purgatory=purgatory, signals=items)
+    if isinstance(signals, str | bytes):
+        raise invalid_argument(
+            "signals", "expected a list of keys or (key, Signal) pairs, got a str"
+        )
+    return pb.BatchCheckAndCompleteRequest(
+        purgatory=text("purgatory", purgatory),
+        signals=[_key_signal(i, entry) for i, entry in enumerate(signals)],
+    )
 
 
 def config_to_proto(config: PurgatoryConfig | None) -> Any:
     c = config or PurgatoryConfig()
     return pb.PurgatoryConfig(
-        tick_ms=c.tick_ms,
-        wheel_size=c.wheel_size,
-        purge_interval=c.purge_interval,
-        max_pending=c.max_pending,
-        retained_events=c.retained_events,
+        tick_ms=uint("config.tick_ms", c.tick_ms, 32),
+        wheel_size=uint("config.wheel_size", c.wheel_size, 32),
+        purge_interval=uint("config.purge_interval", c.purge_interval, 32),
+        max_pending=uint("config.max_pending", c.max_pending, 32),
+        retained_events=uint("config.retained_events", c.retained_events, 32),
     )
+
+
+def name_field(field: str, value: str) -> str:
+    """A purgatory name or operation id argument, type-checked."""
+    return text(field, value)
 
 
 def subscribe_request(
@@ -150,17 +250,18 @@ def subscribe_request(
     *,
     incarnation: str | None = None,
 ) -> Any:
-    request = pb.SubscribeRequest(
-        purgatory=purgatory,
-        incarnation=incarnation or "",
-        filter=pb.SubscribeFilter(
-            states=cast(Any, [int(s) for s in states]),
-            keys=list(keys),
-            operation_id_prefix=operation_id_prefix,
-        ),
-    )
+    with converting("filter"):
+        request = pb.SubscribeRequest(
+            purgatory=text("purgatory", purgatory),
+            incarnation=text("incarnation", incarnation or ""),
+            filter=pb.SubscribeFilter(
+                states=cast(Any, [int(s) for s in states]),
+                keys=key_list("keys", keys),
+                operation_id_prefix=text("operation_id_prefix", operation_id_prefix),
+            ),
+        )
     if after_sequence is not None:
-        request.after_sequence = after_sequence
+        request.after_sequence = uint("after_sequence", after_sequence)
     return request
 
 

@@ -6,6 +6,9 @@ Method names and arguments are identical to :class:`AsyncPurgatoryClient`'s.
 
 from __future__ import annotations
 
+import functools
+import os
+import queue
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from types import TracebackType
@@ -17,6 +20,7 @@ from purgatory_proto.v1 import purgatory_pb2_grpc as pb_grpc
 
 from purgatory_client import _base
 from purgatory_client._base import DEFAULT_PURGATORY, ResumeCursor, ResumePolicy
+from purgatory_client._batcher import DispatcherConfig, TaskHolder
 from purgatory_client._models import (
     BatchSignalResult,
     Condition,
@@ -29,7 +33,11 @@ from purgatory_client._models import (
     PurgatoryInfo,
     Signal,
 )
-from purgatory_client.errors import from_rpc_error
+from purgatory_client._security import resolve_security
+from purgatory_client._session_base import DEFAULT_FRAME_SIZE, Backoff, WatchSet
+from purgatory_client._sync_session import SyncSession
+from purgatory_client.dispatcher import BatchingDispatcher, SessionTransport
+from purgatory_client.errors import PurgatoryError, from_rpc_error
 
 __all__ = ["PurgatoryClient"]
 
@@ -41,6 +49,13 @@ class PurgatoryClient:
 
     ``timeout`` is the default deadline (seconds) of short calls; long-polls
     (``wait=True``) and ``subscribe`` have no deadline unless one is passed.
+
+    Security (see :mod:`purgatory_client._security`): ``token`` is sent as
+    ``authorization: Bearer <token>`` with every call; ``tls_ca`` (PEM file of trusted
+    CAs), ``tls_cert``/``tls_key`` (client certificate for mutual TLS) or ``tls=True``
+    (system roots) connect over TLS. Left out, they come from ``PURGATORY_TOKEN``,
+    ``PURGATORY_TLS_CA``, ``PURGATORY_TLS_CERT`` and ``PURGATORY_TLS_KEY`` unless
+    ``trust_env=False``.
     """
 
     def __init__(
@@ -52,9 +67,30 @@ class PurgatoryClient:
         channel: grpc.Channel | None = None,
         resume: ResumePolicy | None = None,
         options: Sequence[tuple[str, Any]] = (),
+        token: str | None = None,
+        tls: bool | None = None,
+        tls_ca: str | os.PathLike[str] | None = None,
+        tls_cert: str | os.PathLike[str] | None = None,
+        tls_key: str | os.PathLike[str] | None = None,
+        trust_env: bool = True,
     ) -> None:
+        security = resolve_security(
+            token=token,
+            tls=tls,
+            tls_ca=tls_ca,
+            tls_cert=tls_cert,
+            tls_key=tls_key,
+            trust_env=trust_env,
+        )
+        self._metadata = security.metadata
+        credentials = security.channel_credentials()
         self._owns_channel = channel is None
-        self._channel = channel if channel is not None else grpc.insecure_channel(target, options)
+        if channel is not None:
+            self._channel = channel
+        elif credentials is not None:
+            self._channel = grpc.secure_channel(target, credentials, options)
+        else:
+            self._channel = grpc.insecure_channel(target, options)
         self._stub = pb_grpc.PurgatoryServiceStub(self._channel)  # type: ignore[no-untyped-call]
         self.purgatory = purgatory
         self.timeout = timeout
@@ -78,7 +114,7 @@ class PurgatoryClient:
 
     def _call(self, method: Callable[..., Any], request: Any, timeout: float | None) -> Any:
         try:
-            return method(request, timeout=timeout)
+            return method(request, timeout=timeout, metadata=self._metadata)
         except grpc.RpcError as exc:
             raise from_rpc_error(exc) from None
 
@@ -87,14 +123,16 @@ class PurgatoryClient:
 
     # ------------------------------------------------------------ admin
     def create_purgatory(self, name: str, config: PurgatoryConfig | None = None) -> PurgatoryInfo:
-        req = pb.CreatePurgatoryRequest(name=name, config=_base.config_to_proto(config))
+        req = pb.CreatePurgatoryRequest(
+            name=_base.name_field("name", name), config=_base.config_to_proto(config)
+        )
         return _base.info_from_proto(
             self._call(self._stub.CreatePurgatory, req, self.timeout).purgatory
         )
 
     def delete_purgatory(self, name: str) -> int:
         """Delete; returns how many pending operations ended CANCELLED."""
-        req = pb.DeletePurgatoryRequest(name=name)
+        req = pb.DeletePurgatoryRequest(name=_base.name_field("name", name))
         return int(self._call(self._stub.DeletePurgatory, req, self.timeout).cancelled)
 
     def list_purgatories(self) -> list[PurgatoryInfo]:
@@ -102,7 +140,7 @@ class PurgatoryClient:
         return [_base.info_from_proto(p) for p in resp.purgatories]
 
     def get_purgatory(self, name: str | None = None) -> PurgatoryInfo:
-        req = pb.GetPurgatoryRequest(name=self._name(name))
+        req = pb.GetPurgatoryRequest(name=_base.name_field("name", self._name(name)))
         return _base.info_from_proto(
             self._call(self._stub.GetPurgatory, req, self.timeout).purgatory
         )
@@ -193,11 +231,17 @@ class PurgatoryClient:
     def force_complete(
         self, operation_id: str, *, purgatory: str | None = None
     ) -> ForceCompleteResult:
-        req = pb.ForceCompleteRequest(purgatory=self._name(purgatory), operation_id=operation_id)
+        req = pb.ForceCompleteRequest(
+            purgatory=_base.name_field("purgatory", self._name(purgatory)),
+            operation_id=_base.name_field("operation_id", operation_id),
+        )
         return _base.force_from_proto(self._call(self._stub.ForceComplete, req, self.timeout))
 
     def get_operation(self, operation_id: str, *, purgatory: str | None = None) -> OperationStatus:
-        req = pb.GetOperationRequest(purgatory=self._name(purgatory), operation_id=operation_id)
+        req = pb.GetOperationRequest(
+            purgatory=_base.name_field("purgatory", self._name(purgatory)),
+            operation_id=_base.name_field("operation_id", operation_id),
+        )
         resp = self._call(self._stub.GetOperation, req, self.timeout)
         return _base.status_from_proto(resp.operation)
 
@@ -232,7 +276,7 @@ class PurgatoryClient:
                 operation_id_prefix,
                 incarnation=cursor.incarnation,
             )
-            call = self._stub.Subscribe(req)
+            call = self._stub.Subscribe(req, metadata=self._metadata)
             try:
                 cursor.started(call.initial_metadata() or ())
                 for msg in call:
@@ -245,3 +289,93 @@ class PurgatoryClient:
             finally:
                 call.cancel()
             time.sleep(delay)
+
+    # ------------------------------------------------------------ session stream
+    def session(
+        self,
+        *,
+        purgatory: str | None = None,
+        on_outcome: Callable[[Event], None] | None = None,
+        outcome_buffer: int = 10_000,
+    ) -> SyncSession:
+        """Open a Session stream (see :meth:`AsyncPurgatoryClient.session`)."""
+        return SyncSession(
+            functools.partial(self._stub.Session, metadata=self._metadata),
+            self._name(purgatory),
+            on_outcome=on_outcome,
+            outcome_buffer=outcome_buffer,
+            timeout=self.timeout,
+        )
+
+    def watch_many(
+        self,
+        operations: Iterable[OperationSpec],
+        *,
+        frame_size: int = DEFAULT_FRAME_SIZE,
+        purgatory: str | None = None,
+    ) -> Iterator[Event]:
+        """Register every operation on one stream and yield each outcome as it ends
+        (see :meth:`AsyncPurgatoryClient.watch_many`: same re-open and re-send rules)."""
+        watches = WatchSet(operations)
+        backoff = Backoff(self._resume)
+        while len(watches):
+            inbox: queue.SimpleQueue[Event | None] = queue.SimpleQueue()
+            session = self.session(purgatory=purgatory, on_outcome=inbox.put)
+            session.add_end_callback(lambda q=inbox: q.put(None))  # type: ignore[misc]
+            try:
+                acks = [session.submit(watches=frame) for frame in watches.frames(frame_size)]
+                for future in acks:
+                    future.add_done_callback(lambda _, q=inbox: q.put(None))  # type: ignore[misc]
+                session.done_writing()
+                while True:
+                    item = inbox.get()
+                    if item is not None:
+                        if watches.ended(item):
+                            backoff.progress()
+                            yield item
+                        continue
+                    for future in acks:
+                        if future.done() and not future.exception():
+                            error = future.result().error
+                            if error is not None:
+                                raise error
+                    if session.finished and inbox.empty():
+                        break
+                if session.error is None:
+                    if len(watches):
+                        raise PurgatoryError(
+                            grpc.StatusCode.INTERNAL, f"{len(watches)} watches left unanswered"
+                        )
+                    return
+                delay = backoff.delay(session.error)
+            except PurgatoryError as exc:
+                if exc is not session.error:
+                    raise
+                delay = backoff.delay(exc)
+            finally:
+                session.close()
+            time.sleep(delay)
+
+    def dispatcher(
+        self,
+        config: DispatcherConfig | None = None,
+        *,
+        purgatory: str | None = None,
+        on_outcome: Callable[[Event], None] | None = None,
+        on_permanent_error: Callable[[Sequence[TaskHolder], PurgatoryError], None] | None = None,
+    ) -> BatchingDispatcher:
+        """Eureka's batching dispatcher over a Session stream of this client (started;
+        ``shutdown()`` it, or use it as a context manager). Outcomes of watches it sends
+        go to ``on_outcome`` (on the stream's reader thread), or are dropped."""
+        name = self._name(purgatory)
+        sink = on_outcome if on_outcome is not None else _discard
+
+        def open_session() -> SyncSession:
+            return self.session(purgatory=name, on_outcome=sink)
+
+        transport = SessionTransport(open_session, self.timeout or 30.0)
+        return BatchingDispatcher(transport, config, on_permanent_error=on_permanent_error)
+
+
+def _discard(event: Event) -> None:
+    """Outcomes nobody asked for."""

@@ -1,4 +1,9 @@
-"""DelayedOperation and DelayedOperationPurgatory on MockTime, reaper disabled."""
+"""DelayedOperation and DelayedOperationPurgatory on MockTime, reaper disabled.
+
+These tests pin Kafka's lazy watch-list semantics (``unwatch_on_complete=False``): a
+completed operation stays listed until its key is checked or a purge runs. The default,
+prompt removal, is tested in ``test_unwatch.py``.
+"""
 
 from __future__ import annotations
 
@@ -19,7 +24,7 @@ def clock() -> MockTime:
 @pytest.fixture
 def purgatory(clock: MockTime) -> Iterator[DelayedOperationPurgatory[FlagOperation]]:
     p: DelayedOperationPurgatory[FlagOperation] = DelayedOperationPurgatory(
-        "test", purge_interval=1000, reaper_enabled=False, time=clock
+        "test", purge_interval=1000, reaper_enabled=False, time=clock, unwatch_on_complete=False
     )
     yield p
     p.shutdown()
@@ -139,7 +144,7 @@ def test_cancel_for_key(
 
 def test_purge_runs_when_estimate_exceeds_interval(clock: MockTime) -> None:
     p: DelayedOperationPurgatory[FlagOperation] = DelayedOperationPurgatory(
-        "purge", purge_interval=10, reaper_enabled=False, time=clock
+        "purge", purge_interval=10, reaper_enabled=False, time=clock, unwatch_on_complete=False
     )
     try:
         ops = [FlagOperation(1000) for _ in range(25)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 
 import pytest
@@ -63,3 +64,32 @@ def test_condition_syntax() -> None:
     assert parse_condition("values:7").default_target == 7
     with pytest.raises(Exception, match="bad condition"):
         parse_condition("sometimes")
+
+
+def test_batch_modes_read_stdin(
+    server_thread: ServerThread,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    t = ["--target", server_thread.target]
+
+    def stdin(text: str) -> None:
+        monkeypatch.setattr("sys.stdin", io.StringIO(text))
+
+    # Watches: outcomes as JSON lines, in the order they end.
+    stdin('b1 ka\n\n# a comment\n{"id": "b2", "keys": ["kb"], "timeout_ms": 30}\n')
+    code, out = _run(capsys, *t, "batch", "watch", "--timeout-ms", "400")
+    assert code == 0
+    assert [(e["operation_id"], e["state"]) for e in out] == [("b2", "EXPIRED"), ("b1", "EXPIRED")]
+    # Signals: through the batching dispatcher, one summary line.
+    for i in range(10):
+        _run(capsys, *t, "watch", f"s{i}", "--timeout-ms", "60000", "--id", f"s{i}", "--no-wait")
+    stdin("".join(f"s{i}\n" for i in range(9)) + '{"key": "s9", "amount": 2}\nnobody\n')
+    code, out = _run(capsys, *t, "batch", "signal", "--batch-size", "4")
+    assert code == 0
+    assert out[0]["signals"] == 11 and out[0]["completed"] == 10 and out[0]["failed"] == 0
+    assert out[0]["batches"] >= 3
+    # A malformed line: exit 2, naming it, and nothing sent.
+    stdin("ok\nnot one key\n")
+    assert main([*t, "batch", "signal"]) == 2
+    assert "line 2" in capsys.readouterr().err

@@ -409,3 +409,41 @@ class JournaledOutcome(_message.Message):
     condition: Condition
     timeout_ms: int
     def __init__(self, event: _Optional[_Union[OperationEvent, _Mapping]] = ..., condition: _Optional[_Union[Condition, _Mapping]] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+
+class SessionRequest(_message.Message):
+    __slots__ = ("request_id", "purgatory", "watches", "signals", "force_complete")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    PURGATORY_FIELD_NUMBER: _ClassVar[int]
+    WATCHES_FIELD_NUMBER: _ClassVar[int]
+    SIGNALS_FIELD_NUMBER: _ClassVar[int]
+    FORCE_COMPLETE_FIELD_NUMBER: _ClassVar[int]
+    request_id: int
+    purgatory: str
+    watches: _containers.RepeatedCompositeFieldContainer[OperationSpec]
+    signals: _containers.RepeatedCompositeFieldContainer[KeySignal]
+    force_complete: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, request_id: _Optional[int] = ..., purgatory: _Optional[str] = ..., watches: _Optional[_Iterable[_Union[OperationSpec, _Mapping]]] = ..., signals: _Optional[_Iterable[_Union[KeySignal, _Mapping]]] = ..., force_complete: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class SessionAck(_message.Message):
+    __slots__ = ("request_id", "code", "message", "operations", "completed_per_signal", "force_completed")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    OPERATIONS_FIELD_NUMBER: _ClassVar[int]
+    COMPLETED_PER_SIGNAL_FIELD_NUMBER: _ClassVar[int]
+    FORCE_COMPLETED_FIELD_NUMBER: _ClassVar[int]
+    request_id: int
+    code: int
+    message: str
+    operations: _containers.RepeatedCompositeFieldContainer[OperationStatus]
+    completed_per_signal: _containers.RepeatedScalarFieldContainer[int]
+    force_completed: _containers.RepeatedScalarFieldContainer[bool]
+    def __init__(self, request_id: _Optional[int] = ..., code: _Optional[int] = ..., message: _Optional[str] = ..., operations: _Optional[_Iterable[_Union[OperationStatus, _Mapping]]] = ..., completed_per_signal: _Optional[_Iterable[int]] = ..., force_completed: _Optional[_Iterable[bool]] = ...) -> None: ...
+
+class SessionResponse(_message.Message):
+    __slots__ = ("ack", "outcomes")
+    ACK_FIELD_NUMBER: _ClassVar[int]
+    OUTCOMES_FIELD_NUMBER: _ClassVar[int]
+    ack: SessionAck
+    outcomes: _containers.RepeatedCompositeFieldContainer[OperationEvent]
+    def __init__(self, ack: _Optional[_Union[SessionAck, _Mapping]] = ..., outcomes: _Optional[_Iterable[_Union[OperationEvent, _Mapping]]] = ...) -> None: ...

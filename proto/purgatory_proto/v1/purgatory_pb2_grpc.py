@@ -26,9 +26,19 @@ if _version_not_supported:
 
 
 class PurgatoryServiceStub:
-    """The service. Every RPC that names a purgatory fails with NOT_FOUND if it does not exist,
-    INVALID_ARGUMENT (message naming the field) for a malformed request, RESOURCE_EXHAUSTED
-    when a configured limit is reached and UNAVAILABLE while the server shuts down.
+    """The service. Status policy (docs/service.md "Errors"), the same for every RPC:
+    - INVALID_ARGUMENT: anything invalid whatever the load (ranges, lengths, counts, sizes,
+    batch sizes, configs, undecodable messages); the message starts with the field and a
+    google.rpc.BadRequest detail names it too. Retrying the same request never helps.
+    - RESOURCE_EXHAUSTED: only capacity that frees up (pending operations, subscribers,
+    purgatories, server-wide budgets); a google.rpc.RetryInfo suggests a delay.
+    - NOT_FOUND (unknown purgatory or operation; google.rpc.ResourceInfo), ALREADY_EXISTS,
+    OUT_OF_RANGE (resume position), FAILED_PRECONDITION (stream incarnation changed,
+    unwritable data directory), UNAVAILABLE (shutting down; RetryInfo),
+    UNAUTHENTICATED / PERMISSION_DENIED (bearer tokens, when configured).
+    - INTERNAL only for a server bug (logged with its traceback). Never UNKNOWN.
+    Messages quote at most ~100 characters of any value. Details travel as a
+    google.rpc.Status in the "grpc-status-details-bin" trailer.
     """
 
     def __init__(self, channel):
@@ -92,12 +102,27 @@ class PurgatoryServiceStub:
                 request_serializer=purgatory__proto_dot_v1_dot_purgatory__pb2.SubscribeRequest.SerializeToString,
                 response_deserializer=purgatory__proto_dot_v1_dot_purgatory__pb2.OperationEvent.FromString,
                 _registered_method=True)
+        self.Session = channel.stream_stream(
+                '/purgatory.v1.PurgatoryService/Session',
+                request_serializer=purgatory__proto_dot_v1_dot_purgatory__pb2.SessionRequest.SerializeToString,
+                response_deserializer=purgatory__proto_dot_v1_dot_purgatory__pb2.SessionResponse.FromString,
+                _registered_method=True)
 
 
 class PurgatoryServiceServicer:
-    """The service. Every RPC that names a purgatory fails with NOT_FOUND if it does not exist,
-    INVALID_ARGUMENT (message naming the field) for a malformed request, RESOURCE_EXHAUSTED
-    when a configured limit is reached and UNAVAILABLE while the server shuts down.
+    """The service. Status policy (docs/service.md "Errors"), the same for every RPC:
+    - INVALID_ARGUMENT: anything invalid whatever the load (ranges, lengths, counts, sizes,
+    batch sizes, configs, undecodable messages); the message starts with the field and a
+    google.rpc.BadRequest detail names it too. Retrying the same request never helps.
+    - RESOURCE_EXHAUSTED: only capacity that frees up (pending operations, subscribers,
+    purgatories, server-wide budgets); a google.rpc.RetryInfo suggests a delay.
+    - NOT_FOUND (unknown purgatory or operation; google.rpc.ResourceInfo), ALREADY_EXISTS,
+    OUT_OF_RANGE (resume position), FAILED_PRECONDITION (stream incarnation changed,
+    unwritable data directory), UNAVAILABLE (shutting down; RetryInfo),
+    UNAUTHENTICATED / PERMISSION_DENIED (bearer tokens, when configured).
+    - INTERNAL only for a server bug (logged with its traceback). Never UNKNOWN.
+    Messages quote at most ~100 characters of any value. Details travel as a
+    google.rpc.Status in the "grpc-status-details-bin" trailer.
     """
 
     def CreatePurgatory(self, request, context):
@@ -182,6 +207,14 @@ class PurgatoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Session(self, request_iterator, context):
+        """Many watches, signals and force-completes on one stream; each operation's outcome is
+        sent as soon as it ends (see SessionRequest below).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_PurgatoryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -240,6 +273,11 @@ def add_PurgatoryServiceServicer_to_server(servicer, server):
                     request_deserializer=purgatory__proto_dot_v1_dot_purgatory__pb2.SubscribeRequest.FromString,
                     response_serializer=purgatory__proto_dot_v1_dot_purgatory__pb2.OperationEvent.SerializeToString,
             ),
+            'Session': grpc.stream_stream_rpc_method_handler(
+                    servicer.Session,
+                    request_deserializer=purgatory__proto_dot_v1_dot_purgatory__pb2.SessionRequest.FromString,
+                    response_serializer=purgatory__proto_dot_v1_dot_purgatory__pb2.SessionResponse.SerializeToString,
+            ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
             'purgatory.v1.PurgatoryService', rpc_method_handlers)
@@ -249,9 +287,19 @@ def add_PurgatoryServiceServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class PurgatoryService:
-    """The service. Every RPC that names a purgatory fails with NOT_FOUND if it does not exist,
-    INVALID_ARGUMENT (message naming the field) for a malformed request, RESOURCE_EXHAUSTED
-    when a configured limit is reached and UNAVAILABLE while the server shuts down.
+    """The service. Status policy (docs/service.md "Errors"), the same for every RPC:
+    - INVALID_ARGUMENT: anything invalid whatever the load (ranges, lengths, counts, sizes,
+    batch sizes, configs, undecodable messages); the message starts with the field and a
+    google.rpc.BadRequest detail names it too. Retrying the same request never helps.
+    - RESOURCE_EXHAUSTED: only capacity that frees up (pending operations, subscribers,
+    purgatories, server-wide budgets); a google.rpc.RetryInfo suggests a delay.
+    - NOT_FOUND (unknown purgatory or operation; google.rpc.ResourceInfo), ALREADY_EXISTS,
+    OUT_OF_RANGE (resume position), FAILED_PRECONDITION (stream incarnation changed,
+    unwritable data directory), UNAVAILABLE (shutting down; RetryInfo),
+    UNAUTHENTICATED / PERMISSION_DENIED (bearer tokens, when configured).
+    - INTERNAL only for a server bug (logged with its traceback). Never UNKNOWN.
+    Messages quote at most ~100 characters of any value. Details travel as a
+    google.rpc.Status in the "grpc-status-details-bin" trailer.
     """
 
     @staticmethod
@@ -541,6 +589,33 @@ class PurgatoryService:
             '/purgatory.v1.PurgatoryService/Subscribe',
             purgatory__proto_dot_v1_dot_purgatory__pb2.SubscribeRequest.SerializeToString,
             purgatory__proto_dot_v1_dot_purgatory__pb2.OperationEvent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Session(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/purgatory.v1.PurgatoryService/Session',
+            purgatory__proto_dot_v1_dot_purgatory__pb2.SessionRequest.SerializeToString,
+            purgatory__proto_dot_v1_dot_purgatory__pb2.SessionResponse.FromString,
             options,
             channel_credentials,
             insecure,

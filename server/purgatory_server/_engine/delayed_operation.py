@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import threading
 from abc import abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Sequence
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import Any, Protocol
 
 from purgatory_server._engine.timer_task import TimerTask
 
@@ -14,6 +14,12 @@ __all__ = ["DelayedOperation"]
 
 # Any context-manager lock: threading.Lock, threading.RLock, or a shared one.
 Lock = AbstractContextManager[Any]
+
+
+class WatchRegistry(Protocol):
+    """Whoever watches an operation on keys and wants it back when it completes."""
+
+    def unwatch(self, operation: DelayedOperation) -> None: ...
 
 
 class DelayedOperation(TimerTask):
@@ -37,12 +43,16 @@ class DelayedOperation(TimerTask):
     ``force_complete`` which may call back into code that takes the lock again.
     """
 
-    __slots__ = ("_completed", "lock")
+    __slots__ = ("_completed", "_watch_keys", "_watcher", "lock")
 
     def __init__(self, delay_ms: int, lock: Lock | None = None) -> None:
         super().__init__(delay_ms)
         self.lock: Lock = lock if lock is not None else threading.RLock()
         self._completed = threading.Lock()
+        # Set by a purgatory that removes completed operations from its watch lists at
+        # once (DelayedOperationPurgatory's default); None keeps Kafka's lazy removal.
+        self._watcher: WatchRegistry | None = None
+        self._watch_keys: Sequence[Hashable] = ()
 
     @abstractmethod
     def try_complete(self) -> bool: ...
@@ -57,10 +67,14 @@ class DelayedOperation(TimerTask):
         """Complete now; True only for the single caller that completed it.
 
         The winner cancels the timer task first (so ``num_delayed`` drops at once and the
-        reaper will not run it), then calls ``on_complete``.
+        reaper will not run it), leaves every watch list it is in (when its purgatory
+        asked for that), then calls ``on_complete``.
         """
         if self._completed.acquire(blocking=False):
             self.cancel()
+            watcher = self._watcher
+            if watcher is not None:
+                watcher.unwatch(self)
             self.on_complete()
             return True
         return False

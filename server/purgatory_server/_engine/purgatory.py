@@ -37,10 +37,16 @@ class DelayedOperationPurgatory(Generic[T]):
     a pure timer (a delayed message, "cancel the order in 30 minutes") that only expiry or
     ``force_complete`` can end.
 
-    Memory: a completed operation is dropped from a key's list whenever that key is
-    checked, and a full purge of every list runs when the estimate of completed-but-still-
-    listed operations (``estimated_total - num_delayed``) exceeds ``purge_interval``.
-    Empty per-key lists are removed, so an idle key costs nothing.
+    Memory: by default (``unwatch_on_complete=True``) an operation leaves every key's
+    list the moment it completes, whichever way it completes (signal, expiry, force), so
+    ``watched()`` and ``watched_keys()`` are exact and a completed operation is never kept
+    alive by a key nobody signals again. That departs from Kafka on purpose: Kafka drops a
+    completed operation from a key's list only when that key is checked, or in a full
+    purge once the estimate of completed-but-still-listed operations
+    (``estimated_total - num_delayed``) exceeds ``purge_interval``, and brokers have run
+    out of memory on the gap (KAFKA-19567, KAFKA-19389). ``unwatch_on_complete=False``
+    restores Kafka's behaviour exactly, purge included. Empty per-key lists are removed,
+    so an idle key costs nothing.
 
     Thread safety: every public method may be called from any thread. The reaper thread
     ``ExpirationReaper-<name>`` (when enabled) calls ``advance_clock(200)`` in a loop.
@@ -55,12 +61,14 @@ class DelayedOperationPurgatory(Generic[T]):
         time: Time | None = None,
         *,
         shards: int = DEFAULT_SHARDS,
+        unwatch_on_complete: bool = True,
     ) -> None:
         if shards <= 0:
             raise ValueError(f"shards must be positive, got {shards}")
         self.name = name
         self._timer: Timer = timer if timer is not None else SystemTimer(name, time=time)
         self.purge_interval = purge_interval
+        self.unwatch_on_complete = unwatch_on_complete
         self._shards: list[WatcherShard[T]] = [WatcherShard() for _ in range(shards)]
         self._estimated_total = OperationEstimate()
         # Shards a purge has yet to visit; only the thread in advance_clock touches it.
@@ -83,12 +91,40 @@ class DelayedOperationPurgatory(Generic[T]):
 
     def _watch(self, operation: T, keys: list[Hashable]) -> None:
         """Add ``operation`` to every key's watcher list (called under its lock)."""
+        if not keys:
+            return
         shards = self._shards
         n = len(shards)
+        if not self.unwatch_on_complete:
+            for key in keys:
+                shards[hash(key) % n].watch(key, operation)
+            self._estimated_total.increment()
+            return
+        # The operation learns where it is listed *before* it is listed anywhere, so a
+        # force_complete from another thread (it takes no operation lock) always finds
+        # the keys to leave. That thread may run its unwatch between two of our watch
+        # calls, before the later keys are listed: the check after the loop catches it
+        # (either it sees the completion and removes everything, or the completion comes
+        # later and its own unwatch finds every key listed).
+        operation._watch_keys = keys
+        operation._watcher = self
         for key in keys:
             shards[hash(key) % n].watch(key, operation)
-        if keys:
-            self._estimated_total.increment()
+        if operation._completed.locked():
+            self.unwatch(operation)
+
+    def unwatch(self, operation: DelayedOperation) -> None:
+        """Remove a completed ``operation`` from every key's list (any thread).
+
+        Called by ``DelayedOperation.force_complete``'s winner. Takes each key's shard
+        lock in turn, never two at once and never the operation's lock, so it nests
+        safely inside ``try_complete`` (operation lock, then a shard lock, the same order
+        as a watch).
+        """
+        shards = self._shards
+        n = len(shards)
+        for key in operation._watch_keys:
+            shards[hash(key) % n].remove(key, operation)
 
     def try_complete_else_watch(self, operation: T, watch_keys: Iterable[Hashable]) -> bool:
         """Complete ``operation`` now if it can be; otherwise watch its keys and arm it.
@@ -150,8 +186,10 @@ class DelayedOperationPurgatory(Generic[T]):
         """Try every operation watching ``key``; return how many this call completed.
 
         Completed operations (by this call or earlier) leave the key's list; if the list
-        empties, the key is dropped. ``try_complete`` runs outside the shard lock, on a
-        snapshot, so a slow condition does not block watches on other keys of the shard.
+        empties, the key is dropped. (With ``unwatch_on_complete`` they have left every
+        list already; the discard below then only covers the lazy mode.) ``try_complete``
+        runs outside the shard lock, on a snapshot, so a slow condition does not block
+        watches on other keys of the shard.
         """
         shard = self._shard(key)
         w, ops = shard.snapshot(key)
@@ -194,7 +232,7 @@ class DelayedOperationPurgatory(Generic[T]):
         return sum(shard.keys() for shard in self._shards)
 
     def advance_clock(self, timeout_ms: int) -> None:
-        """Advance the timer, then purge if enough completed operations have piled up.
+        """Advance the timer, then (lazy mode only) purge if completed operations piled up.
 
         Kafka sweeps every watcher list in one go. Here a purge visits
         ``PURGE_SHARDS_PER_ADVANCE`` shards per call and resumes on the next one: the reaper
@@ -203,6 +241,8 @@ class DelayedOperationPurgatory(Generic[T]):
         expiration late. Empty shards are skipped without taking their lock.
         """
         self._timer.advance_clock(timeout_ms)
+        if self.unwatch_on_complete:
+            return  # completed operations left their lists already: nothing to purge
         with self._purge_lock:
             pending = self._purge_pending
             if not pending:

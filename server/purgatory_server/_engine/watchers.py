@@ -52,6 +52,18 @@ class WatcherShard(Generic[T]):
             w.ops[id(op)] = op
             self.count += len(w.ops) - n
 
+    def remove(self, key: Hashable, op: DelayedOperation) -> None:
+        """Drop ``op`` from ``key``'s list, and the list if it is left empty."""
+        with self.lock:
+            w = self.watchers.get(key)
+            if w is None:
+                return
+            d = w.ops
+            if d.pop(id(op), None) is not None:
+                self.count -= 1
+                if not d:
+                    del self.watchers[key]
+
     def snapshot(self, key: Hashable) -> tuple[Watchers[T] | None, list[T]]:
         with self.lock:
             w = self.watchers.get(key)

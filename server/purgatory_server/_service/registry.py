@@ -19,9 +19,11 @@ from dataclasses import replace
 from typing import Protocol
 
 from purgatory_server._engine.time import Time
+from purgatory_server._service.budget import ServerBudget
 from purgatory_server._service.config import Limits, PurgatorySettings
 from purgatory_server._service.errors import (
     AlreadyExists,
+    FailedPrecondition,
     InvalidArgument,
     LimitExceeded,
     NotFound,
@@ -31,6 +33,7 @@ from purgatory_server._service.errors import (
 from purgatory_server._service.events import EventLog
 from purgatory_server._service.journal import Journal
 from purgatory_server._service.purgatory import NamedPurgatory
+from purgatory_server._service.quoting import quote
 
 __all__ = ["PurgatoryRegistry"]
 
@@ -82,6 +85,7 @@ class PurgatoryRegistry:
         self._purgatories: dict[str, NamedPurgatory] = {}
         self._durable: dict[str, Durability] = {}
         self._closed: ServiceError | None = None
+        self.budget = ServerBudget(limits)
 
     def validate_name(self, name: str, field: str = "name") -> None:
         if not name:
@@ -121,9 +125,25 @@ class PurgatoryRegistry:
                 f"{len(self._purgatories)} purgatories exist; "
                 f"max_purgatories is {self.limits.max_purgatories}"
             )
+        self.budget.reserve_retained(settings.retained_events)
+        try:
+            purgatory = self._build(settings)
+        except BaseException:
+            self.budget.release_retained(settings.retained_events)
+            raise
+        return purgatory
+
+    def _build(self, settings: PurgatorySettings) -> NamedPurgatory:
         store = None
         if self._journal_factory is not None:
-            store = self._journal_factory(settings)
+            try:
+                store = self._journal_factory(settings)
+            except OSError as exc:
+                # The server's state (a read-only or full data directory), not the request.
+                raise FailedPrecondition(
+                    f"cannot store durable purgatory {settings.name!r} in the data "
+                    f"directory: {exc.strerror or type(exc).__name__}"
+                ) from exc
         purgatory = NamedPurgatory(
             settings,
             self.limits,
@@ -133,6 +153,7 @@ class PurgatoryRegistry:
             event_log=None if store is None else store.event_log,
             reaper_enabled=self._reaper_enabled,
             incarnation=None if store is None else store.incarnation,
+            budget=self.budget,
         )
         self._purgatories[settings.name] = purgatory
         if store is not None:
@@ -147,7 +168,7 @@ class PurgatoryRegistry:
         if purgatory is None:
             if not name:
                 raise InvalidArgument(field, "must not be empty")
-            raise NotFound(f"purgatory {name!r} not found")
+            raise NotFound(f"purgatory {quote(name)} not found", "purgatory", name)
         return purgatory
 
     def all_purgatories(self) -> list[NamedPurgatory]:
@@ -160,7 +181,8 @@ class PurgatoryRegistry:
         purgatory = self.get(name, "name")
         del self._purgatories[name]
         cancelled = purgatory.cancel_all()
-        purgatory.close(NotFound(f"purgatory {name!r} was deleted"))
+        self.budget.release_retained(purgatory.settings.retained_events)
+        purgatory.close(NotFound(f"purgatory {name!r} was deleted", "purgatory", name))
         await asyncio.to_thread(purgatory.shutdown_engine)
         store = self._durable.pop(name, None)
         if store is not None:

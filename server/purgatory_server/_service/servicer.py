@@ -16,6 +16,7 @@ from typing import Any
 from purgatory_proto.v1 import purgatory_pb2 as pb
 from purgatory_proto.v1 import purgatory_pb2_grpc as pb_grpc
 
+from purgatory_server._journal import JournalClosedError, JournalError
 from purgatory_server._service.convert import (
     FieldPrefixes,
     batch_status_response,
@@ -32,15 +33,23 @@ from purgatory_server._service.convert import (
 )
 from purgatory_server._service.errors import (
     METADATA_INCARNATION,
+    FailedPrecondition,
     InvalidArgument,
+    ShuttingDown,
     stream_errors,
     unary_errors,
 )
 from purgatory_server._service.events import Outcome
 from purgatory_server._service.incarnation import check_incarnation
-from purgatory_server._service.limits import check_batch, check_key
+from purgatory_server._service.limits import (
+    check_batch,
+    check_key,
+    check_operation_id,
+    check_settings,
+)
 from purgatory_server._service.purgatory import NamedPurgatory
 from purgatory_server._service.registry import PurgatoryRegistry
+from purgatory_server._service.session import SessionStream
 from purgatory_server._service.waiters import wait_for_outcomes
 
 __all__ = ["METADATA_INCARNATION", "METADATA_START_AFTER", "PurgatoryServicer"]
@@ -54,11 +63,20 @@ async def _acknowledged(purgatory: NamedPurgatory, response: Any) -> Any:
 
     In-memory purgatories have no barrier and answer at once. A durable one answers only
     after its journal has written, under the fsync policy, every record made so far,
-    which includes this call's (docs/journal.md §10).
+    which includes this call's (docs/journal.md §10). A journal that cannot write (disk
+    full, I/O error) is the server's state, not a bug: FAILED_PRECONDITION, so the caller
+    knows the call's effects may not be durable; a closed one means shutting down.
     """
     barrier = purgatory.barrier
     if barrier is not None:
-        await barrier()
+        try:
+            await barrier()
+        except JournalClosedError as exc:
+            raise ShuttingDown() from exc
+        except (JournalError, OSError) as exc:
+            raise FailedPrecondition(
+                f"purgatory {purgatory.name!r} cannot write its journal: {str(exc)[:100]}"
+            ) from exc
     return response
 
 
@@ -74,6 +92,7 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
         registry = self._registry
         registry.validate_name(request.name)
         overrides = settings_from_proto(request.name, request.config)
+        check_settings("config", overrides, self._limits)
         settings = registry.settings_for(request.name, overrides)
         purgatory = registry.create(settings)
         return pb.CreatePurgatoryResponse(purgatory=purgatory_to_proto(purgatory.stats()))
@@ -143,6 +162,7 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
         purgatory = self._registry.get(request.purgatory)
         if not request.operation_id:
             raise InvalidArgument("operation_id", "must not be empty")
+        check_operation_id("operation_id", request.operation_id, self._limits)
         won, target = purgatory.force_complete(request.operation_id)
         response = pb.ForceCompleteResponse(
             completed=won, operation=operation_status(target, False)
@@ -154,6 +174,7 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
         purgatory = self._registry.get(request.purgatory)
         if not request.operation_id:
             raise InvalidArgument("operation_id", "must not be empty")
+        check_operation_id("operation_id", request.operation_id, self._limits)
         target = purgatory.lookup(request.operation_id)
         response = pb.GetOperationResponse(operation=operation_status(target, False))
         return await _acknowledged(purgatory, response)
@@ -162,7 +183,7 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
     @stream_errors
     async def Subscribe(self, request: Any, context: Any) -> AsyncIterator[Any]:
         purgatory = self._registry.get(request.purgatory)
-        event_filter = filter_from_proto("filter", request.filter)
+        event_filter = filter_from_proto("filter", request.filter, self._limits)
         check_incarnation(request.incarnation, purgatory.incarnation)
         after = request.after_sequence if request.HasField("after_sequence") else None
         subscriber = purgatory.subscribe(after, event_filter)
@@ -178,3 +199,7 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
                     yield event_to_proto(outcome)
         finally:
             purgatory.unsubscribe(subscriber)
+
+    async def Session(self, request_iterator: AsyncIterator[Any], context: Any) -> None:
+        """The bidirectional session (see :mod:`.session`)."""
+        await SessionStream(self._registry, self._loop).run(request_iterator, context)

@@ -1,0 +1,198 @@
+/**
+ * The wire edge with no I/O: loading the service definition, building request objects and
+ * turning response objects into the typed models. The shapes here are @grpc/proto-loader's
+ * (camelCase fields, 64-bit integers as numbers, enums as numbers, bytes as Buffer).
+ */
+import * as path from "node:path";
+import * as protoLoader from "@grpc/proto-loader";
+import { loadPackageDefinition, type ServiceClientConstructor } from "@grpc/grpc-js";
+
+import {
+  OperationState,
+  STATE_NUMBERS,
+  type BatchSignalResult,
+  type Condition,
+  type Event,
+  type ForceCompleteResult,
+  type OperationResult,
+  type OperationSpec,
+  type OperationStatus,
+  type PurgatoryConfig,
+  type PurgatoryInfo,
+  type Signal,
+} from "./models";
+
+/** The package's copy of proto/purgatory/v1 (see scripts/copy-proto.js). */
+const PROTO_ROOT = path.resolve(__dirname, "..", "proto");
+
+let serviceCtor: ServiceClientConstructor | undefined;
+
+export function serviceClient(): ServiceClientConstructor {
+  if (serviceCtor === undefined) {
+    const definition = protoLoader.loadSync("purgatory/v1/purgatory.proto", {
+      includeDirs: [PROTO_ROOT],
+      keepCase: false,
+      longs: Number,
+      enums: Number,
+      bytes: Buffer,
+      defaults: true,
+      oneofs: true,
+    });
+    const pkg = loadPackageDefinition(definition) as unknown as {
+      purgatory: { v1: { PurgatoryService: ServiceClientConstructor } };
+    };
+    serviceCtor = pkg.purgatory.v1.PurgatoryService;
+  }
+  return serviceCtor;
+}
+
+// ------------------------------------------------------------------ requests
+type Wire = Record<string, unknown>;
+
+export function bytes(value: Uint8Array | string | undefined): Buffer {
+  if (value === undefined) return Buffer.alloc(0);
+  return typeof value === "string" ? Buffer.from(value, "utf8") : Buffer.from(value);
+}
+
+export function conditionToWire(condition: Condition | undefined): Wire {
+  const c = condition ?? { kind: "anyKey" };
+  switch (c.kind) {
+    case "anyKey":
+      return { anyKey: {} };
+    case "allKeys":
+      return { allKeys: {} };
+    case "minSignals":
+      return { minSignals: { count: c.count, distinctSources: c.distinctSources } };
+    case "sumAtLeast":
+      return { sumAtLeast: { threshold: c.threshold } };
+    case "valuesAtLeast":
+      return { valuesAtLeast: { targets: { ...c.targets }, defaultTarget: c.defaultTarget } };
+  }
+}
+
+export function signalToWire(signal: Signal | undefined): Wire {
+  const s = signal ?? {};
+  const wire: Wire = { amount: s.amount ?? 0, source: s.source ?? "", data: bytes(s.data) };
+  if (s.value !== undefined) wire.value = s.value;
+  return wire;
+}
+
+export function specToWire(spec: OperationSpec): Wire {
+  return {
+    operationId: spec.operationId ?? "",
+    keys: [...spec.keys],
+    timeoutMs: spec.timeoutMs,
+    condition: conditionToWire(spec.condition),
+    payload: bytes(spec.payload),
+  };
+}
+
+export function configToWire(config: PurgatoryConfig | undefined): Wire {
+  const c = config ?? {};
+  return {
+    tickMs: c.tickMs ?? 0,
+    wheelSize: c.wheelSize ?? 0,
+    purgeInterval: c.purgeInterval ?? 0,
+    maxPending: c.maxPending ?? 0,
+    retainedEvents: c.retainedEvents ?? 0,
+    durable: c.durable ?? false,
+  };
+}
+
+export function statesToWire(states: readonly OperationState[]): number[] {
+  return states.map((s) => STATE_NUMBERS[s]);
+}
+
+// ------------------------------------------------------------------ responses
+const STATE_NAMES: readonly OperationState[] = [
+  OperationState.UNSPECIFIED,
+  OperationState.WATCHING,
+  OperationState.COMPLETED,
+  OperationState.EXPIRED,
+  OperationState.FORCE_COMPLETED,
+  OperationState.CANCELLED,
+];
+
+/** A response message as proto-loader decodes it (defaults filled in). */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type WireMessage = any;
+
+export function stateFromWire(n: number): OperationState {
+  return STATE_NAMES[n] ?? OperationState.UNSPECIFIED;
+}
+
+export function resultFromWire(m: WireMessage): OperationResult {
+  const r = m ?? {};
+  return Object.freeze({
+    signalCount: r.signalCount ?? 0,
+    sources: Object.freeze([...(r.sources ?? [])]),
+    signalledKeys: Object.freeze([...(r.signalledKeys ?? [])]),
+    amountSum: r.amountSum ?? 0,
+    values: Object.freeze({ ...(r.values ?? {}) }),
+    data: r.data ?? Buffer.alloc(0),
+    dataTruncated: r.dataTruncated ?? false,
+  });
+}
+
+/** From an OperationStatus or a TryCompleteElseWatchResponse (same field names). */
+export function statusFromWire(m: WireMessage, payload?: Buffer): OperationStatus {
+  return Object.freeze({
+    operationId: m.operationId,
+    state: stateFromWire(m.state),
+    result: resultFromWire(m.result),
+    sequence: m.sequence,
+    created: m.created,
+    createTimeMs: m.createTimeMs,
+    dueTimeMs: m.dueTimeMs,
+    completeTimeMs: m.completeTimeMs,
+    payload: payload ?? m.payload ?? Buffer.alloc(0),
+  });
+}
+
+export function forceFromWire(m: WireMessage): ForceCompleteResult {
+  return Object.freeze({ completed: m.completed, operation: statusFromWire(m.operation) });
+}
+
+export function batchSignalFromWire(m: WireMessage): BatchSignalResult {
+  return Object.freeze({
+    completed: m.completed,
+    completedPerSignal: Object.freeze([...m.completedPerSignal]),
+  });
+}
+
+export function eventFromWire(m: WireMessage, incarnation: string): Event {
+  return Object.freeze({
+    sequence: m.sequence,
+    purgatory: m.purgatory,
+    operationId: m.operationId,
+    state: stateFromWire(m.state),
+    keys: Object.freeze([...m.keys]),
+    payload: m.payload,
+    result: resultFromWire(m.result),
+    createTimeMs: m.createTimeMs,
+    dueTimeMs: m.dueTimeMs,
+    completeTimeMs: m.completeTimeMs,
+    incarnation,
+  });
+}
+
+export function infoFromWire(m: WireMessage): PurgatoryInfo {
+  const c = m.config ?? {};
+  return Object.freeze({
+    name: m.name,
+    config: Object.freeze({
+      tickMs: c.tickMs ?? 0,
+      wheelSize: c.wheelSize ?? 0,
+      purgeInterval: c.purgeInterval ?? 0,
+      maxPending: c.maxPending ?? 0,
+      retainedEvents: c.retainedEvents ?? 0,
+      durable: c.durable ?? false,
+    }),
+    pending: m.pending,
+    watchedKeys: m.watchedKeys,
+    lastSequence: m.lastSequence,
+    oldestSequence: m.oldestSequence,
+    subscribers: m.subscribers,
+    incarnation: m.incarnation ?? "",
+  });
+}

@@ -1,0 +1,170 @@
+/**
+ * Typed inputs and results of the client API (no gRPC, no I/O), the same shapes as the
+ * Python client's purgatory_client._models, in camelCase.
+ *
+ * Times are Unix epoch milliseconds as sent by the server. 64-bit integers are JavaScript
+ * numbers: exact up to 2^53 (sequences, times, sums and offsets stay far below that).
+ */
+
+/** The life cycle of an operation (the wire enum purgatory.v1.OperationState). */
+export const OperationState = {
+  UNSPECIFIED: "UNSPECIFIED",
+  WATCHING: "WATCHING",
+  COMPLETED: "COMPLETED",
+  EXPIRED: "EXPIRED",
+  FORCE_COMPLETED: "FORCE_COMPLETED",
+  CANCELLED: "CANCELLED",
+} as const;
+export type OperationState = (typeof OperationState)[keyof typeof OperationState];
+
+/** The wire numbers of OperationState, in enum order. */
+export const STATE_NUMBERS: Readonly<Record<OperationState, number>> = {
+  UNSPECIFIED: 0,
+  WATCHING: 1,
+  COMPLETED: 2,
+  EXPIRED: 3,
+  FORCE_COMPLETED: 4,
+  CANCELLED: 5,
+};
+
+export function isFinal(state: OperationState): boolean {
+  return state !== "UNSPECIFIED" && state !== "WATCHING";
+}
+
+/** When an operation completes; build one with the `Condition.*` functions. */
+export type Condition =
+  | { kind: "anyKey" }
+  | { kind: "allKeys" }
+  | { kind: "minSignals"; count: number; distinctSources: boolean }
+  | { kind: "sumAtLeast"; threshold: number }
+  | { kind: "valuesAtLeast"; targets: Readonly<Record<string, number>>; defaultTarget: number };
+
+export const Condition = {
+  /** The first signal on any key (the default). */
+  anyKey: (): Condition => ({ kind: "anyKey" }),
+  /** Every key signalled at least once. */
+  allKeys: (): Condition => ({ kind: "allKeys" }),
+  /** `count` signals; with `distinctSources` each source counts once (acks from N replicas). */
+  minSignals: (count: number, opts: { distinctSources?: boolean } = {}): Condition => ({
+    kind: "minSignals",
+    count,
+    distinctSources: opts.distinctSources ?? false,
+  }),
+  /** The sum of the signals' `amount` reaches `threshold` (a min-bytes fetch). */
+  sumAtLeast: (threshold: number): Condition => ({ kind: "sumAtLeast", threshold }),
+  /** Every key's latest `value` >= its target (`defaultTarget` for keys not listed). */
+  valuesAtLeast: (
+    targets: Record<string, number> = {},
+    opts: { defaultTarget?: number } = {},
+  ): Condition => ({
+    kind: "valuesAtLeast",
+    targets: Object.freeze({ ...targets }),
+    defaultTarget: opts.defaultTarget ?? 0,
+  }),
+};
+
+/** What CheckAndComplete records on a key. */
+export interface Signal {
+  /** Added to sums (bytes, records...). */
+  amount?: number;
+  /** The key's new latest value (an offset); absent leaves it unchanged. */
+  value?: number;
+  /** Who sent it (a replica id), for distinct-source counting. */
+  source?: string;
+  /** Opaque bytes accumulated into the result (a string is sent as UTF-8). */
+  data?: Uint8Array | string;
+}
+
+/** One operation of a batch registration. */
+export interface OperationSpec {
+  keys: readonly string[];
+  timeoutMs: number;
+  condition?: Condition;
+  payload?: Uint8Array | string;
+  operationId?: string;
+}
+
+/** What the signals added up to when the operation ended. */
+export interface OperationResult {
+  readonly signalCount: number;
+  readonly sources: readonly string[];
+  readonly signalledKeys: readonly string[];
+  readonly amountSum: number;
+  readonly values: Readonly<Record<string, number>>;
+  readonly data: Buffer;
+  readonly dataTruncated: boolean;
+}
+
+export interface OperationStatus {
+  readonly operationId: string;
+  readonly state: OperationState;
+  readonly result: OperationResult;
+  /** The outcome's sequence once final and published (0 while watching). */
+  readonly sequence: number;
+  /** True if this call registered the operation (false for an idempotent re-send). */
+  readonly created: boolean;
+  readonly createTimeMs: number;
+  readonly dueTimeMs: number;
+  readonly completeTimeMs: number;
+  readonly payload: Buffer;
+}
+
+/** One outcome from a subscription. */
+export interface Event {
+  readonly sequence: number;
+  readonly purgatory: string;
+  readonly operationId: string;
+  readonly state: OperationState;
+  readonly keys: readonly string[];
+  readonly payload: Buffer;
+  readonly result: OperationResult;
+  readonly createTimeMs: number;
+  readonly dueTimeMs: number;
+  readonly completeTimeMs: number;
+  /** The stream's incarnation ("" from a server without them): store it with `sequence`
+   * to resume later with `subscribe({ afterSequence, incarnation })`. */
+  readonly incarnation: string;
+}
+
+export interface ForceCompleteResult {
+  /** True only if this call ended the operation. */
+  readonly completed: boolean;
+  readonly operation: OperationStatus;
+}
+
+export interface BatchSignalResult {
+  readonly completed: number;
+  readonly completedPerSignal: readonly number[];
+}
+
+/** Engine settings; 0 (or absent) means the server default when creating. */
+export interface PurgatoryConfig {
+  tickMs?: number;
+  wheelSize?: number;
+  purgeInterval?: number;
+  maxPending?: number;
+  retainedEvents?: number;
+  durable?: boolean;
+}
+
+export interface PurgatoryInfo {
+  readonly name: string;
+  readonly config: Required<PurgatoryConfig>;
+  readonly pending: number;
+  readonly watchedKeys: number;
+  readonly lastSequence: number;
+  readonly oldestSequence: number;
+  readonly subscribers: number;
+  /** The event stream's incarnation ("" from a server that predates incarnations). */
+  readonly incarnation: string;
+}
+
+/** How a dropped subscription (or a long-poll refused with UNAVAILABLE) is retried. */
+export interface RetryPolicy {
+  /** Attempts in a row without progress before the error is raised (default 8). */
+  attempts?: number;
+  /** First back-off in ms, doubled on each attempt (default 50). */
+  initialDelayMs?: number;
+  /** Back-off cap in ms (default 2000). */
+  maxDelayMs?: number;
+}

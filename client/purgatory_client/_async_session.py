@@ -1,0 +1,191 @@
+"""AsyncSession: one open ``Session`` stream for the asyncio client.
+
+Frames are written as they are submitted (many may be in flight); a reader task matches
+acknowledgements to their futures by request id and hands outcomes to ``on_outcome`` or to
+a bounded queue read by :meth:`AsyncSession.outcomes`. A full queue stops the reader, so a
+caller that stops consuming outcomes is felt by the server (it ends the stream with
+RESOURCE_EXHAUSTED past its bound) instead of growing memory here.
+
+Thread safety: loop-confined, one event loop. Any number of tasks may submit at once
+(writes take turns: gRPC allows one pending write per call).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+from collections.abc import AsyncIterator, Callable, Iterable
+from types import TracebackType
+from typing import Any
+
+import grpc
+
+from purgatory_client._base import event_from_proto
+from purgatory_client._models import Event, OperationSpec
+from purgatory_client._session_base import (
+    SessionAck,
+    SignalEntry,
+    ack_from_proto,
+    session_request,
+)
+from purgatory_client.errors import PurgatoryError, UnavailableError, from_rpc_error
+
+__all__ = ["AsyncSession"]
+
+OutcomeCallback = Callable[[Event], None]
+
+
+class AsyncSession:
+    """A Session stream: ``submit`` frames, await their acknowledgements, read outcomes.
+
+    Use ``async with client.session() as session``. Errors are the client's
+    :mod:`~purgatory_client.errors` tree; a frame the server refused resolves its
+    acknowledgement with ``ack.error`` set (the stream goes on), a stream that ends with an
+    error fails every unanswered acknowledgement and :meth:`outcomes` with it.
+    """
+
+    def __init__(
+        self,
+        call: Any,
+        purgatory: str,
+        *,
+        on_outcome: OutcomeCallback | None = None,
+        outcome_buffer: int = 10_000,
+    ) -> None:
+        self._call = call
+        self.purgatory = purgatory
+        self._ids = itertools.count(1)
+        self._acks: dict[int, asyncio.Future[SessionAck]] = {}
+        self._on_outcome = on_outcome
+        self._queue: asyncio.Queue[Event | None] = asyncio.Queue(outcome_buffer)
+        self.error: PurgatoryError | None = None
+        self._finished = False
+        # gRPC allows one pending write per call: concurrent submitters take turns.
+        self._write_lock = asyncio.Lock()
+        self._reader = asyncio.ensure_future(self._read())
+
+    async def __aenter__(self) -> AsyncSession:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    def add_end_callback(self, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` once the stream has ended (at once if it has)."""
+        self._reader.add_done_callback(lambda _: callback())
+
+    @property
+    def finished(self) -> bool:
+        """True once the stream has ended (``error`` says how)."""
+        return self._finished
+
+    async def submit(
+        self,
+        *,
+        watches: Iterable[OperationSpec] = (),
+        signals: Iterable[SignalEntry] = (),
+        force_complete: Iterable[str] = (),
+        purgatory: str | None = None,
+    ) -> asyncio.Future[SessionAck]:
+        """Write one frame; the returned future resolves with its acknowledgement."""
+        if self._finished:
+            raise self._ended_error()
+        request_id = next(self._ids)
+        frame = session_request(
+            request_id,
+            self.purgatory if purgatory is None else purgatory,
+            watches,
+            signals,
+            force_complete,
+        )
+        future: asyncio.Future[SessionAck] = asyncio.get_running_loop().create_future()
+        self._acks[request_id] = future
+        try:
+            async with self._write_lock:
+                await self._call.write(frame)
+        except (grpc.RpcError, asyncio.InvalidStateError) as exc:
+            self._acks.pop(request_id, None)
+            await asyncio.wait((self._reader,), timeout=5.0)
+            raise self._ended_error() from exc
+        return future
+
+    async def send(
+        self,
+        *,
+        watches: Iterable[OperationSpec] = (),
+        signals: Iterable[SignalEntry] = (),
+        force_complete: Iterable[str] = (),
+        purgatory: str | None = None,
+    ) -> SessionAck:
+        """Write one frame and await its acknowledgement."""
+        future = await self.submit(
+            watches=watches, signals=signals, force_complete=force_complete, purgatory=purgatory
+        )
+        return await future
+
+    async def done_writing(self) -> None:
+        """No more frames: the server ends the stream once every outcome is sent."""
+        with contextlib.suppress(grpc.RpcError, asyncio.InvalidStateError):
+            async with self._write_lock:
+                await self._call.done_writing()
+
+    async def outcomes(self) -> AsyncIterator[Event]:
+        """Outcomes as they end, until the stream ends (raises its error, if any)."""
+        while True:
+            event = await self._queue.get()
+            if event is None:
+                self._queue.put_nowait(None)  # later readers see the end too
+                if self.error is not None:
+                    raise self.error
+                return
+            yield event
+
+    async def close(self) -> None:
+        """Cancel the stream (pending acknowledgements fail) and stop the reader."""
+        self._call.cancel()
+        with contextlib.suppress(BaseException):
+            await self._reader
+
+    # ------------------------------------------------------------------ reader
+    def _ended_error(self) -> PurgatoryError:
+        if self.error is not None:
+            return self.error
+        return UnavailableError(grpc.StatusCode.UNAVAILABLE, "session stream ended")
+
+    async def _read(self) -> None:
+        error: PurgatoryError | None = None
+        try:
+            async for message in self._call:
+                if message.HasField("ack"):
+                    future = self._acks.pop(message.ack.request_id, None)
+                    if future is not None and not future.done():
+                        future.set_result(ack_from_proto(message.ack))
+                for raw in message.outcomes:
+                    event = event_from_proto(raw)
+                    if self._on_outcome is not None:
+                        self._on_outcome(event)
+                    else:
+                        await self._queue.put(event)
+        except grpc.RpcError as exc:
+            if exc.code() != grpc.StatusCode.CANCELLED or not self._call.cancelled():
+                error = from_rpc_error(exc)
+        except asyncio.CancelledError:
+            pass
+        finally:
+            self.error = error
+            self._finished = True
+            failure = self._ended_error()
+            for future in self._acks.values():
+                if not future.done():
+                    future.set_exception(failure)
+            self._acks.clear()
+            # The end marker may not fit a full queue: make room (the reader is done).
+            while self._queue.full():
+                self._queue.get_nowait()
+            self._queue.put_nowait(None)

@@ -1,0 +1,201 @@
+"""SyncSession: one open ``Session`` stream for the blocking client.
+
+gRPC's sync API consumes a request iterator on its own thread: frames go through a queue
+that iterator reads. A reader thread matches acknowledgements to
+:class:`concurrent.futures.Future` objects by request id and hands outcomes to
+``on_outcome`` or to a bounded queue (a full queue stops the reader, so a caller that
+stops consuming is felt by the server, not by this process's memory).
+
+Thread safety: :meth:`submit` and :meth:`send` may be called from any thread; one thread
+at a time should iterate :meth:`outcomes`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import queue
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future
+from types import TracebackType
+from typing import Any
+
+import grpc
+
+from purgatory_client._base import event_from_proto
+from purgatory_client._models import Event, OperationSpec
+from purgatory_client._session_base import (
+    SessionAck,
+    SignalEntry,
+    ack_from_proto,
+    session_request,
+)
+from purgatory_client.errors import PurgatoryError, UnavailableError, from_rpc_error
+
+__all__ = ["SyncSession"]
+
+_END = object()
+
+
+class SyncSession:
+    """A Session stream (blocking); see :class:`~purgatory_client.AsyncSession`."""
+
+    def __init__(
+        self,
+        method: Callable[..., Any],
+        purgatory: str,
+        *,
+        on_outcome: Callable[[Event], None] | None = None,
+        outcome_buffer: int = 10_000,
+        timeout: float | None = 30.0,
+    ) -> None:
+        self.purgatory = purgatory
+        self.timeout = timeout
+        self._frames: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._ids = itertools.count(1)
+        self._acks: dict[int, Future[SessionAck]] = {}
+        self._on_outcome = on_outcome
+        self._queue: queue.Queue[Any] = queue.Queue(outcome_buffer)
+        self.error: PurgatoryError | None = None
+        self._finished = threading.Event()
+        self._writing = True
+        self._end_callbacks: list[Callable[[], None]] = []
+        self._call = method(self._frame_iterator())
+        self._reader = threading.Thread(target=self._read, name="purgatory-session", daemon=True)
+        self._reader.start()
+
+    def __enter__(self) -> SyncSession:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def add_end_callback(self, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` (on the reader thread) once the stream has ended."""
+        with self._lock:
+            if not self._finished.is_set():
+                self._end_callbacks.append(callback)
+                return
+        callback()
+
+    @property
+    def finished(self) -> bool:
+        return self._finished.is_set()
+
+    def submit(
+        self,
+        *,
+        watches: Iterable[OperationSpec] = (),
+        signals: Iterable[SignalEntry] = (),
+        force_complete: Iterable[str] = (),
+        purgatory: str | None = None,
+    ) -> Future[SessionAck]:
+        """Queue one frame; the future resolves with its acknowledgement."""
+        future: Future[SessionAck] = Future()
+        with self._lock:
+            if self._finished.is_set() or not self._writing:
+                raise self._ended_error()
+            request_id = next(self._ids)
+            self._acks[request_id] = future
+            frame = session_request(
+                request_id,
+                self.purgatory if purgatory is None else purgatory,
+                watches,
+                signals,
+                force_complete,
+            )
+            self._frames.put(frame)
+        return future
+
+    def send(
+        self,
+        *,
+        watches: Iterable[OperationSpec] = (),
+        signals: Iterable[SignalEntry] = (),
+        force_complete: Iterable[str] = (),
+        purgatory: str | None = None,
+    ) -> SessionAck:
+        """Send one frame and wait (up to ``timeout``) for its acknowledgement."""
+        future = self.submit(
+            watches=watches, signals=signals, force_complete=force_complete, purgatory=purgatory
+        )
+        return future.result(self.timeout)
+
+    def done_writing(self) -> None:
+        with self._lock:
+            if self._writing:
+                self._writing = False
+                self._frames.put(_END)
+
+    def outcomes(self) -> Iterator[Event]:
+        while True:
+            item = self._queue.get()
+            if item is _END:
+                self._queue.put(_END)
+                if self.error is not None:
+                    raise self.error
+                return
+            yield item
+
+    def close(self) -> None:
+        self.done_writing()
+        self._call.cancel()
+        self._reader.join(10.0)
+
+    # ------------------------------------------------------------------ threads
+    def _frame_iterator(self) -> Iterator[Any]:
+        while True:
+            frame = self._frames.get()
+            if frame is _END:
+                return
+            yield frame
+
+    def _ended_error(self) -> PurgatoryError:
+        if self.error is not None:
+            return self.error
+        return UnavailableError(grpc.StatusCode.UNAVAILABLE, "session stream ended")
+
+    def _read(self) -> None:
+        error: PurgatoryError | None = None
+        try:
+            for message in self._call:
+                if message.HasField("ack"):
+                    with self._lock:
+                        future = self._acks.pop(message.ack.request_id, None)
+                    if future is not None:
+                        future.set_result(ack_from_proto(message.ack))
+                for raw in message.outcomes:
+                    event = event_from_proto(raw)
+                    if self._on_outcome is not None:
+                        self._on_outcome(event)
+                    else:
+                        self._queue.put(event)
+        except grpc.RpcError as exc:
+            if exc.code() != grpc.StatusCode.CANCELLED:
+                error = from_rpc_error(exc)
+        finally:
+            with self._lock:
+                self.error = error
+                self._finished.set()
+                self._writing = False
+                self._frames.put(_END)
+                failure = self._ended_error()
+                pending, self._acks = self._acks, {}
+                callbacks, self._end_callbacks = self._end_callbacks, []
+            for future in pending.values():
+                if not future.done():
+                    future.set_exception(failure)
+            while True:
+                try:
+                    self._queue.put_nowait(_END)
+                    break
+                except queue.Full:
+                    self._queue.get_nowait()
+            for callback in callbacks:
+                callback()

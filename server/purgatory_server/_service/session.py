@@ -1,0 +1,348 @@
+"""The ``Session`` RPC: many operations per message on one bidirectional stream.
+
+A session reads frames (watches, signals, force-completes on one purgatory), applies each
+through the same :class:`NamedPurgatory` entry points as the unary and batch RPCs (so ids
+stay idempotent and limits apply), acknowledges each frame in order, and sends every
+watched operation's outcome as soon as it ends. Three concurrent parts:
+
+- the *reader* applies frames one at a time; it stops reading (HTTP/2 flow control then
+  holds the client back) while more than half the outbound bound waits to be sent;
+- *acknowledgements* wait, in frame order, for the purgatory's durable barrier (durable
+  purgatories only), so a frame is acknowledged only once its records are journaled;
+- the *writer* sends what is queued, packing loose outcomes into messages of up to
+  :data:`.session_messages.OUTCOMES_PER_MESSAGE`.
+
+Ordering: an outcome is never sent before the acknowledgement of the frame that watched
+its operation. An outcome that ends before that acknowledgement is sent (a *stash*) in
+the acknowledgement's message. Each operation gets one outcome per stream, however often
+it is re-sent on it.
+
+Bounded memory: outcomes and acknowledgements waiting to be sent are capped by the
+server's ``session_buffer`` limit. Past it the client is not reading; the stream ends with
+RESOURCE_EXHAUSTED (capacity that frees up: re-open and re-send the watches still wanted;
+those that ended answer at once from the finished-operation memory). Shutdown fails the
+session's waiter, which ends the stream with UNAVAILABLE.
+
+Thread safety: loop-confined, like the purgatories it calls. Outcomes reach the session
+through a :class:`~.waiters.Waiter` that the purgatory calls on the loop thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable
+from typing import Any
+
+import grpc
+
+from purgatory_server._service.convert import (
+    FieldPrefixes,
+    operation_requests,
+    signals_from_proto,
+    status_fields,
+)
+from purgatory_server._service.errors import (
+    InvalidArgument,
+    LimitExceeded,
+    ServiceError,
+    abort,
+)
+from purgatory_server._service.events import Outcome
+from purgatory_server._service.limits import check_batch, check_operation_id
+from purgatory_server._service.operation import RemoteOperation
+from purgatory_server._service.purgatory import NamedPurgatory
+from purgatory_server._service.registry import PurgatoryRegistry
+from purgatory_server._service.session_messages import Ack, OpKey, pack
+from purgatory_server._service.waiters import Waiter
+
+__all__ = [
+    "METADATA_SESSION_BUFFER",
+    "RefusedFrame",
+    "SessionOverflow",
+    "SessionStream",
+]
+
+logger = logging.getLogger("purgatory_server.service")
+
+# Trailing metadata of a session cut for not reading: the bound it went past.
+METADATA_SESSION_BUFFER = "purgatory-session-buffer"
+
+
+class SessionOverflow(LimitExceeded):
+    """The client stopped reading and the session's outbound buffer is full."""
+
+    def __init__(self, bound: int) -> None:
+        super().__init__(
+            f"session fell more than {bound} outcomes and acknowledgements behind "
+            "(the client is not reading); re-open the session and re-send the watches "
+            "still wanted"
+        )
+        self.bound = bound
+
+    def trailing_metadata(self) -> tuple[tuple[str, str], ...]:
+        return ((METADATA_SESSION_BUFFER, str(self.bound)),)
+
+
+class RefusedFrame:
+    """A frame the gRPC edge refused before the session saw it (e.g. PERMISSION_DENIED):
+    the session acknowledges it with ``error`` and changes nothing."""
+
+    __slots__ = ("error", "request_id")
+
+    def __init__(self, request_id: int, error: ServiceError) -> None:
+        self.request_id = request_id
+        self.error = error
+
+
+class _SessionWaiter(Waiter):
+    """The one waiter a session attaches to every operation it watches."""
+
+    __slots__ = ("_session",)
+
+    def __init__(self, session: SessionStream) -> None:  # no future: outcomes go to the session
+        self._session = session
+
+    def deliver(self, outcome: Outcome) -> None:
+        self._session.on_outcome(outcome)
+
+    def fail(self, exc: BaseException) -> None:
+        self._session.end(exc if isinstance(exc, ServiceError) else None)
+
+
+class SessionStream:
+    """One open Session stream (loop-confined; see the module docstring)."""
+
+    def __init__(self, registry: PurgatoryRegistry, loop: asyncio.AbstractEventLoop) -> None:
+        self._registry = registry
+        self._loop = loop
+        self._limits = registry.limits
+        self._bound = max(1, self._limits.session_buffer)
+        self._waiter = _SessionWaiter(self)
+        self._watching: dict[OpKey, RemoteOperation] = {}
+        self._unacked: dict[OpKey, Ack] = {}
+        self._acks: deque[Ack] = deque()  # waiting for their barrier, in frame order
+        self._out: deque[Ack | Outcome] = deque()  # ready to send
+        self._buffered = 0  # outcomes + acknowledgements queued, acked or not
+        self._wake_writer = asyncio.Event()
+        self._room = asyncio.Event()  # set while the reader may read
+        self._room.set()
+        self._input_done = False
+        self._ended: asyncio.Future[ServiceError | None] = loop.create_future()
+
+    # ------------------------------------------------------------------ life cycle
+    async def run(self, requests: AsyncIterator[Any], context: Any) -> None:
+        """Serve the stream until the client is done and owed nothing, or an error.
+
+        On an error the reader stops, the waiters are detached and what was queued is
+        dropped (so memory stops growing at once), but a message already being written
+        is let finish: gRPC cannot send the status while a message send is pending. A
+        client that never reads again therefore sees the status only when it reads (or
+        never, if it goes away), exactly like a slow Subscribe stream.
+        """
+        reader = asyncio.ensure_future(self._read(requests))
+        writer = asyncio.ensure_future(self._write(context))
+        try:
+            error = await self._ended
+            reader.cancel()
+            self._detach()
+            self._out.clear()
+            self._acks.clear()
+            self._unacked.clear()
+            self._wake_writer.set()
+            await writer  # returns once its current write (if any) is done
+        finally:
+            for task in (reader, writer):
+                task.cancel()
+            for task in (reader, writer):
+                with contextlib.suppress(BaseException):
+                    await task
+            self._detach()
+        if error is not None:
+            await abort(context, error)
+
+    def end(self, error: ServiceError | None) -> None:
+        if not self._ended.done():
+            self._ended.set_result(error)
+
+    def _detach(self) -> None:
+        waiter = self._waiter
+        for op in self._watching.values():
+            if op.outcome is None and waiter in op.waiters:
+                op.waiters.remove(waiter)
+        self._watching.clear()
+
+    def _maybe_finished(self) -> None:
+        idle = not (self._watching or self._acks or self._out or self._buffered)
+        if self._input_done and idle:
+            self.end(None)
+
+    # ------------------------------------------------------------------ reading
+    async def _read(self, requests: AsyncIterator[Any]) -> None:
+        try:
+            async for frame in requests:
+                self._apply(frame)
+                if self._buffered * 2 >= self._bound:
+                    self._room.clear()
+                    await self._room.wait()
+        except ServiceError as exc:
+            self.end(exc)
+            return
+        except (grpc.RpcError, asyncio.InvalidStateError):
+            self.end(None)  # the client went away
+            return
+        self._input_done = True
+        self._maybe_finished()
+
+    def _apply(self, frame: Any) -> None:
+        ack = Ack(frame.request_id)
+        try:
+            if isinstance(frame, RefusedFrame):
+                raise frame.error
+            purgatory = self._registry.get(frame.purgatory)
+            self._apply_to(purgatory, frame, ack)
+        except ServiceError as exc:
+            if exc.code is grpc.StatusCode.UNAVAILABLE:
+                raise  # shutting down: the stream ends
+            del ack.message.operations[:]
+            del ack.message.completed_per_signal[:]
+            del ack.message.force_completed[:]
+            ack.message.code = exc.code.value[0]
+            ack.message.message = exc.message
+            ack.keys.clear()
+            ack.stash.clear()
+            ack.ready = True
+            self._queue_ack(ack)
+            return
+        barrier = purgatory.barrier
+        if barrier is None:
+            ack.ready = True
+            self._queue_ack(ack)
+        else:
+            self._queue_ack(ack)
+            self._after(barrier(), ack)
+
+    def _apply_to(self, purgatory: NamedPurgatory, frame: Any, ack: Ack) -> None:
+        """Validate everything, then register, signal and force-complete (all or nothing
+        up to the first change: nothing after validation can fail but a shutdown)."""
+        limits = self._limits
+        watches, signals, forced = frame.watches, frame.signals, frame.force_complete
+        size = len(watches) + len(signals) + len(forced)
+        if size > limits.max_batch_size:
+            check_batch("watches+signals+force_complete", size, limits)
+        requests = operation_requests("watches", watches, limits) if watches else []
+        records = signals_from_proto("signals", signals, limits) if signals else []
+        if forced:
+            watched = {r.operation_id for r in requests}
+            for i, op_id in enumerate(forced):
+                if not op_id:
+                    raise InvalidArgument(f"force_complete[{i}]", "must not be empty")
+                check_operation_id(f"force_complete[{i}]", op_id, limits)
+                if op_id not in watched:
+                    purgatory.lookup(op_id)  # NOT_FOUND before anything changes
+        msg = ack.message
+        name = purgatory.name
+        if requests:
+            registered = purgatory.register(requests, FieldPrefixes("watches", len(requests)))
+            add = msg.operations.add
+            for target, created in registered:
+                if isinstance(target, Outcome):
+                    add(payload=target.payload, **status_fields(target, created))
+                    ack.stash.append(target)
+                    self._count(1)
+                    continue
+                add(payload=target.definition.payload, **status_fields(target, created))
+                if target.outcome is not None:
+                    ack.stash.append(target.outcome)
+                    self._count(1)
+                    continue
+                key = (name, target.operation_id)
+                if key not in self._watching:
+                    target.waiters.append(self._waiter)
+                    self._watching[key] = target
+                    ack.keys.append(key)
+                    self._unacked[key] = ack
+        if records:
+            msg.completed_per_signal.extend(purgatory.signal(records))
+        for op_id in forced:
+            won, _ = purgatory.force_complete(op_id)
+            msg.force_completed.append(won)
+
+    def _after(self, barrier: Awaitable[None], ack: Ack) -> None:
+        future = asyncio.ensure_future(barrier)
+
+        def done(f: asyncio.Future[None]) -> None:
+            if f.cancelled():
+                return
+            exc = f.exception()
+            if exc is not None:
+                logger.error("session: journal write failed: %s", exc)
+                self.end(_JournalFailed())
+                return
+            ack.ready = True
+            self._flush_acks()
+
+        future.add_done_callback(done)
+
+    # ------------------------------------------------------------------ outbound
+    def _queue_ack(self, ack: Ack) -> None:
+        self._acks.append(ack)
+        self._count(1)
+        self._flush_acks()
+
+    def _flush_acks(self) -> None:
+        acks = self._acks
+        moved = False
+        while acks and acks[0].ready:
+            ack = acks.popleft()
+            for key in ack.keys:
+                if self._unacked.get(key) is ack:
+                    del self._unacked[key]
+            self._out.append(ack)
+            moved = True
+        if moved:
+            self._wake_writer.set()
+
+    def on_outcome(self, outcome: Outcome) -> None:
+        key = (outcome.purgatory, outcome.operation_id)
+        if self._watching.pop(key, None) is None:
+            return
+        ack = self._unacked.pop(key, None)
+        if ack is not None:
+            ack.stash.append(outcome)
+        else:
+            self._out.append(outcome)
+            self._wake_writer.set()
+        self._count(1)
+
+    def _count(self, n: int) -> None:
+        self._buffered += n
+        if self._buffered > self._bound:
+            self.end(SessionOverflow(self._bound))
+
+    async def _write(self, context: Any) -> None:
+        ended = self._ended
+        try:
+            while not ended.done():
+                await self._wake_writer.wait()
+                self._wake_writer.clear()
+                for message in pack(self._out):
+                    if ended.done():
+                        return
+                    await context.write(message)
+                    sent = len(message.outcomes) + (1 if message.HasField("ack") else 0)
+                    self._buffered -= sent
+                    if self._buffered * 2 < self._bound:
+                        self._room.set()
+                self._maybe_finished()
+        except (grpc.RpcError, asyncio.InvalidStateError, ConnectionError):
+            self.end(None)  # the client went away
+
+
+class _JournalFailed(ServiceError):
+    code = grpc.StatusCode.UNAVAILABLE
+
+    def __init__(self) -> None:
+        super().__init__("journal write failed; re-send the watches on a new session")

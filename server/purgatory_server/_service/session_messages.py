@@ -1,0 +1,118 @@
+"""What a Session sends: acknowledgements queued in frame order, and how the ready ones
+and the outcomes are packed into ``SessionResponse`` messages (see :mod:`.session`).
+
+Pure functions and a plain record: no I/O, no loop; :class:`~.session.SessionStream`
+owns every instance (loop-confined).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+from purgatory_proto.v1 import purgatory_pb2 as pb
+
+from purgatory_server._service.convert import result_fields
+from purgatory_server._service.events import Outcome
+
+__all__ = ["MESSAGE_BYTES", "OUTCOMES_PER_MESSAGE", "Ack", "OpKey", "pack"]
+
+# Loose outcomes packed into one SessionResponse (frames of ~100-1000 carry best).
+OUTCOMES_PER_MESSAGE = 1000
+# About how many bytes of outcomes one SessionResponse carries (clients accept 4 MiB).
+MESSAGE_BYTES = 1 << 20
+
+OpKey = tuple[str, str]  # (purgatory name, operation id)
+
+
+class Ack:
+    """One frame's acknowledgement, queued until its barrier passes (in frame order).
+
+    It is built in place inside the ``SessionResponse`` that will carry it (``message`` is
+    ``response.ack``), so sending it copies nothing.
+    """
+
+    __slots__ = ("keys", "message", "ready", "response", "stash")
+
+    def __init__(self, request_id: int) -> None:
+        self.response = pb.SessionResponse()
+        self.message = self.response.ack
+        self.message.SetInParent()
+        self.message.request_id = request_id
+        self.ready = False
+        self.keys: list[OpKey] = []  # operations watched by this frame
+        self.stash: list[Outcome] = []  # their outcomes that ended before the ack left
+
+
+def pack(out: deque[Ack | Outcome]) -> list[Any]:
+    """Everything in ``out`` (emptied), as SessionResponse messages.
+
+    An acknowledgement joins the message being filled when that has none yet (the
+    outcomes already in it belong to earlier frames, so none precedes its own
+    acknowledgement), and carries the outcomes stashed for it while they fit. A
+    message holds up to :data:`OUTCOMES_PER_MESSAGE` outcomes or about
+    :data:`MESSAGE_BYTES`, so none nears a client's 4 MiB receive limit. Outcomes are
+    added in place from keywords (a message argument would be built, then copied).
+    """
+    groups: list[tuple[Ack | None, list[Outcome]]] = []
+    ack: Ack | None = None
+    events: list[Outcome] = []
+    budget = MESSAGE_BYTES
+    while out:
+        item = out.popleft()
+        if isinstance(item, Ack):
+            size = _ack_size(item.message)
+            if ack is not None or (events and size > budget):
+                groups.append((ack, events))
+                events, budget = [], MESSAGE_BYTES
+            ack = item
+            budget -= size
+            outcomes: list[Outcome] = item.stash
+        else:
+            outcomes = [item]
+        for outcome in outcomes:
+            size = _outcome_size(outcome)
+            if events and (len(events) >= OUTCOMES_PER_MESSAGE or size > budget):
+                groups.append((ack, events))
+                ack, events, budget = None, [], MESSAGE_BYTES
+            events.append(outcome)
+            budget -= size
+    if ack is not None or events:
+        groups.append((ack, events))
+    messages = []
+    for group_ack, group_events in groups:
+        message = group_ack.response if group_ack is not None else pb.SessionResponse()
+        add = message.outcomes.add
+        for outcome in group_events:
+            add(**_event_fields(outcome))
+        messages.append(message)
+    return messages
+
+
+def _event_fields(outcome: Outcome) -> dict[str, Any]:
+    """An OperationEvent as constructor keywords (see convert.result_fields for why)."""
+    fields: dict[str, Any] = {
+        "sequence": outcome.sequence,
+        "purgatory": outcome.purgatory,
+        "operation_id": outcome.operation_id,
+        "state": outcome.state,
+        "keys": outcome.keys,
+        "create_time_ms": outcome.create_time_ms,
+        "due_time_ms": outcome.due_time_ms,
+        "complete_time_ms": outcome.complete_time_ms,
+    }
+    if outcome.payload:
+        fields["payload"] = outcome.payload
+    result = result_fields(outcome.result)
+    if result:
+        fields["result"] = result
+    return fields
+
+
+def _outcome_size(outcome: Outcome) -> int:
+    """An upper-ish estimate of an outcome's encoded size, without encoding it."""
+    return 96 + len(outcome.payload) + len(outcome.result.data) + 40 * len(outcome.keys)
+
+
+def _ack_size(ack: Any) -> int:
+    return 64 + sum(96 + len(s.payload) + len(s.result.data) for s in ack.operations)

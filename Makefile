@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
-EXTRAS := dev,server,client
+EXTRAS := dev,server,client,observability
 
 .PHONY: help install serve test lint typecheck unit stubs check-stubs bench clean system-deps
 

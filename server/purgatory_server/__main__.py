@@ -15,7 +15,8 @@ from typing import Any
 
 from purgatory_server._journal import JournalCorruptionError, JournalError
 from purgatory_server._service.app import serve
-from purgatory_server._service.config import ConfigError, load_config
+from purgatory_server._service.config import ConfigError, ServerConfig, load_config
+from purgatory_server._service.telemetry import TraceLogFilter
 
 __all__ = ["main"]
 
@@ -55,7 +56,31 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="truncate a journal at a corrupt record instead of refusing to start",
     )
     parser.add_argument("--port-file", help="write the bound port to this file once serving")
+    parser.add_argument(
+        "--metrics-listen",
+        metavar="HOST:PORT",
+        help="serve Prometheus metrics at http://HOST:PORT/metrics (off by default)",
+    )
+    parser.add_argument(
+        "--otlp-endpoint", metavar="URL", help="export metrics and spans over OTLP/gRPC"
+    )
+    parser.add_argument(
+        "--tracing", action="store_true", help="a span per RPC, carried by its outcomes"
+    )
     return parser.parse_args(argv)
+
+
+def configure_logging(config: ServerConfig) -> None:
+    """Log lines carry the call's trace and span ids when tracing is on."""
+    traced = config.tracing or bool(config.otlp_endpoint)
+    ids = " trace_id=%(trace_id)s span_id=%(span_id)s" if traced else ""
+    logging.basicConfig(
+        level=config.log_level.upper(),
+        format=f"%(asctime)s %(levelname)s %(name)s{ids}: %(message)s",
+    )
+    if traced:
+        for handler in logging.getLogger().handlers:
+            handler.addFilter(TraceLogFilter())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -74,11 +99,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         ("fsync", "fsync"),
         ("fsync_interval_ms", "fsync_interval_ms"),
         ("port_file", "port_file"),
+        ("metrics_listen", "metrics_listen"),
+        ("otlp_endpoint", "otlp_endpoint"),
     ):
         if getattr(args, flag) is not None:
             overrides[option] = getattr(args, flag)
     if args.repair_journal:
         overrides["repair_journal"] = True
+    if args.tracing:
+        overrides["tracing"] = True
     if args.durable:
         overrides["defaults"] = {"durable": True}
     if args.purgatory:
@@ -88,10 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         sys.stderr.write(f"purgatory-server: {exc}\n")
         return 2
-    logging.basicConfig(
-        level=config.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging(config)
     try:
         asyncio.run(serve(config))
     except JournalCorruptionError as exc:

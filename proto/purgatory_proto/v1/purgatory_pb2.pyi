@@ -207,7 +207,7 @@ class OperationSpec(_message.Message):
     def __init__(self, operation_id: _Optional[str] = ..., keys: _Optional[_Iterable[str]] = ..., timeout_ms: _Optional[int] = ..., condition: _Optional[_Union[Condition, _Mapping]] = ..., payload: _Optional[bytes] = ...) -> None: ...
 
 class OperationStatus(_message.Message):
-    __slots__ = ("operation_id", "state", "result", "sequence", "created", "create_time_ms", "due_time_ms", "complete_time_ms", "payload")
+    __slots__ = ("operation_id", "state", "result", "sequence", "created", "create_time_ms", "due_time_ms", "complete_time_ms", "payload", "traceparent")
     OPERATION_ID_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     RESULT_FIELD_NUMBER: _ClassVar[int]
@@ -217,6 +217,7 @@ class OperationStatus(_message.Message):
     DUE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     COMPLETE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    TRACEPARENT_FIELD_NUMBER: _ClassVar[int]
     operation_id: str
     state: OperationState
     result: OperationResult
@@ -226,7 +227,8 @@ class OperationStatus(_message.Message):
     due_time_ms: int
     complete_time_ms: int
     payload: bytes
-    def __init__(self, operation_id: _Optional[str] = ..., state: _Optional[_Union[OperationState, str]] = ..., result: _Optional[_Union[OperationResult, _Mapping]] = ..., sequence: _Optional[int] = ..., created: _Optional[bool] = ..., create_time_ms: _Optional[int] = ..., due_time_ms: _Optional[int] = ..., complete_time_ms: _Optional[int] = ..., payload: _Optional[bytes] = ...) -> None: ...
+    traceparent: str
+    def __init__(self, operation_id: _Optional[str] = ..., state: _Optional[_Union[OperationState, str]] = ..., result: _Optional[_Union[OperationResult, _Mapping]] = ..., sequence: _Optional[int] = ..., created: _Optional[bool] = ..., create_time_ms: _Optional[int] = ..., due_time_ms: _Optional[int] = ..., complete_time_ms: _Optional[int] = ..., payload: _Optional[bytes] = ..., traceparent: _Optional[str] = ...) -> None: ...
 
 class TryCompleteElseWatchRequest(_message.Message):
     __slots__ = ("purgatory", "operation_id", "keys", "timeout_ms", "condition", "payload", "wait")
@@ -247,7 +249,7 @@ class TryCompleteElseWatchRequest(_message.Message):
     def __init__(self, purgatory: _Optional[str] = ..., operation_id: _Optional[str] = ..., keys: _Optional[_Iterable[str]] = ..., timeout_ms: _Optional[int] = ..., condition: _Optional[_Union[Condition, _Mapping]] = ..., payload: _Optional[bytes] = ..., wait: _Optional[bool] = ...) -> None: ...
 
 class TryCompleteElseWatchResponse(_message.Message):
-    __slots__ = ("operation_id", "state", "result", "sequence", "created", "create_time_ms", "due_time_ms", "complete_time_ms")
+    __slots__ = ("operation_id", "state", "result", "sequence", "created", "create_time_ms", "due_time_ms", "complete_time_ms", "traceparent")
     OPERATION_ID_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     RESULT_FIELD_NUMBER: _ClassVar[int]
@@ -256,6 +258,7 @@ class TryCompleteElseWatchResponse(_message.Message):
     CREATE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     DUE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     COMPLETE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    TRACEPARENT_FIELD_NUMBER: _ClassVar[int]
     operation_id: str
     state: OperationState
     result: OperationResult
@@ -264,7 +267,8 @@ class TryCompleteElseWatchResponse(_message.Message):
     create_time_ms: int
     due_time_ms: int
     complete_time_ms: int
-    def __init__(self, operation_id: _Optional[str] = ..., state: _Optional[_Union[OperationState, str]] = ..., result: _Optional[_Union[OperationResult, _Mapping]] = ..., sequence: _Optional[int] = ..., created: _Optional[bool] = ..., create_time_ms: _Optional[int] = ..., due_time_ms: _Optional[int] = ..., complete_time_ms: _Optional[int] = ...) -> None: ...
+    traceparent: str
+    def __init__(self, operation_id: _Optional[str] = ..., state: _Optional[_Union[OperationState, str]] = ..., result: _Optional[_Union[OperationResult, _Mapping]] = ..., sequence: _Optional[int] = ..., created: _Optional[bool] = ..., create_time_ms: _Optional[int] = ..., due_time_ms: _Optional[int] = ..., complete_time_ms: _Optional[int] = ..., traceparent: _Optional[str] = ...) -> None: ...
 
 class BatchTryCompleteElseWatchRequest(_message.Message):
     __slots__ = ("purgatory", "operations", "wait")
@@ -373,7 +377,7 @@ class SubscribeRequest(_message.Message):
     def __init__(self, purgatory: _Optional[str] = ..., after_sequence: _Optional[int] = ..., filter: _Optional[_Union[SubscribeFilter, _Mapping]] = ...) -> None: ...
 
 class OperationEvent(_message.Message):
-    __slots__ = ("sequence", "purgatory", "operation_id", "state", "keys", "payload", "result", "create_time_ms", "due_time_ms", "complete_time_ms")
+    __slots__ = ("sequence", "purgatory", "operation_id", "state", "keys", "payload", "result", "create_time_ms", "due_time_ms", "complete_time_ms", "traceparent")
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     PURGATORY_FIELD_NUMBER: _ClassVar[int]
     OPERATION_ID_FIELD_NUMBER: _ClassVar[int]
@@ -384,6 +388,7 @@ class OperationEvent(_message.Message):
     CREATE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     DUE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     COMPLETE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    TRACEPARENT_FIELD_NUMBER: _ClassVar[int]
     sequence: int
     purgatory: str
     operation_id: str
@@ -394,7 +399,8 @@ class OperationEvent(_message.Message):
     create_time_ms: int
     due_time_ms: int
     complete_time_ms: int
-    def __init__(self, sequence: _Optional[int] = ..., purgatory: _Optional[str] = ..., operation_id: _Optional[str] = ..., state: _Optional[_Union[OperationState, str]] = ..., keys: _Optional[_Iterable[str]] = ..., payload: _Optional[bytes] = ..., result: _Optional[_Union[OperationResult, _Mapping]] = ..., create_time_ms: _Optional[int] = ..., due_time_ms: _Optional[int] = ..., complete_time_ms: _Optional[int] = ...) -> None: ...
+    traceparent: str
+    def __init__(self, sequence: _Optional[int] = ..., purgatory: _Optional[str] = ..., operation_id: _Optional[str] = ..., state: _Optional[_Union[OperationState, str]] = ..., keys: _Optional[_Iterable[str]] = ..., payload: _Optional[bytes] = ..., result: _Optional[_Union[OperationResult, _Mapping]] = ..., create_time_ms: _Optional[int] = ..., due_time_ms: _Optional[int] = ..., complete_time_ms: _Optional[int] = ..., traceparent: _Optional[str] = ...) -> None: ...
 
 class JournaledOutcome(_message.Message):
     __slots__ = ("event", "condition", "timeout_ms")

@@ -23,7 +23,7 @@ import logging
 import signal
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -37,6 +37,10 @@ from purgatory_server._service.config import ServerConfig
 from purgatory_server._service.durable import durable_factory
 from purgatory_server._service.registry import JournalFactory, PurgatoryRegistry
 from purgatory_server._service.servicer import PurgatoryServicer
+from purgatory_server._service.telemetry import telemetry_from_config
+
+if TYPE_CHECKING:
+    from purgatory_server._service.telemetry.setup import Telemetry
 
 __all__ = ["SERVICE_NAME", "PurgatoryServer", "create_server", "serve"]
 
@@ -69,6 +73,7 @@ class PurgatoryServer:
     health: Any
     port: int
     config: ServerConfig
+    telemetry: Telemetry | None = None
     _stopped: bool = False
 
     async def stop(self, grace: float | None = None) -> None:
@@ -81,6 +86,8 @@ class PurgatoryServer:
         self.registry.begin_shutdown()
         await self.grpc_server.stop(grace)
         await self.registry.shutdown()
+        if self.telemetry is not None:
+            await asyncio.to_thread(self.telemetry.shutdown)
         logger.info("server on port %d stopped", self.port)
 
     async def wait_for_termination(self) -> None:
@@ -94,12 +101,15 @@ async def create_server(
     time: Time | None = None,
     reaper_enabled: bool = True,
     journal_factory: JournalFactory | None = None,
+    telemetry: Telemetry | None = None,
 ) -> tuple[PurgatoryServer, int]:
     """Build, start and return a server listening on ``address`` and its bound port.
 
     ``address`` defaults to ``config.listen``. ``time``/``reaper_enabled`` let tests run
     the purgatories on MockTime and drive expiry by hand; ``journal_factory`` replaces
-    the durable journal (the default opens ``config.data_dir`` for durable purgatories).
+    the durable journal (the default opens ``config.data_dir`` for durable purgatories);
+    ``telemetry`` replaces the one the configuration asks for (tests pass in-memory
+    readers). The server owns it from here and shuts it down on stop.
     """
     config = config if config is not None else ServerConfig()
     config.validate()
@@ -107,6 +117,8 @@ async def create_server(
     loop = asyncio.get_running_loop()
     if journal_factory is None:
         journal_factory = durable_factory(config, loop)
+    if telemetry is None:
+        telemetry = telemetry_from_config(config)
     registry = PurgatoryRegistry(
         config.limits,
         config.defaults,
@@ -114,9 +126,15 @@ async def create_server(
         time=time,
         reaper_enabled=reaper_enabled,
         journal_factory=journal_factory,
+        metrics=telemetry is not None and telemetry.metrics,
+        traced=telemetry is not None and telemetry.tracing,
     )
+    if telemetry is not None:
+        telemetry.bind(registry)
     server = grpc.aio.server(
-        options=server_options(config), maximum_concurrent_rpcs=config.max_concurrent_rpcs
+        options=server_options(config),
+        maximum_concurrent_rpcs=config.max_concurrent_rpcs,
+        interceptors=telemetry.interceptors() if telemetry is not None else None,
     )
     servicer = PurgatoryServicer(registry, loop)
     pb_grpc.add_PurgatoryServiceServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]
@@ -141,11 +159,14 @@ async def create_server(
     except BaseException:
         await registry.shutdown()
         await server.stop(None)
+        if telemetry is not None:
+            await asyncio.to_thread(telemetry.shutdown)
         raise
     serving = health_pb2.HealthCheckResponse.SERVING
     await health_servicer.set("", serving)
     await health_servicer.set(SERVICE_NAME, serving)
-    return PurgatoryServer(server, registry, health_servicer, port, config), port
+    purgatory_server = PurgatoryServer(server, registry, health_servicer, port, config, telemetry)
+    return purgatory_server, port
 
 
 async def serve(config: ServerConfig) -> None:

@@ -117,6 +117,14 @@ class ServerConfig:
     repair_journal: bool = False
     # If set, the bound port is written to this file once the server serves.
     port_file: str = ""
+    # Observability (docs/observability.md; needs the `observability` extra).
+    # host:port of the Prometheus scrape endpoint; "" (default) serves none.
+    metrics_listen: str = ""
+    # OTLP/gRPC collector for metrics and spans (e.g. http://127.0.0.1:4317); "" none.
+    otlp_endpoint: str = ""
+    # A server span per RPC, its context carried by the outcomes it registers; on by
+    # itself when otlp_endpoint is set.
+    tracing: bool = False
     limits: Limits = field(default_factory=Limits)
     defaults: PurgatorySettings = field(default_factory=PurgatorySettings)
     purgatories: tuple[PurgatorySettings, ...] = (PurgatorySettings(),)

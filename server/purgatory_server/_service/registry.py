@@ -31,6 +31,7 @@ from purgatory_server._service.errors import (
 from purgatory_server._service.events import EventLog
 from purgatory_server._service.journal import Journal
 from purgatory_server._service.purgatory import NamedPurgatory
+from purgatory_server._service.telemetry.counters import PurgatoryMetrics
 
 __all__ = ["PurgatoryRegistry"]
 
@@ -47,6 +48,8 @@ class Durability(Protocol):
     def event_log(self) -> EventLog: ...
 
     def restore(self, purgatory: NamedPurgatory) -> None: ...
+
+    def instrument(self, metrics: PurgatoryMetrics) -> None: ...
 
     async def close(self) -> None: ...
 
@@ -69,8 +72,13 @@ class PurgatoryRegistry:
         time: Time | None = None,
         reaper_enabled: bool = True,
         journal_factory: JournalFactory | None = None,
+        metrics: bool = False,
+        traced: bool = False,
     ) -> None:
         self.limits = limits
+        # Observability (docs/observability.md): each purgatory gets its own counters.
+        self._metrics = metrics
+        self._traced = traced
         self.defaults = defaults
         self._loop = loop
         self._time = time
@@ -129,10 +137,14 @@ class PurgatoryRegistry:
             journal=None if store is None else store.journal,
             event_log=None if store is None else store.event_log,
             reaper_enabled=self._reaper_enabled,
+            metrics=PurgatoryMetrics() if self._metrics else None,
+            traced=self._traced,
         )
         self._purgatories[settings.name] = purgatory
         if store is not None:
             self._durable[settings.name] = store
+            if purgatory.metrics is not None:
+                store.instrument(purgatory.metrics)
             store.restore(purgatory)
         return purgatory
 
@@ -145,6 +157,10 @@ class PurgatoryRegistry:
                 raise InvalidArgument(field, "must not be empty")
             raise NotFound(f"purgatory {name!r} not found")
         return purgatory
+
+    def snapshot(self) -> list[NamedPurgatory]:
+        """The purgatories now (any thread: one GIL-atomic copy; for exporters)."""
+        return list(self._purgatories.values())
 
     def all_purgatories(self) -> list[NamedPurgatory]:
         if self._closed is not None:

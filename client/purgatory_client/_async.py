@@ -31,6 +31,7 @@ from purgatory_client._models import (
     Signal,
 )
 from purgatory_client.errors import from_rpc_error
+from purgatory_client.tracing import trace_metadata
 
 __all__ = ["AsyncPurgatoryClient"]
 
@@ -77,7 +78,7 @@ class AsyncPurgatoryClient:
         self, method: Callable[..., Awaitable[Any]], request: Any, timeout: float | None
     ) -> Any:
         try:
-            return await method(request, timeout=timeout)
+            return await method(request, timeout=timeout, metadata=trace_metadata())
         except grpc.RpcError as exc:
             raise from_rpc_error(exc) from None
 
@@ -214,7 +215,7 @@ class AsyncPurgatoryClient:
         cursor = ResumeCursor(after_sequence, self._resume)
         while True:
             req = _base.subscribe_request(name, cursor.position, states, keys, operation_id_prefix)
-            call = self._stub.Subscribe(req)
+            call = self._stub.Subscribe(req, metadata=trace_metadata())
             try:
                 cursor.started(tuple((await call.initial_metadata()) or ()))
                 async for msg in call:

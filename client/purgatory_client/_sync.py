@@ -30,6 +30,7 @@ from purgatory_client._models import (
     Signal,
 )
 from purgatory_client.errors import from_rpc_error
+from purgatory_client.tracing import trace_metadata
 
 __all__ = ["PurgatoryClient"]
 
@@ -78,7 +79,7 @@ class PurgatoryClient:
 
     def _call(self, method: Callable[..., Any], request: Any, timeout: float | None) -> Any:
         try:
-            return method(request, timeout=timeout)
+            return method(request, timeout=timeout, metadata=trace_metadata())
         except grpc.RpcError as exc:
             raise from_rpc_error(exc) from None
 
@@ -220,7 +221,7 @@ class PurgatoryClient:
         cursor = ResumeCursor(after_sequence, self._resume)
         while True:
             req = _base.subscribe_request(name, cursor.position, states, keys, operation_id_prefix)
-            call = self._stub.Subscribe(req)
+            call = self._stub.Subscribe(req, metadata=trace_metadata())
             try:
                 cursor.started(call.initial_metadata() or ())
                 for msg in call:

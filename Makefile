@@ -11,6 +11,8 @@ EXTRAS := dev,server,client,observability
 # `make test` installs the missing ones when it runs as root; otherwise it says which are
 # missing and the tests that need them say clearly that they are skipped.
 APT_PACKAGES :=
+# promtool checks the Prometheus exposition (tests/observability/test_scrape.py).
+APT_PACKAGES += prometheus
 
 help:
 	@echo "make serve   - run the gRPC server on 127.0.0.1:50051 (the 'default' purgatory)"

@@ -85,9 +85,10 @@ async def test_counts_histograms_and_gauges_follow_real_rpcs() -> None:
 
         lateness = point(m["purgatory.expiry.lateness"], DEFAULT)
         assert lateness.count == 1
-        assert -0.002 <= lateness.sum < 1.0  # fired within a second of due (shared machine)
+        assert 0 <= lateness.sum < 1.0  # fired within a second of due (shared machine)
         assert sum(lateness.bucket_counts) == 1
-        assert lateness.explicit_bounds[:4] == [-0.001, 0.0, 0.001, 0.002]
+        assert lateness.explicit_bounds[:4] == [0.0, 0.001, 0.002, 0.003]  # 1 ms resolution
+        assert value(m, "purgatory.expiry.early", DEFAULT) in (0, 1)
 
         waits = m["purgatory.operation.wait.duration"]
         assert point(waits, state("completed")).count == 6

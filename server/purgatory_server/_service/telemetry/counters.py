@@ -51,6 +51,7 @@ class PurgatoryMetrics:
     __slots__ = (
         "batch_register",
         "batch_signal",
+        "early",
         "fsync_group",
         "fsync_latency",
         "journal_bytes",
@@ -73,6 +74,9 @@ class PurgatoryMetrics:
         # Wait to outcome, one histogram per final state (indexed like ``outcomes``).
         self.wait = [Histogram(DURATION_BOUNDS) for _ in self.outcomes]
         self.lateness = Histogram(LATENESS_BOUNDS)
+        # Expiries that fired before their due time (the wheel works in whole ticks, so
+        # one may fire up to a tick early); recorded as lateness 0.
+        self.early = 0
         self.longpoll = Histogram(DURATION_BOUNDS)
         self.batch_register = Histogram(BATCH_BOUNDS)
         self.batch_signal = Histogram(BATCH_BOUNDS)
@@ -93,7 +97,11 @@ class PurgatoryMetrics:
             done = op.complete_time_ms
             wait[state].record((done - op.create_time_ms) / 1000)
             if state is _EXPIRED:
-                late((done - op.due_time_ms) / 1000)
+                late_ms = done - op.due_time_ms
+                if late_ms < 0:
+                    self.early += 1
+                    late_ms = 0
+                late(late_ms / 1000)
 
     def on_fsync(self, seconds: float, records: int) -> None:
         """The journal's fsync hook (its writer thread): latency and group size."""

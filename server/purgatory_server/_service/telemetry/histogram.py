@@ -31,9 +31,11 @@ __all__ = [
 
 # Bucket upper bounds (Prometheus ``le``). Seconds for durations, counts otherwise.
 # Expiry lateness is measured in whole wall-clock milliseconds, so its buckets resolve
-# exactly -1 ms (fired early, within a tick), 0 ms, 1 ms, 2 ms, then coarser.
+# exactly 0 ms (on time), 1 ms, 2 ms, 3 ms, then coarser. No bound is negative: an
+# early fire is counted apart (Prometheus drops _sum and _count of a histogram whose
+# buckets go below zero).
 LATENESS_BOUNDS: tuple[float, ...] = (
-    -0.001, 0.0, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+    0.0, 0.001, 0.002, 0.003, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 )  # fmt: skip
 DURATION_BOUNDS: tuple[float, ...] = (
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,

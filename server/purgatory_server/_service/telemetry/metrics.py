@@ -54,7 +54,7 @@ _HISTOGRAMS: tuple[tuple[str, str, str, Callable[[PurgatoryMetrics], Histogram]]
     (
         "purgatory.expiry.lateness",
         "s",
-        "How late expiries fire: completion time minus due time (wall-clock ms).",
+        "How late expiries fire: completion minus due time (whole ms; early fires count 0).",
         lambda m: m.lateness,
     ),
     (
@@ -146,10 +146,16 @@ def register_instruments(meter: Meter, purgatories: Purgatories, rpc: RpcStats) 
         "Signals applied by CheckAndComplete and BatchCheckAndComplete.",
     )
     counter(
+        "purgatory.expiry.early",
+        [by_purgatory(lambda m: m.early)],
+        "{operation}",
+        "Expiries that fired before their due time (within a tick); lateness counts them as 0.",
+    )
+    counter(
         "purgatory.rpc.rejected",
         [rejected],
         "{request}",
-        "RPCs answered with a status other than OK, by method and status code.",
+        "RPCs answered with a status other than OK or CANCELLED, by method and status code.",
     )
     gauges = _gauges(purgatories)
     gauge = meter.create_observable_gauge

@@ -3,7 +3,8 @@
 Per call, with metrics on: two clock reads and one :class:`~.histogram.Histogram` record
 into a table found without allocating (method -> status code -> histogram; the
 per-method table is bound once, when the method's handler is first wrapped). Rejected
-requests are the non-OK entries of the same table, so no second counter is kept.
+requests are the entries of the same table other than OK and CANCELLED (the caller
+left), so no second counter is kept.
 
 With tracing on, each call also gets a SERVER span named after the method, its parent
 taken from the request's W3C ``traceparent`` metadata, its status code recorded as
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
 __all__ = ["RpcStats", "TelemetryInterceptor"]
 
 _OK = grpc.StatusCode.OK
+_CANCELLED = grpc.StatusCode.CANCELLED
 # Codes that mean the server failed (OpenTelemetry's gRPC server span status rule).
 _SERVER_ERRORS = frozenset(
     {
@@ -76,12 +78,13 @@ class RpcStats:
         return out
 
     def rejected(self) -> list[tuple[str, str, int]]:
-        """(method, status code name, count) for every non-OK status seen."""
+        """(method, status code name, count) for every status the server answered other
+        than OK; CANCELLED (the caller went away) is not a rejection."""
         return [
             (method, code.name, sum(hist.snapshot().bucket_counts))
             for method, table in list(self._methods.items())
             for code, hist in list(table.items())
-            if code is not _OK
+            if code is not _OK and code is not _CANCELLED
         ]
 
 

@@ -46,7 +46,8 @@ __all__ = ["SERVICE_NAME", "PurgatoryServer", "create_server", "serve"]
 
 logger = logging.getLogger("purgatory_server.service")
 
-SERVICE_NAME: str = pb.DESCRIPTOR.services_by_name["PurgatoryService"].full_name
+SERVICE = "PurgatoryService"
+SERVICE_NAME: str = pb.DESCRIPTOR.services_by_name[SERVICE].full_name
 
 
 def server_options(config: ServerConfig) -> list[tuple[str, Any]]:
@@ -132,11 +133,11 @@ async def create_server(
     if telemetry is not None:
         telemetry.bind(registry)
     server = grpc.aio.server(
-        options=server_options(config),
-        maximum_concurrent_rpcs=config.max_concurrent_rpcs,
-        interceptors=telemetry.interceptors() if telemetry is not None else None,
+        options=server_options(config), maximum_concurrent_rpcs=config.max_concurrent_rpcs
     )
-    servicer = PurgatoryServicer(registry, loop)
+    servicer: object = PurgatoryServicer(registry, loop)
+    if telemetry is not None:
+        servicer = telemetry.instrument(servicer, pb.DESCRIPTOR.services_by_name[SERVICE])
     pb_grpc.add_PurgatoryServiceServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

@@ -36,7 +36,7 @@ from purgatory_server._service.telemetry.metrics import (
     histogram_metrics,
     register_instruments,
 )
-from purgatory_server._service.telemetry.rpc import RpcStats, TelemetryInterceptor
+from purgatory_server._service.telemetry.rpc import RpcStats, instrument_servicer
 
 if TYPE_CHECKING:
     from purgatory_server._service.registry import PurgatoryRegistry
@@ -83,10 +83,9 @@ class Telemetry:
         for reader in self._readers:
             attach_histograms(reader, lambda: histogram_metrics(registry.snapshot, rpc))
 
-    def interceptors(self) -> list[Any]:
-        if not (self.metrics or self.tracing):
-            return []
-        return [TelemetryInterceptor(self.rpc, self.tracer)]
+    def instrument(self, servicer: object, service: Any) -> object:
+        """``servicer`` with the RPCs of descriptor ``service`` measured and traced."""
+        return instrument_servicer(servicer, service, self.rpc, self.tracer)
 
     def serve_prometheus(self, address: str, registry: CollectorRegistry) -> int:
         """Serve ``registry`` at http://``address``/metrics (own thread); the bound port."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -13,13 +14,13 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
-from purgatory_client import AsyncPurgatoryClient, NotFoundError
+from purgatory_client import AsyncPurgatoryClient, NotFoundError, PurgatoryClient
 from purgatory_client.tracing import span_link
 from purgatory_server._service import create_server
 from purgatory_server._service.telemetry import TraceLogFilter
 from purgatory_server._service.telemetry.setup import Telemetry
 
-from tests.service.helpers import TEST_CONFIG
+from tests.service.helpers import TEST_CONFIG, ServerThread
 
 SERVICE = "purgatory.v1.PurgatoryService/"
 
@@ -148,3 +149,23 @@ async def test_log_lines_inside_a_call_carry_its_trace(traced: Any) -> None:
     assert {(r.trace_id, r.span_id) for r in stopped} == {  # type: ignore[attr-defined]
         (f"{span.context.trace_id:032x}", f"{span.context.span_id:016x}")
     }
+
+
+def test_sync_client_and_tracing_flag_carry_context_end_to_end() -> None:
+    """``tracing = true`` in the configuration (no exporter) and the blocking client."""
+    with (
+        ServerThread(replace(TEST_CONFIG, tracing=True)) as st,
+        PurgatoryClient(st.target, timeout=10) as client,
+    ):
+        with client_tracer.start_as_current_span("sync caller") as caller:
+            client.try_complete_else_watch(["s"], 60_000, operation_id="sync-op")
+        result = client.force_complete("sync-op")
+        events = client.subscribe(after_sequence=0)
+        event = next(events)
+        events.close()
+    caller_trace = f"{caller.get_span_context().trace_id:032x}"
+    status = result.operation
+    assert status.traceparent.startswith(f"00-{caller_trace}-")
+    assert event.traceparent == status.traceparent
+    link = span_link(status.traceparent)
+    assert link is not None and link.context.trace_id == caller.get_span_context().trace_id

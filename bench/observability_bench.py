@@ -37,6 +37,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from bench._common import markdown_table, run_context, write_json
+from bench._observability_inprocess import inprocess
 from bench.service_bench import (
     free_port,
     grpc_batched,
@@ -173,6 +174,17 @@ def report(result: dict[str, Any], a: argparse.Namespace) -> dict[str, Any]:
     ]
     print(markdown_table(headers, rows))
     print(f"\nscrapes during the run: {result['scrapes']['scrapes']}")
+    rows = []
+    for form, per_pair in result["inprocess"].items():
+        off = per_pair["off"]
+        socket_cpu = statistics.median(cpu[("off", form)])
+        for mode in MODES:
+            added = (per_pair[mode] - off) * 1e6
+            share = f"{added / socket_cpu * 100:+.1f}%" if mode != "off" else "-"
+            rows.append([f"{mode}, {form}", round(per_pair[mode] * 1e6, 2), round(added, 2), share])
+    print("\nin process, the servicer's own path (best of the repeats):\n")
+    headers = ["server, form", "µs/pair", "added µs/pair", "added / off server CPU per pair"]
+    print(markdown_table(headers, rows))
     return {"context": run_context(), "args": vars(a), "summary": summary, **result}
 
 
@@ -186,10 +198,17 @@ def main() -> None:
     parser.add_argument("--batch-workers", type=int, default=4)
     parser.add_argument("--batch-size", type=int, default=100)
     parser.add_argument("--scrape-interval", type=float, default=5.0, help="seconds")
+    parser.add_argument("--inprocess-pairs", type=int, default=2000, help="pairs per repeat")
+    parser.add_argument("--repeats", type=int, default=15, help="in-process repeats per mode")
     parser.add_argument("--json", help="write raw numbers here (default bench/results/)")
     a = parser.parse_args()
     print(f"observability bench: {os.cpu_count()} CPUs, load {os.getloadavg()}")
-    payload = report(asyncio.run(main_async(a)), a)
+    result = asyncio.run(main_async(a))
+    result["inprocess"] = {
+        form: inprocess(a.inprocess_pairs, 1 if form == "unbatched" else a.batch_size, a.repeats)
+        for form in FORMS
+    }
+    payload = report(result, a)
     print(f"\nraw numbers: {write_json('observability_bench', payload, a.json)}")
 
 

@@ -4,9 +4,11 @@ Throughput over sockets on a shared machine swings by tens of percent from round
 round, far more than the few percent being measured. This part removes the transport
 and the noise it brings: it calls the real servicer (instrumented exactly as the server
 instruments it) directly on one event loop, with pre-built requests and a stand-in for
-the gRPC context, and times N pairs. Each mode is timed many times, interleaved, and the
-*minimum* per mode is kept: other work on the machine can only make a repeat slower, so
-the minimum is the closest to the code's own cost.
+the gRPC context, and measures the process's CPU time (not wall time: time spent
+descheduled by other work does not count) for N pairs. Each mode is timed many times in
+short repeats, interleaved, and the *minimum* per mode is kept: other work on the
+machine can only make a repeat slower (caches, frequency), so the minimum is the closest
+to the code's own cost.
 
 A pair is the service benchmark's: a long-poll (``wait=true``) registered, then
 answered by a signal on its key; unbatched, or in batches of B.
@@ -54,7 +56,7 @@ def _servicer(mode: str, loop: asyncio.AbstractEventLoop) -> tuple[Any, Telemetr
 
 
 async def _pairs(servicer: Any, pairs: int, batch: int, tag: str) -> float:
-    """Seconds for ``pairs`` pairs (requests built beforehand, not timed)."""
+    """CPU seconds for ``pairs`` pairs (requests built beforehand, not timed)."""
     ctx = _Context()
     rounds = []
     for r in range(pairs // batch):
@@ -76,13 +78,13 @@ async def _pairs(servicer: Any, pairs: int, batch: int, tag: str) -> float:
             rounds.append(
                 (servicer.BatchTryCompleteElseWatch, watch, servicer.BatchCheckAndComplete, signal)
             )
-    started = time.perf_counter()
+    started = time.process_time()
     for register, watch, complete, signal in rounds:
         waiting = asyncio.ensure_future(register(watch, ctx))
         await asyncio.sleep(0)  # the long-poll registers and parks
         await complete(signal, ctx)
         await waiting
-    return time.perf_counter() - started
+    return time.process_time() - started
 
 
 async def _measure(pairs: int, batch: int, repeats: int) -> dict[str, float]:

@@ -8,6 +8,7 @@ call (the operation stays in the purgatory).
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from types import TracebackType
 from typing import Any
@@ -30,8 +31,9 @@ from purgatory_client._models import (
     PurgatoryInfo,
     Signal,
 )
+from purgatory_client._security import resolve_security
 from purgatory_client.errors import from_rpc_error
-from purgatory_client.tracing import trace_metadata
+from purgatory_client.tracing import with_trace
 
 __all__ = ["AsyncPurgatoryClient"]
 
@@ -48,11 +50,31 @@ class AsyncPurgatoryClient:
         channel: grpc.aio.Channel | None = None,
         resume: ResumePolicy | None = None,
         options: Sequence[tuple[str, Any]] = (),
+        token: str | None = None,
+        tls: bool | None = None,
+        tls_ca: str | os.PathLike[str] | None = None,
+        tls_cert: str | os.PathLike[str] | None = None,
+        tls_key: str | os.PathLike[str] | None = None,
+        trust_env: bool = True,
     ) -> None:
-        self._owns_channel = channel is None
-        self._channel = (
-            channel if channel is not None else grpc.aio.insecure_channel(target, options)
+        security = resolve_security(
+            token=token,
+            tls=tls,
+            tls_ca=tls_ca,
+            tls_cert=tls_cert,
+            tls_key=tls_key,
+            trust_env=trust_env,
         )
+        self._metadata = security.metadata
+        credentials = security.channel_credentials()
+        self._owns_channel = channel is None
+        self._channel: grpc.aio.Channel
+        if channel is not None:
+            self._channel = channel
+        elif credentials is not None:
+            self._channel = grpc.aio.secure_channel(target, credentials, options)
+        else:
+            self._channel = grpc.aio.insecure_channel(target, options)
         self._stub = pb_grpc.PurgatoryServiceStub(self._channel)  # type: ignore[no-untyped-call]
         self.purgatory = purgatory
         self.timeout = timeout
@@ -78,7 +100,7 @@ class AsyncPurgatoryClient:
         self, method: Callable[..., Awaitable[Any]], request: Any, timeout: float | None
     ) -> Any:
         try:
-            return await method(request, timeout=timeout, metadata=trace_metadata())
+            return await method(request, timeout=timeout, metadata=with_trace(self._metadata))
         except grpc.RpcError as exc:
             raise from_rpc_error(exc) from None
 
@@ -89,12 +111,14 @@ class AsyncPurgatoryClient:
     async def create_purgatory(
         self, name: str, config: PurgatoryConfig | None = None
     ) -> PurgatoryInfo:
-        req = pb.CreatePurgatoryRequest(name=name, config=_base.config_to_proto(config))
+        req = pb.CreatePurgatoryRequest(
+            name=_base.name_field("name", name), config=_base.config_to_proto(config)
+        )
         resp = await self._call(self._stub.CreatePurgatory, req, self.timeout)
         return _base.info_from_proto(resp.purgatory)
 
     async def delete_purgatory(self, name: str) -> int:
-        req = pb.DeletePurgatoryRequest(name=name)
+        req = pb.DeletePurgatoryRequest(name=_base.name_field("name", name))
         return int((await self._call(self._stub.DeletePurgatory, req, self.timeout)).cancelled)
 
     async def list_purgatories(self) -> list[PurgatoryInfo]:
@@ -104,7 +128,7 @@ class AsyncPurgatoryClient:
         return [_base.info_from_proto(p) for p in resp.purgatories]
 
     async def get_purgatory(self, name: str | None = None) -> PurgatoryInfo:
-        req = pb.GetPurgatoryRequest(name=self._name(name))
+        req = pb.GetPurgatoryRequest(name=_base.name_field("name", self._name(name)))
         resp = await self._call(self._stub.GetPurgatory, req, self.timeout)
         return _base.info_from_proto(resp.purgatory)
 
@@ -189,13 +213,19 @@ class AsyncPurgatoryClient:
     async def force_complete(
         self, operation_id: str, *, purgatory: str | None = None
     ) -> ForceCompleteResult:
-        req = pb.ForceCompleteRequest(purgatory=self._name(purgatory), operation_id=operation_id)
+        req = pb.ForceCompleteRequest(
+            purgatory=_base.name_field("purgatory", self._name(purgatory)),
+            operation_id=_base.name_field("operation_id", operation_id),
+        )
         return _base.force_from_proto(await self._call(self._stub.ForceComplete, req, self.timeout))
 
     async def get_operation(
         self, operation_id: str, *, purgatory: str | None = None
     ) -> OperationStatus:
-        req = pb.GetOperationRequest(purgatory=self._name(purgatory), operation_id=operation_id)
+        req = pb.GetOperationRequest(
+            purgatory=_base.name_field("purgatory", self._name(purgatory)),
+            operation_id=_base.name_field("operation_id", operation_id),
+        )
         resp = await self._call(self._stub.GetOperation, req, self.timeout)
         return _base.status_from_proto(resp.operation)
 
@@ -208,14 +238,26 @@ class AsyncPurgatoryClient:
         keys: Iterable[str] = (),
         operation_id_prefix: str = "",
         purgatory: str | None = None,
+        incarnation: str | None = None,
     ) -> AsyncIterator[Event]:
-        """Outcomes in sequence order, resuming transparently after a dropped stream."""
+        """Outcomes in sequence order, resuming transparently after a dropped stream.
+
+        ``incarnation`` and :class:`~purgatory_client.StreamResetError`: as
+        :meth:`PurgatoryClient.subscribe`.
+        """
         name = self._name(purgatory)
         states, keys = tuple(states), tuple(keys)
-        cursor = ResumeCursor(after_sequence, self._resume)
+        cursor = ResumeCursor(after_sequence, self._resume, incarnation)
         while True:
-            req = _base.subscribe_request(name, cursor.position, states, keys, operation_id_prefix)
-            call = self._stub.Subscribe(req, metadata=trace_metadata())
+            req = _base.subscribe_request(
+                name,
+                cursor.position,
+                states,
+                keys,
+                operation_id_prefix,
+                incarnation=cursor.incarnation,
+            )
+            call = self._stub.Subscribe(req, metadata=with_trace(self._metadata))
             try:
                 cursor.started(tuple((await call.initial_metadata()) or ()))
                 async for msg in call:

@@ -9,6 +9,12 @@ header metadata, the sequence a stream starts after; every received event moves 
 cursor to its sequence. After a dropped stream (UNAVAILABLE, or a slow-subscriber
 RESOURCE_EXHAUSTED) the client re-subscribes with ``after_sequence=cursor``, and the
 server replays exactly the retained events after it (filtered as before).
+
+Never across a reset: the header also carries the stream's incarnation, which the cursor
+keeps and sends with every resume. If the purgatory's stream was reset meanwhile (an
+in-memory purgatory whose server restarted), the server refuses with
+FAILED_PRECONDITION and the client raises :class:`~purgatory_client.StreamResetError`
+instead of resuming into a different stream's sequences.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from typing import Any, cast
 
 from purgatory_proto.v1 import purgatory_pb2 as pb
 
+from purgatory_client._checks import converting, int64, key_list, text, uint
 from purgatory_client._models import (
     BatchSignalResult,
     Condition,
@@ -34,16 +41,24 @@ from purgatory_client._models import (
     PurgatoryInfo,
     Signal,
 )
-from purgatory_client.errors import PurgatoryError, SlowSubscriberError, UnavailableError
+from purgatory_client.errors import (
+    PurgatoryError,
+    SlowSubscriberError,
+    UnavailableError,
+    invalid_argument,
+)
 
 __all__ = ["DEFAULT_PURGATORY", "ResumeCursor", "ResumePolicy"]
 
 DEFAULT_PURGATORY = "default"
 START_AFTER = "purgatory-start-after"
+INCARNATION = "purgatory-incarnation"
 
 
 # ---------------------------------------------------------------- requests
-def condition_to_proto(condition: Condition | None) -> Any:
+def condition_to_proto(condition: Condition | None, field: str = "condition") -> Any:
+    if condition is not None and not isinstance(condition, Condition):
+        raise invalid_argument(field, f"expected a Condition, got {type(condition).__name__}")
     if condition is None or condition.kind is ConditionKind.ANY_KEY:
         return pb.Condition(any_key=pb.AnyKeyCondition())
     kind = condition.kind
@@ -52,24 +67,38 @@ def condition_to_proto(condition: Condition | None) -> Any:
     if kind is ConditionKind.MIN_SIGNALS:
         return pb.Condition(
             min_signals=pb.MinSignalsCondition(
-                count=condition.count, distinct_sources=condition.distinct_sources
+                count=uint(f"{field}.count", condition.count, 32),
+                distinct_sources=condition.distinct_sources,
             )
         )
     if kind is ConditionKind.SUM_AT_LEAST:
-        return pb.Condition(sum_at_least=pb.SumAtLeastCondition(threshold=condition.threshold))
+        threshold = int64(f"{field}.threshold", condition.threshold)
+        return pb.Condition(sum_at_least=pb.SumAtLeastCondition(threshold=threshold))
+    targets = {
+        text(f"{field}.targets", k): int64(f"{field}.targets[{k[:50]!r}]", v)
+        for k, v in condition.targets.items()
+    }
     return pb.Condition(
         values_at_least=pb.ValuesAtLeastCondition(
-            targets=dict(condition.targets), default_target=condition.default_target
+            targets=targets,
+            default_target=int64(f"{field}.default_target", condition.default_target),
         )
     )
 
 
-def signal_to_proto(signal: Signal | None) -> Any:
+def signal_to_proto(signal: Signal | None, field: str = "signal") -> Any:
     if signal is None:
         return pb.Signal()
-    msg = pb.Signal(amount=signal.amount, source=signal.source, data=signal.data)
-    if signal.value is not None:
-        msg.value = signal.value
+    if not isinstance(signal, Signal):
+        raise invalid_argument(field, f"expected a Signal, got {type(signal).__name__}")
+    with converting(field):
+        msg = pb.Signal(
+            amount=int64(f"{field}.amount", signal.amount),
+            source=text(f"{field}.source", signal.source),
+            data=signal.data,
+        )
+        if signal.value is not None:
+            msg.value = int64(f"{field}.value", signal.value)
     return msg
 
 
@@ -83,55 +112,83 @@ def watch_request(
     operation_id: str,
     wait: bool,
 ) -> Any:
-    return pb.TryCompleteElseWatchRequest(
-        purgatory=purgatory,
-        operation_id=operation_id,
-        keys=list(keys),
-        timeout_ms=timeout_ms,
-        condition=condition_to_proto(condition),
-        payload=payload,
-        wait=wait,
-    )
+    with converting("request"):
+        return pb.TryCompleteElseWatchRequest(
+            purgatory=text("purgatory", purgatory),
+            operation_id=text("operation_id", operation_id),
+            keys=key_list("keys", keys),
+            timeout_ms=uint("timeout_ms", timeout_ms),
+            condition=condition_to_proto(condition),
+            payload=payload,
+            wait=wait,
+        )
+
+
+def _spec(field: str, s: OperationSpec) -> Any:
+    if not isinstance(s, OperationSpec):
+        raise invalid_argument(field, f"expected an OperationSpec, got {type(s).__name__}")
+    with converting(field):
+        return pb.OperationSpec(
+            operation_id=text(f"{field}.operation_id", s.operation_id),
+            keys=key_list(f"{field}.keys", s.keys),
+            timeout_ms=uint(f"{field}.timeout_ms", s.timeout_ms),
+            condition=condition_to_proto(s.condition, f"{field}.condition"),
+            payload=s.payload,
+        )
 
 
 def batch_watch_request(purgatory: str, specs: Iterable[OperationSpec], wait: bool) -> Any:
+    if isinstance(specs, OperationSpec):
+        raise invalid_argument("operations", "expected a list of OperationSpec, got one")
     return pb.BatchTryCompleteElseWatchRequest(
-        purgatory=purgatory,
+        purgatory=text("purgatory", purgatory),
         wait=wait,
-        operations=[
-            pb.OperationSpec(
-                operation_id=s.operation_id,
-                keys=list(s.keys),
-                timeout_ms=s.timeout_ms,
-                condition=condition_to_proto(s.condition),
-                payload=s.payload,
-            )
-            for s in specs
-        ],
+        operations=[_spec(f"operations[{i}]", s) for i, s in enumerate(specs)],
     )
 
 
 def signal_request(purgatory: str, key: str, signal: Signal | None) -> Any:
-    return pb.CheckAndCompleteRequest(purgatory=purgatory, key=key, signal=signal_to_proto(signal))
+    return pb.CheckAndCompleteRequest(
+        purgatory=text("purgatory", purgatory), key=text("key", key), signal=signal_to_proto(signal)
+    )
 
 
 def batch_signal_request(purgatory: str, signals: Iterable[tuple[str, Signal | None] | str]) -> Any:
+    if isinstance(signals, str | bytes):
+        raise invalid_argument(
+            "signals", "expected a list of keys or (key, Signal) pairs, got a str"
+        )
     items = []
-    for entry in signals:
-        key, signal = (entry, None) if isinstance(entry, str) else entry
-        items.append(pb.KeySignal(key=key, signal=signal_to_proto(signal)))
-    return pb.BatchCheckAndCompleteRequest(purgatory=purgatory, signals=items)
+    for i, entry in enumerate(signals):
+        if isinstance(entry, str):
+            key, signal = entry, None
+        elif isinstance(entry, tuple) and len(entry) == 2:
+            key, signal = entry
+        else:
+            raise invalid_argument(f"signals[{i}]", "expected a key or a (key, Signal) pair")
+        items.append(
+            pb.KeySignal(
+                key=text(f"signals[{i}].key", key),
+                signal=signal_to_proto(signal, f"signals[{i}].signal"),
+            )
+        )
+    return pb.BatchCheckAndCompleteRequest(purgatory=text("purgatory", purgatory), signals=items)
 
 
 def config_to_proto(config: PurgatoryConfig | None) -> Any:
     c = config or PurgatoryConfig()
     return pb.PurgatoryConfig(
-        tick_ms=c.tick_ms,
-        wheel_size=c.wheel_size,
-        purge_interval=c.purge_interval,
-        max_pending=c.max_pending,
-        retained_events=c.retained_events,
+        tick_ms=uint("config.tick_ms", c.tick_ms, 32),
+        wheel_size=uint("config.wheel_size", c.wheel_size, 32),
+        purge_interval=uint("config.purge_interval", c.purge_interval, 32),
+        max_pending=uint("config.max_pending", c.max_pending, 32),
+        retained_events=uint("config.retained_events", c.retained_events, 32),
     )
+
+
+def name_field(field: str, value: str) -> str:
+    """A purgatory name or operation id argument, type-checked."""
+    return text(field, value)
 
 
 def subscribe_request(
@@ -140,17 +197,21 @@ def subscribe_request(
     states: Iterable[OperationState],
     keys: Iterable[str],
     operation_id_prefix: str,
+    *,
+    incarnation: str | None = None,
 ) -> Any:
-    request = pb.SubscribeRequest(
-        purgatory=purgatory,
-        filter=pb.SubscribeFilter(
-            states=cast(Any, [int(s) for s in states]),
-            keys=list(keys),
-            operation_id_prefix=operation_id_prefix,
-        ),
-    )
+    with converting("filter"):
+        request = pb.SubscribeRequest(
+            purgatory=text("purgatory", purgatory),
+            incarnation=text("incarnation", incarnation or ""),
+            filter=pb.SubscribeFilter(
+                states=cast(Any, [int(s) for s in states]),
+                keys=key_list("keys", keys),
+                operation_id_prefix=text("operation_id_prefix", operation_id_prefix),
+            ),
+        )
     if after_sequence is not None:
-        request.after_sequence = after_sequence
+        request.after_sequence = uint("after_sequence", after_sequence)
     return request
 
 
@@ -223,6 +284,7 @@ def info_from_proto(msg: Any) -> PurgatoryInfo:
         last_sequence=msg.last_sequence,
         oldest_sequence=msg.oldest_sequence,
         subscribers=msg.subscribers,
+        incarnation=msg.incarnation,
     )
 
 
@@ -243,23 +305,32 @@ class ResumeCursor:
     Not thread-safe: one cursor belongs to one ``subscribe`` generator.
     """
 
-    __slots__ = ("_failures", "_policy", "position")
+    __slots__ = ("_failures", "_policy", "incarnation", "position")
 
-    def __init__(self, after_sequence: int | None, policy: ResumePolicy) -> None:
+    def __init__(
+        self, after_sequence: int | None, policy: ResumePolicy, incarnation: str | None = None
+    ) -> None:
         self.position = after_sequence
+        # The stream ``position`` belongs to; sent with every (re)subscribe once known.
+        self.incarnation = incarnation or None
         self._policy = policy
         self._failures = 0
 
     def started(self, initial_metadata: Mapping[str, str] | Iterable[tuple[str, Any]]) -> None:
-        """Take the stream's start point from the header if we had none."""
-        if self.position is not None:
-            return
+        """Take the stream's start point and incarnation from the header if we had none.
+
+        The server checked a known incarnation before answering, so the header's can only
+        differ from ours when we had none yet.
+        """
         pairs = (
             initial_metadata.items() if isinstance(initial_metadata, Mapping) else initial_metadata
         )
         for key, value in pairs:
-            if key == START_AFTER:
-                self.position = int(value)
+            text = value if isinstance(value, str) else bytes(value).decode()
+            if key == START_AFTER and self.position is None:
+                self.position = int(text)
+            elif key == INCARNATION and self.incarnation is None:
+                self.incarnation = text
 
     def advance(self, sequence: int) -> None:
         self.position = sequence

@@ -198,3 +198,6 @@ class PurgatoryInfo:
     last_sequence: int
     oldest_sequence: int
     subscribers: int
+    # The id of the purgatory's event stream (see StreamResetError); sequences of one
+    # incarnation mean nothing in another.
+    incarnation: str = ""

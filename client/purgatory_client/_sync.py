@@ -6,6 +6,7 @@ Method names and arguments are identical to :class:`AsyncPurgatoryClient`'s.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from types import TracebackType
@@ -29,8 +30,9 @@ from purgatory_client._models import (
     PurgatoryInfo,
     Signal,
 )
+from purgatory_client._security import resolve_security
 from purgatory_client.errors import from_rpc_error
-from purgatory_client.tracing import trace_metadata
+from purgatory_client.tracing import with_trace
 
 __all__ = ["PurgatoryClient"]
 
@@ -42,6 +44,13 @@ class PurgatoryClient:
 
     ``timeout`` is the default deadline (seconds) of short calls; long-polls
     (``wait=True``) and ``subscribe`` have no deadline unless one is passed.
+
+    Security (see :mod:`purgatory_client._security`): ``token`` is sent as
+    ``authorization: Bearer <token>`` with every call; ``tls_ca`` (PEM file of trusted
+    CAs), ``tls_cert``/``tls_key`` (client certificate for mutual TLS) or ``tls=True``
+    (system roots) connect over TLS. Left out, they come from ``PURGATORY_TOKEN``,
+    ``PURGATORY_TLS_CA``, ``PURGATORY_TLS_CERT`` and ``PURGATORY_TLS_KEY`` unless
+    ``trust_env=False``.
     """
 
     def __init__(
@@ -53,9 +62,30 @@ class PurgatoryClient:
         channel: grpc.Channel | None = None,
         resume: ResumePolicy | None = None,
         options: Sequence[tuple[str, Any]] = (),
+        token: str | None = None,
+        tls: bool | None = None,
+        tls_ca: str | os.PathLike[str] | None = None,
+        tls_cert: str | os.PathLike[str] | None = None,
+        tls_key: str | os.PathLike[str] | None = None,
+        trust_env: bool = True,
     ) -> None:
+        security = resolve_security(
+            token=token,
+            tls=tls,
+            tls_ca=tls_ca,
+            tls_cert=tls_cert,
+            tls_key=tls_key,
+            trust_env=trust_env,
+        )
+        self._metadata = security.metadata
+        credentials = security.channel_credentials()
         self._owns_channel = channel is None
-        self._channel = channel if channel is not None else grpc.insecure_channel(target, options)
+        if channel is not None:
+            self._channel = channel
+        elif credentials is not None:
+            self._channel = grpc.secure_channel(target, credentials, options)
+        else:
+            self._channel = grpc.insecure_channel(target, options)
         self._stub = pb_grpc.PurgatoryServiceStub(self._channel)  # type: ignore[no-untyped-call]
         self.purgatory = purgatory
         self.timeout = timeout
@@ -79,7 +109,7 @@ class PurgatoryClient:
 
     def _call(self, method: Callable[..., Any], request: Any, timeout: float | None) -> Any:
         try:
-            return method(request, timeout=timeout, metadata=trace_metadata())
+            return method(request, timeout=timeout, metadata=with_trace(self._metadata))
         except grpc.RpcError as exc:
             raise from_rpc_error(exc) from None
 
@@ -88,14 +118,16 @@ class PurgatoryClient:
 
     # ------------------------------------------------------------ admin
     def create_purgatory(self, name: str, config: PurgatoryConfig | None = None) -> PurgatoryInfo:
-        req = pb.CreatePurgatoryRequest(name=name, config=_base.config_to_proto(config))
+        req = pb.CreatePurgatoryRequest(
+            name=_base.name_field("name", name), config=_base.config_to_proto(config)
+        )
         return _base.info_from_proto(
             self._call(self._stub.CreatePurgatory, req, self.timeout).purgatory
         )
 
     def delete_purgatory(self, name: str) -> int:
         """Delete; returns how many pending operations ended CANCELLED."""
-        req = pb.DeletePurgatoryRequest(name=name)
+        req = pb.DeletePurgatoryRequest(name=_base.name_field("name", name))
         return int(self._call(self._stub.DeletePurgatory, req, self.timeout).cancelled)
 
     def list_purgatories(self) -> list[PurgatoryInfo]:
@@ -103,7 +135,7 @@ class PurgatoryClient:
         return [_base.info_from_proto(p) for p in resp.purgatories]
 
     def get_purgatory(self, name: str | None = None) -> PurgatoryInfo:
-        req = pb.GetPurgatoryRequest(name=self._name(name))
+        req = pb.GetPurgatoryRequest(name=_base.name_field("name", self._name(name)))
         return _base.info_from_proto(
             self._call(self._stub.GetPurgatory, req, self.timeout).purgatory
         )
@@ -194,11 +226,17 @@ class PurgatoryClient:
     def force_complete(
         self, operation_id: str, *, purgatory: str | None = None
     ) -> ForceCompleteResult:
-        req = pb.ForceCompleteRequest(purgatory=self._name(purgatory), operation_id=operation_id)
+        req = pb.ForceCompleteRequest(
+            purgatory=_base.name_field("purgatory", self._name(purgatory)),
+            operation_id=_base.name_field("operation_id", operation_id),
+        )
         return _base.force_from_proto(self._call(self._stub.ForceComplete, req, self.timeout))
 
     def get_operation(self, operation_id: str, *, purgatory: str | None = None) -> OperationStatus:
-        req = pb.GetOperationRequest(purgatory=self._name(purgatory), operation_id=operation_id)
+        req = pb.GetOperationRequest(
+            purgatory=_base.name_field("purgatory", self._name(purgatory)),
+            operation_id=_base.name_field("operation_id", operation_id),
+        )
         resp = self._call(self._stub.GetOperation, req, self.timeout)
         return _base.status_from_proto(resp.operation)
 
@@ -211,17 +249,29 @@ class PurgatoryClient:
         keys: Iterable[str] = (),
         operation_id_prefix: str = "",
         purgatory: str | None = None,
+        incarnation: str | None = None,
     ) -> Iterator[Event]:
         """Outcomes in sequence order, resuming transparently after a dropped stream.
 
         ``after_sequence=None`` starts from now on. Closing the iterator ends the call.
+        ``incarnation`` (``PurgatoryInfo.incarnation`` when ``after_sequence`` was saved)
+        makes the server check that ``after_sequence`` still means the same stream;
+        either way, the resumes after a dropped stream pass the stream's incarnation and
+        raise :class:`~purgatory_client.StreamResetError` if it was reset meanwhile.
         """
         name = self._name(purgatory)
         states, keys = tuple(states), tuple(keys)
-        cursor = ResumeCursor(after_sequence, self._resume)
+        cursor = ResumeCursor(after_sequence, self._resume, incarnation)
         while True:
-            req = _base.subscribe_request(name, cursor.position, states, keys, operation_id_prefix)
-            call = self._stub.Subscribe(req, metadata=trace_metadata())
+            req = _base.subscribe_request(
+                name,
+                cursor.position,
+                states,
+                keys,
+                operation_id_prefix,
+                incarnation=cursor.incarnation,
+            )
+            call = self._stub.Subscribe(req, metadata=with_trace(self._metadata))
             try:
                 cursor.started(call.initial_metadata() or ())
                 for msg in call:

@@ -8,8 +8,10 @@
     purgatory health
 
 Results are printed as JSON (one object per line for ``subscribe``). The server address
-comes from ``--target`` or ``PURGATORY_TARGET`` (default ``127.0.0.1:50051``). Exit
-status: 0 on success, 1 when the server reports an error, 2 for bad usage.
+comes from ``--target`` or ``PURGATORY_TARGET`` (default ``127.0.0.1:50051``). Security:
+``--token`` (or ``PURGATORY_TOKEN``), ``--tls-ca``/``--tls-cert``/``--tls-key`` (or
+``PURGATORY_TLS_CA``/``_CERT``/``_KEY``) and ``--tls`` (system roots). Exit status: 0 on
+success, 1 when the server reports an error, 2 for bad usage.
 """
 
 from __future__ import annotations
@@ -21,12 +23,13 @@ import json
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from purgatory_client._models import Condition, OperationState, Signal
+from purgatory_client._security import Security, resolve_security
 from purgatory_client._sync import PurgatoryClient
 from purgatory_client.errors import PurgatoryError
 
@@ -73,10 +76,34 @@ def _emit(value: Any) -> None:
     sys.stdout.flush()
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (not the usage block plus the error)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see --help)\n")
+
+
+def _target(text: str) -> str:
+    """``HOST:PORT`` (or a gRPC URI such as ``unix:/path``, ``dns:///host:port``)."""
+    if text.startswith(("unix:", "unix-abstract:", "dns:", "ipv4:", "ipv6:")):
+        return text
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) <= 65535:
+        raise argparse.ArgumentTypeError(f"{text[:100]!r} is not HOST:PORT (e.g. 127.0.0.1:50051)")
+    return text
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="purgatory", description=__doc__.splitlines()[0])
-    parser.add_argument("--target", default=os.environ.get("PURGATORY_TARGET", "127.0.0.1:50051"))
+    parser = _Parser(prog="purgatory", description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--target", type=_target, default=os.environ.get("PURGATORY_TARGET", "127.0.0.1:50051")
+    )
     parser.add_argument("--purgatory", default="default", help="purgatory name")
+    parser.add_argument("--token", help="bearer token (default: $PURGATORY_TOKEN)")
+    parser.add_argument("--tls", action="store_true", help="TLS with the system's trusted CAs")
+    parser.add_argument("--tls-ca", help="PEM file of CAs to trust (default: $PURGATORY_TLS_CA)")
+    parser.add_argument("--tls-cert", help="PEM client certificate for mutual TLS")
+    parser.add_argument("--tls-key", help="PEM private key of --tls-cert")
     sub = parser.add_subparsers(dest="command", required=True)
 
     watch = sub.add_parser("watch", help="register an operation and wait for its outcome")
@@ -119,8 +146,25 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _health(target: str) -> int:
-    with grpc.insecure_channel(target) as channel:
+def _security(args: argparse.Namespace) -> Security:
+    return resolve_security(
+        token=args.token,
+        tls=args.tls or None,
+        tls_ca=args.tls_ca,
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
+        trust_env=True,
+    )
+
+
+def _health(target: str, security: Security) -> int:
+    credentials = security.channel_credentials()
+    channel = (
+        grpc.secure_channel(target, credentials)
+        if credentials is not None
+        else grpc.insecure_channel(target)
+    )
+    with channel:
         stub = health_pb2_grpc.HealthStub(channel)
         try:
             resp = stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=5)
@@ -177,10 +221,19 @@ def _run(args: argparse.Namespace, client: PurgatoryClient) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.command == "health":
-        return _health(args.target)
     try:
-        with PurgatoryClient(args.target, purgatory=args.purgatory) as client:
+        security = _security(args)
+        if args.command == "health":
+            return _health(args.target, security)
+        with PurgatoryClient(
+            args.target,
+            purgatory=args.purgatory,
+            token=security.token,
+            tls=security.tls or None,
+            tls_ca=args.tls_ca,
+            tls_cert=args.tls_cert,
+            tls_key=args.tls_key,
+        ) as client:
             return _run(args, client)
     except PurgatoryError as exc:
         sys.stderr.write(f"purgatory: {exc}\n")

@@ -26,7 +26,7 @@ except ImportError:  # the observability extra is optional: propagate nothing
 if TYPE_CHECKING:
     from opentelemetry.trace import Link
 
-__all__ = ["span_link", "trace_metadata"]
+__all__ = ["span_link", "trace_metadata", "with_trace"]
 
 Metadata = tuple[tuple[str, str], ...]
 
@@ -38,6 +38,12 @@ def trace_metadata() -> Metadata | None:
     carrier: dict[str, str] = {}
     propagate.inject(carrier)
     return tuple(carrier.items()) or None
+
+
+def with_trace(metadata: Metadata) -> Metadata:
+    """``metadata`` (e.g. the authorization header) plus the current trace context."""
+    trace_context = trace_metadata()
+    return metadata + trace_context if trace_context else metadata
 
 
 def span_link(traceparent: str) -> Link | None:

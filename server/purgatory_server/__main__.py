@@ -2,6 +2,10 @@
 
 Configuration precedence: defaults < ``--config`` TOML < ``PURGATORY_*`` environment
 variables < flags (see docs/configuration.md). Stops gracefully on SIGTERM/SIGINT.
+
+For a person at a terminal every failure to start is one line on stderr and a non-zero
+exit: 2 for a bad flag, option or configuration file (nothing was tried), 1 when the
+server could not start (a busy port, an unwritable data directory, a corrupt journal).
 """
 
 from __future__ import annotations
@@ -11,11 +15,13 @@ import asyncio
 import logging
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from purgatory_server._journal import JournalCorruptionError, JournalError
 from purgatory_server._service.app import serve
 from purgatory_server._service.config import ConfigError, ServerConfig, load_config
+from purgatory_server._service.errors import ServiceError
+from purgatory_server._service.listen import parse_listen
 from purgatory_server._service.telemetry import TraceLogFilter
 
 __all__ = ["main"]
@@ -23,8 +29,15 @@ __all__ = ["main"]
 logger = logging.getLogger("purgatory_server")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (not the usage block plus the error)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see --help)\n")
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="purgatory-server", description="Kafka's delayed-operation purgatory over gRPC."
     )
     parser.add_argument("--listen", help="host:port to listen on (default 127.0.0.1:50051)")
@@ -56,6 +69,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="truncate a journal at a corrupt record instead of refusing to start",
     )
     parser.add_argument("--port-file", help="write the bound port to this file once serving")
+    parser.add_argument("--tls-cert", help="PEM certificate chain: serve TLS")
+    parser.add_argument("--tls-key", help="PEM private key of --tls-cert")
+    parser.add_argument(
+        "--tls-client-ca", help="PEM CA bundle: require client certificates it signed (mTLS)"
+    )
     parser.add_argument(
         "--metrics-listen",
         metavar="HOST:PORT",
@@ -99,6 +117,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         ("fsync", "fsync"),
         ("fsync_interval_ms", "fsync_interval_ms"),
         ("port_file", "port_file"),
+        ("tls_cert", "tls_cert"),
+        ("tls_key", "tls_key"),
+        ("tls_client_ca", "tls_client_ca"),
         ("metrics_listen", "metrics_listen"),
         ("otlp_endpoint", "otlp_endpoint"),
     ):
@@ -114,6 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         overrides["purgatories"] = list(args.purgatory)
     try:
         config = load_config(args.config, overrides=overrides)
+        parse_listen(config.listen)
     except ConfigError as exc:
         sys.stderr.write(f"purgatory-server: {exc}\n")
         return 2
@@ -123,9 +145,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except JournalCorruptionError as exc:
         logger.error("cannot start: %s (--repair-journal truncates it there)", exc)
         return 1
-    except (OSError, JournalError, ConfigError) as exc:
+    except ConfigError as exc:
+        logger.error("cannot start: %s", exc)
+        return 2
+    except (OSError, JournalError) as exc:
         logger.error("cannot start: %s", exc)
         return 1
+    except ServiceError as exc:  # e.g. a configured purgatory the data directory refuses
+        logger.error("cannot start: %s", exc.message)
+        return 1
+    except KeyboardInterrupt:
+        return 130
     return 0
 
 

@@ -170,3 +170,34 @@ async def test_durable_journal_fsyncs_and_size(tmp_path: Path) -> None:
         assert value(m, "purgatory.journal.size", DEFAULT) > 0
     finally:
         await server.stop(0.5)
+
+
+async def test_calls_refused_at_the_edge_are_measured_and_traced() -> None:
+    """An unauthenticated call never reaches the servicer; it is still counted and traced."""
+    import tomllib
+
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from purgatory_client import UnauthenticatedError
+    from purgatory_server._service.config import from_mapping
+
+    config = from_mapping(
+        tomllib.loads(
+            '[[auth.tokens]]\nname = "t"\ntoken = "s3cret-t0ken"\npermissions = ["watch"]'
+        ),
+        TEST_CONFIG,
+    )
+    reader, spans = InMemoryMetricReader(), InMemorySpanExporter()
+    telemetry = Telemetry(metric_readers=[reader], span_processors=[SimpleSpanProcessor(spans)])
+    server, port = await create_server("127.0.0.1:0", config, telemetry=telemetry)
+    try:
+        async with AsyncPurgatoryClient(f"127.0.0.1:{port}", timeout=10) as c:
+            with pytest.raises(UnauthenticatedError):
+                await c.get_operation("x")
+        m = collect(reader)
+        assert value(m, "purgatory.rpc.rejected", rpc("GetOperation", "UNAUTHENTICATED")) == 1
+        (span,) = spans.get_finished_spans()
+        assert span.attributes is not None
+        assert span.attributes["rpc.response.status_code"] == "UNAUTHENTICATED"
+    finally:
+        await server.stop(0.5)

@@ -89,19 +89,21 @@ async def test_existing_purgatory_is_already_exists(client: AsyncPurgatoryClient
         ),
     ],
 )
-async def test_request_limits_are_resource_exhausted_naming_the_field(
+async def test_request_limits_are_invalid_argument_naming_the_field(
     client: AsyncPurgatoryClient, kwargs: dict[str, object], field: str
 ) -> None:
+    # Issue 8: a request over a fixed limit is invalid whatever the load (retrying a
+    # RESOURCE_EXHAUSTED would never succeed).
     args: dict[str, object] = {"keys": ["a"], "timeout_ms": 1000, **kwargs}
-    with pytest.raises(ResourceExhaustedError) as info:
+    with pytest.raises(InvalidArgumentError) as info:
         await client.try_complete_else_watch(**args)  # type: ignore[arg-type]
     assert info.value.details.startswith(f"{field}:")
 
 
 async def test_signal_limits(client: AsyncPurgatoryClient) -> None:
-    with pytest.raises(ResourceExhaustedError, match=r": signal\.data:"):
+    with pytest.raises(InvalidArgumentError, match=r": signal\.data:"):
         await client.check_and_complete("k", Signal(data=b"d" * 17))  # max_signal_data_bytes=16
-    with pytest.raises(ResourceExhaustedError, match=r": key:"):
+    with pytest.raises(InvalidArgumentError, match=r": key:"):
         await client.check_and_complete("k" * 33)
 
 
@@ -117,9 +119,9 @@ async def test_pending_operations_limit(client: AsyncPurgatoryClient) -> None:
 async def test_batch_size_limit(serve) -> None:  # type: ignore[no-untyped-def]
     _, port = await serve(config_with(max_batch_size=3))
     async with AsyncPurgatoryClient(f"127.0.0.1:{port}") as client:
-        with pytest.raises(ResourceExhaustedError, match=": operations:"):
+        with pytest.raises(InvalidArgumentError, match=": operations:"):
             await client.batch_try_complete_else_watch([OperationSpec((), 1000)] * 4)
-        with pytest.raises(ResourceExhaustedError, match=": signals:"):
+        with pytest.raises(InvalidArgumentError, match=": signals:"):
             await client.batch_check_and_complete(["a", "b", "c", "d"])
 
 

@@ -39,7 +39,7 @@ class PurgatoryConfig(_message.Message):
     def __init__(self, tick_ms: _Optional[int] = ..., wheel_size: _Optional[int] = ..., purge_interval: _Optional[int] = ..., max_pending: _Optional[int] = ..., retained_events: _Optional[int] = ..., durable: _Optional[bool] = ...) -> None: ...
 
 class Purgatory(_message.Message):
-    __slots__ = ("name", "config", "pending", "watched_keys", "last_sequence", "oldest_sequence", "subscribers")
+    __slots__ = ("name", "config", "pending", "watched_keys", "last_sequence", "oldest_sequence", "subscribers", "incarnation")
     NAME_FIELD_NUMBER: _ClassVar[int]
     CONFIG_FIELD_NUMBER: _ClassVar[int]
     PENDING_FIELD_NUMBER: _ClassVar[int]
@@ -47,6 +47,7 @@ class Purgatory(_message.Message):
     LAST_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     OLDEST_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     SUBSCRIBERS_FIELD_NUMBER: _ClassVar[int]
+    INCARNATION_FIELD_NUMBER: _ClassVar[int]
     name: str
     config: PurgatoryConfig
     pending: int
@@ -54,7 +55,8 @@ class Purgatory(_message.Message):
     last_sequence: int
     oldest_sequence: int
     subscribers: int
-    def __init__(self, name: _Optional[str] = ..., config: _Optional[_Union[PurgatoryConfig, _Mapping]] = ..., pending: _Optional[int] = ..., watched_keys: _Optional[int] = ..., last_sequence: _Optional[int] = ..., oldest_sequence: _Optional[int] = ..., subscribers: _Optional[int] = ...) -> None: ...
+    incarnation: str
+    def __init__(self, name: _Optional[str] = ..., config: _Optional[_Union[PurgatoryConfig, _Mapping]] = ..., pending: _Optional[int] = ..., watched_keys: _Optional[int] = ..., last_sequence: _Optional[int] = ..., oldest_sequence: _Optional[int] = ..., subscribers: _Optional[int] = ..., incarnation: _Optional[str] = ...) -> None: ...
 
 class CreatePurgatoryRequest(_message.Message):
     __slots__ = ("name", "config")
@@ -367,14 +369,16 @@ class SubscribeFilter(_message.Message):
     def __init__(self, states: _Optional[_Iterable[_Union[OperationState, str]]] = ..., keys: _Optional[_Iterable[str]] = ..., operation_id_prefix: _Optional[str] = ...) -> None: ...
 
 class SubscribeRequest(_message.Message):
-    __slots__ = ("purgatory", "after_sequence", "filter")
+    __slots__ = ("purgatory", "after_sequence", "filter", "incarnation")
     PURGATORY_FIELD_NUMBER: _ClassVar[int]
     AFTER_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     FILTER_FIELD_NUMBER: _ClassVar[int]
+    INCARNATION_FIELD_NUMBER: _ClassVar[int]
     purgatory: str
     after_sequence: int
     filter: SubscribeFilter
-    def __init__(self, purgatory: _Optional[str] = ..., after_sequence: _Optional[int] = ..., filter: _Optional[_Union[SubscribeFilter, _Mapping]] = ...) -> None: ...
+    incarnation: str
+    def __init__(self, purgatory: _Optional[str] = ..., after_sequence: _Optional[int] = ..., filter: _Optional[_Union[SubscribeFilter, _Mapping]] = ..., incarnation: _Optional[str] = ...) -> None: ...
 
 class OperationEvent(_message.Message):
     __slots__ = ("sequence", "purgatory", "operation_id", "state", "keys", "payload", "result", "create_time_ms", "due_time_ms", "complete_time_ms", "traceparent")

@@ -174,7 +174,9 @@ class PurgatoryServiceServicer:
     def Subscribe(self, request, context):
         """Outcomes of a purgatory, in sequence order: the retained ones after after_sequence,
         then live. The response header metadata "purgatory-start-after" carries the sequence
-        the stream starts after, so a client can resume without loss.
+        the stream starts after and "purgatory-incarnation" the stream's incarnation, so a
+        client can resume without loss (passing both back) and learns when the stream was
+        reset (FAILED_PRECONDITION) instead of silently skipping events.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

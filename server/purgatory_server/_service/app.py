@@ -29,15 +29,18 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from purgatory_proto.v1 import purgatory_pb2 as pb
-from purgatory_proto.v1 import purgatory_pb2_grpc as pb_grpc
 
 from purgatory_server._engine.time import Time
+from purgatory_server._service.auth import Authorizer
 from purgatory_server._service.catalog import read_catalog
 from purgatory_server._service.config import ServerConfig
 from purgatory_server._service.durable import durable_factory
+from purgatory_server._service.edge import add_purgatory_service
+from purgatory_server._service.listen import check_bindable, parse_listen
 from purgatory_server._service.registry import JournalFactory, PurgatoryRegistry
 from purgatory_server._service.servicer import PurgatoryServicer
 from purgatory_server._service.telemetry import telemetry_from_config
+from purgatory_server._service.tls import server_credentials
 
 if TYPE_CHECKING:
     from purgatory_server._service.telemetry.setup import Telemetry
@@ -46,8 +49,7 @@ __all__ = ["SERVICE_NAME", "PurgatoryServer", "create_server", "serve"]
 
 logger = logging.getLogger("purgatory_server.service")
 
-SERVICE = "PurgatoryService"
-SERVICE_NAME: str = pb.DESCRIPTOR.services_by_name[SERVICE].full_name
+SERVICE_NAME: str = pb.DESCRIPTOR.services_by_name["PurgatoryService"].full_name
 
 
 def server_options(config: ServerConfig) -> list[tuple[str, Any]]:
@@ -115,6 +117,8 @@ async def create_server(
     config = config if config is not None else ServerConfig()
     config.validate()
     address = address if address is not None else config.listen
+    check_bindable(*parse_listen(address, "address"))
+    credentials = server_credentials(config)  # before anything starts: ConfigError early
     loop = asyncio.get_running_loop()
     if journal_factory is None:
         journal_factory = durable_factory(config, loop)
@@ -135,23 +139,32 @@ async def create_server(
     server = grpc.aio.server(
         options=server_options(config), maximum_concurrent_rpcs=config.max_concurrent_rpcs
     )
-    servicer: object = PurgatoryServicer(registry, loop)
-    if telemetry is not None:
-        servicer = telemetry.instrument(servicer, pb.DESCRIPTOR.services_by_name[SERVICE])
-    pb_grpc.add_PurgatoryServiceServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]
+    servicer = PurgatoryServicer(registry, loop)
+    authorizer = Authorizer(config.auth) if config.auth.enabled else None
+    wrap = None if telemetry is None else telemetry.wrap
+    add_purgatory_service(server, servicer, authorizer, wrap)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(
         (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server
     )
-    port = server.add_insecure_port(address)
+    try:
+        if credentials is None:
+            port = server.add_insecure_port(address)
+        else:
+            port = server.add_secure_port(address, credentials)
+    except RuntimeError:  # gRPC's "Failed to bind": a race with check_bindable
+        port = 0
     if port == 0:
+        await registry.shutdown()
         raise OSError(f"cannot listen on {address}")
+    if authorizer is not None and credentials is None:
+        logger.warning("tokens are configured but TLS is off: tokens travel in plaintext")
     try:
         for settings in config.purgatories:
             registry.create(registry.settings_for(settings.name, settings))
         configured = {p.name for p in config.purgatories}
-        for settings in read_catalog(Path(config.data_dir)):
+        for settings in read_catalog(Path(config.data_dir), config.limits):
             if settings.name in configured:
                 continue
             if settings.durable:

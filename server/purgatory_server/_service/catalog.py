@@ -22,7 +22,7 @@ import shutil
 from dataclasses import asdict, fields
 from pathlib import Path
 
-from purgatory_server._service.config import ConfigError, PurgatorySettings
+from purgatory_server._service.config import ConfigError, Limits, PurgatorySettings
 
 __all__ = ["SETTINGS_FILE", "journal_dir", "read_catalog", "remove_purgatory", "write_settings"]
 
@@ -61,7 +61,7 @@ def write_settings(data_dir: Path, settings: PurgatorySettings) -> None:
     _fsync_dir(data_dir)
 
 
-def read_catalog(data_dir: Path) -> list[PurgatorySettings]:
+def read_catalog(data_dir: Path, limits: Limits | None = None) -> list[PurgatorySettings]:
     """Every purgatory recorded under ``data_dir``, by name; ConfigError if one is bad."""
     if not data_dir.is_dir():
         return []
@@ -79,7 +79,7 @@ def read_catalog(data_dir: Path) -> list[PurgatorySettings]:
         if not isinstance(raw, dict) or not set(raw) <= known or raw.get("name") != folder.name:
             raise ConfigError(f"{path}: not the settings of purgatory {folder.name!r}")
         settings = PurgatorySettings(**raw)
-        settings.validate()
+        settings.validate(limits)
         out.append(settings)
     return out
 

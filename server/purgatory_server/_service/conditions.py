@@ -37,6 +37,11 @@ __all__ = [
     "make_progress",
 ]
 
+# Wire ranges of OperationResult.amount_sum (int64) and .signal_count (uint32).
+INT64_MAX = 2**63 - 1
+INT64_MIN = -(2**63)
+UINT32_MAX = 2**32 - 1
+
 
 class ConditionKind(enum.Enum):
     ANY_KEY = "any_key"
@@ -144,7 +149,9 @@ class Progress:
         """Account for ``signal`` received on ``key``."""
         self.signal_count += 1
         self.signalled[key] = None
-        self.amount_sum += signal.amount
+        total = self.amount_sum + signal.amount
+        # Saturate: the sum is an int64 on the wire and in the journal (docs/service.md).
+        self.amount_sum = INT64_MAX if total > INT64_MAX else max(total, INT64_MIN)
         if signal.source:
             if signal.source not in self._sources and len(self._sources) < self._sources_limit:
                 self._sources[signal.source] = None
@@ -188,7 +195,7 @@ class Progress:
         if not self.signal_count and not self.values:
             return EMPTY_RESULT
         return ResultSnapshot(
-            signal_count=self.counted(),
+            signal_count=min(self.counted(), UINT32_MAX),
             sources=tuple(self._sources),
             signalled_keys=tuple(self.signalled),
             amount_sum=self.amount_sum,

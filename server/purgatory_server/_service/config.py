@@ -20,6 +20,8 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from purgatory_server._service.auth import AuthConfig, parse_auth
+
 __all__ = [
     "ConfigError",
     "Limits",
@@ -56,6 +58,35 @@ class Limits:
     subscriber_buffer: int = 10_000
     max_tracked_values: int = 100_000
     finished_retained: int = 10_000
+    # Per purgatory: the largest retained_events a purgatory may be configured with.
+    max_retained_events: int = 1_000_000
+    # Server-wide capacity (RESOURCE_EXHAUSTED: it frees up as operations end or
+    # purgatories are deleted): pending operations over all purgatories, the payload
+    # bytes they hold, and retained_events summed over all purgatories.
+    max_total_pending: int = 10_000_000
+    max_pending_payload_bytes: int = 1 << 30
+    max_total_retained_events: int = 20_000_000
+
+
+# Ranges of the engine settings: the wire fields are uint32, but a wheel of billions of
+# buckets would hang the server while it is allocated, and one bucket cannot turn.
+MAX_TICK_MS = 60_000
+MAX_WHEEL_SIZE = 4096
+UINT32_MAX = 2**32 - 1
+# The longest timeout a server may allow: ~10 years, so due times stay far inside int64
+# and the timing wheel's overflow levels stay few.
+MAX_TIMEOUT_MS = 10 * 365 * 24 * 3600 * 1000
+
+
+def setting_bounds(limits: Limits) -> dict[str, tuple[int, int]]:
+    """Inclusive range of each numeric PurgatorySettings field (its TOML/proto name)."""
+    return {
+        "tick_ms": (1, MAX_TICK_MS),
+        "wheel_size": (2, MAX_WHEEL_SIZE),
+        "purge_interval": (1, UINT32_MAX),
+        "max_pending": (1, UINT32_MAX),
+        "retained_events": (1, max(1, limits.max_retained_events)),
+    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,12 +106,16 @@ class PurgatorySettings:
     # Per-purgatory fsync interval override in ms; 0 means the server's.
     fsync_interval_ms: int = 0
 
-    def validate(self) -> None:
+    def validate(self, limits: Limits | None = None) -> None:
         for f in fields(self):
             if f.name in _NOT_POSITIVE:
                 continue
             if getattr(self, f.name) <= 0:
                 raise ConfigError(f"{f.name} must be positive, got {getattr(self, f.name)}")
+        for name, (low, high) in setting_bounds(limits or Limits()).items():
+            value = getattr(self, name)
+            if not low <= value <= high:
+                raise ConfigError(f"{name} must be in [{low}, {high}], got {value}")
         if self.fsync and self.fsync not in FSYNC_POLICIES:
             raise ConfigError(f"fsync must be one of {sorted(FSYNC_POLICIES)}, got {self.fsync!r}")
         if self.fsync_interval_ms < 0:
@@ -117,6 +152,12 @@ class ServerConfig:
     repair_journal: bool = False
     # If set, the bound port is written to this file once the server serves.
     port_file: str = ""
+    # TLS: PEM certificate chain and private key; with a client CA, mutual TLS.
+    tls_cert: str = ""
+    tls_key: str = ""
+    tls_client_ca: str = ""
+    # Bearer tokens and their per-purgatory permissions (``[auth]``; .auth module).
+    auth: AuthConfig = field(default_factory=AuthConfig)
     # Observability (docs/observability.md; needs the `observability` extra).
     # host:port of the Prometheus scrape endpoint; "" (default) serves none.
     metrics_listen: str = ""
@@ -140,6 +181,8 @@ class ServerConfig:
                 raise ConfigError(f"limits.{f.name} must be >= 0")
         if self.limits.min_timeout_ms > self.limits.max_timeout_ms:
             raise ConfigError("limits.min_timeout_ms must be <= limits.max_timeout_ms")
+        if self.limits.max_timeout_ms > MAX_TIMEOUT_MS:
+            raise ConfigError(f"limits.max_timeout_ms must be <= {MAX_TIMEOUT_MS} (~10 years)")
         if self.fsync not in FSYNC_POLICIES:
             raise ConfigError(f"fsync must be one of {sorted(FSYNC_POLICIES)}, got {self.fsync!r}")
         if self.fsync_interval_ms <= 0:
@@ -148,7 +191,7 @@ class ServerConfig:
         if len(set(names)) != len(names):
             raise ConfigError(f"purgatory names must be unique, got {names}")
         for p in (self.defaults, *self.purgatories):
-            p.validate()
+            p.validate(self.limits)
 
 
 _BOOL_WORDS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
@@ -199,11 +242,25 @@ def _purgatory(defaults: PurgatorySettings, entry: Any, where: str) -> Purgatory
     return settings
 
 
-def from_mapping(data: Mapping[str, Any], base: ServerConfig | None = None) -> ServerConfig:
-    """Apply a parsed TOML document to ``base`` (the built-in defaults if None)."""
+def from_mapping(
+    data: Mapping[str, Any],
+    base: ServerConfig | None = None,
+    env: Mapping[str, str] | None = None,
+) -> ServerConfig:
+    """Apply a parsed TOML document to ``base`` (the built-in defaults if None).
+
+    ``env`` is where ``[auth]`` tokens given by ``token_env`` are read (os.environ).
+    """
     config: ServerConfig = base if base is not None else ServerConfig()
-    top = {k: v for k, v in data.items() if k not in ("limits", "defaults", "purgatories")}
+    sections = ("limits", "defaults", "purgatories", "auth")
+    top = {k: v for k, v in data.items() if k not in sections}
     config = _merge(config, top, "")
+    if "auth" in data:
+        try:
+            auth = parse_auth(data["auth"], os.environ if env is None else env)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        config = replace(config, auth=auth)
     if "limits" in data:
         config = replace(config, limits=_merge(config.limits, data["limits"], "limits."))
     if "defaults" in data:
@@ -269,7 +326,7 @@ def load_config(
             raise ConfigError(f"cannot read config file {path}: {exc}") from exc
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
-        config = from_mapping(data, config)
+        config = from_mapping(data, config, env)
     config = apply_env(config, os.environ if env is None else env)
     if overrides:
         config = from_mapping(overrides, config)

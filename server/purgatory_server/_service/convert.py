@@ -20,11 +20,12 @@ from purgatory_server._service.conditions import (
     SignalRecord,
 )
 from purgatory_server._service.config import Limits, PurgatorySettings
-from purgatory_server._service.errors import InvalidArgument, LimitExceeded
+from purgatory_server._service.errors import InvalidArgument
 from purgatory_server._service.events import Outcome
 from purgatory_server._service.limits import (
     check_condition,
     check_data,
+    check_filter,
     check_key,
     check_keys,
     check_operation_id,
@@ -192,8 +193,9 @@ def signal_from_proto(field: str, msg: Any, limits: Limits) -> SignalRecord:
         return EMPTY_SIGNAL  # a bare wake-up: equal to what the general path builds
     check_data(f"{field}.data", msg.data, limits)
     if len(msg.source) > limits.max_key_length:
-        raise LimitExceeded(
-            f"longer than max_key_length ({limits.max_key_length})", f"{field}.source"
+        raise InvalidArgument(
+            f"{field}.source",
+            f"{len(msg.source)} characters exceed max_key_length ({limits.max_key_length})",
         )
     return SignalRecord(
         amount=msg.amount,
@@ -203,7 +205,8 @@ def signal_from_proto(field: str, msg: Any, limits: Limits) -> SignalRecord:
     )
 
 
-def filter_from_proto(field: str, msg: Any) -> EventFilter:
+def filter_from_proto(field: str, msg: Any, limits: Limits) -> EventFilter:
+    check_filter(field, msg.keys, msg.operation_id_prefix, limits)
     states: set[OperationState] = set()
     for i, raw in enumerate(msg.states):
         try:
@@ -355,4 +358,5 @@ def purgatory_to_proto(stats: PurgatoryStats) -> Any:
         last_sequence=stats.last_sequence,
         oldest_sequence=stats.oldest_sequence,
         subscribers=stats.subscribers,
+        incarnation=stats.incarnation,
     )

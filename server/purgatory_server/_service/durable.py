@@ -35,6 +35,7 @@ from purgatory_server._service.catalog import journal_dir, remove_purgatory, wri
 from purgatory_server._service.conditions import ConditionSpec, SignalRecord
 from purgatory_server._service.config import PurgatorySettings, ServerConfig
 from purgatory_server._service.events import EventLog, Outcome
+from purgatory_server._service.incarnation import durable_incarnation
 from purgatory_server._service.journal_codec import (
     condition_to_proto,
     decode_outcome,
@@ -177,8 +178,11 @@ class DurableStore:
         settings: PurgatorySettings,
         wal: WriteAheadLog,
         loop: asyncio.AbstractEventLoop,
+        incarnation: str,
     ) -> None:
         self._data_dir = data_dir
+        # Kept beside the settings: the journal's sequences and this id live and die together.
+        self.incarnation = incarnation
         self._settings = settings
         self._wal = wal
         self.journal = DurableJournal(wal, loop)
@@ -284,13 +288,14 @@ def durable_factory(
             return None
         data_dir.mkdir(parents=True, exist_ok=True)
         write_settings(data_dir, settings)
+        incarnation = durable_incarnation(data_dir / settings.name)
         wal = WriteAheadLog.open(
             journal_dir(data_dir, settings.name),
             journal_config(config, settings),
             repair=config.repair_journal,
         )
         try:
-            return DurableStore(data_dir, settings, wal, loop)
+            return DurableStore(data_dir, settings, wal, loop, incarnation)
         except BaseException:
             wal.close()
             raise

@@ -1,13 +1,32 @@
-"""Service errors and their gRPC status codes: the ONE place the mapping lives.
+"""Service errors and their gRPC status codes: the ONE place the status policy lives.
 
-The service layer raises these plain exceptions (no gRPC import needed to raise or test
-them); the servicer turns each into a status with :func:`status_for`. Clients map the
-codes back to their own exception tree (``purgatory_client.errors``).
+The service layer raises these plain exceptions; the edge turns each into a status with
+:func:`status_for`. Clients map the codes back to their own exception tree
+(``purgatory_client.errors``). The policy (docs/service.md "Errors"):
+
+- INVALID_ARGUMENT (:class:`InvalidArgument`): anything invalid whatever the load, field
+  ranges, lengths, counts, sizes, batch sizes, configs, undecodable messages; the
+  message starts with the field;
+- RESOURCE_EXHAUSTED (:class:`LimitExceeded`, :class:`SlowSubscriber`): only capacity
+  that frees up (pending operations, subscribers, purgatories, server-wide budgets), so
+  backing off and retrying is right;
+- NOT_FOUND, ALREADY_EXISTS, OUT_OF_RANGE, FAILED_PRECONDITION, UNAVAILABLE,
+  UNAUTHENTICATED, PERMISSION_DENIED as their names say; INTERNAL only for a bug (the
+  edge logs it once with its traceback). Never UNKNOWN.
+
+Messages quote caller-supplied values through :func:`~.quoting.quote` (at most ~100
+characters), so a status always fits in the trailers a client accepts.
+
+Every status carries a ``google.rpc.Status`` in ``grpc-status-details-bin`` (built with
+grpcio-status): ``BadRequest`` field violations for INVALID_ARGUMENT, ``RetryInfo`` (a
+suggested delay) for RESOURCE_EXHAUSTED and UNAVAILABLE, ``ResourceInfo`` for NOT_FOUND.
 
 Trailing metadata carries machine-readable details where a client must act on them:
 
 - ``purgatory-resume-after``: the sequence a dropped subscriber should resume after;
-- ``purgatory-oldest-sequence``: the oldest sequence still retained (OUT_OF_RANGE).
+- ``purgatory-oldest-sequence``: the oldest sequence still retained (OUT_OF_RANGE);
+- ``purgatory-incarnation``: the stream's current incarnation (FAILED_PRECONDITION of a
+  Subscribe that named another one: the stream was reset).
 """
 
 from __future__ import annotations
@@ -17,18 +36,31 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import grpc
+from google.protobuf.duration_pb2 import Duration
+from google.protobuf.message import Message
+from google.rpc import error_details_pb2, status_pb2
+from grpc_status import rpc_status
+
+from purgatory_server._service.quoting import quote
 
 __all__ = [
+    "METADATA_INCARNATION",
     "METADATA_OLDEST",
     "METADATA_RESUME_AFTER",
     "AlreadyExists",
+    "FailedPrecondition",
+    "Internal",
     "InvalidArgument",
     "LimitExceeded",
     "NotFound",
     "OutOfRange",
+    "PermissionDenied",
     "ServiceError",
     "ShuttingDown",
     "SlowSubscriber",
+    "StreamReset",
+    "Unauthenticated",
+    "abort",
     "status_for",
     "stream_errors",
     "unary_errors",
@@ -38,6 +70,7 @@ R = TypeVar("R")
 
 METADATA_RESUME_AFTER = "purgatory-resume-after"
 METADATA_OLDEST = "purgatory-oldest-sequence"
+METADATA_INCARNATION = "purgatory-incarnation"
 
 
 class ServiceError(Exception):
@@ -52,11 +85,37 @@ class ServiceError(Exception):
     def trailing_metadata(self) -> tuple[tuple[str, str], ...]:
         return ()
 
+    def error_details(self) -> tuple[Message, ...]:
+        """The google.rpc error-detail messages of this status (none by default)."""
+        return ()
+
+
+def _retry_info(delay_s: float) -> Message:
+    seconds = int(delay_s)
+    info: Message = error_details_pb2.RetryInfo(
+        retry_delay=Duration(seconds=seconds, nanos=int((delay_s - seconds) * 1e9))
+    )
+    return info
+
 
 class NotFound(ServiceError):
-    """An unknown purgatory or operation."""
+    """An unknown purgatory or operation (``resource_type`` "purgatory" or "operation")."""
 
     code = grpc.StatusCode.NOT_FOUND
+
+    def __init__(self, message: str, resource_type: str = "", resource_name: str = "") -> None:
+        super().__init__(message)
+        self.resource_type = resource_type
+        self.resource_name = resource_name[:100]
+
+    def error_details(self) -> tuple[Message, ...]:
+        return (
+            error_details_pb2.ResourceInfo(
+                resource_type=self.resource_type,
+                resource_name=self.resource_name,
+                description=self.message,
+            ),
+        )
 
 
 class InvalidArgument(ServiceError):
@@ -67,6 +126,13 @@ class InvalidArgument(ServiceError):
     def __init__(self, field: str, problem: str) -> None:
         super().__init__(f"{field}: {problem}")
         self.field = field
+        self.problem = problem
+
+    def error_details(self) -> tuple[Message, ...]:
+        violation = error_details_pb2.BadRequest.FieldViolation(
+            field=self.field, description=self.problem
+        )
+        return (error_details_pb2.BadRequest(field_violations=[violation]),)
 
 
 class AlreadyExists(ServiceError):
@@ -76,15 +142,20 @@ class AlreadyExists(ServiceError):
 
 
 class LimitExceeded(ServiceError):
-    """A configured limit is exceeded: a request's size (keys, lengths, bytes, timeout
-    range, batch size) or a capacity (pending operations, subscribers, purgatories).
-    ``field`` names the request field when one is to blame."""
+    """Capacity that frees up is used up: pending operations, subscribers, purgatories,
+    server-wide budgets. Never a property of the request alone (that is
+    :class:`InvalidArgument`), so a client that backs off and retries can succeed.
+    ``retry_after_s`` is the suggested delay sent as RetryInfo."""
 
     code = grpc.StatusCode.RESOURCE_EXHAUSTED
+    retry_after_s = 1.0
 
     def __init__(self, message: str, field: str | None = None) -> None:
         super().__init__(f"{field}: {message}" if field else message)
         self.field = field
+
+    def error_details(self) -> tuple[Message, ...]:
+        return (_retry_info(self.retry_after_s),)
 
 
 class SlowSubscriber(ServiceError):
@@ -102,6 +173,9 @@ class SlowSubscriber(ServiceError):
     def trailing_metadata(self) -> tuple[tuple[str, str], ...]:
         return ((METADATA_RESUME_AFTER, str(self.resume_after)),)
 
+    def error_details(self) -> tuple[Message, ...]:
+        return (_retry_info(0.0),)  # resuming at once is right: the buffer is empty now
+
 
 class OutOfRange(ServiceError):
     """``after_sequence`` asks for events no longer retained (or not yet issued)."""
@@ -116,6 +190,49 @@ class OutOfRange(ServiceError):
         return ((METADATA_OLDEST, str(self.oldest)),)
 
 
+class FailedPrecondition(ServiceError):
+    """The server's state does not allow the request (not the request's content)."""
+
+    code = grpc.StatusCode.FAILED_PRECONDITION
+
+
+class StreamReset(FailedPrecondition):
+    """A resume named another incarnation of the event stream: its sequences are not
+    this stream's, so the subscriber must decide how to start over."""
+
+    def __init__(self, requested: str, current: str) -> None:
+        super().__init__(
+            f"incarnation: the event stream was reset (asked for {quote(requested)}, "
+            f"current is {current!r}); sequences of the old stream do not apply"
+        )
+        self.field = "incarnation"
+        self.current = current
+
+    def trailing_metadata(self) -> tuple[tuple[str, str], ...]:
+        return ((METADATA_INCARNATION, self.current),)
+
+
+class Unauthenticated(ServiceError):
+    """No valid token (authentication is on); the message never repeats the token."""
+
+    code = grpc.StatusCode.UNAUTHENTICATED
+
+
+class PermissionDenied(ServiceError):
+    """A valid token without the permission the RPC needs on that purgatory."""
+
+    code = grpc.StatusCode.PERMISSION_DENIED
+
+
+class Internal(ServiceError):
+    """A bug: the edge logged it with its traceback; the caller sees only this."""
+
+    code = grpc.StatusCode.INTERNAL
+
+    def __init__(self, message: str = "internal error (logged by the server)") -> None:
+        super().__init__(message)
+
+
 class ShuttingDown(ServiceError):
     """The server is stopping; retry against another instance or later."""
 
@@ -124,13 +241,28 @@ class ShuttingDown(ServiceError):
     def __init__(self, message: str = "server is shutting down") -> None:
         super().__init__(message)
 
-
-def status_for(exc: ServiceError) -> tuple[grpc.StatusCode, str, tuple[tuple[str, str], ...]]:
-    """The (code, message, trailing metadata) a servicer aborts with for ``exc``."""
-    return exc.code, exc.message, exc.trailing_metadata()
+    def error_details(self) -> tuple[Message, ...]:
+        return (_retry_info(1.0),)
 
 
-async def _abort(context: Any, exc: ServiceError) -> None:
+Metadata = tuple[tuple[str, str | bytes], ...]
+
+
+def status_for(exc: ServiceError) -> tuple[grpc.StatusCode, str, Metadata]:
+    """The (code, message, trailing metadata) a servicer aborts with for ``exc``.
+
+    The trailing metadata holds ``exc``'s own entries and ``grpc-status-details-bin``
+    (a ``google.rpc.Status`` with the same code and message and ``exc``'s details).
+    """
+    status = status_pb2.Status(code=exc.code.value[0], message=exc.message)
+    for detail in exc.error_details():
+        status.details.add().Pack(detail)
+    rich = rpc_status.to_status(status)
+    return exc.code, exc.message, (*exc.trailing_metadata(), *rich.trailing_metadata)
+
+
+async def abort(context: Any, exc: ServiceError) -> None:
+    """End the call with ``exc``'s status (raises grpc's AbortError to unwind)."""
     code, message, metadata = status_for(exc)
     await context.abort(code, message, metadata)
 
@@ -145,7 +277,7 @@ def unary_errors(
         try:
             return await fn(self, request, context)
         except ServiceError as exc:
-            await _abort(context, exc)
+            await abort(context, exc)
             raise AssertionError("context.abort returned") from exc  # pragma: no cover
 
     return wrapper
@@ -162,6 +294,6 @@ def stream_errors(
             async for item in fn(self, request, context):
                 yield item
         except ServiceError as exc:
-            await _abort(context, exc)
+            await abort(context, exc)
 
     return wrapper

@@ -1,8 +1,15 @@
-"""Request validation: malformed values are INVALID_ARGUMENT, configured limits are
-RESOURCE_EXHAUSTED; both name the offending field (``operations[2].keys[0]``).
+"""Request validation: anything invalid is INVALID_ARGUMENT naming the offending field
+(``operations[2].keys[0]``), whatever the load.
 
-Every function is pure (no I/O, no state), so the rules are testable on their own and the
-same checks apply to the single and the batch forms of an RPC.
+Why the configured size limits (key length, keys per operation, payload bytes, batch
+size, timeout range...) are INVALID_ARGUMENT and not RESOURCE_EXHAUSTED: nothing about
+such a request changes with load, so a client that backs off and retries (as
+RESOURCE_EXHAUSTED tells it to) would retry forever. RESOURCE_EXHAUSTED is left for
+capacity that frees up (:class:`~.errors.LimitExceeded`).
+
+Messages quote caller values through :func:`~.quoting.quote` (bounded). Every function
+is pure (no I/O, no state), so the rules are testable on their own and the same checks
+apply to the single and the batch forms of an RPC.
 """
 
 from __future__ import annotations
@@ -10,17 +17,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from purgatory_server._service.conditions import ConditionKind, ConditionSpec
-from purgatory_server._service.config import Limits
-from purgatory_server._service.errors import InvalidArgument, LimitExceeded
+from purgatory_server._service.config import Limits, PurgatorySettings, setting_bounds
+from purgatory_server._service.errors import InvalidArgument
+from purgatory_server._service.quoting import quote
 
 __all__ = [
     "check_batch",
     "check_condition",
     "check_data",
+    "check_filter",
     "check_key",
     "check_keys",
     "check_operation_id",
     "check_payload",
+    "check_settings",
     "check_timeout",
 ]
 
@@ -29,51 +39,55 @@ def check_key(field: str, key: str, limits: Limits) -> None:
     if not key:
         raise InvalidArgument(field, "must not be empty")
     if len(key) > limits.max_key_length:
-        raise LimitExceeded(f"longer than max_key_length ({limits.max_key_length})", field)
+        raise InvalidArgument(
+            field, f"{len(key)} characters exceed max_key_length ({limits.max_key_length})"
+        )
 
 
 def check_keys(field: str, keys: Sequence[str], limits: Limits) -> tuple[str, ...]:
     if len(keys) > limits.max_keys_per_operation:
-        raise LimitExceeded(
-            f"{len(keys)} keys exceed max_keys_per_operation ({limits.max_keys_per_operation})",
+        raise InvalidArgument(
             field,
+            f"{len(keys)} keys exceed max_keys_per_operation ({limits.max_keys_per_operation})",
         )
     seen: set[str] = set()
     for i, key in enumerate(keys):
         check_key(f"{field}[{i}]", key, limits)
         if key in seen:
-            raise InvalidArgument(f"{field}[{i}]", f"duplicate key {key!r}")
+            raise InvalidArgument(f"{field}[{i}]", f"duplicate key {quote(key)}")
         seen.add(key)
     return tuple(keys)
 
 
 def check_operation_id(field: str, operation_id: str, limits: Limits) -> None:
     if len(operation_id) > limits.max_operation_id_length:
-        raise LimitExceeded(
-            f"longer than max_operation_id_length ({limits.max_operation_id_length})", field
+        raise InvalidArgument(
+            field,
+            f"{len(operation_id)} characters exceed max_operation_id_length "
+            f"({limits.max_operation_id_length})",
         )
 
 
 def check_payload(field: str, payload: bytes, limits: Limits) -> None:
     if len(payload) > limits.max_payload_bytes:
-        raise LimitExceeded(
-            f"{len(payload)} bytes exceed max_payload_bytes ({limits.max_payload_bytes})", field
+        raise InvalidArgument(
+            field, f"{len(payload)} bytes exceed max_payload_bytes ({limits.max_payload_bytes})"
         )
 
 
 def check_data(field: str, data: bytes, limits: Limits) -> None:
     if len(data) > limits.max_signal_data_bytes:
-        raise LimitExceeded(
-            f"{len(data)} bytes exceed max_signal_data_bytes ({limits.max_signal_data_bytes})",
+        raise InvalidArgument(
             field,
+            f"{len(data)} bytes exceed max_signal_data_bytes ({limits.max_signal_data_bytes})",
         )
 
 
 def check_timeout(field: str, timeout_ms: int, limits: Limits) -> None:
     if not limits.min_timeout_ms <= timeout_ms <= limits.max_timeout_ms:
-        raise LimitExceeded(
-            f"{timeout_ms} is outside [{limits.min_timeout_ms}, {limits.max_timeout_ms}] ms",
+        raise InvalidArgument(
             field,
+            f"{timeout_ms} is outside [{limits.min_timeout_ms}, {limits.max_timeout_ms}] ms",
         )
 
 
@@ -81,8 +95,8 @@ def check_batch(field: str, size: int, limits: Limits) -> None:
     if size == 0:
         raise InvalidArgument(field, "must not be empty")
     if size > limits.max_batch_size:
-        raise LimitExceeded(
-            f"{size} entries exceed max_batch_size ({limits.max_batch_size})", field
+        raise InvalidArgument(
+            field, f"{size} entries exceed max_batch_size ({limits.max_batch_size})"
         )
 
 
@@ -94,15 +108,39 @@ def check_condition(field: str, spec: ConditionSpec, keys: Sequence[str], limits
         if spec.count <= 0:
             raise InvalidArgument(f"{field}.min_signals.count", "must be positive")
         if spec.distinct_sources and spec.count > limits.max_result_sources:
-            raise LimitExceeded(
+            raise InvalidArgument(
+                f"{field}.min_signals.count",
                 f"{spec.count} distinct sources exceed max_result_sources "
                 f"({limits.max_result_sources})",
-                f"{field}.min_signals.count",
             )
     if kind is ConditionKind.VALUES_AT_LEAST:
         known = set(keys)
         for key, _ in spec.targets:
             if key not in known:
                 raise InvalidArgument(
-                    f"{field}.values_at_least.targets", f"{key!r} is not one of the keys"
+                    f"{field}.values_at_least.targets", f"{quote(key)} is not one of the keys"
                 )
+
+
+def check_filter(field: str, keys: Sequence[str], operation_id_prefix: str, limits: Limits) -> None:
+    """A SubscribeFilter's keys and prefix (its states are checked where converted)."""
+    if len(keys) > limits.max_keys_per_operation:
+        raise InvalidArgument(
+            f"{field}.keys",
+            f"{len(keys)} keys exceed max_keys_per_operation ({limits.max_keys_per_operation})",
+        )
+    for i, key in enumerate(keys):
+        check_key(f"{field}.keys[{i}]", key, limits)
+    check_operation_id(f"{field}.operation_id_prefix", operation_id_prefix, limits)
+
+
+def check_settings(field: str, requested: PurgatorySettings, limits: Limits) -> None:
+    """CreatePurgatory's config: each non-zero (zero: the server default) within bounds.
+
+    Unbounded, ``wheel_size = 4294967295`` would allocate billions of buckets on the
+    event loop (the whole server hangs) and ``wheel_size = 1`` fails inside the engine.
+    """
+    for name, (low, high) in setting_bounds(limits).items():
+        value = getattr(requested, name)
+        if value and not low <= value <= high:
+            raise InvalidArgument(f"{field}.{name}", f"{value} is outside [{low}, {high}]")

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from purgatory_server._engine.purgatory import DelayedOperationPurgatory
 from purgatory_server._engine.system_timer import SystemTimer
 from purgatory_server._engine.time import SYSTEM_TIME, Time
+from purgatory_server._service.budget import ServerBudget
 from purgatory_server._service.conditions import (
     ConditionKind,
     FirstSignal,
@@ -43,8 +44,10 @@ from purgatory_server._service.errors import (
 )
 from purgatory_server._service.events import EventLog, Outcome
 from purgatory_server._service.inbox import Inbox
+from purgatory_server._service.incarnation import new_incarnation
 from purgatory_server._service.journal import NULL_JOURNAL, Journal
 from purgatory_server._service.operation import OperationDefinition, RemoteOperation, SignalSlot
+from purgatory_server._service.quoting import quote
 from purgatory_server._service.states import OperationState
 from purgatory_server._service.subscriptions import EventFilter, Subscriber
 from purgatory_server._service.telemetry.context import current_traceparent
@@ -77,6 +80,7 @@ class PurgatoryStats:
     last_sequence: int
     oldest_sequence: int
     subscribers: int
+    incarnation: str = ""
 
 
 class NamedPurgatory:
@@ -92,15 +96,22 @@ class NamedPurgatory:
         journal: Journal | None = None,
         event_log: EventLog | None = None,
         reaper_enabled: bool = True,
+        incarnation: str | None = None,
+        budget: ServerBudget | None = None,
         metrics: PurgatoryMetrics | None = None,
         traced: bool = False,
     ) -> None:
         self.name = settings.name
+        # The event stream's id (see .incarnation): given for a durable purgatory, whose
+        # sequences survive restarts; fresh for an in-memory one, whose sequences do not.
+        self.incarnation = incarnation if incarnation is not None else new_incarnation()
         # Observability (docs/observability.md): None/False cost one check per call.
         self.metrics = metrics
         self._traced = traced
         self.settings = settings
         self._limits = limits
+        # Server-wide capacity shared with the other purgatories (a private one if alone).
+        self._budget = budget if budget is not None else ServerBudget(limits)
         self._time: Time = time if time is not None else SYSTEM_TIME
         self._journal: Journal = journal if journal is not None else NULL_JOURNAL
         # Durable purgatories only (None in memory): RPCs await ``barrier()`` before they
@@ -173,6 +184,7 @@ class NamedPurgatory:
             last_sequence=self._log.last_sequence,
             oldest_sequence=self._log.oldest_sequence,
             subscribers=len(self._subscribers),
+            incarnation=self.incarnation,
         )
 
     def _check_open(self) -> None:
@@ -192,6 +204,7 @@ class NamedPurgatory:
         self._check_open()
         plan: list[Registration | str] = []
         new = 0
+        new_bytes = 0
         seen: set[str] = set()
         if len(fields) != len(requests):
             raise ValueError("one field name per request")
@@ -201,29 +214,35 @@ class NamedPurgatory:
             if not op_id:
                 plan.append(f"{self._id_prefix}{next(self._ids)}")
                 new += 1
+                new_bytes += len(req.definition.payload)
                 continue
             if op_id in seen:
                 raise InvalidArgument(
-                    f"{fields[i]}operation_id", f"{op_id!r} repeated in the batch"
+                    f"{fields[i]}operation_id", f"{quote(op_id)} repeated in the batch"
                 )
             seen.add(op_id)
             existing = self._find(op_id)
             if existing is None:
                 plan.append(op_id)
                 new += 1
+                new_bytes += len(req.definition.payload)
                 continue
             definition, target = existing
             if definition != req.definition:
                 raise AlreadyExists(
-                    f"{fields[i]}operation_id: {op_id!r} already exists in purgatory "
+                    f"{fields[i]}operation_id: {quote(op_id)} already exists in purgatory "
                     f"{self.name!r} with a different definition"
                 )
             plan.append((target, False))
-        if new and len(self._active) + new > self.settings.max_pending:
-            raise LimitExceeded(
-                f"purgatory {self.name!r} has {len(self._active)} pending operations; "
-                f"max_pending is {self.settings.max_pending}"
-            )
+        if new:
+            # Recovered operations are in _active too: a restart that brought back more
+            # than max_pending keeps them all and refuses new ones until enough end.
+            if len(self._active) + new > self.settings.max_pending:
+                raise LimitExceeded(
+                    f"purgatory {self.name!r} has {len(self._active)} pending operations; "
+                    f"max_pending is {self.settings.max_pending}"
+                )
+            self._budget.reserve(new, new_bytes)
         out: list[Registration] = []
         created: list[tuple[RemoteOperation, tuple[str, ...]]] = []
         for req, step in zip(requests, plan, strict=True):
@@ -314,7 +333,11 @@ class NamedPurgatory:
         if op is None:
             finished = self._finished.get(op_id)
             if finished is None:
-                raise NotFound(f"operation {op_id!r} not found in purgatory {self.name!r}")
+                raise NotFound(
+                    f"operation {quote(op_id)} not found in purgatory {self.name!r}",
+                    "operation",
+                    op_id,
+                )
             return False, finished[1]
         won = op.end(OperationState.FORCE_COMPLETED)
         self._inbox.drain()
@@ -324,7 +347,11 @@ class NamedPurgatory:
         self._check_open()
         found = self._find(op_id)
         if found is None:
-            raise NotFound(f"operation {op_id!r} not found in purgatory {self.name!r}")
+            raise NotFound(
+                f"operation {quote(op_id)} not found in purgatory {self.name!r}",
+                "operation",
+                op_id,
+            )
         return found[1]
 
     def restore_operation(
@@ -353,6 +380,7 @@ class NamedPurgatory:
         op.due_time_ms = due_time_ms
         op.delay_ms = max(0, due_time_ms - self._time.wall_clock_ms())
         self._active[op_id] = op
+        self._budget.restored(len(definition.payload))
         self._values.watch(keys)
         self._engine.try_complete_else_watch(op, keys)
 
@@ -387,6 +415,7 @@ class NamedPurgatory:
         finished = self._finished
         retained = self._limits.finished_retained
         journal = self._journal
+        budget = self._budget
         deferred: list[tuple[Outcome, list[Waiter]]] | None = None if self.barrier is None else []
         for op in ops:
             outcome = Outcome(
@@ -405,6 +434,7 @@ class NamedPurgatory:
             op.outcome = outcome
             if active.get(op.operation_id) is op:
                 del active[op.operation_id]
+                budget.release(len(op.definition.payload))
             if retained:
                 finished[op.operation_id] = (op.definition, outcome)
                 if len(finished) > retained:

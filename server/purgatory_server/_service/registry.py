@@ -19,9 +19,11 @@ from dataclasses import replace
 from typing import Protocol
 
 from purgatory_server._engine.time import Time
+from purgatory_server._service.budget import ServerBudget
 from purgatory_server._service.config import Limits, PurgatorySettings
 from purgatory_server._service.errors import (
     AlreadyExists,
+    FailedPrecondition,
     InvalidArgument,
     LimitExceeded,
     NotFound,
@@ -31,6 +33,7 @@ from purgatory_server._service.errors import (
 from purgatory_server._service.events import EventLog
 from purgatory_server._service.journal import Journal
 from purgatory_server._service.purgatory import NamedPurgatory
+from purgatory_server._service.quoting import quote
 from purgatory_server._service.telemetry.counters import PurgatoryMetrics
 
 __all__ = ["PurgatoryRegistry"]
@@ -46,6 +49,9 @@ class Durability(Protocol):
 
     @property
     def event_log(self) -> EventLog: ...
+
+    @property
+    def incarnation(self) -> str: ...
 
     def restore(self, purgatory: NamedPurgatory) -> None: ...
 
@@ -87,6 +93,7 @@ class PurgatoryRegistry:
         self._purgatories: dict[str, NamedPurgatory] = {}
         self._durable: dict[str, Durability] = {}
         self._closed: ServiceError | None = None
+        self.budget = ServerBudget(limits)
 
     def validate_name(self, name: str, field: str = "name") -> None:
         if not name:
@@ -126,9 +133,25 @@ class PurgatoryRegistry:
                 f"{len(self._purgatories)} purgatories exist; "
                 f"max_purgatories is {self.limits.max_purgatories}"
             )
+        self.budget.reserve_retained(settings.retained_events)
+        try:
+            purgatory = self._build(settings)
+        except BaseException:
+            self.budget.release_retained(settings.retained_events)
+            raise
+        return purgatory
+
+    def _build(self, settings: PurgatorySettings) -> NamedPurgatory:
         store = None
         if self._journal_factory is not None:
-            store = self._journal_factory(settings)
+            try:
+                store = self._journal_factory(settings)
+            except OSError as exc:
+                # The server's state (a read-only or full data directory), not the request.
+                raise FailedPrecondition(
+                    f"cannot store durable purgatory {settings.name!r} in the data "
+                    f"directory: {exc.strerror or type(exc).__name__}"
+                ) from exc
         purgatory = NamedPurgatory(
             settings,
             self.limits,
@@ -137,6 +160,8 @@ class PurgatoryRegistry:
             journal=None if store is None else store.journal,
             event_log=None if store is None else store.event_log,
             reaper_enabled=self._reaper_enabled,
+            incarnation=None if store is None else store.incarnation,
+            budget=self.budget,
             metrics=PurgatoryMetrics() if self._metrics else None,
             traced=self._traced,
         )
@@ -155,7 +180,7 @@ class PurgatoryRegistry:
         if purgatory is None:
             if not name:
                 raise InvalidArgument(field, "must not be empty")
-            raise NotFound(f"purgatory {name!r} not found")
+            raise NotFound(f"purgatory {quote(name)} not found", "purgatory", name)
         return purgatory
 
     def snapshot(self) -> list[NamedPurgatory]:
@@ -172,7 +197,8 @@ class PurgatoryRegistry:
         purgatory = self.get(name, "name")
         del self._purgatories[name]
         cancelled = purgatory.cancel_all()
-        purgatory.close(NotFound(f"purgatory {name!r} was deleted"))
+        self.budget.release_retained(purgatory.settings.retained_events)
+        purgatory.close(NotFound(f"purgatory {name!r} was deleted", "purgatory", name))
         await asyncio.to_thread(purgatory.shutdown_engine)
         store = self._durable.pop(name, None)
         if store is not None:

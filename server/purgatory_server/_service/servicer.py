@@ -31,14 +31,25 @@ from purgatory_server._service.convert import (
     signals_from_proto,
     status_fields,
 )
-from purgatory_server._service.errors import InvalidArgument, stream_errors, unary_errors
+from purgatory_server._service.errors import (
+    METADATA_INCARNATION,
+    InvalidArgument,
+    stream_errors,
+    unary_errors,
+)
 from purgatory_server._service.events import Outcome
-from purgatory_server._service.limits import check_batch, check_key
+from purgatory_server._service.incarnation import check_incarnation
+from purgatory_server._service.limits import (
+    check_batch,
+    check_key,
+    check_operation_id,
+    check_settings,
+)
 from purgatory_server._service.purgatory import NamedPurgatory
 from purgatory_server._service.registry import PurgatoryRegistry
 from purgatory_server._service.waiters import wait_for_outcomes
 
-__all__ = ["METADATA_START_AFTER", "PurgatoryServicer"]
+__all__ = ["METADATA_INCARNATION", "METADATA_START_AFTER", "PurgatoryServicer"]
 
 # Response header of Subscribe: the sequence the stream starts after (resume point).
 METADATA_START_AFTER = "purgatory-start-after"
@@ -69,6 +80,7 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
         registry = self._registry
         registry.validate_name(request.name)
         overrides = settings_from_proto(request.name, request.config)
+        check_settings("config", overrides, self._limits)
         settings = registry.settings_for(request.name, overrides)
         purgatory = registry.create(settings)
         return pb.CreatePurgatoryResponse(purgatory=purgatory_to_proto(purgatory.stats()))
@@ -142,6 +154,7 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
         purgatory = self._registry.get(request.purgatory)
         if not request.operation_id:
             raise InvalidArgument("operation_id", "must not be empty")
+        check_operation_id("operation_id", request.operation_id, self._limits)
         won, target = purgatory.force_complete(request.operation_id)
         response = pb.ForceCompleteResponse(
             completed=won, operation=operation_status(target, False)
@@ -153,6 +166,7 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
         purgatory = self._registry.get(request.purgatory)
         if not request.operation_id:
             raise InvalidArgument("operation_id", "must not be empty")
+        check_operation_id("operation_id", request.operation_id, self._limits)
         target = purgatory.lookup(request.operation_id)
         response = pb.GetOperationResponse(operation=operation_status(target, False))
         return await _acknowledged(purgatory, response)
@@ -161,12 +175,16 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
     @stream_errors
     async def Subscribe(self, request: Any, context: Any) -> AsyncIterator[Any]:
         purgatory = self._registry.get(request.purgatory)
-        event_filter = filter_from_proto("filter", request.filter)
+        event_filter = filter_from_proto("filter", request.filter, self._limits)
+        check_incarnation(request.incarnation, purgatory.incarnation)
         after = request.after_sequence if request.HasField("after_sequence") else None
         subscriber = purgatory.subscribe(after, event_filter)
         try:
             await context.send_initial_metadata(
-                ((METADATA_START_AFTER, str(subscriber.start_after)),)
+                (
+                    (METADATA_START_AFTER, str(subscriber.start_after)),
+                    (METADATA_INCARNATION, purgatory.incarnation),
+                )
             )
             metrics = purgatory.metrics
             while True:

@@ -1,15 +1,16 @@
 """The RPC edge of observability: RPC metrics and a server span per call.
 
-The servicer's methods are wrapped ONCE, when the server is assembled
-(:func:`instrument_servicer`), not intercepted per call: a grpc.aio interceptor costs an
-extra coroutine and a handler lookup on every RPC, while a wrapped method costs, with
+Each method's handler is wrapped ONCE, when the server is assembled (:func:`wrap_method`,
+applied by the edge's ``add_purgatory_service`` around its own handler, so a call the
+edge refuses, unauthenticated or undecodable, is measured and traced too), not
+intercepted per call: a grpc.aio interceptor costs an extra coroutine and a handler
+lookup on every RPC, while a wrapped method costs, with
 metrics on, two clock reads, one ``context.code()`` and one
 :class:`~.histogram.Histogram` record into a table bound to the method in advance
 (method -> status code -> histogram; nothing allocated per call). Rejected requests are
 the entries of that table other than OK and CANCELLED (the caller left), so no second
-counter is kept. Every RPC of the purgatory service is covered, found from its
-descriptor, so RPCs added later are instrumented without a change here; health and
-reflection are not.
+counter is kept. Every RPC the edge registers is covered, so RPCs added later are
+instrumented without a change here; health and reflection are not.
 
 With tracing on, each call also gets a SERVER span named after the method
 (``purgatory.v1.PurgatoryService/<Method>``), its parent taken from the request's W3C
@@ -37,7 +38,7 @@ from opentelemetry.trace import Status, StatusCode, Tracer
 from purgatory_server._service.telemetry.context import TRACEPARENT
 from purgatory_server._service.telemetry.histogram import DURATION_BOUNDS, Histogram
 
-__all__ = ["RpcStats", "instrument_servicer"]
+__all__ = ["RpcStats", "wrap_method"]
 
 _OK = grpc.StatusCode.OK
 _CANCELLED = grpc.StatusCode.CANCELLED
@@ -214,26 +215,20 @@ def _streaming(m: _Method, behavior: Callable[..., AsyncIterator[Any]]) -> Calla
     return stream
 
 
-class _InstrumentedServicer:
-    """The servicer's RPC methods, wrapped; what gRPC registers instead of it."""
-
-
-def instrument_servicer(
-    servicer: object, service: Any, stats: RpcStats | None, tracer: Tracer | None
-) -> object:
-    """An object with ``servicer``'s RPC methods (those of descriptor ``service``) wrapped
-    for metrics (``stats``) and spans (``tracer``); ``servicer`` itself if neither."""
+def wrap_method(
+    name: str,
+    server_streaming: bool,
+    handler: Callable[..., Any],
+    stats: RpcStats | None,
+    tracer: Tracer | None,
+) -> Callable[..., Any]:
+    """``handler`` (of method ``name``, e.g. ``purgatory.v1.PurgatoryService/GetOperation``)
+    measured into ``stats`` and traced by ``tracer``; ``handler`` itself if neither."""
     if stats is None and tracer is None:
-        return servicer
-    out = _InstrumentedServicer()
-    for method in service.methods:
-        behavior = getattr(servicer, method.name)
-        m = _Method(f"{service.full_name}/{method.name}", stats, tracer)
-        if method.server_streaming:
-            wrapped = _streaming(m, behavior)
-        elif tracer is None:
-            wrapped = _unary_metrics(m, behavior)
-        else:
-            wrapped = _unary_traced(m, behavior)
-        setattr(out, method.name, wrapped)
-    return out
+        return handler
+    m = _Method(name, stats, tracer)
+    if server_streaming:
+        return _streaming(m, handler)
+    if tracer is None:
+        return _unary_metrics(m, handler)
+    return _unary_traced(m, handler)

@@ -15,7 +15,7 @@ configuration asks for observability and the extra is known to be installed.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
@@ -36,7 +36,7 @@ from purgatory_server._service.telemetry.metrics import (
     histogram_metrics,
     register_instruments,
 )
-from purgatory_server._service.telemetry.rpc import RpcStats, instrument_servicer
+from purgatory_server._service.telemetry.rpc import RpcStats, wrap_method
 
 if TYPE_CHECKING:
     from purgatory_server._service.registry import PurgatoryRegistry
@@ -83,9 +83,11 @@ class Telemetry:
         for reader in self._readers:
             attach_histograms(reader, lambda: histogram_metrics(registry.snapshot, rpc))
 
-    def instrument(self, servicer: object, service: Any) -> object:
-        """``servicer`` with the RPCs of descriptor ``service`` measured and traced."""
-        return instrument_servicer(servicer, service, self.rpc, self.tracer)
+    def wrap(
+        self, name: str, server_streaming: bool, handler: Callable[..., Any]
+    ) -> Callable[..., Any]:
+        """The edge's method wrapper: ``handler`` measured and traced (see :mod:`.rpc`)."""
+        return wrap_method(name, server_streaming, handler, self.rpc, self.tracer)
 
     def serve_prometheus(self, address: str, registry: CollectorRegistry) -> int:
         """Serve ``registry`` at http://``address``/metrics (own thread); the bound port."""

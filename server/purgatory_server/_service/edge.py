@@ -1,0 +1,191 @@
+"""The gRPC edge of PurgatoryService: decoding, authentication and the last-resort status.
+
+:func:`add_purgatory_service` registers the servicer's methods (instead of the generated
+``add_PurgatoryServiceServicer_to_server``) with three things around each call:
+
+1. **Decoding that cannot escape as UNKNOWN.** Each request is parsed by a deserializer
+   that turns a protobuf ``DecodeError`` (invalid UTF-8 in a string field, a truncated
+   message, a wrong wire type) into an :class:`Undecodable` marker; the call then ends
+   with INVALID_ARGUMENT naming ``request``. Left to gRPC, the exception would surface
+   as UNKNOWN.
+2. **Authentication and permissions** when tokens are configured (:mod:`.auth`): the
+   ``authorization`` header is checked before the request is looked at
+   (UNAUTHENTICATED), then the permission the method needs on the purgatory it names
+   (PERMISSION_DENIED). Health checking and reflection are other services and stay
+   open.
+3. **INTERNAL only for bugs, logged once.** A :class:`~.errors.ServiceError` becomes its
+   status (:func:`~.errors.status_for`); any other exception is a bug: it is logged once
+   with its traceback and the caller gets INTERNAL with a fixed message (never UNKNOWN,
+   never the exception text, which may hold request data).
+
+Thread-safety: handlers run on the server's event loop; the wrappers hold no state.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import grpc
+from google.protobuf.message import DecodeError
+from purgatory_proto.v1 import purgatory_pb2 as pb
+
+from purgatory_server._service.auth import Authorizer, Permission
+from purgatory_server._service.errors import Internal, InvalidArgument, ServiceError, abort
+
+__all__ = ["METHOD_RULES", "Undecodable", "add_purgatory_service"]
+
+logger = logging.getLogger("purgatory_server.service")
+
+_SERVICE = pb.DESCRIPTOR.services_by_name["PurgatoryService"]
+SERVICE_NAME: str = _SERVICE.full_name
+
+# method -> (permission it needs (None: any), request field naming the purgatory (None:
+# the method names none)).
+METHOD_RULES: dict[str, tuple[Permission | None, str | None]] = {
+    "CreatePurgatory": (Permission.ADMIN, "name"),
+    "DeletePurgatory": (Permission.ADMIN, "name"),
+    "ListPurgatories": (None, None),
+    "GetPurgatory": (None, "name"),
+    "TryCompleteElseWatch": (Permission.WATCH, "purgatory"),
+    "BatchTryCompleteElseWatch": (Permission.WATCH, "purgatory"),
+    "GetOperation": (Permission.WATCH, "purgatory"),
+    "CheckAndComplete": (Permission.SIGNAL, "purgatory"),
+    "BatchCheckAndComplete": (Permission.SIGNAL, "purgatory"),
+    "ForceComplete": (Permission.FORCE, "purgatory"),
+    "Subscribe": (Permission.SUBSCRIBE, "purgatory"),
+}
+
+
+class Undecodable:
+    """Stands in for a request whose bytes did not parse (see module docstring)."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+def _deserializer(message_cls: Any) -> Callable[[bytes], Any]:
+    from_string = message_cls.FromString
+
+    def deserialize(data: bytes) -> Any:
+        try:
+            return from_string(data)
+        except (DecodeError, RecursionError, ValueError) as exc:
+            # DecodeError's text names protobuf internals, not caller data: safe to repeat.
+            return Undecodable(str(exc)[:100] or type(exc).__name__)
+
+    return deserialize
+
+
+def _authorization(context: Any) -> str | None:
+    for key, value in context.invocation_metadata() or ():
+        if key == "authorization":
+            return value if isinstance(value, str) else bytes(value).decode("latin-1")
+    return None
+
+
+class _Guard:
+    """The checks every call of one method goes through before the servicer runs."""
+
+    __slots__ = ("_authorizer", "_field", "_permission")
+
+    def __init__(self, method: str, authorizer: Authorizer | None) -> None:
+        self._authorizer = authorizer
+        self._permission, self._field = METHOD_RULES[method]
+
+    def check(self, request: Any, context: Any) -> None:
+        authorizer = self._authorizer
+        grant = None
+        if authorizer is not None:
+            grant = authorizer.authenticate(_authorization(context))
+        if type(request) is Undecodable:
+            raise InvalidArgument("request", f"cannot be decoded ({request.reason})")
+        if authorizer is not None and grant is not None:
+            purgatory = getattr(request, self._field) if self._field is not None else None
+            authorizer.authorize(grant, self._permission, purgatory)
+
+
+async def _internal(context: Any, method: str, exc: BaseException) -> None:
+    logger.error("bug in %s; the caller gets INTERNAL", method, exc_info=exc)
+    await abort(context, Internal())
+
+
+def _unary(
+    method: str, behavior: Callable[[Any, Any], Awaitable[Any]], guard: _Guard
+) -> Callable[[Any, Any], Awaitable[Any]]:
+    async def handle(request: Any, context: Any) -> Any:
+        try:
+            guard.check(request, context)
+            return await behavior(request, context)
+        except ServiceError as exc:
+            await abort(context, exc)
+        except grpc.aio.AbortError:
+            raise  # the servicer already ended the call with its status
+        except Exception as exc:  # noqa: BLE001 - the last resort: a bug becomes INTERNAL
+            await _internal(context, method, exc)
+        return None  # pragma: no cover - abort raises
+
+    return handle
+
+
+def _stream(
+    method: str, behavior: Callable[[Any, Any], AsyncIterator[Any]], guard: _Guard
+) -> Callable[[Any, Any], AsyncIterator[Any]]:
+    async def handle(request: Any, context: Any) -> AsyncIterator[Any]:
+        try:
+            guard.check(request, context)
+            async for item in behavior(request, context):
+                yield item
+        except ServiceError as exc:
+            await abort(context, exc)
+        except grpc.aio.AbortError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the last resort: a bug becomes INTERNAL
+            await _internal(context, method, exc)
+
+    return handle
+
+
+# Wraps one method's finished handler (observability: metrics and a span around the
+# whole call, edge included): (full method name, server-streaming?, handler) -> handler.
+MethodWrapper = Callable[[str, bool, Callable[..., Any]], Callable[..., Any]]
+
+
+def add_purgatory_service(
+    server: grpc.aio.Server,
+    servicer: Any,
+    authorizer: Authorizer | None,
+    wrap: MethodWrapper | None = None,
+) -> None:
+    """Register ``servicer``'s RPCs on ``server`` behind the edge (module docstring);
+    ``wrap``, if given, wraps each method's handler once, outside the edge."""
+    handlers: dict[str, grpc.RpcMethodHandler] = {}
+    for method in _SERVICE.methods:
+        name = method.name
+        request_cls = getattr(pb, method.input_type.name)
+        response_cls = getattr(pb, method.output_type.name)
+        guard = _Guard(name, authorizer)
+        behavior = getattr(servicer, name)
+        if method.server_streaming:
+            stream = _stream(name, behavior, guard)
+            if wrap is not None:
+                stream = wrap(f"{SERVICE_NAME}/{name}", True, stream)
+            handlers[name] = grpc.unary_stream_rpc_method_handler(
+                stream,
+                request_deserializer=_deserializer(request_cls),
+                response_serializer=response_cls.SerializeToString,
+            )
+        else:
+            unary = _unary(name, behavior, guard)
+            if wrap is not None:
+                unary = wrap(f"{SERVICE_NAME}/{name}", False, unary)
+            handlers[name] = grpc.unary_unary_rpc_method_handler(
+                unary,
+                request_deserializer=_deserializer(request_cls),
+                response_serializer=response_cls.SerializeToString,
+            )
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))
+    server.add_registered_method_handlers(SERVICE_NAME, handlers)

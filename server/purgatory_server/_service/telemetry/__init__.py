@@ -3,7 +3,7 @@
 Module map: ``histogram`` (the hot path's lock-free bucket counts), ``counters`` (what
 each purgatory counts), ``context`` (the call's traceparent and the log filter) and
 ``loader`` (builds telemetry on demand) need nothing beyond the standard library;
-``rpc`` (the interceptor), ``metrics`` (the OpenTelemetry instruments) and ``setup``
+``rpc`` (RPC metrics and spans), ``metrics`` (the OpenTelemetry instruments) and ``setup``
 (providers, readers, exporters) need the ``observability`` extra and are imported only
 when the configuration asks for observability.
 """

@@ -1,8 +1,8 @@
-"""Assembling observability for one server: providers, readers, exporters, interceptor.
+"""Assembling observability for one server: providers, readers, exporters, RPC wrapper.
 
 :class:`Telemetry` is what the server holds (no globals: its MeterProvider and
 TracerProvider are its own, not OpenTelemetry's global ones, so two servers in one
-process never mix their figures). :func:`telemetry_from_config` builds it from
+process never mix their figures). :func:`build_telemetry` builds it from
 ``metrics_listen`` (the Prometheus scrape endpoint), ``otlp_endpoint`` (OTLP/gRPC export
 of metrics and spans) and ``tracing``; tests build one directly around an in-memory
 metric reader and span exporter.

@@ -112,3 +112,15 @@ def test_cli_failures_are_one_line(
     code, err = _cli(capsys, *argv)
     assert code == status
     assert expected in _one_line(err)
+
+
+def test_listen_addresses_are_parsed_strictly() -> None:
+    from purgatory_server._service.config import ConfigError
+    from purgatory_server._service.listen import parse_listen
+
+    assert parse_listen("127.0.0.1:0") == ("127.0.0.1", 0)
+    assert parse_listen("[::1]:50051") == ("::1", 50051)
+    assert parse_listen("unix:/tmp/purgatory.sock") == ("unix:/tmp/purgatory.sock", 0)
+    for bad in ("localhost", ":5", "host:", "host:70000", "host:x"):
+        with pytest.raises(ConfigError, match="listen"):
+            parse_listen(bad)

@@ -42,6 +42,7 @@ from purgatory_client._models import (
     Signal,
 )
 from purgatory_client.errors import (
+    InvalidArgumentError,
     PurgatoryError,
     SlowSubscriberError,
     UnavailableError,
@@ -102,6 +103,17 @@ def signal_to_proto(signal: Signal | None, field: str = "signal") -> Any:
     return msg
 
 
+def _checked_watch(
+    purgatory: Any, keys: Any, timeout_ms: Any, condition: Any, operation_id: Any
+) -> None:
+    """Raise the precise InvalidArgumentError for a watch the fast path refused."""
+    text("purgatory", purgatory)
+    text("operation_id", operation_id)
+    key_list("keys", keys)
+    uint("timeout_ms", timeout_ms)
+    condition_to_proto(condition)
+
+
 def watch_request(
     purgatory: str,
     *,
@@ -112,27 +124,61 @@ def watch_request(
     operation_id: str,
     wait: bool,
 ) -> Any:
-    with converting("request"):
+    # Fast path: build directly and let protobuf refuse wrong types and ranges; only then
+    # (or for a bare str, which protobuf would split into one key per character) run the
+    # checks that name the argument.
+    if not isinstance(keys, str | bytes):
+        try:
+            return pb.TryCompleteElseWatchRequest(
+                purgatory=purgatory,
+                operation_id=operation_id,
+                keys=list(keys),
+                timeout_ms=timeout_ms,
+                condition=condition_to_proto(condition),
+                payload=payload,
+                wait=wait,
+            )
+        except (TypeError, ValueError, InvalidArgumentError):
+            pass
+    _checked_watch(purgatory, keys, timeout_ms, condition, operation_id)
+    with converting("request"):  # what the checks let through but protobuf still refuses
         return pb.TryCompleteElseWatchRequest(
-            purgatory=text("purgatory", purgatory),
-            operation_id=text("operation_id", operation_id),
-            keys=key_list("keys", keys),
-            timeout_ms=uint("timeout_ms", timeout_ms),
+            purgatory=purgatory,
+            operation_id=operation_id,
+            keys=keys,
+            timeout_ms=timeout_ms,
             condition=condition_to_proto(condition),
             payload=payload,
             wait=wait,
         )
 
 
-def _spec(field: str, s: OperationSpec) -> Any:
+def _spec(index: int, s: Any) -> Any:
+    """One OperationSpec; errors name ``operations[index]....`` (built only on error)."""
+    if type(s) is OperationSpec and not isinstance(s.keys, str | bytes):
+        try:
+            return pb.OperationSpec(
+                operation_id=s.operation_id,
+                keys=list(s.keys),
+                timeout_ms=s.timeout_ms,
+                condition=condition_to_proto(s.condition),
+                payload=s.payload,
+            )
+        except (TypeError, ValueError, InvalidArgumentError):
+            pass
+    field = f"operations[{index}]"
     if not isinstance(s, OperationSpec):
         raise invalid_argument(field, f"expected an OperationSpec, got {type(s).__name__}")
+    text(f"{field}.operation_id", s.operation_id)
+    key_list(f"{field}.keys", s.keys)
+    uint(f"{field}.timeout_ms", s.timeout_ms)
+    condition = condition_to_proto(s.condition, f"{field}.condition")
     with converting(field):
         return pb.OperationSpec(
-            operation_id=text(f"{field}.operation_id", s.operation_id),
-            keys=key_list(f"{field}.keys", s.keys),
-            timeout_ms=uint(f"{field}.timeout_ms", s.timeout_ms),
-            condition=condition_to_proto(s.condition, f"{field}.condition"),
+            operation_id=s.operation_id,
+            keys=s.keys,
+            timeout_ms=s.timeout_ms,
+            condition=condition,
             payload=s.payload,
         )
 
@@ -143,7 +189,7 @@ def batch_watch_request(purgatory: str, specs: Iterable[OperationSpec], wait: bo
     return pb.BatchTryCompleteElseWatchRequest(
         purgatory=text("purgatory", purgatory),
         wait=wait,
-        operations=[_spec(f"operations[{i}]", s) for i, s in enumerate(specs)],
+        operations=[_spec(i, s) for i, s in enumerate(specs)],
     )
 
 
@@ -153,26 +199,30 @@ def signal_request(purgatory: str, key: str, signal: Signal | None) -> Any:
     )
 
 
+def _key_signal(index: int, entry: Any) -> Any:
+    """One KeySignal of a batch; errors name ``signals[index]...`` (built only on error)."""
+    if type(entry) is str:
+        return pb.KeySignal(key=entry, signal=_EMPTY_SIGNAL)
+    if isinstance(entry, tuple) and len(entry) == 2:
+        key, signal = entry
+        if type(key) is str:
+            return pb.KeySignal(key=key, signal=signal_to_proto(signal, f"signals[{index}].signal"))
+        raise invalid_argument(f"signals[{index}].key", f"expected str, got {type(key).__name__}")
+    raise invalid_argument(f"signals[{index}]", "expected a key or a (key, Signal) pair")
+
+
+_EMPTY_SIGNAL = pb.Signal()
+
+
 def batch_signal_request(purgatory: str, signals: Iterable[tuple[str, Signal | None] | str]) -> Any:
     if isinstance(signals, str | bytes):
         raise invalid_argument(
             "signals", "expected a list of keys or (key, Signal) pairs, got a str"
         )
-    items = []
-    for i, entry in enumerate(signals):
-        if isinstance(entry, str):
-            key, signal = entry, None
-        elif isinstance(entry, tuple) and len(entry) == 2:
-            key, signal = entry
-        else:
-            raise invalid_argument(f"signals[{i}]", "expected a key or a (key, Signal) pair")
-        items.append(
-            pb.KeySignal(
-                key=text(f"signals[{i}].key", key),
-                signal=signal_to_proto(signal, f"signals[{i}].signal"),
-            )
-        )
-    return pb.BatchCheckAndCompleteRequest(purgatory=text("purgatory", purgatory), signals=items)
+    return pb.BatchCheckAndCompleteRequest(
+        purgatory=text("purgatory", purgatory),
+        signals=[_key_signal(i, entry) for i, entry in enumerate(signals)],
+    )
 
 
 def config_to_proto(config: PurgatoryConfig | None) -> Any:

@@ -6,7 +6,7 @@
     ├── InvalidArgumentError            INVALID_ARGUMENT   malformed request (names the field)
     ├── NotFoundError                   NOT_FOUND          unknown purgatory or operation
     ├── AlreadyExistsError              ALREADY_EXISTS     name or id taken (other definition)
-    ├── ResourceExhaustedError          RESOURCE_EXHAUSTED a configured limit was hit
+    ├── ResourceExhaustedError          RESOURCE_EXHAUSTED capacity used up: back off, retry
     │   └── SlowSubscriberError         ... a subscriber fell behind (.resume_after)
     ├── OutOfRangeError                 OUT_OF_RANGE       events no longer retained
     │                                                      (.oldest_sequence)

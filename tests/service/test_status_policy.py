@@ -18,6 +18,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from purgatory_client import (
     AsyncPurgatoryClient,
     Condition,
+    FailedPreconditionError,
     InvalidArgumentError,
     NotFoundError,
     OperationSpec,
@@ -197,7 +198,7 @@ async def test_clients_raise_typed_errors_before_sending() -> None:
             (client.try_complete_else_watch("orders-7", 1000), "keys"),  # a str, not a list
             (client.try_complete_else_watch(["k"], -1), "timeout_ms"),
             (client.try_complete_else_watch(["k"], 2**64), "timeout_ms"),
-            (client.try_complete_else_watch([b"k"], 1000), "keys[0]"),  # type: ignore[list-item]
+            (client.try_complete_else_watch([7], 1000), "keys[0]"),  # type: ignore[list-item]
             (client.check_and_complete("k", Signal(amount=2**63)), "signal.amount"),
             (client.batch_check_and_complete("abc"), "signals"),
             (
@@ -307,3 +308,20 @@ def test_config_bounds_apply_to_the_server_configuration_too() -> None:
     with pytest.raises(ConfigError):
         replace(TEST_CONFIG, limits=replace(TEST_LIMITS, max_timeout_ms=2**62)).validate()
     assert isinstance(TEST_CONFIG, ServerConfig)
+
+
+async def test_a_journal_that_cannot_write_is_failed_precondition(
+    serve: Any, tmp_path: Path
+) -> None:
+    """Disk full or an I/O error is the server's state, not a bug: not INTERNAL."""
+    from tests.durability.helpers import NAME, durable_config
+
+    server, port = await serve(replace(durable_config(tmp_path), limits=TEST_LIMITS))
+
+    async def disk_full() -> None:
+        raise OSError(28, "No space left on device")
+
+    server.registry.get(NAME).barrier = disk_full
+    async with AsyncPurgatoryClient(f"127.0.0.1:{port}", timeout=10, purgatory=NAME) as client:
+        with pytest.raises(FailedPreconditionError, match="cannot write its journal"):
+            await client.check_and_complete("k")

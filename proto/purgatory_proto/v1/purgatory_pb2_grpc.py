@@ -26,9 +26,19 @@ if _version_not_supported:
 
 
 class PurgatoryServiceStub:
-    """The service. Every RPC that names a purgatory fails with NOT_FOUND if it does not exist,
-    INVALID_ARGUMENT (message naming the field) for a malformed request, RESOURCE_EXHAUSTED
-    when a configured limit is reached and UNAVAILABLE while the server shuts down.
+    """The service. Status policy (docs/service.md "Errors"), the same for every RPC:
+    - INVALID_ARGUMENT: anything invalid whatever the load (ranges, lengths, counts, sizes,
+    batch sizes, configs, undecodable messages); the message starts with the field and a
+    google.rpc.BadRequest detail names it too. Retrying the same request never helps.
+    - RESOURCE_EXHAUSTED: only capacity that frees up (pending operations, subscribers,
+    purgatories, server-wide budgets); a google.rpc.RetryInfo suggests a delay.
+    - NOT_FOUND (unknown purgatory or operation; google.rpc.ResourceInfo), ALREADY_EXISTS,
+    OUT_OF_RANGE (resume position), FAILED_PRECONDITION (stream incarnation changed,
+    unwritable data directory), UNAVAILABLE (shutting down; RetryInfo),
+    UNAUTHENTICATED / PERMISSION_DENIED (bearer tokens, when configured).
+    - INTERNAL only for a server bug (logged with its traceback). Never UNKNOWN.
+    Messages quote at most ~100 characters of any value. Details travel as a
+    google.rpc.Status in the "grpc-status-details-bin" trailer.
     """
 
     def __init__(self, channel):
@@ -95,9 +105,19 @@ class PurgatoryServiceStub:
 
 
 class PurgatoryServiceServicer:
-    """The service. Every RPC that names a purgatory fails with NOT_FOUND if it does not exist,
-    INVALID_ARGUMENT (message naming the field) for a malformed request, RESOURCE_EXHAUSTED
-    when a configured limit is reached and UNAVAILABLE while the server shuts down.
+    """The service. Status policy (docs/service.md "Errors"), the same for every RPC:
+    - INVALID_ARGUMENT: anything invalid whatever the load (ranges, lengths, counts, sizes,
+    batch sizes, configs, undecodable messages); the message starts with the field and a
+    google.rpc.BadRequest detail names it too. Retrying the same request never helps.
+    - RESOURCE_EXHAUSTED: only capacity that frees up (pending operations, subscribers,
+    purgatories, server-wide budgets); a google.rpc.RetryInfo suggests a delay.
+    - NOT_FOUND (unknown purgatory or operation; google.rpc.ResourceInfo), ALREADY_EXISTS,
+    OUT_OF_RANGE (resume position), FAILED_PRECONDITION (stream incarnation changed,
+    unwritable data directory), UNAVAILABLE (shutting down; RetryInfo),
+    UNAUTHENTICATED / PERMISSION_DENIED (bearer tokens, when configured).
+    - INTERNAL only for a server bug (logged with its traceback). Never UNKNOWN.
+    Messages quote at most ~100 characters of any value. Details travel as a
+    google.rpc.Status in the "grpc-status-details-bin" trailer.
     """
 
     def CreatePurgatory(self, request, context):
@@ -249,9 +269,19 @@ def add_PurgatoryServiceServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class PurgatoryService:
-    """The service. Every RPC that names a purgatory fails with NOT_FOUND if it does not exist,
-    INVALID_ARGUMENT (message naming the field) for a malformed request, RESOURCE_EXHAUSTED
-    when a configured limit is reached and UNAVAILABLE while the server shuts down.
+    """The service. Status policy (docs/service.md "Errors"), the same for every RPC:
+    - INVALID_ARGUMENT: anything invalid whatever the load (ranges, lengths, counts, sizes,
+    batch sizes, configs, undecodable messages); the message starts with the field and a
+    google.rpc.BadRequest detail names it too. Retrying the same request never helps.
+    - RESOURCE_EXHAUSTED: only capacity that frees up (pending operations, subscribers,
+    purgatories, server-wide budgets); a google.rpc.RetryInfo suggests a delay.
+    - NOT_FOUND (unknown purgatory or operation; google.rpc.ResourceInfo), ALREADY_EXISTS,
+    OUT_OF_RANGE (resume position), FAILED_PRECONDITION (stream incarnation changed,
+    unwritable data directory), UNAVAILABLE (shutting down; RetryInfo),
+    UNAUTHENTICATED / PERMISSION_DENIED (bearer tokens, when configured).
+    - INTERNAL only for a server bug (logged with its traceback). Never UNKNOWN.
+    Messages quote at most ~100 characters of any value. Details travel as a
+    google.rpc.Status in the "grpc-status-details-bin" trailer.
     """
 
     @staticmethod

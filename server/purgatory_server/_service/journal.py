@@ -5,8 +5,9 @@ operation: ``on_registered`` before the operation is armed, ``on_signal`` before
 is delivered, ``on_outcome`` when the outcome has its sequence (before waiters and
 subscribers see it). Hooks are synchronous and must be quick: a durable implementation
 buffers and group-commits on its own thread. An exception from a hook propagates to the
-RPC that caused it (the caller sees INTERNAL), so a journal that cannot write fails
-loudly instead of silently losing records.
+RPC that caused it, so a journal that cannot write fails loudly instead of silently
+losing records (a JournalError or OSError from ``barrier()`` is FAILED_PRECONDITION; any
+other exception is a bug: INTERNAL, logged by the edge).
 
 Durability contract (a journal that makes acknowledgements durable): ``barrier()``
 completes once everything recorded so far is written under the fsync policy, and the

@@ -18,12 +18,19 @@ __all__ = ["check_bindable", "parse_listen"]
 
 
 def parse_listen(address: str, option: str = "listen") -> tuple[str, int]:
-    """``(host, port)`` of ``HOST:PORT``; ConfigError (naming ``option``) otherwise."""
+    """``(host, port)`` of ``HOST:PORT``; ConfigError (naming ``option``) otherwise.
+
+    A ``unix:`` socket path is passed through as ``(address, 0)`` (nothing to check).
+    """
+    if address.startswith(("unix:", "unix-abstract:")):
+        return address, 0
     host, sep, port_text = address.rpartition(":")
-    if not sep or not host or (host.endswith(":") and not host.startswith("[")):
+    if not sep:
         raise ConfigError(
             f"{option}: {address[:100]!r} has no port; use HOST:PORT (e.g. 127.0.0.1:50051)"
         )
+    if not host:
+        raise ConfigError(f"{option}: {address[:100]!r} has no host (0.0.0.0 for all IPv4)")
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
     if not port_text.isdigit() or not 0 <= int(port_text) <= 65535:

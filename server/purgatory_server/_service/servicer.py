@@ -17,6 +17,7 @@ from typing import Any
 from purgatory_proto.v1 import purgatory_pb2 as pb
 from purgatory_proto.v1 import purgatory_pb2_grpc as pb_grpc
 
+from purgatory_server._journal import JournalClosedError, JournalError
 from purgatory_server._service.convert import (
     FieldPrefixes,
     batch_status_response,
@@ -33,7 +34,9 @@ from purgatory_server._service.convert import (
 )
 from purgatory_server._service.errors import (
     METADATA_INCARNATION,
+    FailedPrecondition,
     InvalidArgument,
+    ShuttingDown,
     stream_errors,
     unary_errors,
 )
@@ -60,11 +63,20 @@ async def _acknowledged(purgatory: NamedPurgatory, response: Any) -> Any:
 
     In-memory purgatories have no barrier and answer at once. A durable one answers only
     after its journal has written, under the fsync policy, every record made so far,
-    which includes this call's (docs/journal.md §10).
+    which includes this call's (docs/journal.md §10). A journal that cannot write (disk
+    full, I/O error) is the server's state, not a bug: FAILED_PRECONDITION, so the caller
+    knows the call's effects may not be durable; a closed one means shutting down.
     """
     barrier = purgatory.barrier
     if barrier is not None:
-        await barrier()
+        try:
+            await barrier()
+        except JournalClosedError as exc:
+            raise ShuttingDown() from exc
+        except (JournalError, OSError) as exc:
+            raise FailedPrecondition(
+                f"purgatory {purgatory.name!r} cannot write its journal: {str(exc)[:100]}"
+            ) from exc
     return response
 
 

@@ -7,7 +7,8 @@ is the graceful shutdown used both by tests (in a ``finally``) and on SIGTERM/SI
 1. health turns NOT_SERVING and the registry refuses new work (UNAVAILABLE);
 2. waiting long-polls and Subscribe streams end at once with UNAVAILABLE;
 3. ``grpc.aio.Server.stop(grace)``: no new calls, in-flight ones get ``grace`` seconds;
-4. every purgatory's reaper and timer threads are stopped.
+4. observability, if on, exports what it has (docs/observability.md), then every
+   purgatory's reaper and timer threads are stopped.
 
 Durable purgatories (docs/journal.md) live under ``config.data_dir``: those named in the
 configuration with ``durable = true`` and those recorded in the data directory's catalog
@@ -88,6 +89,8 @@ class PurgatoryServer:
         await self.health.enter_graceful_shutdown()
         self.registry.begin_shutdown()
         await self.grpc_server.stop(grace)
+        if self.telemetry is not None:
+            await asyncio.to_thread(self.telemetry.flush)
         await self.registry.shutdown()
         if self.telemetry is not None:
             await asyncio.to_thread(self.telemetry.shutdown)

@@ -99,6 +99,13 @@ class Telemetry:
         self.metrics_port = int(server.server_port)
         return self.metrics_port
 
+    def flush(self) -> None:
+        """Export what is pending now (blocking): called while the purgatories still
+        exist, so the last figures reach OTLP before the server takes them down."""
+        if self._tracer_provider is not None:
+            self._tracer_provider.force_flush()
+        self._meter_provider.force_flush()
+
     def shutdown(self) -> None:
         """Stop the endpoint, flush exporters (blocking: call from a worker thread)."""
         if self._http is not None:

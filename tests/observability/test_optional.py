@@ -98,3 +98,15 @@ def test_metrics_listen_flag_serves_prometheus(tmp_path: Path) -> None:
         output = proc.communicate(timeout=30)[0]
     assert proc.returncode == 0, output
     assert f"metrics: http://127.0.0.1:{metrics_port}/metrics" in output
+
+
+async def test_a_taken_metrics_port_fails_start_up_naming_it(tmp_path: Path) -> None:
+    from purgatory_server._service import create_server
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        address = f"127.0.0.1:{taken.getsockname()[1]}"
+        config = ServerConfig(data_dir=str(tmp_path), metrics_listen=address)
+        with pytest.raises(OSError, match=f"cannot serve metrics on {address}"):
+            await create_server("127.0.0.1:0", config)

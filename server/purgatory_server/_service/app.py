@@ -160,6 +160,8 @@ async def create_server(
         port = 0
     if port == 0:
         await registry.shutdown()
+        if telemetry is not None:
+            await asyncio.to_thread(telemetry.shutdown)
         raise OSError(f"cannot listen on {address}")
     if authorizer is not None and credentials is None:
         logger.warning("tokens are configured but TLS is off: tokens travel in plaintext")

@@ -94,7 +94,10 @@ class Telemetry:
         host, _, port = address.rpartition(":")
         if not host or not port.isdigit():
             raise ConfigError(f"metrics_listen must be host:port, got {address!r}")
-        server, thread = start_http_server(int(port), host.strip("[]"), registry=registry)
+        try:
+            server, thread = start_http_server(int(port), host.strip("[]"), registry=registry)
+        except OSError as exc:
+            raise OSError(f"cannot serve metrics on {address}: {exc.strerror or exc}") from exc
         self._http = (server, thread)
         self.metrics_port = int(server.server_port)
         return self.metrics_port
@@ -142,7 +145,11 @@ def build_telemetry(config: ServerConfig) -> Telemetry:
         metric_readers=readers, span_processors=processors, tracing=config.tracing
     )
     if prometheus_registry is not None:
-        telemetry.serve_prometheus(config.metrics_listen, prometheus_registry)
+        try:
+            telemetry.serve_prometheus(config.metrics_listen, prometheus_registry)
+        except BaseException:
+            telemetry.shutdown()
+            raise
         logger.info(
             "metrics: http://%s:%d/metrics",
             config.metrics_listen.rpartition(":")[0],

@@ -290,6 +290,7 @@ def status_from_proto(msg: Any, payload: bytes | None = None) -> OperationStatus
         due_time_ms=msg.due_time_ms,
         complete_time_ms=msg.complete_time_ms,
         payload=msg.payload if payload is None else payload,
+        traceparent=msg.traceparent,
     )
 
 
@@ -317,6 +318,7 @@ def event_from_proto(msg: Any) -> Event:
         create_time_ms=msg.create_time_ms,
         due_time_ms=msg.due_time_ms,
         complete_time_ms=msg.complete_time_ms,
+        traceparent=msg.traceparent,
     )
 
 

@@ -140,6 +140,8 @@ class OperationStatus:
     due_time_ms: int
     complete_time_ms: int
     payload: bytes = b""
+    # W3C traceparent of the registering request when the server traces (else "").
+    traceparent: str = ""
 
     @property
     def is_final(self) -> bool:
@@ -160,6 +162,8 @@ class Event:
     create_time_ms: int
     due_time_ms: int
     complete_time_ms: int
+    # W3C traceparent of the registering request when the server traces (else "").
+    traceparent: str = ""
 
 
 @dataclass(frozen=True)

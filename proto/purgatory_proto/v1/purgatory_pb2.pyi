@@ -209,7 +209,7 @@ class OperationSpec(_message.Message):
     def __init__(self, operation_id: _Optional[str] = ..., keys: _Optional[_Iterable[str]] = ..., timeout_ms: _Optional[int] = ..., condition: _Optional[_Union[Condition, _Mapping]] = ..., payload: _Optional[bytes] = ...) -> None: ...
 
 class OperationStatus(_message.Message):
-    __slots__ = ("operation_id", "state", "result", "sequence", "created", "create_time_ms", "due_time_ms", "complete_time_ms", "payload")
+    __slots__ = ("operation_id", "state", "result", "sequence", "created", "create_time_ms", "due_time_ms", "complete_time_ms", "payload", "traceparent")
     OPERATION_ID_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     RESULT_FIELD_NUMBER: _ClassVar[int]
@@ -219,6 +219,7 @@ class OperationStatus(_message.Message):
     DUE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     COMPLETE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    TRACEPARENT_FIELD_NUMBER: _ClassVar[int]
     operation_id: str
     state: OperationState
     result: OperationResult
@@ -228,7 +229,8 @@ class OperationStatus(_message.Message):
     due_time_ms: int
     complete_time_ms: int
     payload: bytes
-    def __init__(self, operation_id: _Optional[str] = ..., state: _Optional[_Union[OperationState, str]] = ..., result: _Optional[_Union[OperationResult, _Mapping]] = ..., sequence: _Optional[int] = ..., created: _Optional[bool] = ..., create_time_ms: _Optional[int] = ..., due_time_ms: _Optional[int] = ..., complete_time_ms: _Optional[int] = ..., payload: _Optional[bytes] = ...) -> None: ...
+    traceparent: str
+    def __init__(self, operation_id: _Optional[str] = ..., state: _Optional[_Union[OperationState, str]] = ..., result: _Optional[_Union[OperationResult, _Mapping]] = ..., sequence: _Optional[int] = ..., created: _Optional[bool] = ..., create_time_ms: _Optional[int] = ..., due_time_ms: _Optional[int] = ..., complete_time_ms: _Optional[int] = ..., payload: _Optional[bytes] = ..., traceparent: _Optional[str] = ...) -> None: ...
 
 class TryCompleteElseWatchRequest(_message.Message):
     __slots__ = ("purgatory", "operation_id", "keys", "timeout_ms", "condition", "payload", "wait")
@@ -249,7 +251,7 @@ class TryCompleteElseWatchRequest(_message.Message):
     def __init__(self, purgatory: _Optional[str] = ..., operation_id: _Optional[str] = ..., keys: _Optional[_Iterable[str]] = ..., timeout_ms: _Optional[int] = ..., condition: _Optional[_Union[Condition, _Mapping]] = ..., payload: _Optional[bytes] = ..., wait: _Optional[bool] = ...) -> None: ...
 
 class TryCompleteElseWatchResponse(_message.Message):
-    __slots__ = ("operation_id", "state", "result", "sequence", "created", "create_time_ms", "due_time_ms", "complete_time_ms")
+    __slots__ = ("operation_id", "state", "result", "sequence", "created", "create_time_ms", "due_time_ms", "complete_time_ms", "traceparent")
     OPERATION_ID_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     RESULT_FIELD_NUMBER: _ClassVar[int]
@@ -258,6 +260,7 @@ class TryCompleteElseWatchResponse(_message.Message):
     CREATE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     DUE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     COMPLETE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    TRACEPARENT_FIELD_NUMBER: _ClassVar[int]
     operation_id: str
     state: OperationState
     result: OperationResult
@@ -266,7 +269,8 @@ class TryCompleteElseWatchResponse(_message.Message):
     create_time_ms: int
     due_time_ms: int
     complete_time_ms: int
-    def __init__(self, operation_id: _Optional[str] = ..., state: _Optional[_Union[OperationState, str]] = ..., result: _Optional[_Union[OperationResult, _Mapping]] = ..., sequence: _Optional[int] = ..., created: _Optional[bool] = ..., create_time_ms: _Optional[int] = ..., due_time_ms: _Optional[int] = ..., complete_time_ms: _Optional[int] = ...) -> None: ...
+    traceparent: str
+    def __init__(self, operation_id: _Optional[str] = ..., state: _Optional[_Union[OperationState, str]] = ..., result: _Optional[_Union[OperationResult, _Mapping]] = ..., sequence: _Optional[int] = ..., created: _Optional[bool] = ..., create_time_ms: _Optional[int] = ..., due_time_ms: _Optional[int] = ..., complete_time_ms: _Optional[int] = ..., traceparent: _Optional[str] = ...) -> None: ...
 
 class BatchTryCompleteElseWatchRequest(_message.Message):
     __slots__ = ("purgatory", "operations", "wait")
@@ -377,7 +381,7 @@ class SubscribeRequest(_message.Message):
     def __init__(self, purgatory: _Optional[str] = ..., after_sequence: _Optional[int] = ..., filter: _Optional[_Union[SubscribeFilter, _Mapping]] = ..., incarnation: _Optional[str] = ...) -> None: ...
 
 class OperationEvent(_message.Message):
-    __slots__ = ("sequence", "purgatory", "operation_id", "state", "keys", "payload", "result", "create_time_ms", "due_time_ms", "complete_time_ms")
+    __slots__ = ("sequence", "purgatory", "operation_id", "state", "keys", "payload", "result", "create_time_ms", "due_time_ms", "complete_time_ms", "traceparent")
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     PURGATORY_FIELD_NUMBER: _ClassVar[int]
     OPERATION_ID_FIELD_NUMBER: _ClassVar[int]
@@ -388,6 +392,7 @@ class OperationEvent(_message.Message):
     CREATE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     DUE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     COMPLETE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    TRACEPARENT_FIELD_NUMBER: _ClassVar[int]
     sequence: int
     purgatory: str
     operation_id: str
@@ -398,7 +403,8 @@ class OperationEvent(_message.Message):
     create_time_ms: int
     due_time_ms: int
     complete_time_ms: int
-    def __init__(self, sequence: _Optional[int] = ..., purgatory: _Optional[str] = ..., operation_id: _Optional[str] = ..., state: _Optional[_Union[OperationState, str]] = ..., keys: _Optional[_Iterable[str]] = ..., payload: _Optional[bytes] = ..., result: _Optional[_Union[OperationResult, _Mapping]] = ..., create_time_ms: _Optional[int] = ..., due_time_ms: _Optional[int] = ..., complete_time_ms: _Optional[int] = ...) -> None: ...
+    traceparent: str
+    def __init__(self, sequence: _Optional[int] = ..., purgatory: _Optional[str] = ..., operation_id: _Optional[str] = ..., state: _Optional[_Union[OperationState, str]] = ..., keys: _Optional[_Iterable[str]] = ..., payload: _Optional[bytes] = ..., result: _Optional[_Union[OperationResult, _Mapping]] = ..., create_time_ms: _Optional[int] = ..., due_time_ms: _Optional[int] = ..., complete_time_ms: _Optional[int] = ..., traceparent: _Optional[str] = ...) -> None: ...
 
 class JournaledOutcome(_message.Message):
     __slots__ = ("event", "condition", "timeout_ms")

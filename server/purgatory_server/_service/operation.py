@@ -87,6 +87,7 @@ class RemoteOperation(DelayedOperation):
         "progress",
         "result",
         "state",
+        "traceparent",
         "waiters",
     )
 
@@ -118,6 +119,8 @@ class RemoteOperation(DelayedOperation):
         self.outcome: Outcome | None = None
         # Long-polls waiting for the outcome; loop thread only.
         self.waiters: list[Waiter] = []
+        # The registering request's W3C traceparent when tracing is on (loop thread).
+        self.traceparent = ""
 
     @property
     def keys(self) -> tuple[str, ...]:

@@ -10,6 +10,7 @@ here blocks it except for microseconds of engine work, and long-polls await futu
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -120,7 +121,11 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
         op_request = operation_request("", request, self._limits)
         ((target, created),) = purgatory.register((op_request,), ("",))
         if request.wait and not isinstance(target, Outcome):
+            metrics = purgatory.metrics
+            started = time.perf_counter() if metrics is not None else 0.0
             await wait_for_outcomes(self._loop, (target,))
+            if metrics is not None:
+                metrics.longpoll.record(time.perf_counter() - started)
         response = pb.TryCompleteElseWatchResponse(**status_fields(target, created))
         return await _acknowledged(purgatory, response)
 
@@ -194,8 +199,12 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
                     (METADATA_INCARNATION, purgatory.incarnation),
                 )
             )
+            metrics = purgatory.metrics
             while True:
-                for outcome in await subscriber.next_batch():
+                batch = await subscriber.next_batch()
+                if metrics is not None and batch:
+                    metrics.subscriber_lag.record(purgatory.last_sequence - batch[0].sequence)
+                for outcome in batch:
                     yield event_to_proto(outcome)
         finally:
             purgatory.unsubscribe(subscriber)

@@ -111,7 +111,7 @@ async def create_server(
     credentials = server_credentials(config)  # before anything starts: ConfigError early
     loop = asyncio.get_running_loop()
     if journal_factory is None:
-        journal_factory = durable_factory(config, loop)
+        journal_factory = durable_factory(config, loop, time)
     registry = PurgatoryRegistry(
         config.limits,
         config.defaults,

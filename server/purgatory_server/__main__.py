@@ -22,6 +22,7 @@ from purgatory_server._service.app import serve
 from purgatory_server._service.config import ConfigError, load_config
 from purgatory_server._service.errors import ServiceError
 from purgatory_server._service.listen import parse_listen
+from purgatory_server._service.logs import configure_logging
 
 __all__ = ["main"]
 
@@ -42,7 +43,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--listen", help="host:port to listen on (default 127.0.0.1:50051)")
     parser.add_argument("--config", help="TOML configuration file")
     parser.add_argument("--grace", type=float, help="seconds in-flight calls get on shutdown")
-    parser.add_argument("--log-level", help="DEBUG, INFO, WARNING or ERROR")
+    parser.add_argument("--log-level", help="DEBUG, INFO, WARNING or ERROR (default INFO)")
+    parser.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        help="text (default) or json: one JSON object per line (time, level, logger, message)",
+    )
     parser.add_argument(
         "--purgatory",
         action="append",
@@ -85,6 +91,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         overrides["grace_s"] = args.grace
     if args.log_level is not None:
         overrides["log_level"] = args.log_level
+    if args.log_format is not None:
+        overrides["log_format"] = args.log_format
     if args.max_concurrent_rpcs is not None:
         overrides["max_concurrent_rpcs"] = args.max_concurrent_rpcs
     for flag, option in (
@@ -110,10 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         sys.stderr.write(f"purgatory-server: {exc}\n")
         return 2
-    logging.basicConfig(
-        level=config.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging(config.log_level, config.log_format)
     try:
         asyncio.run(serve(config))
     except JournalCorruptionError as exc:

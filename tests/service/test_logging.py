@@ -76,3 +76,21 @@ def test_bad_log_settings_are_config_errors() -> None:
         ServerConfig(log_format="xml").validate()
     with pytest.raises(ConfigError, match="log_level"):
         ServerConfig(log_level="LOUD").validate()
+
+
+async def test_a_slow_subscriber_cut_off_is_logged(caplog: pytest.LogCaptureFixture) -> None:
+    from purgatory_server._service.conditions import EMPTY_RESULT
+    from purgatory_server._service.events import Outcome
+    from purgatory_server._service.states import OperationState
+    from purgatory_server._service.subscriptions import MATCH_ALL, Subscriber
+
+    subscriber = Subscriber(MATCH_ALL, 1, (), 0)
+    with caplog.at_level("WARNING", logger="purgatory_server.service"):
+        for seq in (1, 2):
+            outcome = Outcome(
+                seq, "p", f"op{seq}", OperationState.COMPLETED, (), b"", EMPTY_RESULT, 0, 0, 0
+            )
+            subscriber.offer(outcome)
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert line.startswith("subscriber cut off: more than 1 events behind")
+    assert "resume after sequence 1" in line

@@ -243,15 +243,16 @@ class AsyncPurgatoryClient:
         operation_id_prefix: str = "",
         purgatory: str | None = None,
         incarnation: str | None = None,
+        resume: ResumePolicy | None = None,
     ) -> AsyncIterator[Event]:
         """Outcomes in sequence order, resuming transparently after a dropped stream.
 
-        ``incarnation`` and :class:`~purgatory_client.StreamResetError`: as
+        ``incarnation``, ``resume`` and :class:`~purgatory_client.StreamResetError`: as
         :meth:`PurgatoryClient.subscribe`.
         """
         name = self._name(purgatory)
         states, keys = tuple(states), tuple(keys)
-        cursor = ResumeCursor(after_sequence, self._resume, incarnation)
+        cursor = ResumeCursor(after_sequence, resume or self._resume, incarnation)
         while True:
             req = _base.subscribe_request(
                 name,

@@ -256,6 +256,7 @@ class PurgatoryClient:
         operation_id_prefix: str = "",
         purgatory: str | None = None,
         incarnation: str | None = None,
+        resume: ResumePolicy | None = None,
     ) -> Iterator[Event]:
         """Outcomes in sequence order, resuming transparently after a dropped stream.
 
@@ -264,10 +265,12 @@ class PurgatoryClient:
         makes the server check that ``after_sequence`` still means the same stream;
         either way, the resumes after a dropped stream pass the stream's incarnation and
         raise :class:`~purgatory_client.StreamResetError` if it was reset meanwhile.
+        ``resume`` overrides the client's :class:`ResumePolicy` for this stream (e.g.
+        ``ResumePolicy.forever()`` to ride out any outage).
         """
         name = self._name(purgatory)
         states, keys = tuple(states), tuple(keys)
-        cursor = ResumeCursor(after_sequence, self._resume, incarnation)
+        cursor = ResumeCursor(after_sequence, resume or self._resume, incarnation)
         while True:
             req = _base.subscribe_request(
                 name,

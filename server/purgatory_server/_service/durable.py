@@ -42,6 +42,7 @@ from purgatory_server._service.journal_codec import (
     decode_pending,
     outcome_record,
     registered_record,
+    rescheduled_record,
     signal_record,
 )
 from purgatory_server._service.operation import RemoteOperation
@@ -93,6 +94,9 @@ class DurableJournal:
     def on_outcome(self, purgatory: str, outcome: Outcome) -> None:
         condition, timeout_ms = self._definitions.pop(outcome.operation_id, (None, 0))
         self._record(outcome_record(outcome, condition, timeout_ms))
+
+    def on_rescheduled(self, purgatory: str, operation_id: str, due_time_ms: int) -> None:
+        self._record(rescheduled_record(purgatory, operation_id, due_time_ms))
 
     async def barrier(self) -> None:
         future = self._batch if self._batch is not None else self._last

@@ -40,6 +40,7 @@ __all__ = [
     "decode_pending",
     "outcome_record",
     "registered_record",
+    "rescheduled_record",
     "signal_record",
 ]
 
@@ -78,6 +79,14 @@ def registered_record(purgatory: str, op: RemoteOperation, condition: bytes) -> 
             payload=definition.payload,
             due_wall_ms=op.due_time_ms,
             created_wall_ms=op.create_time_ms,
+        )
+    )
+
+
+def rescheduled_record(purgatory: str, operation_id: str, due_time_ms: int) -> JournalRecord:
+    return JournalRecord(
+        rescheduled=JournalRecord.OperationRescheduled(
+            purgatory=purgatory, operation_id=operation_id, due_wall_ms=due_time_ms
         )
     )
 

@@ -15,6 +15,22 @@ serial de-duplicates) and then judges its condition. Invariants that make this s
 
 ``on_complete`` runs on the winning thread (loop or executor): it freezes the result and
 hands the operation to the purgatory's inbox, nothing more, so it never blocks.
+
+Reschedule (moving the deadline) and the race with expiry. A TimerTask's cancellation is
+permanent, so the operation cannot simply be re-added with a new delay. Instead
+:meth:`RemoteOperation.reschedule` cancels the operation's timer entry (and any earlier
+:class:`_Expiry`), then arms a fresh :class:`_Expiry` task that points back at the
+operation; ``self._expiry`` names the one task allowed to expire it. All of this happens
+under ``self.lock``, and every expiry path re-checks under the same lock:
+
+- the timer already handed the old entry to its executor, which waits for the lock while
+  we reschedule: when it gets the lock, ``run`` sees ``_expiry`` is set (the operation's own
+  entry is superseded) and returns; a stale ``_Expiry`` sees it is no longer the current
+  one and returns. The operation stays pending with its new deadline;
+- the executor got the lock first: the operation is EXPIRED before reschedule looks, and
+  reschedule answers False (FAILED_PRECONDITION at the edge).
+
+Either way exactly one terminal outcome, and a lost race is reported, never half-applied.
 """
 
 from __future__ import annotations
@@ -25,6 +41,8 @@ from typing import TYPE_CHECKING
 
 from purgatory_server._engine.delayed_operation import DelayedOperation
 from purgatory_server._engine.time import Time
+from purgatory_server._engine.timer import Timer
+from purgatory_server._engine.timer_task import TimerTask
 from purgatory_server._service.conditions import (
     EMPTY_RESULT,
     ConditionSpec,
@@ -74,6 +92,7 @@ class RemoteOperation(DelayedOperation):
 
     __slots__ = (
         "_clock",
+        "_expiry",
         "_on_end",
         "_reason",
         "_seen",
@@ -118,6 +137,9 @@ class RemoteOperation(DelayedOperation):
         self.outcome: Outcome | None = None
         # Long-polls waiting for the outcome; loop thread only.
         self.waiters: list[Waiter] = []
+        # The task that may expire this operation once it was rescheduled (None: its own
+        # timer entry). Written under ``lock`` only.
+        self._expiry: _Expiry | None = None
 
     @property
     def keys(self) -> tuple[str, ...]:
@@ -147,6 +169,39 @@ class RemoteOperation(DelayedOperation):
             self._reason = reason
             return self.force_complete()
 
+    def reschedule(self, timer: Timer, delay_ms: int, due_time_ms: int) -> bool:
+        """Move the deadline to ``delay_ms`` from now; False if the operation already ended.
+
+        Atomic with respect to every way of ending it (see the module docstring): the
+        operation never leaves the pending state in between.
+        """
+        with self.lock:
+            if self.is_completed():
+                return False
+            self.cancel()  # the own entry for good, and the previous _Expiry if any
+            task = _Expiry(self, delay_ms)
+            self._expiry = task
+            self.due_time_ms = due_time_ms
+            timer.add(task)
+            return True
+
+    def cancel(self) -> None:
+        super().cancel()
+        expiry = self._expiry
+        if expiry is not None:
+            expiry.cancel()
+
+    def run(self) -> None:
+        # The operation's own timer entry; after a reschedule only _Expiry may expire it.
+        with self.lock:
+            if self._expiry is None and self.force_complete():
+                self.on_expiration()
+
+    def _expire_from(self, task: _Expiry) -> None:
+        with self.lock:
+            if self._expiry is task and self.force_complete():
+                self.on_expiration()
+
     def on_complete(self) -> None:
         self.state = self._reason
         self.complete_time_ms = self._clock.wall_clock_ms()
@@ -159,3 +214,16 @@ class RemoteOperation(DelayedOperation):
 
     def __repr__(self) -> str:
         return f"RemoteOperation({self.operation_id!r}, {self.state.name})"
+
+
+class _Expiry(TimerTask):
+    """A rescheduled deadline: a timer task that expires its operation if still current."""
+
+    __slots__ = ("_operation",)
+
+    def __init__(self, operation: RemoteOperation, delay_ms: int) -> None:
+        super().__init__(delay_ms)
+        self._operation = operation
+
+    def run(self) -> None:
+        self._operation._expire_from(self)

@@ -43,9 +43,11 @@ from purgatory_server._service.events import Outcome
 from purgatory_server._service.incarnation import check_incarnation
 from purgatory_server._service.limits import (
     check_batch,
+    check_due_time,
     check_key,
     check_operation_id,
     check_settings,
+    check_timeout,
 )
 from purgatory_server._service.purgatory import NamedPurgatory
 from purgatory_server._service.registry import PurgatoryRegistry
@@ -177,6 +179,54 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
         check_operation_id("operation_id", request.operation_id, self._limits)
         target = purgatory.lookup(request.operation_id)
         response = pb.GetOperationResponse(operation=operation_status(target, False))
+        return await _acknowledged(purgatory, response)
+
+    # ------------------------------------------------------------------ delayed messages
+    @unary_errors
+    async def Cancel(self, request: Any, context: Any) -> Any:
+        purgatory = self._registry.get(request.purgatory)
+        limits = self._limits
+        target = request.WhichOneof("target")
+        if target == "key":
+            check_key("key", request.key, limits)
+            ended = purgatory.cancel(key=request.key)
+        elif target == "operation_id_prefix":
+            prefix = request.operation_id_prefix
+            if not prefix:
+                raise InvalidArgument("operation_id_prefix", "must not be empty")
+            check_operation_id("operation_id_prefix", prefix, limits)
+            ended = purgatory.cancel(prefix=prefix)
+        elif target == "operation_ids":
+            ids = request.operation_ids.ids
+            check_batch("operation_ids.ids", len(ids), limits)
+            for i, op_id in enumerate(ids):
+                if not op_id:
+                    raise InvalidArgument(f"operation_ids.ids[{i}]", "must not be empty")
+                check_operation_id(f"operation_ids.ids[{i}]", op_id, limits)
+            ended = purgatory.cancel(ids)
+        else:
+            raise InvalidArgument("target", "set one of operation_ids, key or operation_id_prefix")
+        response = pb.CancelResponse(cancelled=[operation_status(op, False) for op in ended])
+        return await _acknowledged(purgatory, response)
+
+    @unary_errors
+    async def Reschedule(self, request: Any, context: Any) -> Any:
+        purgatory = self._registry.get(request.purgatory)
+        if not request.operation_id:
+            raise InvalidArgument("operation_id", "must not be empty")
+        check_operation_id("operation_id", request.operation_id, self._limits)
+        deadline = request.WhichOneof("deadline")
+        if deadline == "timeout_ms":
+            check_timeout("timeout_ms", request.timeout_ms, self._limits)
+            op = purgatory.reschedule(request.operation_id, request.timeout_ms, None)
+        elif deadline == "due_time_ms":
+            check_due_time(
+                "due_time_ms", request.due_time_ms, self._limits, purgatory.wall_clock_ms()
+            )
+            op = purgatory.reschedule(request.operation_id, None, request.due_time_ms)
+        else:
+            raise InvalidArgument("deadline", "set one of timeout_ms or due_time_ms")
+        response = pb.RescheduleResponse(operation=operation_status(op, False))
         return await _acknowledged(purgatory, response)
 
     # ------------------------------------------------------------------ streams

@@ -411,14 +411,16 @@ class OperationEvent(_message.Message):
     def __init__(self, sequence: _Optional[int] = ..., purgatory: _Optional[str] = ..., operation_id: _Optional[str] = ..., state: _Optional[_Union[OperationState, str]] = ..., keys: _Optional[_Iterable[str]] = ..., payload: _Optional[bytes] = ..., result: _Optional[_Union[OperationResult, _Mapping]] = ..., create_time_ms: _Optional[int] = ..., due_time_ms: _Optional[int] = ..., complete_time_ms: _Optional[int] = ..., heartbeat: _Optional[bool] = ..., caught_up_sequence: _Optional[int] = ...) -> None: ...
 
 class JournaledOutcome(_message.Message):
-    __slots__ = ("event", "condition", "timeout_ms")
+    __slots__ = ("event", "condition", "timeout_ms", "requested_due_time_ms")
     EVENT_FIELD_NUMBER: _ClassVar[int]
     CONDITION_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    REQUESTED_DUE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     event: OperationEvent
     condition: Condition
     timeout_ms: int
-    def __init__(self, event: _Optional[_Union[OperationEvent, _Mapping]] = ..., condition: _Optional[_Union[Condition, _Mapping]] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+    requested_due_time_ms: int
+    def __init__(self, event: _Optional[_Union[OperationEvent, _Mapping]] = ..., condition: _Optional[_Union[Condition, _Mapping]] = ..., timeout_ms: _Optional[int] = ..., requested_due_time_ms: _Optional[int] = ...) -> None: ...
 
 class SessionRequest(_message.Message):
     __slots__ = ("request_id", "purgatory", "watches", "signals", "force_complete")

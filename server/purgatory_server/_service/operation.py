@@ -74,6 +74,9 @@ class OperationDefinition:
     timeout_ms: int
     condition: ConditionSpec
     payload: bytes
+    # Non-zero: the caller gave this absolute due time (epoch ms, server wall clock)
+    # instead of a timeout, and timeout_ms is 0.
+    due_time_ms: int = 0
 
 
 class SignalSlot:
@@ -131,7 +134,13 @@ class RemoteOperation(DelayedOperation):
         self.state = _WATCHING
         self.result: ResultSnapshot = EMPTY_RESULT
         self.create_time_ms = clock.wall_clock_ms()
-        self.due_time_ms = self.create_time_ms + definition.timeout_ms
+        due = definition.due_time_ms
+        if due:
+            # Judged on the server's wall clock when it arrives; a past one fires at once.
+            self.delay_ms = max(0, due - self.create_time_ms)
+            self.due_time_ms = due
+        else:
+            self.due_time_ms = self.create_time_ms + definition.timeout_ms
         self.complete_time_ms = 0
         # Set on the loop thread when the outcome is published (sequence assigned).
         self.outcome: Outcome | None = None

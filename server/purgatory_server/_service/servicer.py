@@ -56,6 +56,10 @@ from purgatory_server._service.waiters import wait_for_outcomes
 
 __all__ = ["METADATA_INCARNATION", "METADATA_START_AFTER", "PurgatoryServicer"]
 
+# Bounds of SubscribeRequest.heartbeat_interval_ms (0: no heartbeats).
+MIN_HEARTBEAT_MS = 100
+MAX_HEARTBEAT_MS = 3_600_000
+
 # Response header of Subscribe: the sequence the stream starts after (resume point).
 METADATA_START_AFTER = "purgatory-start-after"
 
@@ -236,6 +240,13 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
         event_filter = filter_from_proto("filter", request.filter, self._limits)
         check_incarnation(request.incarnation, purgatory.incarnation)
         after = request.after_sequence if request.HasField("after_sequence") else None
+        heartbeat_ms = request.heartbeat_interval_ms
+        if heartbeat_ms and not MIN_HEARTBEAT_MS <= heartbeat_ms <= MAX_HEARTBEAT_MS:
+            raise InvalidArgument(
+                "heartbeat_interval_ms",
+                f"{heartbeat_ms} is outside [{MIN_HEARTBEAT_MS}, {MAX_HEARTBEAT_MS}] ms",
+            )
+        idle_s = heartbeat_ms / 1000 if heartbeat_ms else None
         subscriber = purgatory.subscribe(after, event_filter)
         try:
             await context.send_initial_metadata(
@@ -245,7 +256,11 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
                 )
             )
             while True:
-                for outcome in await subscriber.next_batch():
+                batch = await subscriber.next_batch(idle_s)
+                if not batch:
+                    # Idle: tell the client the stream is alive and how far it has got.
+                    yield pb.OperationEvent(heartbeat=True, caught_up_sequence=subscriber.caught_up)
+                for outcome in batch:
                     yield event_to_proto(outcome)
         finally:
             purgatory.unsubscribe(subscriber)

@@ -12,12 +12,14 @@ EXTRAS := dev,server,client
 # `make test` installs the missing ones when it runs as root; otherwise it says which are
 # missing and the tests that need them say clearly that they are skipped.
 APT_PACKAGES :=
+APT_PACKAGES += chromium
 
 help:
 	@echo "make serve   - run the gRPC server on 127.0.0.1:50051 (the 'default' purgatory)"
 	@echo "make test    - lint, type-check, stub check and the full test suite"
 	@echo "make stubs   - regenerate gRPC stubs from proto/"
 	@echo "make bench   - run the benchmarks (slow; not part of make test)"
+	@echo "make pipeline - Spark ingest + report over make serve's data directory"
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -107,3 +109,13 @@ clean-node:
 .PHONY: bench-dispatcher
 bench-dispatcher: $(STAMP)
 	$(BIN)/python -m bench.dispatcher_bench
+
+# The Spark pipeline (docs/pipeline.md): ingest the journals of `make serve`'s data
+# directory (durable purgatories only) and write the report. Local Spark (local[*]).
+.PHONY: pipeline
+PIPELINE_DATA ?= data
+PIPELINE_OUT  ?= pipeline-out
+pipeline: $(STAMP)
+	$(BIN)/purgatory-pipeline ingest --journal $(PIPELINE_DATA) --out $(PIPELINE_OUT)/tables
+	$(BIN)/purgatory-pipeline report --tables $(PIPELINE_OUT)/tables --out $(PIPELINE_OUT)/report
+	@echo "open $(PIPELINE_OUT)/report/report.html"

@@ -20,6 +20,7 @@ SOURCE_PACKAGES = {
     "purgatory_server": ROOT / "server" / "purgatory_server",
     "purgatory_client": ROOT / "client" / "purgatory_client",
     "purgatory_proto": ROOT / "proto" / "purgatory_proto",
+    "purgatory_pipeline": ROOT / "pipeline" / "purgatory_pipeline",
 }
 
 
@@ -30,7 +31,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     src = tmp_path_factory.mktemp("src")
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(ROOT / name, src / name)
-    for name in ("server", "client", "proto"):
+    for name in ("server", "client", "proto", "pipeline"):
         shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
     out = tmp_path_factory.mktemp("wheel")
     subprocess.run(

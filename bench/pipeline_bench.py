@@ -1,0 +1,173 @@
+"""Pipeline benchmark: ingest of an N-record journal, Spark local[1] / local[2] vs plain Python.
+
+Same run, same files, one after the other:
+
+- ``plain``: one Python process decodes every segment with the pipeline's decoder
+  (``purgatory_pipeline.records.decode_segment``: frame checks, protobuf parse, Arrow
+  batches), no Spark: the single-process baseline.
+- ``scan local[N]``: ``spark.read.format("purgatory-journal")`` grouped by kind (decode only).
+- ``ingest local[N]``: the whole ``purgatory-pipeline ingest`` (decode, three tables, Parquet).
+
+Each runs in a fresh subprocess; wall time is end to end (including the JVM start for
+Spark). Peak RSS is sampled from /proc every 0.2 s: ``driver`` is the Python driver plus
+its JVM (which in local mode also hosts the executor threads); ``workers`` is the sum of the
+Python worker processes Spark forks to decode.
+
+``python -m bench.pipeline_bench [--records 10000000] [--dir /tmp/pipeline-bench]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from bench.pipeline_journal import write_journal
+
+PLAIN = """
+import sys, pathlib
+from purgatory_pipeline.records import decode_segment
+n = 0
+segs = sorted(pathlib.Path(sys.argv[1]).glob("*.seg"))
+for i, p in enumerate(segs):
+    for b in decode_segment("j", str(p), p.read_bytes(), is_last=i == len(segs) - 1):
+        n += b.num_rows
+print(n)
+"""
+
+SCAN = """
+import sys
+from purgatory_pipeline.session import get_spark
+spark = get_spark(sys.argv[2], **{"spark.ui.enabled": "false", "spark.driver.memory": "3g"})
+spark.sparkContext.setLogLevel("ERROR")
+rows = spark.read.format("purgatory-journal").load(sys.argv[1]).groupBy("kind").count().collect()
+print(sum(r["count"] for r in rows))
+"""
+
+
+def _rss_kb(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def _children(pid: int) -> list[int]:
+    out: list[int] = []
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                out.extend(int(c) for c in f.read().split())
+    except OSError:
+        pass
+    return out
+
+
+def _comm(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+class Sampler(threading.Thread):
+    """Peak RSS of the driver (python + its java child) and of the Python workers."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.pid = pid
+        self.driver_kb = 0
+        self.workers_kb = 0
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.is_set():
+            driver = _rss_kb(self.pid)
+            workers = 0
+            for child in _children(self.pid):
+                driver += _rss_kb(child)
+                if _comm(child) == "java":
+                    stack = _children(child)
+                    while stack:
+                        pid = stack.pop()
+                        workers += _rss_kb(pid)
+                        stack.extend(_children(pid))
+            self.driver_kb = max(self.driver_kb, driver)
+            self.workers_kb = max(self.workers_kb, workers)
+            time.sleep(0.2)
+
+
+def measure(label: str, args: list[str], records: int) -> dict[str, object]:
+    start = time.perf_counter()
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    sampler = Sampler(proc.pid)
+    sampler.start()
+    out, err = proc.communicate()
+    wall = time.perf_counter() - start
+    sampler.done.set()
+    sampler.join()
+    if proc.returncode != 0:
+        raise SystemExit(f"{label} failed:\n{err[-3000:]}")
+    result = {
+        "label": label,
+        "wall_s": round(wall, 1),
+        "records_per_s": round(records / wall),
+        "driver_peak_mb": round(sampler.driver_kb / 1024),
+        "workers_peak_mb": round(sampler.workers_kb / 1024),
+        "output": out.strip().splitlines()[-1][:80] if out.strip() else "",
+    }
+    print(result, flush=True)
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--records", type=int, default=10_000_000)
+    parser.add_argument("--dir", default="/tmp/pipeline-bench")
+    parser.add_argument("--only", default="plain,scan1,scan2,ingest1,ingest2")
+    args = parser.parse_args()
+    base = Path(args.dir)
+    journal = base / "data" / "bench" / "journal"
+    if not any(journal.glob("*.seg")):
+        t = time.perf_counter()
+        size = write_journal(journal, args.records)
+        print(
+            f"generated {args.records} records ({size / 1e6:.0f} MB) in "
+            f"{time.perf_counter() - t:.0f} s",
+            flush=True,
+        )
+    py = sys.executable
+    runs = {
+        "plain": ("plain python, 1 process", [py, "-c", PLAIN, str(journal)]),
+        "scan1": ("spark scan local[1]", [py, "-c", SCAN, str(journal), "local[1]"]),
+        "scan2": ("spark scan local[2]", [py, "-c", SCAN, str(journal), "local[2]"]),
+    }
+    for n in (1, 2):
+        runs[f"ingest{n}"] = (
+            f"spark ingest local[{n}]",
+            [py, "-m", "purgatory_pipeline", "--master", f"local[{n}]",
+             "--conf", "spark.ui.enabled=false", "--conf", "spark.driver.memory=3g",
+             "--log-level", "WARNING", "ingest", "--journal", str(journal),
+             "--out", str(base / f"tables-{n}")],
+        )  # fmt: skip
+    results = [measure(*runs[key], args.records) for key in args.only.split(",")]
+    print("\n| run | wall s | records/s | driver peak RSS MB | worker peak RSS MB |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    for r in results:
+        print(
+            f"| {r['label']} | {r['wall_s']} | {r['records_per_s']:,} | "
+            f"{r['driver_peak_mb']} | {r['workers_peak_mb']} |"
+        )
+
+
+if __name__ == "__main__":
+    main()

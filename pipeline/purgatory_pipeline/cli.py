@@ -1,0 +1,136 @@
+"""``purgatory-pipeline``: ingest journals, report on the tables, watch a live server.
+
+Every command runs on ``local[*]`` unless ``--master`` says otherwise; under
+``spark-submit`` (``spark-submit --master spark://HOST:7077 ... -m``-style entry point
+``purgatory_pipeline/__main__.py``) the master comes from spark-submit. Errors the user can
+fix (a path without a journal, a corrupt segment, an unreachable server) print one line and
+exit with status 2; Spark's own progress bar shows stage progress on long runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from purgatory_pipeline.errors import PipelineError
+
+__all__ = ["main"]
+
+log = logging.getLogger("purgatory_pipeline")
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="purgatory-pipeline", description="Spark analytics for Purgatory."
+    )
+    parser.add_argument("--master", help="Spark master (default local[*], or spark-submit's)")
+    parser.add_argument(
+        "--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting"
+    )
+    parser.add_argument("--log-level", default="INFO", help="the pipeline's log level")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    ingest = sub.add_parser("ingest", help="journal files -> Parquet tables")
+    ingest.add_argument(
+        "--journal",
+        nargs="+",
+        required=True,
+        metavar="PATH",
+        help="journal directory, segment file or data directory (local path or URI)",
+    )
+    ingest.add_argument("--out", required=True, help="directory of the tables")
+
+    report = sub.add_parser("report", help="tables -> Parquet/JSON summaries and HTML report")
+    report.add_argument("--tables", required=True, help="what ingest wrote")
+    report.add_argument("--out", required=True, help="directory for the report")
+
+    watch = sub.add_parser("watch", help="live per-minute aggregates from a running server")
+    watch.add_argument("--target", required=True, help="HOST:PORT of the purgatory server")
+    watch.add_argument("--purgatory", default="default")
+    watch.add_argument("--out", help="Parquet directory (default: print to the console)")
+    watch.add_argument("--checkpoint", required=True, help="Spark checkpoint directory")
+    watch.add_argument("--interval", type=float, default=10.0, help="seconds between updates")
+    watch.add_argument("--for-seconds", type=float, help="stop after this long")
+    watch.add_argument("--on-reset", choices=("fail", "restart"), default="fail")
+    watch.add_argument("--starting", choices=("earliest", "latest"), default="earliest")
+    return parser.parse_args(argv)
+
+
+def _conf(pairs: list[str]) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise PipelineError(f"--conf wants KEY=VALUE, got {pair!r}")
+        out[key] = value
+    return out
+
+
+def run(args: argparse.Namespace) -> Any:
+    from purgatory_pipeline.session import get_spark  # noqa: PLC0415 - starts a JVM
+
+    spark = get_spark(args.master, **_conf(args.conf))
+    spark.sparkContext.setLogLevel("WARN")
+    if args.command == "ingest":
+        from purgatory_pipeline.ingest import ingest  # noqa: PLC0415
+
+        summary = ingest(spark, args.journal, args.out)
+        print(json.dumps(summary.__dict__, indent=2))  # noqa: T201 - the command's output
+        return summary
+    if args.command == "report":
+        from purgatory_pipeline.report import report  # noqa: PLC0415
+
+        report(spark, args.tables, args.out)
+        print(f"report written to {args.out}/report.html")  # noqa: T201
+        return None
+    from purgatory_pipeline.watch import watch  # noqa: PLC0415
+
+    watch(
+        spark,
+        args.target,
+        args.purgatory,
+        out=args.out,
+        checkpoint=args.checkpoint,
+        interval_s=args.interval,
+        for_seconds=args.for_seconds,
+        options={"on_reset": args.on_reset, "starting": args.starting},
+    )
+    return None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        run(args)
+    except PipelineError as exc:
+        log.error("%s", exc)
+        return 2
+    except Exception as exc:
+        # Spark wraps errors raised in workers; show ours as one line when it is one.
+        message = str(exc)
+        for marker in (
+            "NotAJournalError",
+            "NewerFormatError",
+            "JournalCorruptionError",
+            "StreamResetError",
+            "StreamError",
+        ):
+            if marker in message:
+                line = next(
+                    (ln for ln in message.splitlines() if marker + ":" in ln), message[:300]
+                )
+                log.error("%s", line.strip())
+                return 2
+        raise
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,205 @@
+"""``purgatory-pipeline ingest``: journal records -> Parquet operations, signals, events.
+
+Tables (partitioned by ``purgatory`` and ``date``, UTC; schemas in docs/pipeline.md):
+
+- ``signals``: one row per ``signal`` record.
+- ``events``: one row per ``outcome`` record (what subscribers received).
+- ``operations``: one row per operation: its registration (or, when compaction deleted
+  that, its carried copy, or the definition the outcome repeats) joined with its outcome.
+
+Counting rule (docs/journal.md §2): registrations come from ``registered`` records,
+signals from ``signal`` records, outcomes from ``outcome`` records only; compaction's
+carried copies are never counted as new events.
+
+Idempotence: every row is keyed by ``(purgatory, index)``, the journal index. Planning
+reads each segment file once however many of the given paths reach it (a journal listed
+twice, or a data directory and one of its journals), so overlapping inputs count once.
+Output is written with dynamic partition overwrite and rows sorted within each file:
+re-running over the same input replaces exactly the partitions it produces with the same
+rows; partitions of other purgatories or dates are left alone.
+
+Memory: nothing record-level reaches the driver; it collects only per-kind counts.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from purgatory_pipeline.source import FORMAT
+
+log = logging.getLogger(__name__)
+
+TABLES = ("operations", "signals", "events")
+PARTITION_COLUMNS = ("purgatory", "date")
+
+
+@dataclass
+class IngestSummary:
+    """What an ingest read and wrote (also written as ``_ingest.json`` next to the tables)."""
+
+    records: dict[str, int] = field(default_factory=dict)
+    rows: dict[str, int] = field(default_factory=dict)
+    torn_tails: int = 0
+    torn_bytes: int = 0
+    torn_segments: list[str] = field(default_factory=list)
+
+
+def _date(column: str) -> Any:
+    return F.to_date(F.timestamp_millis(F.col(column)))
+
+
+def read_journal(spark: Any, paths: list[str]) -> DataFrame:
+    """The raw records of every journal under ``paths`` (see :mod:`purgatory_pipeline.source`)."""
+    records: DataFrame = spark.read.format(FORMAT).option("paths", json.dumps(list(paths))).load()
+    return records
+
+
+def signals_table(raw: DataFrame) -> DataFrame:
+    return raw.filter(F.col("kind") == "signal").select(
+        "purgatory",
+        "index",
+        "key",
+        "amount",
+        "value",
+        "source",
+        "applied_wall_ms",
+        _date("applied_wall_ms").alias("date"),
+    )
+
+
+_EVENT_COLUMNS = (
+    "sequence",
+    "operation_id",
+    "state",
+    "keys",
+    "condition_kind",
+    "condition_target",
+    "timeout_ms",
+    "created_wall_ms",
+    "due_wall_ms",
+    "completed_wall_ms",
+    "lateness_ms",
+    "signal_count",
+    "sources",
+    "amount_sum",
+)
+
+
+def events_table(raw: DataFrame) -> DataFrame:
+    return raw.filter(F.col("kind") == "outcome").select(
+        "purgatory", "index", *_EVENT_COLUMNS, _date("completed_wall_ms").alias("date")
+    )
+
+
+_DEFINITION = (
+    "keys",
+    "condition_kind",
+    "condition_target",
+    "distinct_sources",
+    "timeout_ms",
+    "created_wall_ms",
+    "due_wall_ms",
+)
+
+
+def operations_table(raw: DataFrame, events: DataFrame) -> DataFrame:
+    """One row per (purgatory, operation_id): first definition joined with first outcome."""
+    defs = raw.filter(F.col("kind").isin("registered", "carried_operation")).withColumn(
+        "rank", F.when(F.col("kind") == "registered", 0).otherwise(1)
+    )
+    first_def = defs.groupBy("purgatory", "operation_id").agg(
+        F.min_by(F.struct("index", "kind", *_DEFINITION), F.struct("rank", "index")).alias("d")
+    )
+    first_out = events.groupBy("purgatory", "operation_id").agg(
+        F.min_by(F.struct(*_EVENT_COLUMNS, "index"), F.col("index")).alias("o")
+    )
+    joined = first_def.join(first_out, ["purgatory", "operation_id"], "full_outer")
+    ended = F.col("o.completed_wall_ms")
+    created = F.coalesce(F.col("d.created_wall_ms"), F.col("o.created_wall_ms"))
+    return joined.select(
+        "purgatory",
+        "operation_id",
+        F.coalesce(F.col("d.keys"), F.col("o.keys")).alias("keys"),
+        F.coalesce(F.col("d.condition_kind"), F.col("o.condition_kind")).alias("condition_kind"),
+        F.coalesce(F.col("d.condition_target"), F.col("o.condition_target")).alias(
+            "condition_target"
+        ),
+        F.col("d.distinct_sources").alias("distinct_sources"),
+        F.coalesce(F.col("d.timeout_ms"), F.col("o.timeout_ms")).alias("timeout_ms"),
+        created.alias("created_wall_ms"),
+        F.coalesce(F.col("d.due_wall_ms"), F.col("o.due_wall_ms")).alias("due_wall_ms"),
+        ended.alias("ended_wall_ms"),
+        F.coalesce(F.col("o.state"), F.lit("WATCHING")).alias("state"),
+        (ended - created).alias("wait_ms"),
+        F.when(F.col("o.state") == "EXPIRED", F.col("o.lateness_ms")).alias("lateness_ms"),
+        F.col("o.signal_count").alias("signal_count"),
+        F.col("o.sources").alias("sources"),
+        F.col("o.sequence").alias("sequence"),
+        F.col("d.index").alias("registered_index"),
+        F.col("d.kind").alias("registered_from"),
+        F.col("o.index").alias("outcome_index"),
+        F.to_date(F.timestamp_millis(created)).alias("date"),
+    )
+
+
+def _write(df: DataFrame, path: str, order: str) -> None:
+    (
+        df.repartition(*PARTITION_COLUMNS)
+        .sortWithinPartitions(order)
+        .write.mode("overwrite")
+        .partitionBy(*PARTITION_COLUMNS)
+        .parquet(path)
+    )
+
+
+def _out(out: str, name: str) -> str:
+    return out.rstrip("/") + "/" + name
+
+
+def ingest(spark: Any, journals: list[str], out: str) -> IngestSummary:
+    """Read ``journals`` and write the three tables under ``out``; return what was done."""
+    raw = read_journal(spark, journals).persist(StorageLevel.MEMORY_AND_DISK)
+    torn = raw.filter(F.col("kind") == "torn_tail")
+    records = raw.filter(F.col("kind") != "torn_tail")
+    try:
+        summary = IngestSummary()
+        log.info("ingest: decoding %s", ", ".join(journals))
+        for row in records.groupBy("kind").count().collect():
+            summary.records[row["kind"]] = row["count"]
+        for row in torn.select("segment", "byte_offset", "torn_bytes").collect():
+            summary.torn_tails += 1
+            summary.torn_bytes += row["torn_bytes"]
+            summary.torn_segments.append(f"{row['segment']}@{row['byte_offset']}")
+            log.warning(
+                "ingest: torn tail skipped in %s at byte %d (%d bytes), as recovery does",
+                row["segment"],
+                row["byte_offset"],
+                row["torn_bytes"],
+            )
+        events = events_table(records)
+        tables = {
+            "signals": (signals_table(records), "index"),
+            "events": (events, "sequence"),
+            "operations": (operations_table(records, events), "operation_id"),
+        }
+        for name, (df, order) in tables.items():
+            log.info("ingest: writing %s", name)
+            _write(df, _out(out, name), order)
+        summary.rows = {
+            "signals": summary.records.get("signal", 0),
+            "events": summary.records.get("outcome", 0),
+            "operations": spark.read.parquet(_out(out, "operations")).count(),
+        }
+    finally:
+        raw.unpersist()
+    if "://" not in out:
+        Path(out, "_ingest.json").write_text(json.dumps(asdict(summary), indent=2) + "\n")
+    return summary

@@ -1,0 +1,235 @@
+"""``purgatory-pipeline report``: summaries of the ingested tables (Parquet, JSON, HTML).
+
+Per purgatory:
+
+- ``per_minute``: arrivals (registrations by creation minute) and outcomes by state (by
+  completion minute).
+- ``wait``: wait time (end - creation) p50/p90/p99/max of COMPLETED operations.
+- ``lateness``: expiry lateness (``lateness_ms`` of EXPIRED outcomes: how long after its due
+  time the timer fired) p50/p90/p99/p999/max: the timer-precision SLO.
+- ``top_keys``: the top N keys by watches, by signals and by expirations.
+- ``ack_latency``: for N-acks (``min_signals``) operations, per signal ``source``: the time
+  from registration to that source's first signal on the operation's keys (counted only
+  between the registration and the outcome, as the server counts progress).
+
+Percentiles are exact (Spark's ``percentile``, linear interpolation between closest ranks,
+the same as ``numpy.percentile``'s default), computed on the executors; the driver collects
+only these summaries, so its memory does not grow with the data.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from purgatory_pipeline.report_html import render_html
+
+log = logging.getLogger(__name__)
+
+STATES = ("COMPLETED", "EXPIRED", "FORCE_COMPLETED", "CANCELLED")
+WAIT_QUANTILES = (0.5, 0.9, 0.99)
+LATENESS_QUANTILES = (0.5, 0.9, 0.99, 0.999)
+TOP_N = 20
+# The HTML chart shows at most this many most recent minutes per purgatory (the Parquet
+# summary keeps all of them).
+CHART_MINUTES = 1440
+
+
+def _q(name: float) -> str:
+    return "p" + f"{name * 100:g}".replace(".", "")
+
+
+def percentiles(df: DataFrame, column: str, quantiles: tuple[float, ...]) -> DataFrame:
+    """Per purgatory: count, each quantile of ``column`` and its max."""
+    agg = df.groupBy("purgatory").agg(
+        F.count(column).alias("count"),
+        F.percentile(F.col(column), F.array(*[F.lit(q) for q in quantiles])).alias("q"),
+        F.max(column).alias("max"),
+    )
+    return agg.select(
+        "purgatory",
+        "count",
+        *[F.col("q")[i].alias(_q(q)) for i, q in enumerate(quantiles)],
+        "max",
+    )
+
+
+def per_minute(operations: DataFrame, events: DataFrame) -> DataFrame:
+    minute = F.date_trunc("minute", F.timestamp_millis(F.col("ts")))
+    arrivals = (
+        operations.filter(F.col("registered_index").isNotNull())
+        .select("purgatory", F.col("created_wall_ms").alias("ts"))
+        .groupBy("purgatory", minute.alias("minute"))
+        .agg(F.count(F.lit(1)).alias("arrivals"))
+    )
+    outcomes = (
+        events.select("purgatory", "state", F.col("completed_wall_ms").alias("ts"))
+        .groupBy("purgatory", minute.alias("minute"))
+        .pivot("state", list(STATES))
+        .count()
+    )
+    joined = arrivals.join(outcomes, ["purgatory", "minute"], "full_outer")
+    return joined.select(
+        "purgatory",
+        "minute",
+        F.coalesce("arrivals", F.lit(0)).alias("arrivals"),
+        *[F.coalesce(F.col(s), F.lit(0)).alias(s.lower()) for s in STATES],
+    ).orderBy("purgatory", "minute")
+
+
+def top_keys(operations: DataFrame, signals: DataFrame, n: int = TOP_N) -> DataFrame:
+    exploded = operations.select("purgatory", "state", F.explode("keys").alias("key"))
+    metrics = [
+        exploded.groupBy("purgatory", "key").count().withColumn("metric", F.lit("watches")),
+        signals.groupBy("purgatory", "key").count().withColumn("metric", F.lit("signals")),
+        exploded.filter(F.col("state") == "EXPIRED")
+        .groupBy("purgatory", "key")
+        .count()
+        .withColumn("metric", F.lit("expirations")),
+    ]
+    union = metrics[0].unionByName(metrics[1]).unionByName(metrics[2])
+    rank = F.row_number().over(
+        Window.partitionBy("purgatory", "metric").orderBy(F.desc("count"), F.asc("key"))
+    )
+    return (
+        union.withColumn("rank", rank)
+        .filter(F.col("rank") <= n)
+        .select("purgatory", "metric", "rank", "key", "count")
+        .orderBy("purgatory", "metric", "rank")
+    )
+
+
+def ack_latency(operations: DataFrame, signals: DataFrame) -> DataFrame:
+    """Per purgatory and source: latency of the source's first signal to N-acks operations."""
+    ops = operations.filter(
+        (F.col("condition_kind") == "min_signals") & F.col("registered_index").isNotNull()
+    ).select(
+        "purgatory",
+        "operation_id",
+        "created_wall_ms",
+        "registered_index",
+        "outcome_index",
+        F.explode("keys").alias("key"),
+    )
+    sig = signals.select(
+        "purgatory", "key", F.col("index").alias("signal_index"), "source", "applied_wall_ms"
+    )
+    in_window = (F.col("signal_index") > F.col("registered_index")) & (
+        F.col("outcome_index").isNull() | (F.col("signal_index") < F.col("outcome_index"))
+    )
+    firsts = (
+        ops.join(sig, ["purgatory", "key"])
+        .filter(in_window)
+        .groupBy("purgatory", "operation_id", "source")
+        .agg(
+            (F.min("applied_wall_ms") - F.first("created_wall_ms")).alias("latency_ms"),
+        )
+    )
+    agg = firsts.groupBy("purgatory", "source").agg(
+        F.count("latency_ms").alias("count"),
+        F.percentile("latency_ms", F.array(*[F.lit(q) for q in WAIT_QUANTILES])).alias("q"),
+        F.max("latency_ms").alias("max"),
+    )
+    return agg.select(
+        "purgatory",
+        "source",
+        "count",
+        *[F.col("q")[i].alias(_q(q)) for i, q in enumerate(WAIT_QUANTILES)],
+        "max",
+    ).orderBy("purgatory", "source")
+
+
+def state_counts(operations: DataFrame) -> DataFrame:
+    return operations.groupBy("purgatory", "state").count().orderBy("purgatory", "state")
+
+
+def _rows(df: DataFrame) -> list[dict[str, Any]]:
+    """Collect a *summary* (bounded by purgatories x keys/minutes), never record-level data."""
+    out = []
+    for row in df.collect():
+        item = row.asDict()
+        for key, value in item.items():
+            if hasattr(value, "isoformat"):
+                item[key] = value.isoformat()
+        out.append(item)
+    return out
+
+
+def build_summaries(spark: Any, tables: str) -> dict[str, DataFrame]:
+    base = tables.rstrip("/")
+    operations = spark.read.parquet(base + "/operations")
+    events = spark.read.parquet(base + "/events")
+    signals = spark.read.parquet(base + "/signals")
+    return {
+        "states": state_counts(operations),
+        "per_minute": per_minute(operations, events),
+        "wait": percentiles(
+            operations.filter(F.col("state") == "COMPLETED"), "wait_ms", WAIT_QUANTILES
+        ),
+        "lateness": percentiles(
+            operations.filter(F.col("state") == "EXPIRED"), "lateness_ms", LATENESS_QUANTILES
+        ),
+        "top_keys": top_keys(operations, signals),
+        "ack_latency": ack_latency(operations, signals),
+    }
+
+
+def summarise(summaries: dict[str, DataFrame], out: str) -> dict[str, Any]:
+    """Write each summary as Parquet under ``out`` and return the JSON summary."""
+    by_purgatory: dict[str, dict[str, Any]] = {}
+
+    def slot(name: str) -> dict[str, Any]:
+        return by_purgatory.setdefault(
+            name,
+            {
+                "states": {},
+                "wait_ms": None,
+                "lateness_ms": None,
+                "top_keys": {},
+                "ack_latency_ms": [],
+                "per_minute": [],
+                "minutes": 0,
+            },
+        )
+
+    for name, df in summaries.items():
+        log.info("report: computing %s", name)
+        df.write.mode("overwrite").parquet(f"{out.rstrip('/')}/{name}")
+    written = {
+        name: summaries[name].sparkSession.read.parquet(f"{out.rstrip('/')}/{name}")
+        for name in summaries
+    }
+    for row in _rows(written["states"]):
+        slot(row["purgatory"])["states"][row["state"]] = row["count"]
+    for row in _rows(written["wait"]):
+        slot(row.pop("purgatory"))["wait_ms"] = row
+    for row in _rows(written["lateness"]):
+        slot(row.pop("purgatory"))["lateness_ms"] = row
+    for row in _rows(written["top_keys"].orderBy("purgatory", "metric", "rank")):
+        metric = slot(row["purgatory"])["top_keys"].setdefault(row["metric"], [])
+        metric.append({"key": row["key"], "count": row["count"]})
+    for row in _rows(written["ack_latency"].orderBy("purgatory", "source")):
+        slot(row.pop("purgatory"))["ack_latency_ms"].append(row)
+    minutes = written["per_minute"]
+    for row in _rows(minutes.groupBy("purgatory").count()):
+        slot(row["purgatory"])["minutes"] = row["count"]
+    recent = minutes.withColumn(
+        "r", F.row_number().over(Window.partitionBy("purgatory").orderBy(F.desc("minute")))
+    ).filter(F.col("r") <= CHART_MINUTES)
+    for row in _rows(recent.drop("r").orderBy("purgatory", "minute")):
+        slot(row.pop("purgatory"))["per_minute"].append(row)
+    return {"purgatories": dict(sorted(by_purgatory.items()))}
+
+
+def report(spark: Any, tables: str, out: str) -> dict[str, Any]:
+    """Compute every summary from ``tables``; write Parquet, ``summary.json``, ``report.html``."""
+    summary = summarise(build_summaries(spark, tables), out)
+    Path(out).mkdir(parents=True, exist_ok=True)
+    Path(out, "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
+    Path(out, "report.html").write_text(render_html(summary), encoding="utf-8")
+    return summary

@@ -1,0 +1,184 @@
+"""``spark.read.format("purgatory-journal")``: a PySpark Python Data Source over journal files.
+
+Planning (driver): the paths given are expanded into journals (a directory holding
+``*.seg`` files; a data directory ``<data_dir>/<purgatory>/journal/``; or single segment
+files) and each segment becomes one input partition. The driver only lists names: it
+never reads record data, so its memory does not grow with the journal.
+
+Reading (workers): each partition reads its segment through ``pyarrow.fs`` (local paths,
+``file://`` and every scheme pyarrow's file systems open: ``hdfs://``, ``s3://``,
+``gs://``, ``abfs://``) and yields Arrow record batches (:mod:`purgatory_pipeline.records`).
+A partition knows whether its segment is the journal's last (only there is a torn tail
+possible) and the next segment's base index (so a missing segment is corruption, as in
+recovery). A segment deleted by compaction between listing and reading is skipped, as
+docs/journal.md §2 asks of live readers.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyarrow import fs as pafs
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+from purgatory_pipeline.errors import NotAJournalError
+from purgatory_pipeline.records import decode_segment, spark_ddl
+from purgatory_pipeline.segment import segment_base
+
+log = logging.getLogger(__name__)
+
+FORMAT = "purgatory-journal"
+
+
+@dataclass
+class SegmentPartition(InputPartition):
+    """One segment file of one journal (pickled to the worker that reads it)."""
+
+    journal: str
+    uri: str
+    is_last: bool
+    next_base: int | None
+
+
+def _open(uri: str) -> tuple[pafs.FileSystem, str]:
+    filesystem, path = pafs.FileSystem.from_uri(uri if "://" in uri else _absolute(uri))
+    return filesystem, path
+
+
+def _absolute(path: str) -> str:
+    import os  # noqa: PLC0415 - only local paths need it
+
+    return os.path.abspath(path)
+
+
+def _join(uri: str, name: str) -> str:
+    return uri.rstrip("/") + "/" + name
+
+
+def _segments_in(filesystem: pafs.FileSystem, path: str) -> list[tuple[int, str]]:
+    infos = filesystem.get_file_info(pafs.FileSelector(path, allow_not_found=True))
+    found = []
+    for info in infos:
+        base = segment_base(info.base_name)
+        if base is not None and info.type == pafs.FileType.File:
+            found.append((base, info.base_name))
+    found.sort()
+    return found
+
+
+def _journal_partitions(journal: str, segments: list[tuple[int, str]]) -> list[SegmentPartition]:
+    parts = []
+    for position, (_base, name) in enumerate(segments):
+        last = position == len(segments) - 1
+        next_base = None if last else segments[position + 1][0]
+        parts.append(SegmentPartition(journal, _join(journal, name), last, next_base))
+    return parts
+
+
+def plan(paths: Sequence[str]) -> list[SegmentPartition]:
+    """One partition per segment of every journal under ``paths`` (driver side, names only)."""
+    if not paths:
+        raise NotAJournalError("no journal path given (load(PATH) or option('paths', ...))")
+    parts: list[SegmentPartition] = []
+    for given in paths:
+        uri = given if "://" in given else _absolute(given)
+        filesystem, path = _open(uri)
+        info = filesystem.get_file_info(path)
+        if info.type == pafs.FileType.NotFound:
+            raise NotAJournalError(f"{given}: no such file or directory")
+        if info.type == pafs.FileType.File:
+            # A single file: it must be a segment; it may be a journal's head, so a torn
+            # tail in it is tolerated as recovery would if it were the last one.
+            parts.append(SegmentPartition(uri, uri, True, None))
+            continue
+        segments = _segments_in(filesystem, path)
+        if segments:
+            parts.extend(_journal_partitions(uri, segments))
+            continue
+        found = _data_dir_journals(filesystem, uri, path)
+        if not found:
+            raise NotAJournalError(
+                f"{given}: holds no journal (no NNNNNNNNNNNNNNNNNNNN.seg files in it, "
+                "in its journal/ or in <purgatory>/journal/ below it)"
+            )
+        parts.extend(found)
+    unique: dict[str, SegmentPartition] = {}
+    for part in parts:  # overlapping paths (a data dir and one of its journals) read once
+        unique.setdefault(part.uri, part)
+    return list(unique.values())
+
+
+def _data_dir_journals(filesystem: pafs.FileSystem, uri: str, path: str) -> list[SegmentPartition]:
+    parts: list[SegmentPartition] = []
+    candidates = [("journal", path + "/journal")]
+    for info in filesystem.get_file_info(pafs.FileSelector(path, allow_not_found=True)):
+        if info.type == pafs.FileType.Directory:
+            candidates.append((info.base_name + "/journal", info.path + "/journal"))
+    for relative, sub in sorted(candidates):
+        segments = _segments_in(filesystem, sub)
+        if segments:
+            parts.extend(_journal_partitions(_join(uri, relative), segments))
+    return parts
+
+
+def read_partition(part: SegmentPartition) -> Iterator[pa.RecordBatch]:
+    """Decode one segment (worker side)."""
+    filesystem, path = _open(part.uri)
+    try:
+        with filesystem.open_input_file(path) as handle:
+            data = handle.readall()
+    except FileNotFoundError:
+        log.warning("segment %s disappeared before it was read (compaction); skipped", part.uri)
+        return
+    yield from decode_segment(
+        part.journal, part.uri, data, is_last=part.is_last, next_base=part.next_base
+    )
+
+
+def _paths(options: dict[str, str]) -> list[str]:
+    out: list[str] = []
+    if options.get("paths"):
+        raw = options["paths"]
+        out.extend(json.loads(raw) if raw.startswith("[") else raw.split(","))
+    if options.get("path"):
+        out.append(options["path"])
+    return out
+
+
+class JournalReader(DataSourceReader):
+    def __init__(self, options: dict[str, str]) -> None:
+        self.paths = _paths(options)
+
+    def partitions(self) -> Sequence[InputPartition]:
+        return plan(self.paths)
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        assert isinstance(partition, SegmentPartition)
+        yield from read_partition(partition)
+
+
+class JournalDataSource(DataSource):
+    """``spark.read.format("purgatory-journal").load(PATH)``; see the module docstring."""
+
+    @classmethod
+    def name(cls) -> str:
+        return FORMAT
+
+    def schema(self) -> str:
+        return spark_ddl()
+
+    def reader(self, schema: Any) -> DataSourceReader:
+        return JournalReader(dict(self.options))
+
+
+def register(spark: Any) -> None:
+    """Make ``format("purgatory-journal")`` (and ``purgatory-subscribe``) known to ``spark``."""
+    spark.dataSource.register(JournalDataSource)
+    from purgatory_pipeline.live import SubscribeDataSource  # noqa: PLC0415 - needs grpc
+
+    spark.dataSource.register(SubscribeDataSource)

@@ -3,6 +3,7 @@ Subscribe heartbeats, against real servers (in memory, and durable across a rest
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from purgatory_client import (
     AsyncPurgatoryClient,
     FailedPreconditionError,
     InvalidArgumentError,
+    OperationSpec,
     OperationState,
     PurgatoryClient,
     ResumePolicy,
@@ -133,3 +135,24 @@ def test_sync_client_cancel_reschedule_heartbeats_and_dead_stream(tmp_path: Path
             silent = c.subscribe(heartbeat_interval_ms=60_000, dead_after_s=0.3)
             with pytest.raises(UnavailableError, match="treated as dead"):
                 next(silent)
+
+
+async def test_session_watch_with_a_due_time(tmp_path: Path) -> None:
+    server, port = await create_server("127.0.0.1:0", config_for("memory", tmp_path))
+    try:
+        async with AsyncPurgatoryClient(f"127.0.0.1:{port}", purgatory=NAME, timeout=10) as c:
+            due = _now_ms() + 300
+            async with c.session() as session:
+                spec = OperationSpec(keys=("k",), timeout_ms=0, operation_id="s", due_time_ms=due)
+                ack = await session.send(watches=[spec])
+                assert ack.error is None
+                assert ack.operations[0].due_time_ms == due
+                events = session.outcomes()
+                event = await asyncio.wait_for(anext(events), 5.0)
+                assert (event.operation_id, event.state) == ("s", OperationState.EXPIRED)
+                assert event.complete_time_ms >= due - 20
+                far = OperationSpec(keys=("k",), timeout_ms=0, due_time_ms=due + 400 * 86_400_000)
+                ack = await session.send(watches=[far])
+                assert ack.error is not None and "watches[0].due_time_ms" in str(ack.error)
+    finally:
+        await server.stop(0.5)

@@ -12,11 +12,14 @@ RUN groupadd --system --gid 10001 purgatory \
 
 WORKDIR /app
 COPY . /src
-# The server and the client (whose `purgatory health` is the health check).
-RUN pip install "/src[server,client]" && rm -rf /src
+# The server, the client (whose `purgatory health` is the health check) and the
+# observability extra (metrics and traces; off unless PURGATORY_METRICS_LISTEN etc. are set).
+RUN pip install "/src[server,client,observability]" && rm -rf /src
 
 USER 10001:10001
 EXPOSE 50051
+# Prometheus metrics, when PURGATORY_METRICS_LISTEN=0.0.0.0:9464 is set.
+EXPOSE 9464
 # Listen on every interface inside the container; override with PURGATORY_* variables.
 # Durable purgatories journal under /var/lib/purgatory: mount a volume there to keep them
 # across container restarts (the non-root user owns it).

@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
-EXTRAS := dev,server,client
+EXTRAS := dev,server,client,observability
 
 .PHONY: help install serve test lint typecheck unit stubs check-stubs bench clean system-deps
 .PHONY: node-deps buf-lint buf-breaking node-build node-test clean-node
@@ -13,6 +13,8 @@ EXTRAS := dev,server,client
 # missing and the tests that need them say clearly that they are skipped.
 APT_PACKAGES :=
 APT_PACKAGES += chromium
+# promtool checks the Prometheus exposition (tests/observability/test_scrape.py).
+APT_PACKAGES += prometheus
 
 help:
 	@echo "make serve   - run the gRPC server on 127.0.0.1:50051 (the 'default' purgatory)"

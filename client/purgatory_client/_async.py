@@ -37,6 +37,7 @@ from purgatory_client._security import resolve_security
 from purgatory_client._session_base import DEFAULT_FRAME_SIZE, Backoff, WatchSet
 from purgatory_client.async_dispatcher import AsyncBatchingDispatcher, AsyncSessionTransport
 from purgatory_client.errors import PurgatoryError, from_rpc_error
+from purgatory_client.tracing import with_trace
 
 __all__ = ["AsyncPurgatoryClient"]
 
@@ -103,7 +104,7 @@ class AsyncPurgatoryClient:
         self, method: Callable[..., Awaitable[Any]], request: Any, timeout: float | None
     ) -> Any:
         try:
-            return await method(request, timeout=timeout, metadata=self._metadata)
+            return await method(request, timeout=timeout, metadata=with_trace(self._metadata))
         except grpc.RpcError as exc:
             raise from_rpc_error(exc) from None
 
@@ -296,7 +297,7 @@ class AsyncPurgatoryClient:
                 incarnation=cursor.incarnation,
                 heartbeat_interval_ms=heartbeat_interval_ms,
             )
-            call = self._stub.Subscribe(req, metadata=self._metadata)
+            call = self._stub.Subscribe(req, metadata=with_trace(self._metadata))
             try:
                 cursor.started(tuple((await call.initial_metadata()) or ()))
                 messages = call.__aiter__()

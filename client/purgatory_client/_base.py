@@ -350,6 +350,7 @@ def status_from_proto(msg: Any, payload: bytes | None = None) -> OperationStatus
         due_time_ms=msg.due_time_ms,
         complete_time_ms=msg.complete_time_ms,
         payload=msg.payload if payload is None else payload,
+        traceparent=msg.traceparent,
     )
 
 
@@ -379,6 +380,7 @@ def event_from_proto(msg: Any) -> Event:
         complete_time_ms=msg.complete_time_ms,
         heartbeat=msg.heartbeat,
         caught_up_sequence=msg.caught_up_sequence,
+        traceparent=msg.traceparent,
     )
 
 

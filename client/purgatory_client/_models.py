@@ -143,6 +143,8 @@ class OperationStatus:
     due_time_ms: int
     complete_time_ms: int
     payload: bytes = b""
+    # W3C traceparent of the registering request when the server traces (else "").
+    traceparent: str = ""
 
     @property
     def is_final(self) -> bool:
@@ -167,6 +169,8 @@ class Event:
     # is alive and has delivered everything matching it up to ``caught_up_sequence``.
     heartbeat: bool = False
     caught_up_sequence: int = 0
+    # W3C traceparent of the registering request when the server traces (else "").
+    traceparent: str = ""
 
 
 @dataclass(frozen=True)

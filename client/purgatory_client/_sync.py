@@ -39,6 +39,7 @@ from purgatory_client._session_base import DEFAULT_FRAME_SIZE, Backoff, WatchSet
 from purgatory_client._sync_session import SyncSession
 from purgatory_client.dispatcher import BatchingDispatcher, SessionTransport
 from purgatory_client.errors import PurgatoryError, from_rpc_error
+from purgatory_client.tracing import with_trace
 
 __all__ = ["PurgatoryClient"]
 
@@ -115,7 +116,7 @@ class PurgatoryClient:
 
     def _call(self, method: Callable[..., Any], request: Any, timeout: float | None) -> Any:
         try:
-            return method(request, timeout=timeout, metadata=self._metadata)
+            return method(request, timeout=timeout, metadata=with_trace(self._metadata))
         except grpc.RpcError as exc:
             raise from_rpc_error(exc) from None
 
@@ -323,7 +324,7 @@ class PurgatoryClient:
                 incarnation=cursor.incarnation,
                 heartbeat_interval_ms=heartbeat_interval_ms,
             )
-            call = self._stub.Subscribe(req, metadata=self._metadata)
+            call = self._stub.Subscribe(req, metadata=with_trace(self._metadata))
             watchdog = None if dead_after is None else _Watchdog(call, dead_after)
             try:
                 cursor.started(call.initial_metadata() or ())

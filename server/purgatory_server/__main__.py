@@ -19,9 +19,10 @@ from typing import Any, NoReturn
 
 from purgatory_server._journal import JournalCorruptionError, JournalError
 from purgatory_server._service.app import serve
-from purgatory_server._service.config import ConfigError, load_config
+from purgatory_server._service.config import ConfigError, ServerConfig, load_config
 from purgatory_server._service.errors import ServiceError
 from purgatory_server._service.listen import parse_listen
+from purgatory_server._service.telemetry import TraceLogFilter
 
 __all__ = ["main"]
 
@@ -73,7 +74,31 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--tls-client-ca", help="PEM CA bundle: require client certificates it signed (mTLS)"
     )
+    parser.add_argument(
+        "--metrics-listen",
+        metavar="HOST:PORT",
+        help="serve Prometheus metrics at http://HOST:PORT/metrics (off by default)",
+    )
+    parser.add_argument(
+        "--otlp-endpoint", metavar="URL", help="export metrics and spans over OTLP/gRPC"
+    )
+    parser.add_argument(
+        "--tracing", action="store_true", help="a span per RPC, carried by its outcomes"
+    )
     return parser.parse_args(argv)
+
+
+def configure_logging(config: ServerConfig) -> None:
+    """Log lines carry the call's trace and span ids when tracing is on."""
+    traced = config.tracing or bool(config.otlp_endpoint)
+    ids = " trace_id=%(trace_id)s span_id=%(span_id)s" if traced else ""
+    logging.basicConfig(
+        level=config.log_level.upper(),
+        format=f"%(asctime)s %(levelname)s %(name)s{ids}: %(message)s",
+    )
+    if traced:
+        for handler in logging.getLogger().handlers:
+            handler.addFilter(TraceLogFilter())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -95,11 +120,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         ("tls_cert", "tls_cert"),
         ("tls_key", "tls_key"),
         ("tls_client_ca", "tls_client_ca"),
+        ("metrics_listen", "metrics_listen"),
+        ("otlp_endpoint", "otlp_endpoint"),
     ):
         if getattr(args, flag) is not None:
             overrides[option] = getattr(args, flag)
     if args.repair_journal:
         overrides["repair_journal"] = True
+    if args.tracing:
+        overrides["tracing"] = True
     if args.durable:
         overrides["defaults"] = {"durable": True}
     if args.purgatory:
@@ -110,10 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         sys.stderr.write(f"purgatory-server: {exc}\n")
         return 2
-    logging.basicConfig(
-        level=config.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging(config)
     try:
         asyncio.run(serve(config))
     except JournalCorruptionError as exc:

@@ -211,7 +211,7 @@ class OperationSpec(_message.Message):
     def __init__(self, operation_id: _Optional[str] = ..., keys: _Optional[_Iterable[str]] = ..., timeout_ms: _Optional[int] = ..., condition: _Optional[_Union[Condition, _Mapping]] = ..., payload: _Optional[bytes] = ..., due_time_ms: _Optional[int] = ...) -> None: ...
 
 class OperationStatus(_message.Message):
-    __slots__ = ("operation_id", "state", "result", "sequence", "created", "create_time_ms", "due_time_ms", "complete_time_ms", "payload")
+    __slots__ = ("operation_id", "state", "result", "sequence", "created", "create_time_ms", "due_time_ms", "complete_time_ms", "payload", "traceparent")
     OPERATION_ID_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     RESULT_FIELD_NUMBER: _ClassVar[int]
@@ -221,6 +221,7 @@ class OperationStatus(_message.Message):
     DUE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     COMPLETE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    TRACEPARENT_FIELD_NUMBER: _ClassVar[int]
     operation_id: str
     state: OperationState
     result: OperationResult
@@ -230,7 +231,8 @@ class OperationStatus(_message.Message):
     due_time_ms: int
     complete_time_ms: int
     payload: bytes
-    def __init__(self, operation_id: _Optional[str] = ..., state: _Optional[_Union[OperationState, str]] = ..., result: _Optional[_Union[OperationResult, _Mapping]] = ..., sequence: _Optional[int] = ..., created: _Optional[bool] = ..., create_time_ms: _Optional[int] = ..., due_time_ms: _Optional[int] = ..., complete_time_ms: _Optional[int] = ..., payload: _Optional[bytes] = ...) -> None: ...
+    traceparent: str
+    def __init__(self, operation_id: _Optional[str] = ..., state: _Optional[_Union[OperationState, str]] = ..., result: _Optional[_Union[OperationResult, _Mapping]] = ..., sequence: _Optional[int] = ..., created: _Optional[bool] = ..., create_time_ms: _Optional[int] = ..., due_time_ms: _Optional[int] = ..., complete_time_ms: _Optional[int] = ..., payload: _Optional[bytes] = ..., traceparent: _Optional[str] = ...) -> None: ...
 
 class TryCompleteElseWatchRequest(_message.Message):
     __slots__ = ("purgatory", "operation_id", "keys", "timeout_ms", "condition", "payload", "wait", "due_time_ms")
@@ -253,7 +255,7 @@ class TryCompleteElseWatchRequest(_message.Message):
     def __init__(self, purgatory: _Optional[str] = ..., operation_id: _Optional[str] = ..., keys: _Optional[_Iterable[str]] = ..., timeout_ms: _Optional[int] = ..., condition: _Optional[_Union[Condition, _Mapping]] = ..., payload: _Optional[bytes] = ..., wait: _Optional[bool] = ..., due_time_ms: _Optional[int] = ...) -> None: ...
 
 class TryCompleteElseWatchResponse(_message.Message):
-    __slots__ = ("operation_id", "state", "result", "sequence", "created", "create_time_ms", "due_time_ms", "complete_time_ms")
+    __slots__ = ("operation_id", "state", "result", "sequence", "created", "create_time_ms", "due_time_ms", "complete_time_ms", "traceparent")
     OPERATION_ID_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     RESULT_FIELD_NUMBER: _ClassVar[int]
@@ -262,6 +264,7 @@ class TryCompleteElseWatchResponse(_message.Message):
     CREATE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     DUE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     COMPLETE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    TRACEPARENT_FIELD_NUMBER: _ClassVar[int]
     operation_id: str
     state: OperationState
     result: OperationResult
@@ -270,7 +273,8 @@ class TryCompleteElseWatchResponse(_message.Message):
     create_time_ms: int
     due_time_ms: int
     complete_time_ms: int
-    def __init__(self, operation_id: _Optional[str] = ..., state: _Optional[_Union[OperationState, str]] = ..., result: _Optional[_Union[OperationResult, _Mapping]] = ..., sequence: _Optional[int] = ..., created: _Optional[bool] = ..., create_time_ms: _Optional[int] = ..., due_time_ms: _Optional[int] = ..., complete_time_ms: _Optional[int] = ...) -> None: ...
+    traceparent: str
+    def __init__(self, operation_id: _Optional[str] = ..., state: _Optional[_Union[OperationState, str]] = ..., result: _Optional[_Union[OperationResult, _Mapping]] = ..., sequence: _Optional[int] = ..., created: _Optional[bool] = ..., create_time_ms: _Optional[int] = ..., due_time_ms: _Optional[int] = ..., complete_time_ms: _Optional[int] = ..., traceparent: _Optional[str] = ...) -> None: ...
 
 class BatchTryCompleteElseWatchRequest(_message.Message):
     __slots__ = ("purgatory", "operations", "wait")
@@ -383,7 +387,7 @@ class SubscribeRequest(_message.Message):
     def __init__(self, purgatory: _Optional[str] = ..., after_sequence: _Optional[int] = ..., filter: _Optional[_Union[SubscribeFilter, _Mapping]] = ..., incarnation: _Optional[str] = ..., heartbeat_interval_ms: _Optional[int] = ...) -> None: ...
 
 class OperationEvent(_message.Message):
-    __slots__ = ("sequence", "purgatory", "operation_id", "state", "keys", "payload", "result", "create_time_ms", "due_time_ms", "complete_time_ms", "heartbeat", "caught_up_sequence")
+    __slots__ = ("sequence", "purgatory", "operation_id", "state", "keys", "payload", "result", "create_time_ms", "due_time_ms", "complete_time_ms", "traceparent", "heartbeat", "caught_up_sequence")
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     PURGATORY_FIELD_NUMBER: _ClassVar[int]
     OPERATION_ID_FIELD_NUMBER: _ClassVar[int]
@@ -394,6 +398,7 @@ class OperationEvent(_message.Message):
     CREATE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     DUE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     COMPLETE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    TRACEPARENT_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     CAUGHT_UP_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     sequence: int
@@ -406,9 +411,10 @@ class OperationEvent(_message.Message):
     create_time_ms: int
     due_time_ms: int
     complete_time_ms: int
+    traceparent: str
     heartbeat: bool
     caught_up_sequence: int
-    def __init__(self, sequence: _Optional[int] = ..., purgatory: _Optional[str] = ..., operation_id: _Optional[str] = ..., state: _Optional[_Union[OperationState, str]] = ..., keys: _Optional[_Iterable[str]] = ..., payload: _Optional[bytes] = ..., result: _Optional[_Union[OperationResult, _Mapping]] = ..., create_time_ms: _Optional[int] = ..., due_time_ms: _Optional[int] = ..., complete_time_ms: _Optional[int] = ..., heartbeat: _Optional[bool] = ..., caught_up_sequence: _Optional[int] = ...) -> None: ...
+    def __init__(self, sequence: _Optional[int] = ..., purgatory: _Optional[str] = ..., operation_id: _Optional[str] = ..., state: _Optional[_Union[OperationState, str]] = ..., keys: _Optional[_Iterable[str]] = ..., payload: _Optional[bytes] = ..., result: _Optional[_Union[OperationResult, _Mapping]] = ..., create_time_ms: _Optional[int] = ..., due_time_ms: _Optional[int] = ..., complete_time_ms: _Optional[int] = ..., traceparent: _Optional[str] = ..., heartbeat: _Optional[bool] = ..., caught_up_sequence: _Optional[int] = ...) -> None: ...
 
 class JournaledOutcome(_message.Message):
     __slots__ = ("event", "condition", "timeout_ms", "requested_due_time_ms")

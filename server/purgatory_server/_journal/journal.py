@@ -105,6 +105,10 @@ class Journal:
         self.records_written = 0
         self.bytes_written = 0
         self.compactions = 0
+        # Optional observer, called on the writer thread after each fsync with its
+        # duration in seconds and the records it made durable (its group size).
+        self.on_fsync: Callable[[float, int], None] | None = None
+        self._synced_records = 0
         self._state = state
         self._lock_fd = lock_fd
         self._fsync_fn = fsync
@@ -383,7 +387,14 @@ class Journal:
         self.bytes_written += len(data)
 
     def _fsync_head(self) -> None:
-        self._fsync_fn(self._fd)
+        on_fsync = self.on_fsync
+        if on_fsync is None:
+            self._fsync_fn(self._fd)
+        else:
+            started = time.perf_counter()
+            self._fsync_fn(self._fd)
+            on_fsync(time.perf_counter() - started, self.records_written - self._synced_records)
+        self._synced_records = self.records_written
         self.fsync_count += 1
         self._dirty = False
         self._last_fsync = self._clock()

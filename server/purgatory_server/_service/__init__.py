@@ -7,7 +7,8 @@ conditions and progress), ``values`` (bounded latest value per key), ``operation
 (thread -> loop hand-off in batches), ``events`` (sequence and retained window),
 ``subscriptions`` (bounded subscriber buffers), ``journal`` (durability hooks),
 ``purgatory`` (one named purgatory), ``registry`` (all of them), ``convert`` (protobuf),
-``servicer`` (the RPCs) and ``app`` (server assembly and shutdown).
+``servicer`` (the RPCs), ``app`` (server assembly and shutdown) and the ``telemetry``
+package (metrics, traces, log correlation; docs/observability.md).
 """
 
 from purgatory_server._service.app import PurgatoryServer, create_server, serve

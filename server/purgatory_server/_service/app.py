@@ -7,7 +7,8 @@ is the graceful shutdown used both by tests (in a ``finally``) and on SIGTERM/SI
 1. health turns NOT_SERVING and the registry refuses new work (UNAVAILABLE);
 2. waiting long-polls and Subscribe streams end at once with UNAVAILABLE;
 3. ``grpc.aio.Server.stop(grace)``: no new calls, in-flight ones get ``grace`` seconds;
-4. every purgatory's reaper and timer threads are stopped.
+4. observability, if on, exports what it has (docs/observability.md), then every
+   purgatory's reaper and timer threads are stopped.
 
 Durable purgatories (docs/journal.md) live under ``config.data_dir``: those named in the
 configuration with ``durable = true`` and those recorded in the data directory's catalog
@@ -23,7 +24,7 @@ import logging
 import signal
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -39,7 +40,11 @@ from purgatory_server._service.edge import add_purgatory_service
 from purgatory_server._service.listen import check_bindable, parse_listen
 from purgatory_server._service.registry import JournalFactory, PurgatoryRegistry
 from purgatory_server._service.servicer import PurgatoryServicer
+from purgatory_server._service.telemetry import telemetry_from_config
 from purgatory_server._service.tls import server_credentials
+
+if TYPE_CHECKING:
+    from purgatory_server._service.telemetry.setup import Telemetry
 
 __all__ = ["SERVICE_NAME", "PurgatoryServer", "create_server", "serve"]
 
@@ -72,6 +77,7 @@ class PurgatoryServer:
     health: Any
     port: int
     config: ServerConfig
+    telemetry: Telemetry | None = None
     _stopped: bool = False
 
     async def stop(self, grace: float | None = None) -> None:
@@ -83,7 +89,11 @@ class PurgatoryServer:
         await self.health.enter_graceful_shutdown()
         self.registry.begin_shutdown()
         await self.grpc_server.stop(grace)
+        if self.telemetry is not None:
+            await asyncio.to_thread(self.telemetry.flush)
         await self.registry.shutdown()
+        if self.telemetry is not None:
+            await asyncio.to_thread(self.telemetry.shutdown)
         logger.info("server on port %d stopped", self.port)
 
     async def wait_for_termination(self) -> None:
@@ -97,12 +107,15 @@ async def create_server(
     time: Time | None = None,
     reaper_enabled: bool = True,
     journal_factory: JournalFactory | None = None,
+    telemetry: Telemetry | None = None,
 ) -> tuple[PurgatoryServer, int]:
     """Build, start and return a server listening on ``address`` and its bound port.
 
     ``address`` defaults to ``config.listen``. ``time``/``reaper_enabled`` let tests run
     the purgatories on MockTime and drive expiry by hand; ``journal_factory`` replaces
-    the durable journal (the default opens ``config.data_dir`` for durable purgatories).
+    the durable journal (the default opens ``config.data_dir`` for durable purgatories);
+    ``telemetry`` replaces the one the configuration asks for (tests pass in-memory
+    readers). The server owns it from here and shuts it down on stop.
     """
     config = config if config is not None else ServerConfig()
     config.validate()
@@ -112,6 +125,8 @@ async def create_server(
     loop = asyncio.get_running_loop()
     if journal_factory is None:
         journal_factory = durable_factory(config, loop)
+    if telemetry is None:
+        telemetry = telemetry_from_config(config)
     registry = PurgatoryRegistry(
         config.limits,
         config.defaults,
@@ -119,13 +134,18 @@ async def create_server(
         time=time,
         reaper_enabled=reaper_enabled,
         journal_factory=journal_factory,
+        metrics=telemetry is not None and telemetry.metrics,
+        traced=telemetry is not None and telemetry.tracing,
     )
+    if telemetry is not None:
+        telemetry.bind(registry)
     server = grpc.aio.server(
         options=server_options(config), maximum_concurrent_rpcs=config.max_concurrent_rpcs
     )
     servicer = PurgatoryServicer(registry, loop)
     authorizer = Authorizer(config.auth) if config.auth.enabled else None
-    add_purgatory_service(server, servicer, authorizer)
+    wrap = None if telemetry is None else telemetry.wrap
+    add_purgatory_service(server, servicer, authorizer, wrap)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(
@@ -140,6 +160,8 @@ async def create_server(
         port = 0
     if port == 0:
         await registry.shutdown()
+        if telemetry is not None:
+            await asyncio.to_thread(telemetry.shutdown)
         raise OSError(f"cannot listen on {address}")
     if authorizer is not None and credentials is None:
         logger.warning("tokens are configured but TLS is off: tokens travel in plaintext")
@@ -156,11 +178,14 @@ async def create_server(
     except BaseException:
         await registry.shutdown()
         await server.stop(None)
+        if telemetry is not None:
+            await asyncio.to_thread(telemetry.shutdown)
         raise
     serving = health_pb2.HealthCheckResponse.SERVING
     await health_servicer.set("", serving)
     await health_servicer.set(SERVICE_NAME, serving)
-    return PurgatoryServer(server, registry, health_servicer, port, config), port
+    purgatory_server = PurgatoryServer(server, registry, health_servicer, port, config, telemetry)
+    return purgatory_server, port
 
 
 async def serve(config: ServerConfig) -> None:

@@ -160,6 +160,14 @@ class ServerConfig:
     tls_client_ca: str = ""
     # Bearer tokens and their per-purgatory permissions (``[auth]``; .auth module).
     auth: AuthConfig = field(default_factory=AuthConfig)
+    # Observability (docs/observability.md; needs the `observability` extra).
+    # host:port of the Prometheus scrape endpoint; "" (default) serves none.
+    metrics_listen: str = ""
+    # OTLP/gRPC collector for metrics and spans (e.g. http://127.0.0.1:4317); "" none.
+    otlp_endpoint: str = ""
+    # A server span per RPC, its context carried by the outcomes it registers; on by
+    # itself when otlp_endpoint is set.
+    tracing: bool = False
     limits: Limits = field(default_factory=Limits)
     defaults: PurgatorySettings = field(default_factory=PurgatorySettings)
     purgatories: tuple[PurgatorySettings, ...] = (PurgatorySettings(),)

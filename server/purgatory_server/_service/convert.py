@@ -312,6 +312,7 @@ def status_fields(target: RemoteOperation | Outcome, created: bool) -> dict[str,
         "result": result_fields(outcome.result),
         "sequence": outcome.sequence,
         "created": created,
+        "traceparent": outcome.traceparent,
         "create_time_ms": outcome.create_time_ms,
         "due_time_ms": outcome.due_time_ms,
         "complete_time_ms": outcome.complete_time_ms,
@@ -351,6 +352,7 @@ def event_to_proto(outcome: Outcome) -> Any:
         create_time_ms=outcome.create_time_ms,
         due_time_ms=outcome.due_time_ms,
         complete_time_ms=outcome.complete_time_ms,
+        traceparent=outcome.traceparent,
     )
 
 

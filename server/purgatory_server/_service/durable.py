@@ -46,6 +46,7 @@ from purgatory_server._service.journal_codec import (
     signal_record,
 )
 from purgatory_server._service.operation import OperationDefinition, RemoteOperation
+from purgatory_server._service.telemetry.counters import PurgatoryMetrics
 
 if TYPE_CHECKING:
     from purgatory_server._service.purgatory import NamedPurgatory
@@ -257,6 +258,12 @@ class DurableStore:
             recovered.last_sequence,
             time.monotonic() - started,
         )
+
+    def instrument(self, metrics: PurgatoryMetrics) -> None:
+        """Report fsync latency and group size, and the journal's size, to ``metrics``."""
+        wal = self._wal
+        wal.on_fsync = metrics.on_fsync
+        metrics.journal_bytes = lambda: sum(segment.size for segment in wal.segments())
 
     async def close(self) -> None:
         await self.journal.close()

@@ -223,12 +223,19 @@ _FACTORIES: dict[tuple[bool, bool], Callable[..., grpc.RpcMethodHandler]] = {
     (True, False): grpc.stream_unary_rpc_method_handler,
     (True, True): grpc.stream_stream_rpc_method_handler,
 }
+# Wraps one method's finished handler (observability: metrics and a span around the
+# whole call, edge included): (full method name, server-streaming?, handler) -> handler.
+MethodWrapper = Callable[[str, bool, Callable[..., Any]], Callable[..., Any]]
 
 
 def add_purgatory_service(
-    server: grpc.aio.Server, servicer: Any, authorizer: Authorizer | None
+    server: grpc.aio.Server,
+    servicer: Any,
+    authorizer: Authorizer | None,
+    wrap: MethodWrapper | None = None,
 ) -> None:
-    """Register ``servicer``'s RPCs on ``server`` behind the edge (module docstring)."""
+    """Register ``servicer``'s RPCs on ``server`` behind the edge (module docstring);
+    ``wrap``, if given, wraps each method's handler once, outside the edge."""
     handlers: dict[str, grpc.RpcMethodHandler] = {}
     for method in _SERVICE.methods:
         name = method.name
@@ -239,8 +246,10 @@ def add_purgatory_service(
         prepare = guard.check_stream if method.client_streaming else guard.check
         # An async generator yields its responses; a coroutine returns its one response,
         # or (Session) writes its responses with context.write and returns None.
-        wrap = _stream if inspect.isasyncgenfunction(behavior) else _unary
-        handle = wrap(name, behavior, prepare)
+        yields = inspect.isasyncgenfunction(behavior)
+        handle = (_stream if yields else _unary)(name, behavior, prepare)
+        if wrap is not None:
+            handle = wrap(f"{SERVICE_NAME}/{name}", yields, handle)
         factory = _FACTORIES[method.client_streaming, method.server_streaming]
         handlers[name] = factory(
             handle,

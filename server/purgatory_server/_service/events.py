@@ -44,6 +44,9 @@ class Outcome(NamedTuple):
     create_time_ms: int
     due_time_ms: int
     complete_time_ms: int
+    # W3C traceparent of the request that registered the operation ("" untraced); it
+    # is not journaled, so outcomes recovered after a restart carry none.
+    traceparent: str = ""
 
 
 class EventLog:

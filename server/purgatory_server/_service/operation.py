@@ -109,6 +109,7 @@ class RemoteOperation(DelayedOperation):
         "progress",
         "result",
         "state",
+        "traceparent",
         "waiters",
     )
 
@@ -149,6 +150,8 @@ class RemoteOperation(DelayedOperation):
         # The task that may expire this operation once it was rescheduled (None: its own
         # timer entry). Written under ``lock`` only.
         self._expiry: _Expiry | None = None
+        # The registering request's W3C traceparent when tracing is on (loop thread).
+        self.traceparent = ""
 
     @property
     def keys(self) -> tuple[str, ...]:

@@ -51,6 +51,8 @@ from purgatory_server._service.operation import OperationDefinition, RemoteOpera
 from purgatory_server._service.quoting import quote
 from purgatory_server._service.states import OperationState
 from purgatory_server._service.subscriptions import EventFilter, Subscriber
+from purgatory_server._service.telemetry.context import current_traceparent
+from purgatory_server._service.telemetry.counters import PurgatoryMetrics
 from purgatory_server._service.values import LatestValues
 from purgatory_server._service.waiters import Waiter
 
@@ -97,11 +99,16 @@ class NamedPurgatory:
         reaper_enabled: bool = True,
         incarnation: str | None = None,
         budget: ServerBudget | None = None,
+        metrics: PurgatoryMetrics | None = None,
+        traced: bool = False,
     ) -> None:
         self.name = settings.name
         # The event stream's id (see .incarnation): given for a durable purgatory, whose
         # sequences survive restarts; fresh for an in-memory one, whose sequences do not.
         self.incarnation = incarnation if incarnation is not None else new_incarnation()
+        # Observability (docs/observability.md): None/False cost one check per call.
+        self.metrics = metrics
+        self._traced = traced
         self.settings = settings
         self._limits = limits
         # Server-wide capacity shared with the other purgatories (a private one if alone).
@@ -148,6 +155,26 @@ class NamedPurgatory:
     @property
     def values(self) -> LatestValues:
         return self._values
+
+    def gauges(self) -> tuple[int, int, int, int, int]:
+        """(pending, watched keys, timer size, subscribers, retained events) for exporters.
+
+        Called from an exporter's thread: each figure is one GIL-atomic read (``len``, an
+        int) or the engine's own thread-safe count, so no lock is taken on the loop's
+        behalf; the figures are each exact but not one consistent snapshot.
+        """
+        engine = self._engine
+        return (
+            len(self._active),
+            engine.watched_keys(),
+            engine.num_delayed(),
+            len(self._subscribers),
+            len(self._log),
+        )
+
+    @property
+    def last_sequence(self) -> int:
+        return self._log.last_sequence
 
     def stats(self) -> PurgatoryStats:
         return PurgatoryStats(
@@ -230,6 +257,15 @@ class NamedPurgatory:
                 out.append((op, True))
             else:
                 out.append(step)
+        if self._traced and created:
+            # The registering request's W3C trace context travels with the outcome.
+            traceparent = current_traceparent()
+            for op, _ in created:
+                op.traceparent = traceparent
+        metrics = self.metrics
+        if metrics is not None:
+            metrics.registered += len(created)
+            metrics.batch_register.record(len(requests))
         # One engine call for the batch: Kafka's steps per operation, one timer round.
         self._engine.try_complete_else_watch_all(created)
         self._inbox.drain()
@@ -290,6 +326,10 @@ class NamedPurgatory:
                 slot.key = None
                 slot.signal = None
         self._inbox.drain()
+        metrics = self.metrics
+        if metrics is not None:
+            metrics.signals += len(signals)
+            metrics.batch_signal.record(len(signals))
         return counts
 
     def force_complete(self, op_id: str) -> tuple[bool, RemoteOperation | Outcome]:
@@ -442,6 +482,7 @@ class NamedPurgatory:
                 create_time_ms=op.create_time_ms,
                 due_time_ms=op.due_time_ms,
                 complete_time_ms=op.complete_time_ms,
+                traceparent=op.traceparent,
             )
             op.outcome = outcome
             if active.get(op.operation_id) is op:
@@ -467,6 +508,8 @@ class NamedPurgatory:
                     waiter.deliver(outcome)
         if deferred:
             journal.after_write(lambda: self._deliver_durable(deferred))
+        if self.metrics is not None:
+            self.metrics.on_outcomes(ops)
 
     def _deliver_durable(self, deferred: list[tuple[Outcome, list[Waiter]]]) -> None:
         """The second half of :meth:`_publish` for a durable purgatory, run once the

@@ -34,6 +34,7 @@ from purgatory_server._service.events import EventLog
 from purgatory_server._service.journal import Journal
 from purgatory_server._service.purgatory import NamedPurgatory
 from purgatory_server._service.quoting import quote
+from purgatory_server._service.telemetry.counters import PurgatoryMetrics
 
 __all__ = ["PurgatoryRegistry"]
 
@@ -53,6 +54,8 @@ class Durability(Protocol):
     def incarnation(self) -> str: ...
 
     def restore(self, purgatory: NamedPurgatory) -> None: ...
+
+    def instrument(self, metrics: PurgatoryMetrics) -> None: ...
 
     async def close(self) -> None: ...
 
@@ -75,8 +78,13 @@ class PurgatoryRegistry:
         time: Time | None = None,
         reaper_enabled: bool = True,
         journal_factory: JournalFactory | None = None,
+        metrics: bool = False,
+        traced: bool = False,
     ) -> None:
         self.limits = limits
+        # Observability (docs/observability.md): each purgatory gets its own counters.
+        self._metrics = metrics
+        self._traced = traced
         self.defaults = defaults
         self._loop = loop
         self._time = time
@@ -154,10 +162,14 @@ class PurgatoryRegistry:
             reaper_enabled=self._reaper_enabled,
             incarnation=None if store is None else store.incarnation,
             budget=self.budget,
+            metrics=PurgatoryMetrics() if self._metrics else None,
+            traced=self._traced,
         )
         self._purgatories[settings.name] = purgatory
         if store is not None:
             self._durable[settings.name] = store
+            if purgatory.metrics is not None:
+                store.instrument(purgatory.metrics)
             store.restore(purgatory)
         return purgatory
 
@@ -170,6 +182,10 @@ class PurgatoryRegistry:
                 raise InvalidArgument(field, "must not be empty")
             raise NotFound(f"purgatory {quote(name)} not found", "purgatory", name)
         return purgatory
+
+    def snapshot(self) -> list[NamedPurgatory]:
+        """The purgatories now (any thread: one GIL-atomic copy; for exporters)."""
+        return list(self._purgatories.values())
 
     def all_purgatories(self) -> list[NamedPurgatory]:
         if self._closed is not None:

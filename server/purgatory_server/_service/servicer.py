@@ -10,6 +10,7 @@ here blocks it except for microseconds of engine work, and long-polls await futu
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -126,7 +127,11 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
         op_request = operation_request("", request, self._limits)
         ((target, created),) = purgatory.register((op_request,), ("",))
         if request.wait and not isinstance(target, Outcome):
+            metrics = purgatory.metrics
+            started = time.perf_counter() if metrics is not None else 0.0
             await wait_for_outcomes(self._loop, (target,))
+            if metrics is not None:
+                metrics.longpoll.record(time.perf_counter() - started)
         response = pb.TryCompleteElseWatchResponse(**status_fields(target, created))
         return await _acknowledged(purgatory, response)
 
@@ -255,11 +260,14 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
                     (METADATA_INCARNATION, purgatory.incarnation),
                 )
             )
+            metrics = purgatory.metrics
             while True:
                 batch = await subscriber.next_batch(idle_s)
                 if not batch:
                     # Idle: tell the client the stream is alive and how far it has got.
                     yield pb.OperationEvent(heartbeat=True, caught_up_sequence=subscriber.caught_up)
+                elif metrics is not None:
+                    metrics.subscriber_lag.record(purgatory.last_sequence - batch[0].sequence)
                 for outcome in batch:
                     yield event_to_proto(outcome)
         finally:

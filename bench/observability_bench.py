@@ -1,0 +1,216 @@
+"""Observability's cost: the service benchmark's pairs/s with metrics and tracing on vs off.
+
+Three purgatory server processes run side by side for the whole run, each its own
+process (the load generator never shares their GIL):
+
+- **off**: the default server (no ``--metrics-listen``, no tracing);
+- **metrics**: ``--metrics-listen`` (Prometheus endpoint), scraped every
+  ``--scrape-interval`` seconds (default 5) by this process during the run, so the
+  collection's cost (about 10 ms of CPU per scrape) is charged too; Prometheus is
+  usually configured to scrape every 15 s to 1 min;
+- **metrics + tracing**: the same plus ``--tracing``: a server span per RPC, always
+  sampled (the SDK's default sampler), its traceparent stored with every operation
+  registered. No span exporter is configured, so the cost measured is creating, filling
+  and ending spans, not shipping them.
+
+Each round runs the service benchmark's two forms (``bench.service_bench``'s unbatched
+``TryCompleteElseWatch(wait=true)`` + ``CheckAndComplete`` pairs and its batch form) on
+each server in turn; rounds interleave so that the shared machine's drift hits every
+mode alike, and the order of the modes rotates from round to round. Reported: per mode
+and form the median pairs/s over the rounds, and the median of the per-round ratios to
+"off" in the same round.
+
+    python -m bench.observability_bench [--rounds 5] [--duration 2] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import statistics
+import sys
+import threading
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+from bench._common import markdown_table, run_context, write_json
+from bench._observability_inprocess import inprocess
+from bench.service_bench import (
+    free_port,
+    grpc_batched,
+    grpc_unbatched,
+    process,
+    purgatory_cmd,
+    wait_ready,
+)
+
+MODES = ("off", "metrics", "metrics + tracing")
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU the process has used (its threads included)."""
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+FORMS = ("unbatched", "batch form")
+
+
+def mode_cmd(mode: str, port: int, metrics_port: int) -> list[str]:
+    cmd = purgatory_cmd(port)
+    if mode != "off":
+        cmd += ["--metrics-listen", f"127.0.0.1:{metrics_port}"]
+    if mode == "metrics + tracing":
+        cmd += ["--tracing"]
+    return cmd
+
+
+@contextlib.contextmanager
+def scraper(urls: list[str], interval: float) -> Iterator[dict[str, int]]:
+    """Scrape every URL each ``interval`` seconds on a thread until the block ends."""
+    stop = threading.Event()
+    counts = {"scrapes": 0, "bytes": 0}
+
+    def loop() -> None:
+        while not stop.wait(interval):
+            for url in urls:
+                with urllib.request.urlopen(url, timeout=10) as response:
+                    counts["bytes"] += len(response.read())
+                counts["scrapes"] += 1
+
+    thread = threading.Thread(target=loop, name="scraper", daemon=True)
+    thread.start()
+    try:
+        yield counts
+    finally:
+        stop.set()
+        thread.join(15)
+
+
+async def main_async(a: argparse.Namespace) -> dict[str, Any]:
+    rates: dict[tuple[str, str], list[float]] = {(m, f): [] for m in MODES for f in FORMS}
+    # Server CPU per pair: robust to the shared machine's load, unlike pairs/s.
+    cpu: dict[tuple[str, str], list[float]] = {(m, f): [] for m in MODES for f in FORMS}
+    with contextlib.ExitStack() as stack:
+        targets: dict[str, str] = {}
+        pids: dict[str, int] = {}
+        urls = []
+        for mode in MODES:
+            port, metrics_port = free_port(), free_port()
+            pids[mode] = stack.enter_context(process(mode_cmd(mode, port, metrics_port))).pid
+            targets[mode] = f"127.0.0.1:{port}"
+            if mode != "off":
+                urls.append(f"http://127.0.0.1:{metrics_port}/metrics")
+        for target in targets.values():
+            await wait_ready(target)
+        scrapes = stack.enter_context(scraper(urls, a.scrape_interval))
+        for r in range(a.rounds):
+            # Rotate the order each round: no mode always runs first (or last) in a round.
+            for mode in MODES[r % len(MODES) :] + MODES[: r % len(MODES)]:
+                target, pid = targets[mode], pids[mode]
+                for form in FORMS:
+                    before = cpu_seconds(pid)
+                    if form == "unbatched":
+                        run = await grpc_unbatched(mode, target, a.concurrency, a)
+                    else:
+                        run = await grpc_batched(mode, target, a)
+                    # The warm-up's pairs are not counted; its CPU is, in proportion.
+                    used = (cpu_seconds(pid) - before) * a.duration / (a.duration + a.warmup)
+                    rates[(mode, form)].append(run.rate)
+                    cpu[(mode, form)].append(used / run.pairs * 1e6 if run.pairs else 0.0)
+            print(f"round {r + 1}/{a.rounds} done", file=sys.stderr)
+    return {
+        "rates": {f"{m} | {f}": v for (m, f), v in rates.items()},
+        "cpu_us_per_pair": {f"{m} | {f}": v for (m, f), v in cpu.items()},
+        "scrapes": scrapes,
+    }
+
+
+def report(result: dict[str, Any], a: argparse.Namespace) -> dict[str, Any]:
+    rates = {tuple(k.split(" | ")): v for k, v in result["rates"].items()}
+    cpu = {tuple(k.split(" | ")): v for k, v in result["cpu_us_per_pair"].items()}
+    rows = []
+    summary: dict[str, Any] = {}
+    for form in FORMS:
+        base = rates[("off", form)]
+        base_cpu = cpu[("off", form)]
+        for mode in MODES:
+            values = rates[(mode, form)]
+            ratio = statistics.median([v / b for v, b in zip(values, base, strict=True) if b])
+            cpu_ratio = statistics.median(
+                [c / b for c, b in zip(cpu[(mode, form)], base_cpu, strict=True) if b]
+            )
+            cpu_pair = statistics.median(cpu[(mode, form)])
+            rows.append(
+                [
+                    f"{mode}, {form}",
+                    round(statistics.median(values)),
+                    round(min(values)),
+                    round(max(values)),
+                    f"{ratio:.3f}",
+                    round(cpu_pair, 1),
+                    f"{cpu_ratio:.3f}",
+                ]
+            )
+            summary[f"{mode}, {form}"] = {
+                "median_rate": statistics.median(values),
+                "ratio": ratio,
+                "median_cpu_us_per_pair": cpu_pair,
+                "cpu_ratio": cpu_ratio,
+            }
+    headers = [
+        "server, form",
+        "pairs/s (median)",
+        "min",
+        "max",
+        "pairs/s ratio to off",
+        "server CPU µs/pair",
+        "CPU ratio to off",
+    ]
+    print(markdown_table(headers, rows))
+    print(f"\nscrapes during the run: {result['scrapes']['scrapes']}")
+    rows = []
+    for form, per_pair in result["inprocess"].items():
+        off = per_pair["off"]
+        socket_cpu = statistics.median(cpu[("off", form)])
+        for mode in MODES:
+            added = (per_pair[mode] - off) * 1e6
+            share = f"{added / socket_cpu * 100:+.1f}%" if mode != "off" else "-"
+            rows.append([f"{mode}, {form}", round(per_pair[mode] * 1e6, 2), round(added, 2), share])
+    print("\nin process, the servicer's own path (best of the repeats):\n")
+    headers = ["server, form", "µs/pair", "added µs/pair", "added / off server CPU per pair"]
+    print(markdown_table(headers, rows))
+    return {"context": run_context(), "args": vars(a), "summary": summary, **result}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--duration", type=float, default=2.0, help="seconds per form per round")
+    parser.add_argument("--warmup", type=float, default=0.3, help="seconds before each")
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds")
+    parser.add_argument("--concurrency", type=int, default=32, help="unbatched pairs in flight")
+    parser.add_argument("--channels", type=int, default=2, help="client connections")
+    parser.add_argument("--batch-workers", type=int, default=4)
+    parser.add_argument("--batch-size", type=int, default=100)
+    parser.add_argument("--scrape-interval", type=float, default=5.0, help="seconds")
+    parser.add_argument("--inprocess-pairs", type=int, default=500, help="pairs per repeat")
+    parser.add_argument("--repeats", type=int, default=40, help="in-process repeats per mode")
+    parser.add_argument("--json", help="write raw numbers here (default bench/results/)")
+    a = parser.parse_args()
+    print(f"observability bench: {os.cpu_count()} CPUs, load {os.getloadavg()}")
+    result = asyncio.run(main_async(a))
+    result["inprocess"] = {
+        form: inprocess(a.inprocess_pairs, 1 if form == "unbatched" else a.batch_size, a.repeats)
+        for form in FORMS
+    }
+    payload = report(result, a)
+    print(f"\nraw numbers: {write_json('observability_bench', payload, a.json)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,21 @@
+"""Observability: metrics, traces and log correlation (docs/observability.md).
+
+Module map: ``histogram`` (the hot path's lock-free bucket counts), ``counters`` (what
+each purgatory counts), ``context`` (the call's traceparent and the log filter) and
+``loader`` (builds telemetry on demand) need nothing beyond the standard library;
+``rpc`` (RPC metrics and spans), ``metrics`` (the OpenTelemetry instruments) and ``setup``
+(providers, readers, exporters) need the ``observability`` extra and are imported only
+when the configuration asks for observability.
+"""
+
+from purgatory_server._service.telemetry.context import TraceLogFilter, current_traceparent
+from purgatory_server._service.telemetry.counters import PurgatoryMetrics
+from purgatory_server._service.telemetry.loader import available, telemetry_from_config
+
+__all__ = [
+    "PurgatoryMetrics",
+    "TraceLogFilter",
+    "available",
+    "current_traceparent",
+    "telemetry_from_config",
+]

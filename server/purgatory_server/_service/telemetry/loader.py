@@ -1,0 +1,44 @@
+"""Observability on demand: the OpenTelemetry packages are an optional extra.
+
+The server imports only this module (standard library only). When the configuration
+asks for metrics, OTLP export or tracing, :func:`telemetry_from_config` imports
+:mod:`.setup` (which needs the ``observability`` extra); without the extra that fails
+at start-up with one line naming it. With everything off, nothing of OpenTelemetry is
+imported and the hot path checks ``is None`` once per call.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from typing import TYPE_CHECKING
+
+from purgatory_server._service.config import ConfigError, ServerConfig
+
+if TYPE_CHECKING:
+    from purgatory_server._service.telemetry.setup import Telemetry
+
+__all__ = ["EXTRA_HINT", "available", "telemetry_from_config"]
+
+EXTRA_HINT = "install the observability extra: pip install 'purgatory-grpc[observability]'"
+
+
+def available() -> bool:
+    """True when the OpenTelemetry SDK and exporters (the ``observability`` extra) are."""
+    return all(
+        importlib.util.find_spec(name) is not None
+        for name in ("opentelemetry.sdk", "opentelemetry.exporter.prometheus")
+    )
+
+
+def telemetry_from_config(config: ServerConfig) -> Telemetry | None:
+    """The server's telemetry per ``config``; None when everything is off."""
+    if not (config.metrics_listen or config.otlp_endpoint or config.tracing):
+        return None
+    if not available():
+        raise ConfigError(
+            "metrics_listen, otlp_endpoint and tracing need OpenTelemetry: " + EXTRA_HINT
+        )
+    setup = importlib.import_module("purgatory_server._service.telemetry.setup")
+    telemetry: Telemetry = setup.build_telemetry(config)
+    return telemetry

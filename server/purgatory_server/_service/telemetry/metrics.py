@@ -1,0 +1,306 @@
+"""The purgatory's metrics as OpenTelemetry instruments (imports the SDK).
+
+Nothing here runs on the hot path. Counters and gauges are *observable* instruments
+whose callbacks read, when a reader collects, the plain counters the service keeps
+(:class:`~.counters.PurgatoryMetrics`), the engine's own counts and the RPC statistics
+of :mod:`.rpc`. Histograms are accumulated by the service in
+:class:`~.histogram.Histogram` and spliced into each collection by
+:func:`attach_histograms` (the SDK has no observable histogram, and its synchronous
+``record`` is too dear per operation).
+
+Names follow OpenTelemetry's semantic conventions where one exists
+(``rpc.server.call.duration``) and use the ``purgatory.`` prefix otherwise. Every
+purgatory metric carries ``purgatory.name``; no attribute is ever an operation id or a
+key, so cardinality is bounded by the number of purgatories (``max_purgatories``) times
+the few states, methods and status codes. docs/observability.md lists every metric.
+
+Thread safety: callbacks and the splice run on the collecting reader's thread (the
+Prometheus HTTP thread, the OTLP exporter's thread, or the caller of an in-memory
+reader's ``get_metrics_data``) and only make GIL-atomic reads of loop-owned state.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
+
+from opentelemetry.metrics import CallbackOptions, Meter, Observation
+from opentelemetry.sdk.metrics.export import (
+    AggregationTemporality,
+    HistogramDataPoint,
+    Metric,
+    MetricReader,
+    MetricsData,
+    ScopeMetrics,
+)
+from opentelemetry.sdk.metrics.export import Histogram as HistogramData
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+from opentelemetry.util.types import Attributes
+
+from purgatory_server._service.purgatory import NamedPurgatory
+from purgatory_server._service.telemetry.counters import FINAL_STATES, PurgatoryMetrics
+from purgatory_server._service.telemetry.histogram import Histogram
+from purgatory_server._service.telemetry.rpc import RpcStats
+
+__all__ = ["SCOPE", "attach_histograms", "register_instruments"]
+
+SCOPE = "purgatory_server"
+
+Purgatories = Callable[[], list[NamedPurgatory]]
+
+# (name, unit, description, attribute, histogram getter); see docs/observability.md.
+_HISTOGRAMS: tuple[tuple[str, str, str, Callable[[PurgatoryMetrics], Histogram]], ...] = (
+    (
+        "purgatory.expiry.lateness",
+        "s",
+        "How late expiries fire: completion minus due time (whole ms; early fires count 0).",
+        lambda m: m.lateness,
+    ),
+    (
+        "purgatory.longpoll.duration",
+        "s",
+        "Time a TryCompleteElseWatch(wait=true) long-poll spent waiting for its outcome.",
+        lambda m: m.longpoll,
+    ),
+    (
+        "purgatory.subscriber.lag",
+        "{event}",
+        "Sequences a subscriber was behind the newest outcome when it was sent a batch.",
+        lambda m: m.subscriber_lag,
+    ),
+)
+
+
+Callback = Callable[[CallbackOptions], Iterable[Observation]]
+
+
+def _gauges(purgatories: Purgatories) -> dict[str, Callback]:
+    def figure(index: int) -> Callback:
+        def observe(options: CallbackOptions) -> Iterator[Observation]:
+            for p in purgatories():
+                if p.metrics is not None:
+                    yield Observation(p.gauges()[index], {"purgatory.name": p.name})
+
+        return observe
+
+    return {
+        "delayed": figure(0),
+        "watched": figure(1),
+        "timer": figure(2),
+        "subscribers": figure(3),
+        "retained": figure(4),
+    }
+
+
+def register_instruments(meter: Meter, purgatories: Purgatories, rpc: RpcStats) -> None:
+    """Create every observable counter and gauge on ``meter``."""
+
+    def by_purgatory(
+        read: Callable[[PurgatoryMetrics], int],
+    ) -> Callable[[CallbackOptions], Iterator[Observation]]:
+        def observe(options: CallbackOptions) -> Iterator[Observation]:
+            for p in purgatories():
+                if p.metrics is not None:
+                    yield Observation(read(p.metrics), {"purgatory.name": p.name})
+
+        return observe
+
+    def outcomes(options: CallbackOptions) -> Iterator[Observation]:
+        for p in purgatories():
+            m = p.metrics
+            if m is not None:
+                counts = list(m.outcomes)
+                for state in FINAL_STATES:
+                    attrs = {"purgatory.name": p.name, "state": state.name.lower()}
+                    yield Observation(counts[state], attrs)
+
+    def journal_size(options: CallbackOptions) -> Iterator[Observation]:
+        for p in purgatories():
+            m = p.metrics
+            if m is not None and m.journal_bytes is not None:
+                yield Observation(m.journal_bytes(), {"purgatory.name": p.name})
+
+    def rejected(options: CallbackOptions) -> Iterator[Observation]:
+        for method, code, count in rpc.rejected():
+            attrs = {"rpc.method": method, "rpc.response.status_code": code}
+            yield Observation(count, attrs)
+
+    counter = meter.create_observable_counter
+    counter(
+        "purgatory.operations.registered",
+        [by_purgatory(lambda m: m.registered)],
+        "{operation}",
+        "Operations registered (new ones; idempotent re-sends are not counted).",
+    )
+    counter(
+        "purgatory.operations.outcomes",
+        [outcomes],
+        "{operation}",
+        "Operations ended, by final state (completed, expired, force_completed, cancelled).",
+    )
+    counter(
+        "purgatory.signals",
+        [by_purgatory(lambda m: m.signals)],
+        "{signal}",
+        "Signals applied by CheckAndComplete and BatchCheckAndComplete.",
+    )
+    counter(
+        "purgatory.expiry.early",
+        [by_purgatory(lambda m: m.early)],
+        "{operation}",
+        "Expiries that fired before their due time (within a tick); lateness counts them as 0.",
+    )
+    counter(
+        "purgatory.rpc.rejected",
+        [rejected],
+        "{request}",
+        "RPCs answered with a status other than OK or CANCELLED, by method and status code.",
+    )
+    gauges = _gauges(purgatories)
+    gauge = meter.create_observable_gauge
+    gauge(
+        "purgatory.operations.delayed",
+        [gauges["delayed"]],
+        "{operation}",
+        "Operations waiting for an outcome (Kafka's NumDelayedOperations).",
+    )
+    gauge(
+        "purgatory.keys.watched",
+        [gauges["watched"]],
+        "{key}",
+        "Distinct keys with at least one watcher (Kafka's PurgatorySize counts entries).",
+    )
+    gauge(
+        "purgatory.timer.size",
+        [gauges["timer"]],
+        "{task}",
+        "Tasks in the timing wheel (completed ones leave it at once).",
+    )
+    gauge("purgatory.subscribers", [gauges["subscribers"]], "{stream}", "Open Subscribe streams.")
+    gauge(
+        "purgatory.events.retained",
+        [gauges["retained"]],
+        "{event}",
+        "Outcomes retained for subscribers that resume with after_sequence.",
+    )
+    gauge(
+        "purgatory.journal.size",
+        [journal_size],
+        "By",
+        "Bytes of a durable purgatory's journal segments on disk.",
+    )
+
+
+def _point(hist: Histogram, attrs: Attributes, start_ns: int, now_ns: int) -> HistogramDataPoint:
+    snap = hist.snapshot()
+    return HistogramDataPoint(
+        attributes=attrs,
+        start_time_unix_nano=start_ns,
+        time_unix_nano=now_ns,
+        count=snap.total,
+        sum=snap.sum,
+        bucket_counts=snap.bucket_counts,
+        explicit_bounds=list(hist.bounds),
+        min=snap.min,
+        max=snap.max,
+    )
+
+
+def _metric(name: str, unit: str, description: str, points: list[HistogramDataPoint]) -> Metric:
+    data = HistogramData(
+        data_points=points, aggregation_temporality=AggregationTemporality.CUMULATIVE
+    )
+    return Metric(name=name, description=description, unit=unit, data=data)
+
+
+def histogram_metrics(purgatories: Purgatories, rpc: RpcStats) -> list[Metric]:
+    """Every spliced histogram, as cumulative OpenTelemetry metrics, now."""
+    now = time.time_ns()
+    found = [(p.name, p.metrics) for p in purgatories() if p.metrics is not None]
+    out: list[Metric] = []
+    wait = [
+        _point(m.wait[s], {"purgatory.name": name, "state": s.name.lower()}, m.started_ns, now)
+        for name, m in found
+        for s in FINAL_STATES
+    ]
+    out.append(
+        _metric(
+            "purgatory.operation.wait.duration",
+            "s",
+            "Time from registration to outcome, by final state.",
+            wait,
+        )
+    )
+    for metric_name, unit, description, get in _HISTOGRAMS:
+        points = [_point(get(m), {"purgatory.name": n}, m.started_ns, now) for n, m in found]
+        out.append(_metric(metric_name, unit, description, points))
+    batches = [
+        _point(hist, {"purgatory.name": n, "purgatory.batch.kind": kind}, m.started_ns, now)
+        for n, m in found
+        for kind, hist in (("register", m.batch_register), ("signal", m.batch_signal))
+    ]
+    out.append(
+        _metric(
+            "purgatory.batch.size",
+            "{item}",
+            "Operations per registration call (kind=register), signals per signal call.",
+            batches,
+        )
+    )
+    durable = [(n, m) for n, m in found if m.journal_bytes is not None]
+    out.append(
+        _metric(
+            "purgatory.journal.fsync.duration",
+            "s",
+            "Duration of each journal fsync (durable purgatories).",
+            [_point(m.fsync_latency, {"purgatory.name": n}, m.started_ns, now) for n, m in durable],
+        )
+    )
+    out.append(
+        _metric(
+            "purgatory.journal.fsync.records",
+            "{record}",
+            "Records made durable by one fsync (the group-commit size).",
+            [_point(m.fsync_group, {"purgatory.name": n}, m.started_ns, now) for n, m in durable],
+        )
+    )
+    rpc_points = [_point(hist, attrs, rpc.started_ns, now) for attrs, hist in rpc.durations()]
+    out.append(
+        _metric(
+            "rpc.server.call.duration",
+            "s",
+            "Duration of each incoming RPC (OpenTelemetry RPC semantic conventions).",
+            rpc_points,
+        )
+    )
+    return [m for m in out if m.data.data_points]
+
+
+def attach_histograms(reader: MetricReader, source: Callable[[], list[Metric]]) -> None:
+    """Make ``reader`` receive the service's histograms with every collection.
+
+    ``_receive_metrics`` is the hook every reader implements (Prometheus, periodic
+    OTLP, in-memory); wrapping it on the instance splices our metrics into the
+    collection's instrumentation scope before the reader sees it.
+    """
+    receive = reader._receive_metrics
+
+    def splice(metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: object) -> None:
+        extra = source()
+        if metrics_data is not None and extra and metrics_data.resource_metrics:
+            first, *rest = metrics_data.resource_metrics
+            scopes = list(first.scope_metrics)
+            for i, scope in enumerate(scopes):
+                if scope.scope.name == SCOPE:
+                    scopes[i] = replace(scope, metrics=[*scope.metrics, *extra])
+                    break
+            else:
+                ours = InstrumentationScope(SCOPE)
+                scopes.append(ScopeMetrics(scope=ours, metrics=extra, schema_url=""))
+            metrics_data = MetricsData(
+                resource_metrics=[replace(first, scope_metrics=scopes), *rest]
+            )
+        receive(metrics_data, timeout_millis=timeout_millis, **kwargs)
+
+    reader._receive_metrics = splice  # type: ignore[method-assign]

@@ -1,0 +1,234 @@
+"""The RPC edge of observability: RPC metrics and a server span per call.
+
+Each method's handler is wrapped ONCE, when the server is assembled (:func:`wrap_method`,
+applied by the edge's ``add_purgatory_service`` around its own handler, so a call the
+edge refuses, unauthenticated or undecodable, is measured and traced too), not
+intercepted per call: a grpc.aio interceptor costs an extra coroutine and a handler
+lookup on every RPC, while a wrapped method costs, with
+metrics on, two clock reads, one ``context.code()`` and one
+:class:`~.histogram.Histogram` record into a table bound to the method in advance
+(method -> status code -> histogram; nothing allocated per call). Rejected requests are
+the entries of that table other than OK and CANCELLED (the caller left), so no second
+counter is kept. Every RPC the edge registers is covered, so RPCs added later are
+instrumented without a change here; health and reflection are not.
+
+With tracing on, each call also gets a SERVER span named after the method
+(``purgatory.v1.PurgatoryService/<Method>``), its parent taken from the request's W3C
+``traceparent`` metadata, its status code recorded as ``rpc.response.status_code``
+(span status ERROR only for server-side codes, OpenTelemetry's gRPC rule). The span's
+traceparent is put in :data:`~.context.TRACEPARENT` for the call, so operations it
+registers carry it and log lines written meanwhile show it, and it is OpenTelemetry's
+current span, so spans started inside the call are its children.
+
+Thread safety: everything runs on the server's event loop; exporters read snapshots.
+This module imports OpenTelemetry: only :mod:`.setup` imports it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import grpc
+from opentelemetry import context as otel_context
+from opentelemetry import propagate, trace
+from opentelemetry.trace import Status, StatusCode, Tracer
+
+from purgatory_server._service.telemetry.context import TRACEPARENT
+from purgatory_server._service.telemetry.histogram import DURATION_BOUNDS, Histogram
+
+__all__ = ["RpcStats", "wrap_method"]
+
+_OK = grpc.StatusCode.OK
+_CANCELLED = grpc.StatusCode.CANCELLED
+_BY_VALUE = {code.value[0]: code for code in grpc.StatusCode}
+# Codes that mean the server failed (OpenTelemetry's gRPC server span status rule).
+_SERVER_ERRORS = frozenset(
+    {
+        grpc.StatusCode.UNKNOWN,
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+        grpc.StatusCode.UNIMPLEMENTED,
+        grpc.StatusCode.INTERNAL,
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.DATA_LOSS,
+    }
+)
+
+CodeTable = dict[grpc.StatusCode, Histogram]
+
+
+class RpcStats:
+    """Call durations per method and status code (loop thread writes)."""
+
+    def __init__(self) -> None:
+        self.started_ns = time.time_ns()
+        self._methods: dict[str, CodeTable] = {}
+
+    def table(self, method: str) -> CodeTable:
+        """The method's table, with its OK histogram made in advance."""
+        table = self._methods.setdefault(method, {})
+        table.setdefault(_OK, Histogram(DURATION_BOUNDS))
+        return table
+
+    def durations(self) -> list[tuple[dict[str, str], Histogram]]:
+        out = []
+        for method, table in list(self._methods.items()):
+            for code, hist in list(table.items()):
+                attrs = {
+                    "rpc.system.name": "grpc",
+                    "rpc.method": method,
+                    "rpc.response.status_code": code.name,
+                }
+                out.append((attrs, hist))
+        return out
+
+    def rejected(self) -> list[tuple[str, str, int]]:
+        """(method, status code name, count) for every status the server answered other
+        than OK; CANCELLED (the caller went away) is not a rejection."""
+        return [
+            (method, code.name, hist.snapshot().total)
+            for method, table in list(self._methods.items())
+            for code, hist in list(table.items())
+            if code is not _OK and code is not _CANCELLED
+        ]
+
+
+def _final_code(context: Any, exc: BaseException | None) -> grpc.StatusCode:
+    """The status the call ends with: set on the context (abort) or implied by ``exc``."""
+    code = context.code()
+    if isinstance(code, grpc.StatusCode):
+        return code
+    if code is not None:  # grpc.aio may report the raw integer of the code
+        return _BY_VALUE.get(code, grpc.StatusCode.UNKNOWN)
+    if exc is None:
+        return _OK
+    if type(exc).__name__ == "CancelledError":
+        return _CANCELLED
+    return grpc.StatusCode.UNKNOWN
+
+
+class _Method:
+    """What one wrapped method needs: its name, its code table, the tracer."""
+
+    __slots__ = ("name", "ok", "table", "tracer")
+
+    def __init__(self, name: str, stats: RpcStats | None, tracer: Tracer | None) -> None:
+        self.name = name
+        self.table: CodeTable | None = stats.table(name) if stats is not None else None
+        self.ok = self.table[_OK] if self.table is not None else None
+        self.tracer = tracer
+
+    def record(self, context: Any, started: float, exc: BaseException | None) -> str:
+        code = _final_code(context, exc)
+        table = self.table
+        if table is not None:
+            hist = table.get(code)
+            if hist is None:
+                hist = table[code] = Histogram(DURATION_BOUNDS)
+            hist.record(time.perf_counter() - started)
+        name: str = code.name
+        return name
+
+    def begin_span(self, context: Any) -> tuple[Any, object, object]:
+        """Start the call's span: (span, OpenTelemetry context token, traceparent token)."""
+        tracer = self.tracer
+        assert tracer is not None
+        carrier = {k: v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)}
+        parent = propagate.extract(carrier)
+        span = tracer.start_span(
+            self.name,
+            context=parent,
+            kind=trace.SpanKind.SERVER,
+            attributes={"rpc.system.name": "grpc", "rpc.method": self.name},
+        )
+        sc = span.get_span_context()
+        traceparent = f"00-{sc.trace_id:032x}-{sc.span_id:016x}-{int(sc.trace_flags):02x}"
+        token = otel_context.attach(trace.set_span_in_context(span, parent))
+        return span, token, TRACEPARENT.set(traceparent)
+
+    def end_span(self, state: tuple[Any, Any, Any], code: str) -> None:
+        span, token, tp_token = state
+        span.set_attribute("rpc.response.status_code", code)
+        if grpc.StatusCode[code] in _SERVER_ERRORS:
+            span.set_status(Status(StatusCode.ERROR, code))
+        span.end()
+        otel_context.detach(token)
+        TRACEPARENT.reset(tp_token)
+
+
+def _unary_metrics(m: _Method, behavior: Callable[..., Awaitable[Any]]) -> Callable[..., Any]:
+    """Metrics only: the cheapest wrapper (the common, successful call records into the
+    method's OK histogram without looking anything up)."""
+    ok = m.ok
+    assert ok is not None
+    perf_counter = time.perf_counter
+
+    async def unary(request: Any, context: Any) -> Any:
+        started = perf_counter()
+        try:
+            response = await behavior(request, context)
+        except BaseException as exc:
+            m.record(context, started, exc)
+            raise
+        if context.code() is None:
+            ok.record(perf_counter() - started)
+        else:
+            m.record(context, started, None)
+        return response
+
+    return unary
+
+
+def _unary_traced(m: _Method, behavior: Callable[..., Awaitable[Any]]) -> Callable[..., Any]:
+    async def unary(request: Any, context: Any) -> Any:
+        started = time.perf_counter()
+        state = m.begin_span(context)
+        exc: BaseException | None = None
+        try:
+            return await behavior(request, context)
+        except BaseException as error:
+            exc = error
+            raise
+        finally:
+            m.end_span(state, m.record(context, started, exc))
+
+    return unary
+
+
+def _streaming(m: _Method, behavior: Callable[..., AsyncIterator[Any]]) -> Callable[..., Any]:
+    async def stream(request: Any, context: Any) -> AsyncIterator[Any]:
+        started = time.perf_counter()
+        state = m.begin_span(context) if m.tracer is not None else None
+        exc: BaseException | None = None
+        try:
+            async for item in behavior(request, context):
+                yield item
+        except BaseException as error:
+            exc = error
+            raise
+        finally:
+            code = m.record(context, started, exc)
+            if state is not None:
+                m.end_span(state, code)
+
+    return stream
+
+
+def wrap_method(
+    name: str,
+    server_streaming: bool,
+    handler: Callable[..., Any],
+    stats: RpcStats | None,
+    tracer: Tracer | None,
+) -> Callable[..., Any]:
+    """``handler`` (of method ``name``, e.g. ``purgatory.v1.PurgatoryService/GetOperation``)
+    measured into ``stats`` and traced by ``tracer``; ``handler`` itself if neither."""
+    if stats is None and tracer is None:
+        return handler
+    m = _Method(name, stats, tracer)
+    if server_streaming:
+        return _streaming(m, handler)
+    if tracer is None:
+        return _unary_metrics(m, handler)
+    return _unary_traced(m, handler)

@@ -1,0 +1,158 @@
+"""Assembling observability for one server: providers, readers, exporters, RPC wrapper.
+
+:class:`Telemetry` is what the server holds (no globals: its MeterProvider and
+TracerProvider are its own, not OpenTelemetry's global ones, so two servers in one
+process never mix their figures). :func:`build_telemetry` builds it from
+``metrics_listen`` (the Prometheus scrape endpoint), ``otlp_endpoint`` (OTLP/gRPC export
+of metrics and spans) and ``tracing``; tests build one directly around an in-memory
+metric reader and span exporter.
+
+This module imports the OpenTelemetry packages (the ``observability`` extra); the
+server imports it only through :func:`.loader.telemetry_from_config`, once the
+configuration asks for observability and the extra is known to be installed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+from opentelemetry.exporter.prometheus import PrometheusMetricReader
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.trace import Tracer
+from prometheus_client import CollectorRegistry, start_http_server
+
+from purgatory_server._service.config import ConfigError, ServerConfig
+from purgatory_server._service.telemetry.metrics import (
+    SCOPE,
+    attach_histograms,
+    histogram_metrics,
+    register_instruments,
+)
+from purgatory_server._service.telemetry.rpc import RpcStats, wrap_method
+
+if TYPE_CHECKING:
+    from purgatory_server._service.registry import PurgatoryRegistry
+
+__all__ = ["Telemetry", "build_telemetry"]
+
+logger = logging.getLogger("purgatory_server.telemetry")
+
+
+class Telemetry:
+    """One server's metrics and tracing; :meth:`bind` it to the registry, then serve."""
+
+    def __init__(
+        self,
+        *,
+        metric_readers: Sequence[MetricReader] = (),
+        span_processors: Sequence[SpanProcessor] = (),
+        tracing: bool = False,
+        service_name: str = "purgatory-server",
+    ) -> None:
+        resource = Resource.create({"service.name": service_name})
+        self.metrics = bool(metric_readers)
+        self.tracing = tracing or bool(span_processors)
+        self._readers = list(metric_readers)
+        self._meter_provider = MeterProvider(metric_readers=self._readers, resource=resource)
+        self._tracer_provider: TracerProvider | None = None
+        self.tracer: Tracer | None = None
+        if self.tracing:
+            self._tracer_provider = TracerProvider(resource=resource)
+            for processor in span_processors:
+                self._tracer_provider.add_span_processor(processor)
+            self.tracer = self._tracer_provider.get_tracer("purgatory_server")
+        self.rpc: RpcStats | None = RpcStats() if self.metrics else None
+        self.metrics_port = 0  # the Prometheus endpoint's bound port, once started
+        self._http: tuple[Any, Any] | None = None
+
+    def bind(self, registry: PurgatoryRegistry) -> None:
+        """Register the instruments over ``registry``'s purgatories."""
+        if not self.metrics:
+            return
+        rpc = self.rpc
+        assert rpc is not None
+        register_instruments(self._meter_provider.get_meter(SCOPE), registry.snapshot, rpc)
+        for reader in self._readers:
+            attach_histograms(reader, lambda: histogram_metrics(registry.snapshot, rpc))
+
+    def wrap(
+        self, name: str, server_streaming: bool, handler: Callable[..., Any]
+    ) -> Callable[..., Any]:
+        """The edge's method wrapper: ``handler`` measured and traced (see :mod:`.rpc`)."""
+        return wrap_method(name, server_streaming, handler, self.rpc, self.tracer)
+
+    def serve_prometheus(self, address: str, registry: CollectorRegistry) -> int:
+        """Serve ``registry`` at http://``address``/metrics (own thread); the bound port."""
+        host, _, port = address.rpartition(":")
+        if not host or not port.isdigit():
+            raise ConfigError(f"metrics_listen must be host:port, got {address!r}")
+        try:
+            server, thread = start_http_server(int(port), host.strip("[]"), registry=registry)
+        except OSError as exc:
+            raise OSError(f"cannot serve metrics on {address}: {exc.strerror or exc}") from exc
+        self._http = (server, thread)
+        self.metrics_port = int(server.server_port)
+        return self.metrics_port
+
+    def flush(self) -> None:
+        """Export what is pending now (blocking): called while the purgatories still
+        exist, so the last figures reach OTLP before the server takes them down."""
+        if self._tracer_provider is not None:
+            self._tracer_provider.force_flush()
+        self._meter_provider.force_flush()
+
+    def shutdown(self) -> None:
+        """Stop the endpoint, flush exporters (blocking: call from a worker thread)."""
+        if self._http is not None:
+            server, thread = self._http
+            self._http = None
+            server.shutdown()
+            server.server_close()
+            thread.join(5)
+        if self._tracer_provider is not None:
+            self._tracer_provider.shutdown()
+        self._meter_provider.shutdown()
+
+
+def build_telemetry(config: ServerConfig) -> Telemetry:
+    """The server's telemetry per ``config`` (which asks for some); starts its endpoint."""
+    readers: list[MetricReader] = []
+    processors: list[SpanProcessor] = []
+    prometheus_registry: CollectorRegistry | None = None
+    if config.metrics_listen:
+        prometheus_registry = CollectorRegistry()
+        readers.append(
+            PrometheusMetricReader(scope_info_enabled=False, registry=prometheus_registry)
+        )
+    if config.otlp_endpoint:
+        endpoint = config.otlp_endpoint
+        insecure = not endpoint.startswith("https://")
+        readers.append(
+            PeriodicExportingMetricReader(OTLPMetricExporter(endpoint=endpoint, insecure=insecure))
+        )
+        processors.append(
+            BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint, insecure=insecure))
+        )
+    telemetry = Telemetry(
+        metric_readers=readers, span_processors=processors, tracing=config.tracing
+    )
+    if prometheus_registry is not None:
+        try:
+            telemetry.serve_prometheus(config.metrics_listen, prometheus_registry)
+        except BaseException:
+            telemetry.shutdown()
+            raise
+        logger.info(
+            "metrics: http://%s:%d/metrics",
+            config.metrics_listen.rpartition(":")[0],
+            telemetry.metrics_port,
+        )
+    return telemetry

@@ -1,0 +1,112 @@
+"""Observability is optional: off by default (nothing of OpenTelemetry imported), a
+clear one-line error without the extra, and the real flags serving a real scrape."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from purgatory_server._service import ConfigError, ServerConfig
+from purgatory_server._service.telemetry import loader
+
+OFF_CHECK = """
+import asyncio, sys
+from purgatory_server._service import ServerConfig, create_server
+
+async def main():
+    server, port = await create_server("127.0.0.1:0", ServerConfig(data_dir=sys.argv[1]))
+    await server.stop(0)
+
+asyncio.run(main())
+loaded = sorted(m for m in sys.modules if m.startswith("opentelemetry"))
+assert not loaded, loaded
+print("no opentelemetry")
+"""
+
+
+def test_off_by_default_imports_no_opentelemetry(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", OFF_CHECK, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "no opentelemetry"
+
+
+@pytest.mark.parametrize(
+    "option", [{"metrics_listen": "127.0.0.1:9464"}, {"otlp_endpoint": "x"}, {"tracing": True}]
+)
+def test_without_the_extra_asking_for_it_fails_clearly(
+    monkeypatch: pytest.MonkeyPatch, option: dict[str, object]
+) -> None:
+    monkeypatch.setattr(loader, "available", lambda: False)
+    with pytest.raises(ConfigError, match=r"purgatory-grpc\[observability\]"):
+        loader.telemetry_from_config(replace(ServerConfig(), **option))  # type: ignore[arg-type]
+    assert loader.telemetry_from_config(ServerConfig()) is None  # off needs nothing
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_metrics_listen_flag_serves_prometheus(tmp_path: Path) -> None:
+    metrics_port = free_port()
+    port_file = tmp_path / "port"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "purgatory_server",
+            "--listen",
+            "127.0.0.1:0",
+            "--data-dir",
+            str(tmp_path / "data"),
+            "--port-file",
+            str(port_file),
+            "--metrics-listen",
+            f"127.0.0.1:{metrics_port}",
+            "--tracing",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not port_file.exists():
+            assert proc.poll() is None, proc.communicate()[0]
+            assert time.monotonic() < deadline, "server did not start"
+            time.sleep(0.05)
+        url = f"http://127.0.0.1:{metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as response:
+            body = response.read().decode()
+        assert 'purgatory_operations_delayed{purgatory_name="default"} 0.0' in body
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        output = proc.communicate(timeout=30)[0]
+    assert proc.returncode == 0, output
+    assert f"metrics: http://127.0.0.1:{metrics_port}/metrics" in output
+
+
+async def test_a_taken_metrics_port_fails_start_up_naming_it(tmp_path: Path) -> None:
+    from purgatory_server._service import create_server
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        address = f"127.0.0.1:{taken.getsockname()[1]}"
+        config = ServerConfig(data_dir=str(tmp_path), metrics_listen=address)
+        with pytest.raises(OSError, match=f"cannot serve metrics on {address}"):
+            await create_server("127.0.0.1:0", config)

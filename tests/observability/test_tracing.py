@@ -1,0 +1,171 @@
+"""Spans through the in-memory span exporter: one per RPC, parented by the caller's
+context, and outcomes that carry (and link back to) the registering request's span."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, StatusCode
+from purgatory_client import AsyncPurgatoryClient, NotFoundError, PurgatoryClient
+from purgatory_client.tracing import span_link
+from purgatory_server._service import create_server
+from purgatory_server._service.telemetry import TraceLogFilter
+from purgatory_server._service.telemetry.setup import Telemetry
+
+from tests.service.helpers import TEST_CONFIG, ServerThread
+
+SERVICE = "purgatory.v1.PurgatoryService/"
+
+# The test's own "client application" tracer; not the global provider (nothing global).
+client_tracer = TracerProvider().get_tracer("test-client")
+
+
+def traceparent(span: ReadableSpan) -> str:
+    sc = span.get_span_context()
+    assert sc is not None
+    return f"00-{sc.trace_id:032x}-{sc.span_id:016x}-{int(sc.trace_flags):02x}"
+
+
+@pytest.fixture
+async def traced() -> AsyncIterator[tuple[AsyncPurgatoryClient, InMemorySpanExporter]]:
+    exporter = InMemorySpanExporter()
+    telemetry = Telemetry(span_processors=[SimpleSpanProcessor(exporter)])
+    server, port = await create_server("127.0.0.1:0", TEST_CONFIG, telemetry=telemetry)
+    try:
+        async with AsyncPurgatoryClient(f"127.0.0.1:{port}", timeout=10) as client:
+            yield client, exporter
+    finally:
+        await server.stop(0.5)
+
+
+def server_spans(exporter: InMemorySpanExporter, method: str) -> list[ReadableSpan]:
+    return [s for s in exporter.get_finished_spans() if s.name == SERVICE + method]
+
+
+async def test_one_server_span_per_rpc_with_its_status(traced: Any) -> None:
+    client, exporter = traced
+    await client.try_complete_else_watch(["a"], 60_000, operation_id="op")
+    await client.check_and_complete("a")
+    await client.check_and_complete("a")
+    with pytest.raises(NotFoundError):
+        await client.get_operation("missing")
+    spans = exporter.get_finished_spans()
+    names = sorted(s.name.removeprefix(SERVICE) for s in spans)
+    assert names == ["CheckAndComplete", "CheckAndComplete", "GetOperation", "TryCompleteElseWatch"]
+    for span in spans:
+        assert span.kind is SpanKind.SERVER
+        assert span.attributes is not None and span.attributes["rpc.system.name"] == "grpc"
+    (failed,) = server_spans(exporter, "GetOperation")
+    assert failed.attributes is not None
+    assert failed.attributes["rpc.response.status_code"] == "NOT_FOUND"
+    # A caller's mistake is not the server's error (OpenTelemetry's gRPC server rule).
+    assert failed.status.status_code is StatusCode.UNSET
+    ok = server_spans(exporter, "TryCompleteElseWatch")[0]
+    assert ok.attributes is not None and ok.attributes["rpc.response.status_code"] == "OK"
+    # Without a client span the server starts a new trace.
+    assert ok.parent is None
+
+
+async def test_client_context_propagates_to_the_server_span(traced: Any) -> None:
+    client, exporter = traced
+    with client_tracer.start_as_current_span("caller") as caller:
+        await client.list_purgatories()
+    (span,) = server_spans(exporter, "ListPurgatories")
+    caller_ctx = caller.get_span_context()
+    assert span.parent is not None
+    assert span.parent.span_id == caller_ctx.span_id
+    assert span.context is not None and span.context.trace_id == caller_ctx.trace_id
+
+
+async def test_outcomes_carry_the_registering_span(traced: Any) -> None:
+    client, exporter = traced
+    stream = client.subscribe()
+    first = asyncio.ensure_future(anext(stream))
+    await asyncio.sleep(0.2)  # the stream is open before anything ends
+    with client_tracer.start_as_current_span("producer") as producer:
+        registered = await client.try_complete_else_watch(["k"], 60_000, operation_id="op")
+    poll = asyncio.ensure_future(client.wait(["k"], 60_000, operation_id="op"))
+    await asyncio.sleep(0.1)
+    await client.check_and_complete("k")
+    event = await asyncio.wait_for(first, 10)
+    answered = await asyncio.wait_for(poll, 10)
+    await stream.aclose()
+
+    (registration,) = [
+        s
+        for s in server_spans(exporter, "TryCompleteElseWatch")
+        if s.parent is not None and s.parent.span_id == producer.get_span_context().span_id
+    ]
+    expected = traceparent(registration)
+    assert registered.traceparent == ""  # still watching: no outcome yet
+    assert event.traceparent == expected
+    # The re-sent long-poll (another request) reports the registering request's span.
+    assert answered.traceparent == expected
+    assert (await client.get_operation("op")).traceparent == expected
+
+    # A consumer links its span to the producer's registration.
+    link = span_link(event.traceparent)
+    assert link is not None
+    with client_tracer.start_as_current_span("consumer", links=[link]) as consumer:
+        pass
+    assert consumer.links[0].context.span_id == registration.context.span_id  # type: ignore[attr-defined,union-attr]
+    assert consumer.links[0].context.trace_id == producer.get_span_context().trace_id  # type: ignore[attr-defined]
+    assert span_link("") is None
+
+
+async def test_log_lines_inside_a_call_carry_its_trace(traced: Any) -> None:
+    client, exporter = traced
+    records: list[logging.LogRecord] = []
+
+    class Capture(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    handler = Capture()
+    handler.addFilter(TraceLogFilter())
+    log = logging.getLogger("purgatory_server.service")
+    old_level = log.level
+    log.addHandler(handler)
+    log.setLevel(logging.DEBUG)
+    try:
+        await client.create_purgatory("doomed")
+        with client_tracer.start_as_current_span("admin"):
+            await client.delete_purgatory("doomed")  # logs "purgatory doomed stopped ..."
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(old_level)
+    (span,) = server_spans(exporter, "DeletePurgatory")
+    stopped = [r for r in records if "doomed" in r.getMessage()]
+    assert stopped, [r.getMessage() for r in records]
+    assert span.context is not None
+    assert {(r.trace_id, r.span_id) for r in stopped} == {  # type: ignore[attr-defined]
+        (f"{span.context.trace_id:032x}", f"{span.context.span_id:016x}")
+    }
+
+
+def test_sync_client_and_tracing_flag_carry_context_end_to_end() -> None:
+    """``tracing = true`` in the configuration (no exporter) and the blocking client."""
+    with (
+        ServerThread(replace(TEST_CONFIG, tracing=True)) as st,
+        PurgatoryClient(st.target, timeout=10) as client,
+    ):
+        with client_tracer.start_as_current_span("sync caller") as caller:
+            client.try_complete_else_watch(["s"], 60_000, operation_id="sync-op")
+        result = client.force_complete("sync-op")
+        events = client.subscribe(after_sequence=0)
+        event = next(events)
+        events.close()
+    caller_trace = f"{caller.get_span_context().trace_id:032x}"
+    status = result.operation
+    assert status.traceparent.startswith(f"00-{caller_trace}-")
+    assert event.traceparent == status.traceparent
+    link = span_link(status.traceparent)
+    assert link is not None and link.context.trace_id == caller.get_span_context().trace_id

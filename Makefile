@@ -30,7 +30,17 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-serve: $(STAMP)
+# `make serve` installs only what the server (and the `purgatory` CLI) needs: no compilers,
+# linters or test tools. `make test`/`make install` add the dev tools to the same .venv.
+SERVE_EXTRAS := server,client
+SERVE_STAMP  := $(VENV)/.serve-stamp
+
+$(SERVE_STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[$(SERVE_EXTRAS)]'
+	touch $(SERVE_STAMP)
+
+serve: $(SERVE_STAMP)
 	$(BIN)/python -m purgatory_server
 
 lint: $(STAMP)

@@ -275,18 +275,19 @@ class AsyncPurgatoryClient:
         operation_id_prefix: str = "",
         purgatory: str | None = None,
         incarnation: str | None = None,
+        resume: ResumePolicy | None = None,
         heartbeat_interval_ms: int = 0,
         dead_after_s: float | None = None,
     ) -> AsyncIterator[Event]:
         """Outcomes in sequence order, resuming transparently after a dropped stream.
 
-        ``incarnation``, :class:`~purgatory_client.StreamResetError`, heartbeats and
-        ``dead_after_s``: as :meth:`PurgatoryClient.subscribe`.
+        ``incarnation``, ``resume``, :class:`~purgatory_client.StreamResetError`,
+        heartbeats and ``dead_after_s``: as :meth:`PurgatoryClient.subscribe`.
         """
         name = self._name(purgatory)
         states, keys = tuple(states), tuple(keys)
         dead_after = _base.heartbeat_deadline(heartbeat_interval_ms, dead_after_s)
-        cursor = ResumeCursor(after_sequence, self._resume, incarnation)
+        cursor = ResumeCursor(after_sequence, resume or self._resume, incarnation)
         while True:
             req = _base.subscribe_request(
                 name,

@@ -239,6 +239,7 @@ def config_to_proto(config: PurgatoryConfig | None) -> Any:
         purge_interval=uint("config.purge_interval", c.purge_interval, 32),
         max_pending=uint("config.max_pending", c.max_pending, 32),
         retained_events=uint("config.retained_events", c.retained_events, 32),
+        durable=bool(c.durable),
     )
 
 
@@ -389,7 +390,12 @@ def info_from_proto(msg: Any) -> PurgatoryInfo:
     return PurgatoryInfo(
         name=msg.name,
         config=PurgatoryConfig(
-            c.tick_ms, c.wheel_size, c.purge_interval, c.max_pending, c.retained_events
+            c.tick_ms,
+            c.wheel_size,
+            c.purge_interval,
+            c.max_pending,
+            c.retained_events,
+            durable=c.durable,
         ),
         pending=msg.pending,
         watched_keys=msg.watched_keys,
@@ -404,11 +410,27 @@ def info_from_proto(msg: Any) -> PurgatoryInfo:
 @dataclass(frozen=True)
 class ResumePolicy:
     """How ``subscribe`` retries a dropped stream: up to ``attempts`` times in a row
-    without receiving an event, sleeping ``initial_delay_s`` doubled each time (capped)."""
+    without receiving an event, sleeping ``initial_delay_s`` doubled each time (capped at
+    ``max_delay_s``). The default gives up after about 8 s of outage; ``attempts=None``
+    (or :meth:`forever`) never gives up on an UNAVAILABLE server."""
 
-    attempts: int = 8
+    attempts: int | None = 8
     initial_delay_s: float = 0.05
     max_delay_s: float = 2.0
+
+    @classmethod
+    def forever(cls, max_delay_s: float = 2.0) -> ResumePolicy:
+        """Resume however long the outage lasts, at most ``max_delay_s`` apart."""
+        return cls(attempts=None, max_delay_s=max_delay_s)
+
+    def exhausted(self, failures: int) -> bool:
+        """True once ``failures`` resumes in a row have failed and no more are allowed."""
+        return self.attempts is not None and failures >= self.attempts
+
+    def delay_s(self, failures: int) -> float:
+        """The sleep before resume number ``failures + 1`` (the exponent is bounded, so
+        a policy that resumes forever never overflows)."""
+        return min(self.initial_delay_s * 2.0 ** min(failures, 32), self.max_delay_s)
 
 
 class ResumeCursor:
@@ -451,8 +473,8 @@ class ResumeCursor:
     def retry_delay(self, error: PurgatoryError) -> float:
         """Seconds to wait before resuming; re-raises ``error`` if it is not resumable."""
         resumable = isinstance(error, SlowSubscriberError | UnavailableError)
-        if not resumable or self.position is None or self._failures >= self._policy.attempts:
+        if not resumable or self.position is None or self._policy.exhausted(self._failures):
             raise error
-        delay = min(self._policy.initial_delay_s * (2**self._failures), self._policy.max_delay_s)
+        delay = self._policy.delay_s(self._failures)
         self._failures += 1
         return 0.0 if isinstance(error, SlowSubscriberError) else delay

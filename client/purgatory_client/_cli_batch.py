@@ -40,10 +40,19 @@ class BadLine(ValueError):
 def add_batch_parser(
     sub: Any, parse_condition: Callable[[str], Condition]
 ) -> argparse.ArgumentParser:
-    batch = sub.add_parser("batch", help="signals or watches from stdin, one per line")
-    batch.add_argument("kind", choices=["signal", "watch"])
+    batch = sub.add_parser(
+        "batch",
+        help="signals or watches from stdin, one per line",
+        epilog="example: printf 'k1\\nk2\\n' | purgatory batch signal",
+    )
+    batch.add_argument("kind", choices=["signal", "watch"], help="what each line is")
     batch.add_argument("--timeout-ms", type=int, default=30_000, help="watches' default")
-    batch.add_argument("--condition", type=parse_condition, default=Condition.any_key())
+    batch.add_argument(
+        "--condition",
+        type=parse_condition,
+        default=Condition.any_key(),
+        help="watches' condition; syntax as in `purgatory watch --help` (e.g. min:2)",
+    )
     batch.add_argument("--batch-size", type=int, default=500, help="tasks per frame")
     return batch  # type: ignore[no-any-return]
 

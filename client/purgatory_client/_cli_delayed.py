@@ -19,14 +19,22 @@ DELAYED_COMMANDS = frozenset({"cancel", "reschedule"})
 
 def add_delayed_parsers(sub: Any) -> None:
     cancel = sub.add_parser(
-        "cancel", help="end pending operations as CANCELLED (by ids, --key or --prefix)"
+        "cancel",
+        help="end pending operations as CANCELLED (by ids, --key or --prefix)",
+        epilog="examples: purgatory cancel order-42 order-43; purgatory cancel --prefix order-",
     )
-    cancel.add_argument("operation_ids", nargs="*", metavar="OPERATION_ID")
+    cancel.add_argument(
+        "operation_ids", nargs="*", metavar="OPERATION_ID", help="operations to cancel"
+    )
     cancel.add_argument("--key", help="every pending operation watching KEY")
     cancel.add_argument("--prefix", help="every pending operation whose id starts with PREFIX")
 
-    reschedule = sub.add_parser("reschedule", help="move a pending operation's deadline")
-    reschedule.add_argument("operation_id")
+    reschedule = sub.add_parser(
+        "reschedule",
+        help="move a pending operation's deadline",
+        epilog="example: purgatory reschedule order-42 --timeout-ms 900000",
+    )
+    reschedule.add_argument("operation_id", help="the pending operation")
     when = reschedule.add_mutually_exclusive_group(required=True)
     when.add_argument("--timeout-ms", type=int, help="new deadline, from now")
     when.add_argument(

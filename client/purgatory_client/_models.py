@@ -121,7 +121,8 @@ class OperationSpec:
 
 @dataclass(frozen=True)
 class OperationResult:
-    """What the signals added up to when the operation ended."""
+    """What the signals added up to when the operation ended (for a WATCHING operation
+    read with ``get_operation``: its progress so far)."""
 
     signal_count: int = 0
     sources: tuple[str, ...] = ()
@@ -194,6 +195,9 @@ class PurgatoryConfig:
     purge_interval: int = 0
     max_pending: int = 0
     retained_events: int = 0
+    # Journal the purgatory under the server's data directory so its pending operations,
+    # signals and outcomes survive a restart (the server needs --data-dir).
+    durable: bool = False
 
 
 @dataclass(frozen=True)

@@ -119,10 +119,9 @@ class Backoff:
 
     def delay(self, error: PurgatoryError) -> float:
         """Seconds before re-opening; re-raises ``error`` if that will not help."""
-        if not is_resumable(error) or self._failures >= self._policy.attempts:
+        if not is_resumable(error) or self._policy.exhausted(self._failures):
             raise error
-        policy = self._policy
-        delay: float = min(policy.initial_delay_s * 2.0**self._failures, policy.max_delay_s)
+        delay = self._policy.delay_s(self._failures)
         self._failures += 1
         return delay
 

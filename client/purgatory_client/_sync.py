@@ -293,6 +293,7 @@ class PurgatoryClient:
         operation_id_prefix: str = "",
         purgatory: str | None = None,
         incarnation: str | None = None,
+        resume: ResumePolicy | None = None,
         heartbeat_interval_ms: int = 0,
         dead_after_s: float | None = None,
     ) -> Iterator[Event]:
@@ -303,6 +304,8 @@ class PurgatoryClient:
         makes the server check that ``after_sequence`` still means the same stream;
         either way, the resumes after a dropped stream pass the stream's incarnation and
         raise :class:`~purgatory_client.StreamResetError` if it was reset meanwhile.
+        ``resume`` overrides the client's :class:`ResumePolicy` for this stream (e.g.
+        ``ResumePolicy.forever()`` to ride out any outage).
 
         ``heartbeat_interval_ms``: the server sends a heartbeat when the stream was idle
         that long; it is yielded as an :class:`Event` with ``heartbeat=True`` and
@@ -313,7 +316,7 @@ class PurgatoryClient:
         name = self._name(purgatory)
         states, keys = tuple(states), tuple(keys)
         dead_after = _base.heartbeat_deadline(heartbeat_interval_ms, dead_after_s)
-        cursor = ResumeCursor(after_sequence, self._resume, incarnation)
+        cursor = ResumeCursor(after_sequence, resume or self._resume, incarnation)
         while True:
             req = _base.subscribe_request(
                 name,

@@ -19,9 +19,10 @@ from typing import Any, NoReturn
 
 from purgatory_server._journal import JournalCorruptionError, JournalError
 from purgatory_server._service.app import serve
-from purgatory_server._service.config import ConfigError, ServerConfig, load_config
+from purgatory_server._service.config import ConfigError, load_config
 from purgatory_server._service.errors import ServiceError
 from purgatory_server._service.listen import parse_listen
+from purgatory_server._service.logs import configure_logging
 from purgatory_server._service.telemetry import TraceLogFilter
 
 __all__ = ["main"]
@@ -43,7 +44,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--listen", help="host:port to listen on (default 127.0.0.1:50051)")
     parser.add_argument("--config", help="TOML configuration file")
     parser.add_argument("--grace", type=float, help="seconds in-flight calls get on shutdown")
-    parser.add_argument("--log-level", help="DEBUG, INFO, WARNING or ERROR")
+    parser.add_argument("--log-level", help="DEBUG, INFO, WARNING or ERROR (default INFO)")
+    parser.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        help="text (default) or json: one JSON object per line (time, level, logger, message)",
+    )
     parser.add_argument(
         "--purgatory",
         action="append",
@@ -88,19 +94,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def configure_logging(config: ServerConfig) -> None:
-    """Log lines carry the call's trace and span ids when tracing is on."""
-    traced = config.tracing or bool(config.otlp_endpoint)
-    ids = " trace_id=%(trace_id)s span_id=%(span_id)s" if traced else ""
-    logging.basicConfig(
-        level=config.log_level.upper(),
-        format=f"%(asctime)s %(levelname)s %(name)s{ids}: %(message)s",
-    )
-    if traced:
-        for handler in logging.getLogger().handlers:
-            handler.addFilter(TraceLogFilter())
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     overrides: dict[str, Any] = {}
@@ -110,6 +103,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         overrides["grace_s"] = args.grace
     if args.log_level is not None:
         overrides["log_level"] = args.log_level
+    if args.log_format is not None:
+        overrides["log_format"] = args.log_format
     if args.max_concurrent_rpcs is not None:
         overrides["max_concurrent_rpcs"] = args.max_concurrent_rpcs
     for flag, option in (
@@ -139,7 +134,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         sys.stderr.write(f"purgatory-server: {exc}\n")
         return 2
-    configure_logging(config)
+    # Log lines carry the call's trace and span ids when tracing is on.
+    traced = config.tracing or bool(config.otlp_endpoint)
+    configure_logging(config.log_level, config.log_format, TraceLogFilter() if traced else None)
     try:
         asyncio.run(serve(config))
     except JournalCorruptionError as exc:

@@ -93,7 +93,8 @@ async def test_counts_histograms_and_gauges_follow_real_rpcs() -> None:
         waits = m["purgatory.operation.wait.duration"]
         assert point(waits, state("completed")).count == 6
         assert point(waits, state("expired")).count == 1
-        assert point(waits, state("expired")).min >= 1.5  # its timeout
+        # Its timeout, less the one 1 ms tick the wheel may fire early (expiry.early above).
+        assert point(waits, state("expired")).min >= 1.5 - 0.001
         assert value(m, "purgatory.longpoll.duration", DEFAULT) == 1
         batches = m["purgatory.batch.size"]
         register = point(batches, {**DEFAULT, "purgatory.batch.kind": "register"})

@@ -124,7 +124,7 @@ async def create_server(
     credentials = server_credentials(config)  # before anything starts: ConfigError early
     loop = asyncio.get_running_loop()
     if journal_factory is None:
-        journal_factory = durable_factory(config, loop)
+        journal_factory = durable_factory(config, loop, time)
     if telemetry is None:
         telemetry = telemetry_from_config(config)
     registry = PurgatoryRegistry(

@@ -144,6 +144,8 @@ class ServerConfig:
     # (1000 soft, 3000 hard) CANCEL part of a 10,000-call burst; sized for bursts here.
     max_pending_requests: int = 50_000
     log_level: str = "INFO"
+    # "text" (one human-readable line per event) or "json" (one JSON object per line).
+    log_format: str = "text"
     # Where durable purgatories keep their journals (relative to the working directory).
     data_dir: str = "data"
     # Server-wide fsync policy of durable purgatories: always, interval or never.
@@ -185,6 +187,12 @@ class ServerConfig:
             raise ConfigError("limits.min_timeout_ms must be <= limits.max_timeout_ms")
         if self.limits.max_timeout_ms > MAX_TIMEOUT_MS:
             raise ConfigError(f"limits.max_timeout_ms must be <= {MAX_TIMEOUT_MS} (~10 years)")
+        if self.log_level.upper() not in _LOG_LEVELS:
+            raise ConfigError(
+                f"log_level must be one of {list(_LOG_LEVELS)}, got {self.log_level!r}"
+            )
+        if self.log_format not in ("text", "json"):
+            raise ConfigError(f"log_format must be 'text' or 'json', got {self.log_format!r}")
         if self.fsync not in FSYNC_POLICIES:
             raise ConfigError(f"fsync must be one of {sorted(FSYNC_POLICIES)}, got {self.fsync!r}")
         if self.fsync_interval_ms <= 0:
@@ -196,6 +204,7 @@ class ServerConfig:
             p.validate(self.limits)
 
 
+_LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 _BOOL_WORDS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 
 

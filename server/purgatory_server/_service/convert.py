@@ -324,6 +324,21 @@ def operation_status(target: RemoteOperation | Outcome, created: bool) -> Any:
     return pb.OperationStatus(payload=payload, **status_fields(target, created))
 
 
+def operation_status_with_progress(target: RemoteOperation | Outcome) -> Any:
+    """GetOperation's status: a WATCHING operation also shows its progress so far.
+
+    Loop thread only: signals update an operation's progress on the loop, so the snapshot
+    taken here is consistent. Only GetOperation pays for it (registration answers and
+    batches stay as they are).
+    """
+    status = operation_status(target, False)
+    if isinstance(target, RemoteOperation) and target.outcome is None:
+        progress = target.progress.snapshot()
+        if progress.signal_count or progress.values:
+            status.result.CopyFrom(result_to_proto(progress))
+    return status
+
+
 def batch_status_response(registered: Sequence[tuple[RemoteOperation | Outcome, bool]]) -> Any:
     """The BatchTryCompleteElseWatchResponse for ``registered``, in order.
 

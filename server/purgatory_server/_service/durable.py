@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from purgatory_proto.v1.journal_pb2 import JournalRecord
 
+from purgatory_server._engine.time import SYSTEM_TIME, Time
 from purgatory_server._journal import FsyncPolicy, JournalConfig, JournalError
 from purgatory_server._journal import Journal as WriteAheadLog
 from purgatory_server._service.catalog import journal_dir, remove_purgatory, write_settings
@@ -59,9 +60,13 @@ logger = logging.getLogger("purgatory_server.service")
 class DurableJournal:
     """The journal hooks of one durable purgatory (loop-confined; see module docstring)."""
 
-    def __init__(self, wal: WriteAheadLog, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self, wal: WriteAheadLog, loop: asyncio.AbstractEventLoop, clock: Time = SYSTEM_TIME
+    ) -> None:
         self._wal = wal
         self._loop = loop
+        # The purgatory's clock (MockTime in tests): a signal record's time is its wall clock.
+        self._clock = clock
         self._buffer: list[JournalRecord] = []
         self._batch: asyncio.Future[None] | None = None  # the buffered, unsubmitted batch
         self._last: asyncio.Future[None] | None = None  # the latest submitted batch
@@ -98,7 +103,7 @@ class DurableJournal:
         self._record(registered_record(purgatory, operation, raw))
 
     def on_signal(self, purgatory: str, key: str, signal: SignalRecord) -> None:
-        self._record(signal_record(purgatory, key, signal, time.time_ns() // 1_000_000))
+        self._record(signal_record(purgatory, key, signal, self._clock.wall_clock_ms()))
 
     def on_outcome(self, purgatory: str, outcome: Outcome) -> None:
         condition, timeout_ms, due = self._definitions.pop(outcome.operation_id, (None, 0, 0))
@@ -191,13 +196,15 @@ class DurableStore:
         wal: WriteAheadLog,
         loop: asyncio.AbstractEventLoop,
         incarnation: str,
+        *,
+        clock: Time = SYSTEM_TIME,
     ) -> None:
         self._data_dir = data_dir
         # Kept beside the settings: the journal's sequences and this id live and die together.
         self.incarnation = incarnation
         self._settings = settings
         self._wal = wal
-        self.journal = DurableJournal(wal, loop)
+        self.journal = DurableJournal(wal, loop, clock)
         self.event_log = self._event_log()
 
     def _event_log(self) -> EventLog:
@@ -285,7 +292,7 @@ def journal_config(config: ServerConfig, settings: PurgatorySettings) -> Journal
 
 
 def durable_factory(
-    config: ServerConfig, loop: asyncio.AbstractEventLoop
+    config: ServerConfig, loop: asyncio.AbstractEventLoop, clock: Time | None = None
 ) -> Callable[[PurgatorySettings], DurableStore | None]:
     """The registry's journal factory: a :class:`DurableStore` for durable settings.
 
@@ -294,6 +301,7 @@ def durable_factory(
     mid-file record unless ``config.repair_journal``.
     """
     data_dir = Path(config.data_dir)
+    store_clock = clock if clock is not None else SYSTEM_TIME
 
     def open_store(settings: PurgatorySettings) -> DurableStore | None:
         if not settings.durable:
@@ -307,7 +315,7 @@ def durable_factory(
             repair=config.repair_journal,
         )
         try:
-            return DurableStore(data_dir, settings, wal, loop, incarnation)
+            return DurableStore(data_dir, settings, wal, loop, incarnation, clock=store_clock)
         except BaseException:
             wal.close()
             raise

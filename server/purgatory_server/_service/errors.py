@@ -41,6 +41,7 @@ from google.protobuf.message import Message
 from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
+from purgatory_server._service.logs import log_rejected
 from purgatory_server._service.quoting import quote
 
 __all__ = [
@@ -264,6 +265,7 @@ def status_for(exc: ServiceError) -> tuple[grpc.StatusCode, str, Metadata]:
 async def abort(context: Any, exc: ServiceError) -> None:
     """End the call with ``exc``'s status (raises grpc's AbortError to unwind)."""
     code, message, metadata = status_for(exc)
+    log_rejected(code.name, message)
     await context.abort(code, message, metadata)
 
 

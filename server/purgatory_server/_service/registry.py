@@ -13,6 +13,7 @@ so the loop keeps serving while a purgatory is deleted or the server stops.
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 from collections.abc import Callable
 from dataclasses import replace
@@ -37,6 +38,8 @@ from purgatory_server._service.quoting import quote
 from purgatory_server._service.telemetry.counters import PurgatoryMetrics
 
 __all__ = ["PurgatoryRegistry"]
+
+logger = logging.getLogger("purgatory_server.service")
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
@@ -139,6 +142,13 @@ class PurgatoryRegistry:
         except BaseException:
             self.budget.release_retained(settings.retained_events)
             raise
+        logger.info(
+            "purgatory %s created (%s, max_pending %d, retained_events %d)",
+            settings.name,
+            "durable" if settings.durable else "in memory",
+            settings.max_pending,
+            settings.retained_events,
+        )
         return purgatory
 
     def _build(self, settings: PurgatorySettings) -> NamedPurgatory:
@@ -203,6 +213,7 @@ class PurgatoryRegistry:
         store = self._durable.pop(name, None)
         if store is not None:
             await store.destroy()
+        logger.info("purgatory %s deleted: %d pending operations cancelled", name, cancelled)
         return cancelled
 
     def begin_shutdown(self, error: ServiceError | None = None) -> None:

@@ -26,6 +26,7 @@ from purgatory_server._service.convert import (
     operation_request,
     operation_requests,
     operation_status,
+    operation_status_with_progress,
     purgatory_to_proto,
     settings_from_proto,
     signal_from_proto,
@@ -187,7 +188,7 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
             raise InvalidArgument("operation_id", "must not be empty")
         check_operation_id("operation_id", request.operation_id, self._limits)
         target = purgatory.lookup(request.operation_id)
-        response = pb.GetOperationResponse(operation=operation_status(target, False))
+        response = pb.GetOperationResponse(operation=operation_status_with_progress(target))
         return await _acknowledged(purgatory, response)
 
     # ------------------------------------------------------------------ delayed messages

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from purgatory_server._service.errors import ServiceError, SlowSubscriber
 from purgatory_server._service.events import Outcome
+from purgatory_server._service.logs import log_subscriber_cut_off
 from purgatory_server._service.states import OperationState
 
 __all__ = ["EventFilter", "Subscriber"]
@@ -87,6 +88,7 @@ class Subscriber:
             return
         if len(self._queue) >= self._buffer:
             # Everything before this outcome was buffered (or filtered out): resume after it.
+            log_subscriber_cut_off(self._buffer, outcome.sequence - 1)
             self.close(SlowSubscriber(outcome.sequence - 1, self._buffer))
             return
         self._queue.append(outcome)

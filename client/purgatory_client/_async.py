@@ -148,6 +148,7 @@ class AsyncPurgatoryClient:
         wait: bool = False,
         purgatory: str | None = None,
         timeout: float | None = None,
+        due_time_ms: int = 0,
     ) -> OperationStatus:
         req = _base.watch_request(
             self._name(purgatory),
@@ -157,6 +158,7 @@ class AsyncPurgatoryClient:
             payload=payload,
             operation_id=operation_id,
             wait=wait,
+            due_time_ms=due_time_ms,
         )
         deadline = timeout if (wait or timeout is not None) else self.timeout
         resp = await self._call(self._stub.TryCompleteElseWatch, req, deadline)
@@ -233,6 +235,36 @@ class AsyncPurgatoryClient:
         resp = await self._call(self._stub.GetOperation, req, self.timeout)
         return _base.status_from_proto(resp.operation)
 
+    # ------------------------------------------------------------ delayed messages
+    async def cancel(
+        self,
+        operation_ids: Iterable[str] | None = None,
+        *,
+        key: str | None = None,
+        prefix: str | None = None,
+        purgatory: str | None = None,
+    ) -> list[OperationStatus]:
+        """End pending operations as CANCELLED: by ids, every one watching ``key``, or
+        every one whose id starts with ``prefix`` (exactly one). Returns those this call
+        ended (each with its outcome's sequence); calling it again returns none."""
+        req = _base.cancel_request(self._name(purgatory), operation_ids, key, prefix)
+        resp = await self._call(self._stub.Cancel, req, self.timeout)
+        return [_base.status_from_proto(s) for s in resp.cancelled]
+
+    async def reschedule(
+        self,
+        operation_id: str,
+        *,
+        timeout_ms: int | None = None,
+        due_time_ms: int | None = None,
+        purgatory: str | None = None,
+    ) -> OperationStatus:
+        """Move a pending operation's deadline (from now, or to an absolute epoch-ms due
+        time on the server's clock); FailedPreconditionError once it has ended."""
+        req = _base.reschedule_request(self._name(purgatory), operation_id, timeout_ms, due_time_ms)
+        resp = await self._call(self._stub.Reschedule, req, self.timeout)
+        return _base.status_from_proto(resp.operation)
+
     # ------------------------------------------------------------ streams
     async def subscribe(
         self,
@@ -244,14 +276,17 @@ class AsyncPurgatoryClient:
         purgatory: str | None = None,
         incarnation: str | None = None,
         resume: ResumePolicy | None = None,
+        heartbeat_interval_ms: int = 0,
+        dead_after_s: float | None = None,
     ) -> AsyncIterator[Event]:
         """Outcomes in sequence order, resuming transparently after a dropped stream.
 
-        ``incarnation``, ``resume`` and :class:`~purgatory_client.StreamResetError`: as
-        :meth:`PurgatoryClient.subscribe`.
+        ``incarnation``, ``resume``, :class:`~purgatory_client.StreamResetError`,
+        heartbeats and ``dead_after_s``: as :meth:`PurgatoryClient.subscribe`.
         """
         name = self._name(purgatory)
         states, keys = tuple(states), tuple(keys)
+        dead_after = _base.heartbeat_deadline(heartbeat_interval_ms, dead_after_s)
         cursor = ResumeCursor(after_sequence, resume or self._resume, incarnation)
         while True:
             req = _base.subscribe_request(
@@ -261,15 +296,23 @@ class AsyncPurgatoryClient:
                 keys,
                 operation_id_prefix,
                 incarnation=cursor.incarnation,
+                heartbeat_interval_ms=heartbeat_interval_ms,
             )
             call = self._stub.Subscribe(req, metadata=with_trace(self._metadata))
             try:
                 cursor.started(tuple((await call.initial_metadata()) or ()))
-                async for msg in call:
+                messages = call.__aiter__()
+                while True:
+                    try:
+                        msg = await asyncio.wait_for(messages.__anext__(), dead_after)
+                    except StopAsyncIteration:
+                        return
                     event = _base.event_from_proto(msg)
-                    cursor.advance(event.sequence)
+                    cursor.advance(event.caught_up_sequence if event.heartbeat else event.sequence)
                     yield event
-                return
+            except TimeoutError:
+                assert dead_after is not None  # only wait_for with a deadline times out
+                delay = cursor.retry_delay(_base.dead_stream(dead_after))
             except grpc.RpcError as exc:
                 delay = cursor.retry_delay(from_rpc_error(exc))
             finally:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, cast
 
+import grpc
 from purgatory_proto.v1 import purgatory_pb2 as pb
 
 from purgatory_client._checks import converting, int64, key_list, text, uint
@@ -123,6 +124,7 @@ def watch_request(
     payload: bytes,
     operation_id: str,
     wait: bool,
+    due_time_ms: int = 0,
 ) -> Any:
     # Fast path: build directly and let protobuf refuse wrong types and ranges; only then
     # (or for a bare str, which protobuf would split into one key per character) run the
@@ -137,6 +139,7 @@ def watch_request(
                 condition=condition_to_proto(condition),
                 payload=payload,
                 wait=wait,
+                due_time_ms=due_time_ms,
             )
         except (TypeError, ValueError, InvalidArgumentError):
             pass
@@ -150,6 +153,7 @@ def watch_request(
             condition=condition_to_proto(condition),
             payload=payload,
             wait=wait,
+            due_time_ms=uint("due_time_ms", due_time_ms),
         )
 
 
@@ -163,6 +167,7 @@ def _spec(index: int, s: Any) -> Any:
                 timeout_ms=s.timeout_ms,
                 condition=condition_to_proto(s.condition),
                 payload=s.payload,
+                due_time_ms=s.due_time_ms,
             )
         except (TypeError, ValueError, InvalidArgumentError):
             pass
@@ -180,6 +185,7 @@ def _spec(index: int, s: Any) -> Any:
             timeout_ms=s.timeout_ms,
             condition=condition,
             payload=s.payload,
+            due_time_ms=uint(f"{field}.due_time_ms", s.due_time_ms),
         )
 
 
@@ -250,6 +256,7 @@ def subscribe_request(
     operation_id_prefix: str,
     *,
     incarnation: str | None = None,
+    heartbeat_interval_ms: int = 0,
 ) -> Any:
     with converting("filter"):
         request = pb.SubscribeRequest(
@@ -263,7 +270,60 @@ def subscribe_request(
         )
     if after_sequence is not None:
         request.after_sequence = uint("after_sequence", after_sequence)
+    if heartbeat_interval_ms:
+        request.heartbeat_interval_ms = uint("heartbeat_interval_ms", heartbeat_interval_ms)
     return request
+
+
+def cancel_request(
+    purgatory: str, operation_ids: Iterable[str] | None, key: str | None, prefix: str | None
+) -> Any:
+    """One of ids, key or prefix (InvalidArgumentError naming ``target`` otherwise)."""
+    given = [x is not None for x in (operation_ids, key, prefix)]
+    if sum(given) != 1:
+        raise invalid_argument("target", "give exactly one of operation_ids, key or prefix")
+    request = pb.CancelRequest(purgatory=text("purgatory", purgatory))
+    if operation_ids is not None:
+        request.operation_ids.ids.extend(key_list("operation_ids", operation_ids))
+    elif key is not None:
+        request.key = text("key", key)
+    else:
+        request.operation_id_prefix = text("prefix", prefix)
+    return request
+
+
+def reschedule_request(
+    purgatory: str, operation_id: str, timeout_ms: int | None, due_time_ms: int | None
+) -> Any:
+    if (timeout_ms is None) == (due_time_ms is None):
+        raise invalid_argument("deadline", "give exactly one of timeout_ms or due_time_ms")
+    request = pb.RescheduleRequest(
+        purgatory=text("purgatory", purgatory), operation_id=text("operation_id", operation_id)
+    )
+    if timeout_ms is not None:
+        request.timeout_ms = uint("timeout_ms", timeout_ms)
+    else:
+        request.due_time_ms = uint("due_time_ms", due_time_ms)
+    return request
+
+
+def heartbeat_deadline(heartbeat_interval_ms: int, dead_after_s: float | None) -> float | None:
+    """Seconds of silence after which ``subscribe`` treats its stream as dead."""
+    if dead_after_s is not None:
+        if dead_after_s <= 0:
+            raise invalid_argument("dead_after_s", f"{dead_after_s} is not positive")
+        if not heartbeat_interval_ms:
+            raise invalid_argument("dead_after_s", "needs heartbeat_interval_ms")
+        return dead_after_s
+    return None
+
+
+def dead_stream(dead_after_s: float) -> UnavailableError:
+    """The error a silent stream counts as (resumed like a dropped connection)."""
+    return UnavailableError(
+        grpc.StatusCode.UNAVAILABLE,
+        f"no event or heartbeat for {dead_after_s:g} s: the stream is treated as dead",
+    )
 
 
 # ---------------------------------------------------------------- responses
@@ -319,6 +379,8 @@ def event_from_proto(msg: Any) -> Event:
         create_time_ms=msg.create_time_ms,
         due_time_ms=msg.due_time_ms,
         complete_time_ms=msg.complete_time_ms,
+        heartbeat=msg.heartbeat,
+        caught_up_sequence=msg.caught_up_sequence,
         traceparent=msg.traceparent,
     )
 

@@ -114,6 +114,9 @@ class OperationSpec:
     condition: Condition = field(default_factory=Condition)
     payload: bytes = b""
     operation_id: str = ""
+    # Instead of timeout_ms (then 0): an absolute deadline, Unix epoch ms, judged on the
+    # server's wall clock.
+    due_time_ms: int = 0
 
 
 @dataclass(frozen=True)
@@ -163,6 +166,10 @@ class Event:
     create_time_ms: int
     due_time_ms: int
     complete_time_ms: int
+    # A heartbeat (``subscribe(heartbeat_interval_ms=...)``), not an outcome: the stream
+    # is alive and has delivered everything matching it up to ``caught_up_sequence``.
+    heartbeat: bool = False
+    caught_up_sequence: int = 0
     # W3C traceparent of the registering request when the server traces (else "").
     traceparent: str = ""
 

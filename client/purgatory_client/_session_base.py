@@ -57,6 +57,7 @@ def spec_to_proto(spec: OperationSpec) -> Any:
         timeout_ms=spec.timeout_ms,
         condition=condition_to_proto(spec.condition),
         payload=spec.payload,
+        due_time_ms=spec.due_time_ms,
     )
 
 

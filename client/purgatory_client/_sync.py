@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import os
 import queue
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from types import TracebackType
@@ -158,8 +159,13 @@ class PurgatoryClient:
         wait: bool = False,
         purgatory: str | None = None,
         timeout: float | None = None,
+        due_time_ms: int = 0,
     ) -> OperationStatus:
-        """Register an operation; with ``wait=True`` block until it ends."""
+        """Register an operation; with ``wait=True`` block until it ends.
+
+        ``due_time_ms`` (with ``timeout_ms=0``): an absolute deadline, Unix epoch ms,
+        judged on the server's wall clock (not this machine's).
+        """
         req = _base.watch_request(
             self._name(purgatory),
             keys=keys,
@@ -168,6 +174,7 @@ class PurgatoryClient:
             payload=payload,
             operation_id=operation_id,
             wait=wait,
+            due_time_ms=due_time_ms,
         )
         deadline = timeout if (wait or timeout is not None) else self.timeout
         return _base.status_from_proto(
@@ -246,6 +253,36 @@ class PurgatoryClient:
         resp = self._call(self._stub.GetOperation, req, self.timeout)
         return _base.status_from_proto(resp.operation)
 
+    # ------------------------------------------------------------ delayed messages
+    def cancel(
+        self,
+        operation_ids: Iterable[str] | None = None,
+        *,
+        key: str | None = None,
+        prefix: str | None = None,
+        purgatory: str | None = None,
+    ) -> list[OperationStatus]:
+        """End pending operations as CANCELLED: by ids, every one watching ``key``, or
+        every one whose id starts with ``prefix`` (exactly one). Returns those this call
+        ended (each with its outcome's sequence); calling it again returns none."""
+        req = _base.cancel_request(self._name(purgatory), operation_ids, key, prefix)
+        resp = self._call(self._stub.Cancel, req, self.timeout)
+        return [_base.status_from_proto(s) for s in resp.cancelled]
+
+    def reschedule(
+        self,
+        operation_id: str,
+        *,
+        timeout_ms: int | None = None,
+        due_time_ms: int | None = None,
+        purgatory: str | None = None,
+    ) -> OperationStatus:
+        """Move a pending operation's deadline (from now, or to an absolute epoch-ms due
+        time on the server's clock); FailedPreconditionError once it has ended."""
+        req = _base.reschedule_request(self._name(purgatory), operation_id, timeout_ms, due_time_ms)
+        resp = self._call(self._stub.Reschedule, req, self.timeout)
+        return _base.status_from_proto(resp.operation)
+
     # ------------------------------------------------------------ streams
     def subscribe(
         self,
@@ -257,6 +294,8 @@ class PurgatoryClient:
         purgatory: str | None = None,
         incarnation: str | None = None,
         resume: ResumePolicy | None = None,
+        heartbeat_interval_ms: int = 0,
+        dead_after_s: float | None = None,
     ) -> Iterator[Event]:
         """Outcomes in sequence order, resuming transparently after a dropped stream.
 
@@ -267,9 +306,16 @@ class PurgatoryClient:
         raise :class:`~purgatory_client.StreamResetError` if it was reset meanwhile.
         ``resume`` overrides the client's :class:`ResumePolicy` for this stream (e.g.
         ``ResumePolicy.forever()`` to ride out any outage).
+
+        ``heartbeat_interval_ms``: the server sends a heartbeat when the stream was idle
+        that long; it is yielded as an :class:`Event` with ``heartbeat=True`` and
+        ``caught_up_sequence``. ``dead_after_s`` (needs heartbeats): a stream silent that
+        long is treated as dead and resumed like a dropped connection (an
+        :class:`UnavailableError` once the resume attempts are spent).
         """
         name = self._name(purgatory)
         states, keys = tuple(states), tuple(keys)
+        dead_after = _base.heartbeat_deadline(heartbeat_interval_ms, dead_after_s)
         cursor = ResumeCursor(after_sequence, resume or self._resume, incarnation)
         while True:
             req = _base.subscribe_request(
@@ -279,18 +325,27 @@ class PurgatoryClient:
                 keys,
                 operation_id_prefix,
                 incarnation=cursor.incarnation,
+                heartbeat_interval_ms=heartbeat_interval_ms,
             )
             call = self._stub.Subscribe(req, metadata=with_trace(self._metadata))
+            watchdog = None if dead_after is None else _Watchdog(call, dead_after)
             try:
                 cursor.started(call.initial_metadata() or ())
                 for msg in call:
+                    if watchdog is not None:
+                        watchdog.alive()
                     event = _base.event_from_proto(msg)
-                    cursor.advance(event.sequence)
+                    cursor.advance(event.caught_up_sequence if event.heartbeat else event.sequence)
                     yield event
                 return
             except grpc.RpcError as exc:
-                delay = cursor.retry_delay(from_rpc_error(exc))
+                if watchdog is not None and watchdog.fired and dead_after is not None:
+                    delay = cursor.retry_delay(_base.dead_stream(dead_after))
+                else:
+                    delay = cursor.retry_delay(from_rpc_error(exc))
             finally:
+                if watchdog is not None:
+                    watchdog.stop()
                 call.cancel()
             time.sleep(delay)
 
@@ -383,3 +438,35 @@ class PurgatoryClient:
 
 def _discard(event: Event) -> None:
     """Outcomes nobody asked for."""
+
+
+class _Watchdog:
+    """Cancels a subscription call that stayed silent (no event, no heartbeat) too long.
+
+    One daemon thread per watched stream; ``alive`` (the reading thread) pushes the
+    deadline back, ``fired`` tells the reader that the cancellation was ours.
+    """
+
+    def __init__(self, call: Any, dead_after_s: float) -> None:
+        self._call = call
+        self._dead_after_s = dead_after_s
+        self._last = time.monotonic()
+        self._stopped = threading.Event()
+        self.fired = False
+        threading.Thread(target=self._run, name="purgatory-subscribe-watchdog", daemon=True).start()
+
+    def alive(self) -> None:
+        self._last = time.monotonic()
+
+    def stop(self) -> None:
+        self._stopped.set()
+
+    def _run(self) -> None:
+        while True:
+            remaining = self._last + self._dead_after_s - time.monotonic()
+            if remaining <= 0:
+                self.fired = True
+                self._call.cancel()
+                return
+            if self._stopped.wait(remaining):
+                return

@@ -37,6 +37,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from purgatory_client._base import ResumePolicy
 from purgatory_client._cli_batch import add_batch_parser, run_batch
+from purgatory_client._cli_delayed import DELAYED_COMMANDS, add_delayed_parsers, run_delayed
 from purgatory_client._models import Condition, OperationState, PurgatoryConfig, Signal
 from purgatory_client._security import Security, resolve_security
 from purgatory_client._sync import PurgatoryClient
@@ -246,6 +247,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_create_options(admin)
 
     add_batch_parser(sub, parse_condition)
+    add_delayed_parsers(sub)
     sub.add_parser("health", help="exit 0 if the server reports SERVING")
     return parser
 
@@ -371,6 +373,8 @@ def _run(
         emit(client.force_complete(args.operation_id))
     elif args.command == "batch":
         return run_batch(args, client, emit)
+    elif args.command in DELAYED_COMMANDS:
+        return run_delayed(args, client, emit)
     elif args.command == "subscribe":
         events = client.subscribe(
             after_sequence=args.after,

@@ -51,6 +51,8 @@ ALLOWED: dict[str, set[grpc.StatusCode]] = {
     "ForceComplete": BASE,
     "GetOperation": BASE,
     "Subscribe": BASE | {C.OUT_OF_RANGE, C.FAILED_PRECONDITION, C.RESOURCE_EXHAUSTED},
+    "Cancel": BASE,
+    "Reschedule": BASE | {C.FAILED_PRECONDITION},
 }
 RESPONSES = {
     m.name: m.output_type.name for m in pb.DESCRIPTOR.services_by_name["PurgatoryService"].methods
@@ -144,6 +146,13 @@ def signals(draw: Any) -> Any:
     return sig
 
 
+# Absolute due times: past, near, beyond any horizon, and anything a uint64 holds.
+due_times = st.one_of(
+    st.sampled_from([1, int(time.time() * 1000) + 1000, UINT64_MAX]),
+    st.integers(0, 2**64 - 1),
+)
+
+
 @st.composite
 def specs(draw: Any) -> Any:
     if draw(st.integers(0, 2)):  # two in three: a plain valid operation
@@ -200,6 +209,8 @@ def requests(draw: Any) -> tuple[str, Any]:
         )
         if spec.HasField("condition"):
             request.condition.CopyFrom(spec.condition)
+        if not draw(st.integers(0, 9)):
+            request.due_time_ms = draw(due_times)
         return method, request
     if method == "BatchTryCompleteElseWatch":
         ops = draw(
@@ -227,6 +238,24 @@ def requests(draw: Any) -> tuple[str, Any]:
         return method, pb.ForceCompleteRequest(purgatory=name, operation_id=draw(op_ids))
     if method == "GetOperation":
         return method, pb.GetOperationRequest(purgatory=name, operation_id=draw(op_ids))
+    if method == "Cancel":
+        which = draw(st.integers(0, 3))
+        if which == 0:
+            ids = pb.OperationIds(ids=draw(st.lists(op_ids, max_size=4)))
+            return method, pb.CancelRequest(purgatory=name, operation_ids=ids)
+        if which == 1:
+            return method, pb.CancelRequest(purgatory=name, key=draw(keys))
+        if which == 2:
+            return method, pb.CancelRequest(purgatory=name, operation_id_prefix=draw(texts))
+        return method, pb.CancelRequest(purgatory=name)
+    if method == "Reschedule":
+        request = pb.RescheduleRequest(purgatory=name, operation_id=draw(op_ids))
+        which = draw(st.integers(0, 2))
+        if which == 0:
+            request.timeout_ms = draw(timeouts)
+        elif which == 1:
+            request.due_time_ms = draw(due_times)
+        return method, request
     request = pb.SubscribeRequest(
         purgatory=name,
         incarnation=draw(st.sampled_from(["", "0123456789abcdef", HUGE])),

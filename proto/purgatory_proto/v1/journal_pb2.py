@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n purgatory_proto/v1/journal.proto\x12\x0cpurgatory.v1\"\xec\x0b\n\rJournalRecord\x12\x45\n\nregistered\x18\x01 \x01(\x0b\x32/.purgatory.v1.JournalRecord.OperationRegisteredH\x00\x12;\n\x06signal\x18\x02 \x01(\x0b\x32).purgatory.v1.JournalRecord.SignalAppliedH\x00\x12\x36\n\x07outcome\x18\x03 \x01(\x0b\x32#.purgatory.v1.JournalRecord.OutcomeH\x00\x12I\n\x11\x63\x61rried_operation\x18\x04 \x01(\x0b\x32,.purgatory.v1.JournalRecord.CarriedOperationH\x00\x12H\n\x11\x63\x61rried_key_value\x18\x05 \x01(\x0b\x32+.purgatory.v1.JournalRecord.CarriedKeyValueH\x00\x12\x46\n\ncompaction\x18\x06 \x01(\x0b\x32\x30.purgatory.v1.JournalRecord.CompactionCheckpointH\x00\x1a\xb2\x01\n\x13OperationRegistered\x12\x11\n\tpurgatory\x18\x01 \x01(\t\x12\x14\n\x0coperation_id\x18\x02 \x01(\t\x12\x0c\n\x04keys\x18\x03 \x03(\t\x12\x12\n\ntimeout_ms\x18\x04 \x01(\x03\x12\x11\n\tcondition\x18\x05 \x01(\x0c\x12\x0f\n\x07payload\x18\x06 \x01(\x0c\x12\x13\n\x0b\x64ue_wall_ms\x18\x07 \x01(\x03\x12\x17\n\x0f\x63reated_wall_ms\x18\x08 \x01(\x03\x1a\x94\x01\n\rSignalApplied\x12\x11\n\tpurgatory\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\t\x12\x0e\n\x06\x61mount\x18\x03 \x01(\x03\x12\x12\n\x05value\x18\x04 \x01(\x03H\x00\x88\x01\x01\x12\x0e\n\x06source\x18\x05 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x06 \x01(\x0c\x12\x17\n\x0f\x61pplied_wall_ms\x18\x07 \x01(\x03\x42\x08\n\x06_value\x1a\xcb\x02\n\x07Outcome\x12\x14\n\x0coperation_id\x18\x01 \x01(\t\x12\x38\n\x05state\x18\x02 \x01(\x0e\x32).purgatory.v1.JournalRecord.Outcome.State\x12\x0e\n\x06result\x18\x03 \x01(\x0c\x12\x10\n\x08sequence\x18\x04 \x01(\x04\x12\x19\n\x11\x63ompleted_wall_ms\x18\x05 \x01(\x03\x12\x13\n\x0blateness_ms\x18\x06 \x01(\x03\x12\x11\n\tpurgatory\x18\x07 \x01(\t\"\x8a\x01\n\x05State\x12\x15\n\x11STATE_UNSPECIFIED\x10\x00\x12\x12\n\x0eSTATE_WATCHING\x10\x01\x12\x13\n\x0fSTATE_COMPLETED\x10\x02\x12\x11\n\rSTATE_EXPIRED\x10\x03\x12\x19\n\x15STATE_FORCE_COMPLETED\x10\x04\x12\x13\n\x0fSTATE_CANCELLED\x10\x05\x1a\xac\x01\n\x10\x43\x61rriedOperation\x12\x45\n\x0cregistration\x18\x01 \x01(\x0b\x32/.purgatory.v1.JournalRecord.OperationRegistered\x12;\n\x08progress\x18\x02 \x03(\x0b\x32).purgatory.v1.JournalRecord.SignalApplied\x12\x14\n\x0csource_index\x18\x03 \x01(\x04\x1aV\n\x0f\x43\x61rriedKeyValue\x12\x11\n\tpurgatory\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\t\x12\r\n\x05value\x18\x03 \x01(\x03\x12\x14\n\x0csource_index\x18\x04 \x01(\x04\x1a\x96\x01\n\x14\x43ompactionCheckpoint\x12\x1c\n\x14\x64ropped_before_index\x18\x01 \x01(\x04\x12\x1a\n\x12\x63\x61rried_operations\x18\x02 \x01(\x04\x12\x14\n\x0c\x63\x61rried_keys\x18\x03 \x01(\x04\x12\x17\n\x0fwritten_wall_ms\x18\x04 \x01(\x03\x12\x15\n\rlast_sequence\x18\x05 \x01(\x04\x42\x08\n\x06recordB\x9a\x01\n\x0fio.purgatory.v1B\x0cJournalProtoP\x01ZCgithub.com/purgatory-grpc/purgatory/gen/go/purgatory/v1;purgatoryv1\xa2\x02\x03PVX\xaa\x02\x0cPurgatory.V1\xca\x02\x0cPurgatory\\V1\xea\x02\rPurgatory::V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n purgatory_proto/v1/journal.proto\x12\x0cpurgatory.v1\"\xaa\r\n\rJournalRecord\x12\x45\n\nregistered\x18\x01 \x01(\x0b\x32/.purgatory.v1.JournalRecord.OperationRegisteredH\x00\x12;\n\x06signal\x18\x02 \x01(\x0b\x32).purgatory.v1.JournalRecord.SignalAppliedH\x00\x12\x36\n\x07outcome\x18\x03 \x01(\x0b\x32#.purgatory.v1.JournalRecord.OutcomeH\x00\x12I\n\x11\x63\x61rried_operation\x18\x04 \x01(\x0b\x32,.purgatory.v1.JournalRecord.CarriedOperationH\x00\x12H\n\x11\x63\x61rried_key_value\x18\x05 \x01(\x0b\x32+.purgatory.v1.JournalRecord.CarriedKeyValueH\x00\x12\x46\n\ncompaction\x18\x06 \x01(\x0b\x32\x30.purgatory.v1.JournalRecord.CompactionCheckpointH\x00\x12G\n\x0brescheduled\x18\x07 \x01(\x0b\x32\x30.purgatory.v1.JournalRecord.OperationRescheduledH\x00\x1a\xd1\x01\n\x13OperationRegistered\x12\x11\n\tpurgatory\x18\x01 \x01(\t\x12\x14\n\x0coperation_id\x18\x02 \x01(\t\x12\x0c\n\x04keys\x18\x03 \x03(\t\x12\x12\n\ntimeout_ms\x18\x04 \x01(\x03\x12\x11\n\tcondition\x18\x05 \x01(\x0c\x12\x0f\n\x07payload\x18\x06 \x01(\x0c\x12\x13\n\x0b\x64ue_wall_ms\x18\x07 \x01(\x03\x12\x17\n\x0f\x63reated_wall_ms\x18\x08 \x01(\x03\x12\x1d\n\x15requested_due_wall_ms\x18\t \x01(\x03\x1a\x94\x01\n\rSignalApplied\x12\x11\n\tpurgatory\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\t\x12\x0e\n\x06\x61mount\x18\x03 \x01(\x03\x12\x12\n\x05value\x18\x04 \x01(\x03H\x00\x88\x01\x01\x12\x0e\n\x06source\x18\x05 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x06 \x01(\x0c\x12\x17\n\x0f\x61pplied_wall_ms\x18\x07 \x01(\x03\x42\x08\n\x06_value\x1a\xcb\x02\n\x07Outcome\x12\x14\n\x0coperation_id\x18\x01 \x01(\t\x12\x38\n\x05state\x18\x02 \x01(\x0e\x32).purgatory.v1.JournalRecord.Outcome.State\x12\x0e\n\x06result\x18\x03 \x01(\x0c\x12\x10\n\x08sequence\x18\x04 \x01(\x04\x12\x19\n\x11\x63ompleted_wall_ms\x18\x05 \x01(\x03\x12\x13\n\x0blateness_ms\x18\x06 \x01(\x03\x12\x11\n\tpurgatory\x18\x07 \x01(\t\"\x8a\x01\n\x05State\x12\x15\n\x11STATE_UNSPECIFIED\x10\x00\x12\x12\n\x0eSTATE_WATCHING\x10\x01\x12\x13\n\x0fSTATE_COMPLETED\x10\x02\x12\x11\n\rSTATE_EXPIRED\x10\x03\x12\x19\n\x15STATE_FORCE_COMPLETED\x10\x04\x12\x13\n\x0fSTATE_CANCELLED\x10\x05\x1a\xac\x01\n\x10\x43\x61rriedOperation\x12\x45\n\x0cregistration\x18\x01 \x01(\x0b\x32/.purgatory.v1.JournalRecord.OperationRegistered\x12;\n\x08progress\x18\x02 \x03(\x0b\x32).purgatory.v1.JournalRecord.SignalApplied\x12\x14\n\x0csource_index\x18\x03 \x01(\x04\x1aV\n\x0f\x43\x61rriedKeyValue\x12\x11\n\tpurgatory\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\t\x12\r\n\x05value\x18\x03 \x01(\x03\x12\x14\n\x0csource_index\x18\x04 \x01(\x04\x1a\x96\x01\n\x14\x43ompactionCheckpoint\x12\x1c\n\x14\x64ropped_before_index\x18\x01 \x01(\x04\x12\x1a\n\x12\x63\x61rried_operations\x18\x02 \x01(\x04\x12\x14\n\x0c\x63\x61rried_keys\x18\x03 \x01(\x04\x12\x17\n\x0fwritten_wall_ms\x18\x04 \x01(\x03\x12\x15\n\rlast_sequence\x18\x05 \x01(\x04\x1aT\n\x14OperationRescheduled\x12\x11\n\tpurgatory\x18\x01 \x01(\t\x12\x14\n\x0coperation_id\x18\x02 \x01(\t\x12\x13\n\x0b\x64ue_wall_ms\x18\x03 \x01(\x03\x42\x08\n\x06recordB\x9a\x01\n\x0fio.purgatory.v1B\x0cJournalProtoP\x01ZCgithub.com/purgatory-grpc/purgatory/gen/go/purgatory/v1;purgatoryv1\xa2\x02\x03PVX\xaa\x02\x0cPurgatory.V1\xca\x02\x0cPurgatory\\V1\xea\x02\rPurgatory::V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,19 +33,21 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\017io.purgatory.v1B\014JournalProtoP\001ZCgithub.com/purgatory-grpc/purgatory/gen/go/purgatory/v1;purgatoryv1\242\002\003PVX\252\002\014Purgatory.V1\312\002\014Purgatory\\V1\352\002\rPurgatory::V1'
   _globals['_JOURNALRECORD']._serialized_start=51
-  _globals['_JOURNALRECORD']._serialized_end=1567
-  _globals['_JOURNALRECORD_OPERATIONREGISTERED']._serialized_start=478
-  _globals['_JOURNALRECORD_OPERATIONREGISTERED']._serialized_end=656
-  _globals['_JOURNALRECORD_SIGNALAPPLIED']._serialized_start=659
-  _globals['_JOURNALRECORD_SIGNALAPPLIED']._serialized_end=807
-  _globals['_JOURNALRECORD_OUTCOME']._serialized_start=810
-  _globals['_JOURNALRECORD_OUTCOME']._serialized_end=1141
-  _globals['_JOURNALRECORD_OUTCOME_STATE']._serialized_start=1003
-  _globals['_JOURNALRECORD_OUTCOME_STATE']._serialized_end=1141
-  _globals['_JOURNALRECORD_CARRIEDOPERATION']._serialized_start=1144
-  _globals['_JOURNALRECORD_CARRIEDOPERATION']._serialized_end=1316
-  _globals['_JOURNALRECORD_CARRIEDKEYVALUE']._serialized_start=1318
-  _globals['_JOURNALRECORD_CARRIEDKEYVALUE']._serialized_end=1404
-  _globals['_JOURNALRECORD_COMPACTIONCHECKPOINT']._serialized_start=1407
-  _globals['_JOURNALRECORD_COMPACTIONCHECKPOINT']._serialized_end=1557
+  _globals['_JOURNALRECORD']._serialized_end=1757
+  _globals['_JOURNALRECORD_OPERATIONREGISTERED']._serialized_start=551
+  _globals['_JOURNALRECORD_OPERATIONREGISTERED']._serialized_end=760
+  _globals['_JOURNALRECORD_SIGNALAPPLIED']._serialized_start=763
+  _globals['_JOURNALRECORD_SIGNALAPPLIED']._serialized_end=911
+  _globals['_JOURNALRECORD_OUTCOME']._serialized_start=914
+  _globals['_JOURNALRECORD_OUTCOME']._serialized_end=1245
+  _globals['_JOURNALRECORD_OUTCOME_STATE']._serialized_start=1107
+  _globals['_JOURNALRECORD_OUTCOME_STATE']._serialized_end=1245
+  _globals['_JOURNALRECORD_CARRIEDOPERATION']._serialized_start=1248
+  _globals['_JOURNALRECORD_CARRIEDOPERATION']._serialized_end=1420
+  _globals['_JOURNALRECORD_CARRIEDKEYVALUE']._serialized_start=1422
+  _globals['_JOURNALRECORD_CARRIEDKEYVALUE']._serialized_end=1508
+  _globals['_JOURNALRECORD_COMPACTIONCHECKPOINT']._serialized_start=1511
+  _globals['_JOURNALRECORD_COMPACTIONCHECKPOINT']._serialized_end=1661
+  _globals['_JOURNALRECORD_OPERATIONRESCHEDULED']._serialized_start=1663
+  _globals['_JOURNALRECORD_OPERATIONRESCHEDULED']._serialized_end=1747
 # @@protoc_insertion_point(module_scope)

@@ -8,9 +8,9 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class JournalRecord(_message.Message):
-    __slots__ = ("registered", "signal", "outcome", "carried_operation", "carried_key_value", "compaction")
+    __slots__ = ("registered", "signal", "outcome", "carried_operation", "carried_key_value", "compaction", "rescheduled")
     class OperationRegistered(_message.Message):
-        __slots__ = ("purgatory", "operation_id", "keys", "timeout_ms", "condition", "payload", "due_wall_ms", "created_wall_ms")
+        __slots__ = ("purgatory", "operation_id", "keys", "timeout_ms", "condition", "payload", "due_wall_ms", "created_wall_ms", "requested_due_wall_ms")
         PURGATORY_FIELD_NUMBER: _ClassVar[int]
         OPERATION_ID_FIELD_NUMBER: _ClassVar[int]
         KEYS_FIELD_NUMBER: _ClassVar[int]
@@ -19,6 +19,7 @@ class JournalRecord(_message.Message):
         PAYLOAD_FIELD_NUMBER: _ClassVar[int]
         DUE_WALL_MS_FIELD_NUMBER: _ClassVar[int]
         CREATED_WALL_MS_FIELD_NUMBER: _ClassVar[int]
+        REQUESTED_DUE_WALL_MS_FIELD_NUMBER: _ClassVar[int]
         purgatory: str
         operation_id: str
         keys: _containers.RepeatedScalarFieldContainer[str]
@@ -27,7 +28,8 @@ class JournalRecord(_message.Message):
         payload: bytes
         due_wall_ms: int
         created_wall_ms: int
-        def __init__(self, purgatory: _Optional[str] = ..., operation_id: _Optional[str] = ..., keys: _Optional[_Iterable[str]] = ..., timeout_ms: _Optional[int] = ..., condition: _Optional[bytes] = ..., payload: _Optional[bytes] = ..., due_wall_ms: _Optional[int] = ..., created_wall_ms: _Optional[int] = ...) -> None: ...
+        requested_due_wall_ms: int
+        def __init__(self, purgatory: _Optional[str] = ..., operation_id: _Optional[str] = ..., keys: _Optional[_Iterable[str]] = ..., timeout_ms: _Optional[int] = ..., condition: _Optional[bytes] = ..., payload: _Optional[bytes] = ..., due_wall_ms: _Optional[int] = ..., created_wall_ms: _Optional[int] = ..., requested_due_wall_ms: _Optional[int] = ...) -> None: ...
     class SignalApplied(_message.Message):
         __slots__ = ("purgatory", "key", "amount", "value", "source", "data", "applied_wall_ms")
         PURGATORY_FIELD_NUMBER: _ClassVar[int]
@@ -109,16 +111,27 @@ class JournalRecord(_message.Message):
         written_wall_ms: int
         last_sequence: int
         def __init__(self, dropped_before_index: _Optional[int] = ..., carried_operations: _Optional[int] = ..., carried_keys: _Optional[int] = ..., written_wall_ms: _Optional[int] = ..., last_sequence: _Optional[int] = ...) -> None: ...
+    class OperationRescheduled(_message.Message):
+        __slots__ = ("purgatory", "operation_id", "due_wall_ms")
+        PURGATORY_FIELD_NUMBER: _ClassVar[int]
+        OPERATION_ID_FIELD_NUMBER: _ClassVar[int]
+        DUE_WALL_MS_FIELD_NUMBER: _ClassVar[int]
+        purgatory: str
+        operation_id: str
+        due_wall_ms: int
+        def __init__(self, purgatory: _Optional[str] = ..., operation_id: _Optional[str] = ..., due_wall_ms: _Optional[int] = ...) -> None: ...
     REGISTERED_FIELD_NUMBER: _ClassVar[int]
     SIGNAL_FIELD_NUMBER: _ClassVar[int]
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
     CARRIED_OPERATION_FIELD_NUMBER: _ClassVar[int]
     CARRIED_KEY_VALUE_FIELD_NUMBER: _ClassVar[int]
     COMPACTION_FIELD_NUMBER: _ClassVar[int]
+    RESCHEDULED_FIELD_NUMBER: _ClassVar[int]
     registered: JournalRecord.OperationRegistered
     signal: JournalRecord.SignalApplied
     outcome: JournalRecord.Outcome
     carried_operation: JournalRecord.CarriedOperation
     carried_key_value: JournalRecord.CarriedKeyValue
     compaction: JournalRecord.CompactionCheckpoint
-    def __init__(self, registered: _Optional[_Union[JournalRecord.OperationRegistered, _Mapping]] = ..., signal: _Optional[_Union[JournalRecord.SignalApplied, _Mapping]] = ..., outcome: _Optional[_Union[JournalRecord.Outcome, _Mapping]] = ..., carried_operation: _Optional[_Union[JournalRecord.CarriedOperation, _Mapping]] = ..., carried_key_value: _Optional[_Union[JournalRecord.CarriedKeyValue, _Mapping]] = ..., compaction: _Optional[_Union[JournalRecord.CompactionCheckpoint, _Mapping]] = ...) -> None: ...
+    rescheduled: JournalRecord.OperationRescheduled
+    def __init__(self, registered: _Optional[_Union[JournalRecord.OperationRegistered, _Mapping]] = ..., signal: _Optional[_Union[JournalRecord.SignalApplied, _Mapping]] = ..., outcome: _Optional[_Union[JournalRecord.Outcome, _Mapping]] = ..., carried_operation: _Optional[_Union[JournalRecord.CarriedOperation, _Mapping]] = ..., carried_key_value: _Optional[_Union[JournalRecord.CarriedKeyValue, _Mapping]] = ..., compaction: _Optional[_Union[JournalRecord.CompactionCheckpoint, _Mapping]] = ..., rescheduled: _Optional[_Union[JournalRecord.OperationRescheduled, _Mapping]] = ...) -> None: ...

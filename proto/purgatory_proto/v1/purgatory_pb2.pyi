@@ -195,18 +195,20 @@ class OperationResult(_message.Message):
     def __init__(self, signal_count: _Optional[int] = ..., sources: _Optional[_Iterable[str]] = ..., signalled_keys: _Optional[_Iterable[str]] = ..., amount_sum: _Optional[int] = ..., values: _Optional[_Mapping[str, int]] = ..., data: _Optional[bytes] = ..., data_truncated: _Optional[bool] = ...) -> None: ...
 
 class OperationSpec(_message.Message):
-    __slots__ = ("operation_id", "keys", "timeout_ms", "condition", "payload")
+    __slots__ = ("operation_id", "keys", "timeout_ms", "condition", "payload", "due_time_ms")
     OPERATION_ID_FIELD_NUMBER: _ClassVar[int]
     KEYS_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     CONDITION_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    DUE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     operation_id: str
     keys: _containers.RepeatedScalarFieldContainer[str]
     timeout_ms: int
     condition: Condition
     payload: bytes
-    def __init__(self, operation_id: _Optional[str] = ..., keys: _Optional[_Iterable[str]] = ..., timeout_ms: _Optional[int] = ..., condition: _Optional[_Union[Condition, _Mapping]] = ..., payload: _Optional[bytes] = ...) -> None: ...
+    due_time_ms: int
+    def __init__(self, operation_id: _Optional[str] = ..., keys: _Optional[_Iterable[str]] = ..., timeout_ms: _Optional[int] = ..., condition: _Optional[_Union[Condition, _Mapping]] = ..., payload: _Optional[bytes] = ..., due_time_ms: _Optional[int] = ...) -> None: ...
 
 class OperationStatus(_message.Message):
     __slots__ = ("operation_id", "state", "result", "sequence", "created", "create_time_ms", "due_time_ms", "complete_time_ms", "payload", "traceparent")
@@ -233,7 +235,7 @@ class OperationStatus(_message.Message):
     def __init__(self, operation_id: _Optional[str] = ..., state: _Optional[_Union[OperationState, str]] = ..., result: _Optional[_Union[OperationResult, _Mapping]] = ..., sequence: _Optional[int] = ..., created: _Optional[bool] = ..., create_time_ms: _Optional[int] = ..., due_time_ms: _Optional[int] = ..., complete_time_ms: _Optional[int] = ..., payload: _Optional[bytes] = ..., traceparent: _Optional[str] = ...) -> None: ...
 
 class TryCompleteElseWatchRequest(_message.Message):
-    __slots__ = ("purgatory", "operation_id", "keys", "timeout_ms", "condition", "payload", "wait")
+    __slots__ = ("purgatory", "operation_id", "keys", "timeout_ms", "condition", "payload", "wait", "due_time_ms")
     PURGATORY_FIELD_NUMBER: _ClassVar[int]
     OPERATION_ID_FIELD_NUMBER: _ClassVar[int]
     KEYS_FIELD_NUMBER: _ClassVar[int]
@@ -241,6 +243,7 @@ class TryCompleteElseWatchRequest(_message.Message):
     CONDITION_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     WAIT_FIELD_NUMBER: _ClassVar[int]
+    DUE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     purgatory: str
     operation_id: str
     keys: _containers.RepeatedScalarFieldContainer[str]
@@ -248,7 +251,8 @@ class TryCompleteElseWatchRequest(_message.Message):
     condition: Condition
     payload: bytes
     wait: bool
-    def __init__(self, purgatory: _Optional[str] = ..., operation_id: _Optional[str] = ..., keys: _Optional[_Iterable[str]] = ..., timeout_ms: _Optional[int] = ..., condition: _Optional[_Union[Condition, _Mapping]] = ..., payload: _Optional[bytes] = ..., wait: _Optional[bool] = ...) -> None: ...
+    due_time_ms: int
+    def __init__(self, purgatory: _Optional[str] = ..., operation_id: _Optional[str] = ..., keys: _Optional[_Iterable[str]] = ..., timeout_ms: _Optional[int] = ..., condition: _Optional[_Union[Condition, _Mapping]] = ..., payload: _Optional[bytes] = ..., wait: _Optional[bool] = ..., due_time_ms: _Optional[int] = ...) -> None: ...
 
 class TryCompleteElseWatchResponse(_message.Message):
     __slots__ = ("operation_id", "state", "result", "sequence", "created", "create_time_ms", "due_time_ms", "complete_time_ms", "traceparent")
@@ -369,19 +373,21 @@ class SubscribeFilter(_message.Message):
     def __init__(self, states: _Optional[_Iterable[_Union[OperationState, str]]] = ..., keys: _Optional[_Iterable[str]] = ..., operation_id_prefix: _Optional[str] = ...) -> None: ...
 
 class SubscribeRequest(_message.Message):
-    __slots__ = ("purgatory", "after_sequence", "filter", "incarnation")
+    __slots__ = ("purgatory", "after_sequence", "filter", "incarnation", "heartbeat_interval_ms")
     PURGATORY_FIELD_NUMBER: _ClassVar[int]
     AFTER_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     FILTER_FIELD_NUMBER: _ClassVar[int]
     INCARNATION_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_INTERVAL_MS_FIELD_NUMBER: _ClassVar[int]
     purgatory: str
     after_sequence: int
     filter: SubscribeFilter
     incarnation: str
-    def __init__(self, purgatory: _Optional[str] = ..., after_sequence: _Optional[int] = ..., filter: _Optional[_Union[SubscribeFilter, _Mapping]] = ..., incarnation: _Optional[str] = ...) -> None: ...
+    heartbeat_interval_ms: int
+    def __init__(self, purgatory: _Optional[str] = ..., after_sequence: _Optional[int] = ..., filter: _Optional[_Union[SubscribeFilter, _Mapping]] = ..., incarnation: _Optional[str] = ..., heartbeat_interval_ms: _Optional[int] = ...) -> None: ...
 
 class OperationEvent(_message.Message):
-    __slots__ = ("sequence", "purgatory", "operation_id", "state", "keys", "payload", "result", "create_time_ms", "due_time_ms", "complete_time_ms", "traceparent")
+    __slots__ = ("sequence", "purgatory", "operation_id", "state", "keys", "payload", "result", "create_time_ms", "due_time_ms", "complete_time_ms", "traceparent", "heartbeat", "caught_up_sequence")
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     PURGATORY_FIELD_NUMBER: _ClassVar[int]
     OPERATION_ID_FIELD_NUMBER: _ClassVar[int]
@@ -393,6 +399,8 @@ class OperationEvent(_message.Message):
     DUE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     COMPLETE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     TRACEPARENT_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    CAUGHT_UP_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     sequence: int
     purgatory: str
     operation_id: str
@@ -404,17 +412,21 @@ class OperationEvent(_message.Message):
     due_time_ms: int
     complete_time_ms: int
     traceparent: str
-    def __init__(self, sequence: _Optional[int] = ..., purgatory: _Optional[str] = ..., operation_id: _Optional[str] = ..., state: _Optional[_Union[OperationState, str]] = ..., keys: _Optional[_Iterable[str]] = ..., payload: _Optional[bytes] = ..., result: _Optional[_Union[OperationResult, _Mapping]] = ..., create_time_ms: _Optional[int] = ..., due_time_ms: _Optional[int] = ..., complete_time_ms: _Optional[int] = ..., traceparent: _Optional[str] = ...) -> None: ...
+    heartbeat: bool
+    caught_up_sequence: int
+    def __init__(self, sequence: _Optional[int] = ..., purgatory: _Optional[str] = ..., operation_id: _Optional[str] = ..., state: _Optional[_Union[OperationState, str]] = ..., keys: _Optional[_Iterable[str]] = ..., payload: _Optional[bytes] = ..., result: _Optional[_Union[OperationResult, _Mapping]] = ..., create_time_ms: _Optional[int] = ..., due_time_ms: _Optional[int] = ..., complete_time_ms: _Optional[int] = ..., traceparent: _Optional[str] = ..., heartbeat: _Optional[bool] = ..., caught_up_sequence: _Optional[int] = ...) -> None: ...
 
 class JournaledOutcome(_message.Message):
-    __slots__ = ("event", "condition", "timeout_ms")
+    __slots__ = ("event", "condition", "timeout_ms", "requested_due_time_ms")
     EVENT_FIELD_NUMBER: _ClassVar[int]
     CONDITION_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    REQUESTED_DUE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     event: OperationEvent
     condition: Condition
     timeout_ms: int
-    def __init__(self, event: _Optional[_Union[OperationEvent, _Mapping]] = ..., condition: _Optional[_Union[Condition, _Mapping]] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+    requested_due_time_ms: int
+    def __init__(self, event: _Optional[_Union[OperationEvent, _Mapping]] = ..., condition: _Optional[_Union[Condition, _Mapping]] = ..., timeout_ms: _Optional[int] = ..., requested_due_time_ms: _Optional[int] = ...) -> None: ...
 
 class SessionRequest(_message.Message):
     __slots__ = ("request_id", "purgatory", "watches", "signals", "force_complete")
@@ -453,3 +465,45 @@ class SessionResponse(_message.Message):
     ack: SessionAck
     outcomes: _containers.RepeatedCompositeFieldContainer[OperationEvent]
     def __init__(self, ack: _Optional[_Union[SessionAck, _Mapping]] = ..., outcomes: _Optional[_Iterable[_Union[OperationEvent, _Mapping]]] = ...) -> None: ...
+
+class CancelRequest(_message.Message):
+    __slots__ = ("purgatory", "operation_ids", "key", "operation_id_prefix")
+    PURGATORY_FIELD_NUMBER: _ClassVar[int]
+    OPERATION_IDS_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    OPERATION_ID_PREFIX_FIELD_NUMBER: _ClassVar[int]
+    purgatory: str
+    operation_ids: OperationIds
+    key: str
+    operation_id_prefix: str
+    def __init__(self, purgatory: _Optional[str] = ..., operation_ids: _Optional[_Union[OperationIds, _Mapping]] = ..., key: _Optional[str] = ..., operation_id_prefix: _Optional[str] = ...) -> None: ...
+
+class OperationIds(_message.Message):
+    __slots__ = ("ids",)
+    IDS_FIELD_NUMBER: _ClassVar[int]
+    ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class CancelResponse(_message.Message):
+    __slots__ = ("cancelled",)
+    CANCELLED_FIELD_NUMBER: _ClassVar[int]
+    cancelled: _containers.RepeatedCompositeFieldContainer[OperationStatus]
+    def __init__(self, cancelled: _Optional[_Iterable[_Union[OperationStatus, _Mapping]]] = ...) -> None: ...
+
+class RescheduleRequest(_message.Message):
+    __slots__ = ("purgatory", "operation_id", "timeout_ms", "due_time_ms")
+    PURGATORY_FIELD_NUMBER: _ClassVar[int]
+    OPERATION_ID_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    DUE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    purgatory: str
+    operation_id: str
+    timeout_ms: int
+    due_time_ms: int
+    def __init__(self, purgatory: _Optional[str] = ..., operation_id: _Optional[str] = ..., timeout_ms: _Optional[int] = ..., due_time_ms: _Optional[int] = ...) -> None: ...
+
+class RescheduleResponse(_message.Message):
+    __slots__ = ("operation",)
+    OPERATION_FIELD_NUMBER: _ClassVar[int]
+    operation: OperationStatus
+    def __init__(self, operation: _Optional[_Union[OperationStatus, _Mapping]] = ...) -> None: ...

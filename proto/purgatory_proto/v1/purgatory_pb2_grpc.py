@@ -107,6 +107,16 @@ class PurgatoryServiceStub:
                 request_serializer=purgatory__proto_dot_v1_dot_purgatory__pb2.SessionRequest.SerializeToString,
                 response_deserializer=purgatory__proto_dot_v1_dot_purgatory__pb2.SessionResponse.FromString,
                 _registered_method=True)
+        self.Cancel = channel.unary_unary(
+                '/purgatory.v1.PurgatoryService/Cancel',
+                request_serializer=purgatory__proto_dot_v1_dot_purgatory__pb2.CancelRequest.SerializeToString,
+                response_deserializer=purgatory__proto_dot_v1_dot_purgatory__pb2.CancelResponse.FromString,
+                _registered_method=True)
+        self.Reschedule = channel.unary_unary(
+                '/purgatory.v1.PurgatoryService/Reschedule',
+                request_serializer=purgatory__proto_dot_v1_dot_purgatory__pb2.RescheduleRequest.SerializeToString,
+                response_deserializer=purgatory__proto_dot_v1_dot_purgatory__pb2.RescheduleResponse.FromString,
+                _registered_method=True)
 
 
 class PurgatoryServiceServicer:
@@ -215,6 +225,20 @@ class PurgatoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Cancel(self, request, context):
+        """End pending operations as CANCELLED (by ids, by key or by id prefix); idempotent.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Reschedule(self, request, context):
+        """Move a pending operation's deadline atomically; FAILED_PRECONDITION once it ended.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_PurgatoryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -277,6 +301,16 @@ def add_PurgatoryServiceServicer_to_server(servicer, server):
                     servicer.Session,
                     request_deserializer=purgatory__proto_dot_v1_dot_purgatory__pb2.SessionRequest.FromString,
                     response_serializer=purgatory__proto_dot_v1_dot_purgatory__pb2.SessionResponse.SerializeToString,
+            ),
+            'Cancel': grpc.unary_unary_rpc_method_handler(
+                    servicer.Cancel,
+                    request_deserializer=purgatory__proto_dot_v1_dot_purgatory__pb2.CancelRequest.FromString,
+                    response_serializer=purgatory__proto_dot_v1_dot_purgatory__pb2.CancelResponse.SerializeToString,
+            ),
+            'Reschedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.Reschedule,
+                    request_deserializer=purgatory__proto_dot_v1_dot_purgatory__pb2.RescheduleRequest.FromString,
+                    response_serializer=purgatory__proto_dot_v1_dot_purgatory__pb2.RescheduleResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -616,6 +650,60 @@ class PurgatoryService:
             '/purgatory.v1.PurgatoryService/Session',
             purgatory__proto_dot_v1_dot_purgatory__pb2.SessionRequest.SerializeToString,
             purgatory__proto_dot_v1_dot_purgatory__pb2.SessionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Cancel(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/purgatory.v1.PurgatoryService/Cancel',
+            purgatory__proto_dot_v1_dot_purgatory__pb2.CancelRequest.SerializeToString,
+            purgatory__proto_dot_v1_dot_purgatory__pb2.CancelResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Reschedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/purgatory.v1.PurgatoryService/Reschedule',
+            purgatory__proto_dot_v1_dot_purgatory__pb2.RescheduleRequest.SerializeToString,
+            purgatory__proto_dot_v1_dot_purgatory__pb2.RescheduleResponse.FromString,
             options,
             channel_credentials,
             insecure,

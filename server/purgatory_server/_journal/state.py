@@ -19,6 +19,8 @@ Replay rules (the contract docs/journal.md states for outside readers too):
 - ``carried_operation``: *replaces* the operation's definition and progress (creates it
   if absent). That is what makes compaction's copies idempotent. Ignored for an ended id.
 - ``carried_key_value``: sets the key's latest value.
+- ``rescheduled``: the pending operation's registration takes the new ``due_wall_ms``
+  (edited in place, so a compaction copy carries it). Ignored for an id not pending.
 - ``compaction``: ``last_sequence`` becomes at least its ``last_sequence`` (outcome records
   may all have been deleted); otherwise informational.
 
@@ -128,6 +130,11 @@ class JournalState:
             carried = record.carried_key_value
             self._set_value(carried.key, carried.value, index)
             self.purgatory = carried.purgatory
+        elif kind == "rescheduled":
+            moved = record.rescheduled
+            live = self.pending.get(moved.operation_id)
+            if live is not None:
+                live.registration.due_wall_ms = moved.due_wall_ms
         elif kind == "compaction":
             self.last_sequence = max(self.last_sequence, record.compaction.last_sequence)
         else:

@@ -11,7 +11,7 @@ Permissions (``admin`` implies the others on the same purgatories):
 
 - ``watch``: TryCompleteElseWatch, BatchTryCompleteElseWatch, GetOperation;
 - ``signal``: CheckAndComplete, BatchCheckAndComplete;
-- ``force``: ForceComplete;
+- ``force``: ForceComplete, Cancel, Reschedule;
 - a Session frame: ``watch``/``signal``/``force`` for its watches/signals/force-completes
   (checked per frame by the edge);
 - ``subscribe``: Subscribe;

@@ -7,6 +7,7 @@ inputs; outbound ones build the response and event messages.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any, cast, overload
 
@@ -25,6 +26,7 @@ from purgatory_server._service.events import Outcome
 from purgatory_server._service.limits import (
     check_condition,
     check_data,
+    check_due_time,
     check_filter,
     check_key,
     check_keys,
@@ -102,6 +104,7 @@ def _common_request(msg: Any, limits: Limits) -> OperationRequest | None:
         and len(op_id) <= limits.max_operation_id_length
         and len(payload) <= limits.max_payload_bytes
         and not msg.HasField("condition")
+        and not msg.due_time_ms
     ):
         return OperationRequest(op_id, OperationDefinition(keys, timeout, _ANY, payload))
     return None
@@ -110,6 +113,18 @@ def _common_request(msg: Any, limits: Limits) -> OperationRequest | None:
 def _checked_request(prefix: str, msg: Any, limits: Limits) -> OperationRequest:
     check_operation_id(f"{prefix}operation_id", msg.operation_id, limits)
     keys = check_keys(f"{prefix}keys", msg.keys, limits)
+    due = msg.due_time_ms
+    if due:
+        if msg.timeout_ms:
+            raise InvalidArgument(f"{prefix}due_time_ms", "set timeout_ms or due_time_ms, not both")
+        # The horizon is judged on the server's wall clock as the request arrives.
+        check_due_time(f"{prefix}due_time_ms", due, limits, time.time_ns() // 1_000_000)
+        condition = condition_from_proto(f"{prefix}condition", msg.condition)
+        check_condition(f"{prefix}condition", condition, keys, limits)
+        check_payload(f"{prefix}payload", msg.payload, limits)
+        return OperationRequest(
+            msg.operation_id, OperationDefinition(keys, 0, condition, msg.payload, due)
+        )
     check_timeout(f"{prefix}timeout_ms", msg.timeout_ms, limits)
     condition = condition_from_proto(f"{prefix}condition", msg.condition)
     check_condition(f"{prefix}condition", condition, keys, limits)

@@ -43,9 +43,10 @@ from purgatory_server._service.journal_codec import (
     decode_pending,
     outcome_record,
     registered_record,
+    rescheduled_record,
     signal_record,
 )
-from purgatory_server._service.operation import RemoteOperation
+from purgatory_server._service.operation import OperationDefinition, RemoteOperation
 from purgatory_server._service.telemetry.counters import PurgatoryMetrics
 
 if TYPE_CHECKING:
@@ -70,7 +71,7 @@ class DurableJournal:
         self._batch: asyncio.Future[None] | None = None  # the buffered, unsubmitted batch
         self._last: asyncio.Future[None] | None = None  # the latest submitted batch
         # Pending operation id -> (condition message, timeout), for its outcome record.
-        self._definitions: dict[str, tuple[Any, int]] = {}
+        self._definitions: dict[str, tuple[Any, int, int]] = {}
         self._conditions: dict[ConditionSpec, tuple[Any, bytes]] = {}
 
     # -- hooks (loop thread) -----------------------------------------------------------
@@ -83,22 +84,33 @@ class DurableJournal:
                 self._conditions[spec] = cached
         return cached
 
-    def remember(self, op_id: str, spec: ConditionSpec, timeout_ms: int) -> None:
+    def remember(self, op_id: str, definition: OperationDefinition) -> None:
         """Note a restored operation's definition (its outcome record repeats it)."""
-        self._definitions[op_id] = (self._condition(spec)[0], timeout_ms)
+        self._definitions[op_id] = (
+            self._condition(definition.condition)[0],
+            definition.timeout_ms,
+            definition.due_time_ms,
+        )
 
     def on_registered(self, purgatory: str, operation: RemoteOperation) -> None:
         definition = operation.definition
         msg, raw = self._condition(definition.condition)
-        self._definitions[operation.operation_id] = (msg, definition.timeout_ms)
+        self._definitions[operation.operation_id] = (
+            msg,
+            definition.timeout_ms,
+            definition.due_time_ms,
+        )
         self._record(registered_record(purgatory, operation, raw))
 
     def on_signal(self, purgatory: str, key: str, signal: SignalRecord) -> None:
         self._record(signal_record(purgatory, key, signal, self._clock.wall_clock_ms()))
 
     def on_outcome(self, purgatory: str, outcome: Outcome) -> None:
-        condition, timeout_ms = self._definitions.pop(outcome.operation_id, (None, 0))
-        self._record(outcome_record(outcome, condition, timeout_ms))
+        condition, timeout_ms, due = self._definitions.pop(outcome.operation_id, (None, 0, 0))
+        self._record(outcome_record(outcome, condition, timeout_ms, due))
+
+    def on_rescheduled(self, purgatory: str, operation_id: str, due_time_ms: int) -> None:
+        self._record(rescheduled_record(purgatory, operation_id, due_time_ms))
 
     async def barrier(self) -> None:
         future = self._batch if self._batch is not None else self._last
@@ -241,7 +253,7 @@ class DurableStore:
         journal = self.journal
         for op_id, pending in recovered.pending.items():
             definition, created, due, signals = decode_pending(pending)
-            journal.remember(op_id, definition.condition, definition.timeout_ms)
+            journal.remember(op_id, definition)
             purgatory.restore_operation(op_id, definition, created, due, signals)
         logger.info(
             "purgatory %s recovered from %s: %d pending, %d key values, last sequence %d "

@@ -65,6 +65,8 @@ METHOD_RULES: dict[str, tuple[Permission | None, str | None]] = {
     # Any valid token may open a session; each frame needs WATCH, SIGNAL and/or FORCE on
     # the purgatory it names (_session_frames).
     "Session": (None, None),
+    "Cancel": (Permission.FORCE, "purgatory"),
+    "Reschedule": (Permission.FORCE, "purgatory"),
 }
 
 

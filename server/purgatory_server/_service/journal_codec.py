@@ -40,6 +40,7 @@ __all__ = [
     "decode_pending",
     "outcome_record",
     "registered_record",
+    "rescheduled_record",
     "signal_record",
 ]
 
@@ -78,6 +79,15 @@ def registered_record(purgatory: str, op: RemoteOperation, condition: bytes) -> 
             payload=definition.payload,
             due_wall_ms=op.due_time_ms,
             created_wall_ms=op.create_time_ms,
+            requested_due_wall_ms=definition.due_time_ms,
+        )
+    )
+
+
+def rescheduled_record(purgatory: str, operation_id: str, due_time_ms: int) -> JournalRecord:
+    return JournalRecord(
+        rescheduled=JournalRecord.OperationRescheduled(
+            purgatory=purgatory, operation_id=operation_id, due_wall_ms=due_time_ms
         )
     )
 
@@ -96,13 +106,18 @@ def signal_record(purgatory: str, key: str, signal: SignalRecord, now_ms: int) -
     )
 
 
-def outcome_record(outcome: Outcome, condition: Any, timeout_ms: int) -> JournalRecord:
+def outcome_record(
+    outcome: Outcome, condition: Any, timeout_ms: int, requested_due_time_ms: int = 0
+) -> JournalRecord:
     """``condition`` is a ``pb.Condition`` (or None if unknown)."""
     lateness = 0
     if outcome.state is OperationState.EXPIRED:
         lateness = max(0, outcome.complete_time_ms - outcome.due_time_ms)
     body = pb.JournaledOutcome(
-        event=event_to_proto(outcome), condition=condition, timeout_ms=timeout_ms
+        event=event_to_proto(outcome),
+        condition=condition,
+        timeout_ms=timeout_ms,
+        requested_due_time_ms=requested_due_time_ms,
     )
     return JournalRecord(
         outcome=JournalRecord.Outcome(
@@ -133,6 +148,7 @@ def decode_pending(
         reg.timeout_ms,
         condition_from_proto("condition", condition),
         reg.payload,
+        reg.requested_due_wall_ms,
     )
     signals = [_signal(sig) for sig in pending.signals]
     return definition, reg.created_wall_ms, reg.due_wall_ms, signals
@@ -158,7 +174,11 @@ def decode_outcome(record: JournalRecord.Outcome) -> tuple[OperationDefinition, 
     event = body.event
     keys = tuple(event.keys)
     definition = OperationDefinition(
-        keys, body.timeout_ms, condition_from_proto("condition", body.condition), event.payload
+        keys,
+        body.timeout_ms,
+        condition_from_proto("condition", body.condition),
+        event.payload,
+        body.requested_due_time_ms,
     )
     outcome = Outcome(
         sequence=event.sequence,

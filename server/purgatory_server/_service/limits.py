@@ -25,6 +25,7 @@ __all__ = [
     "check_batch",
     "check_condition",
     "check_data",
+    "check_due_time",
     "check_filter",
     "check_key",
     "check_keys",
@@ -89,6 +90,24 @@ def check_timeout(field: str, timeout_ms: int, limits: Limits) -> None:
             field,
             f"{timeout_ms} is outside [{limits.min_timeout_ms}, {limits.max_timeout_ms}] ms",
         )
+
+
+def check_due_time(field: str, due_time_ms: int, limits: Limits, now_ms: int) -> int:
+    """An absolute deadline (epoch ms) -> the timeout it means at ``now_ms`` (server clock).
+
+    A due time already past means "at once" (the smallest timeout); one further ahead than
+    ``limits.max_timeout_ms`` (the maximum horizon) is refused.
+    """
+    if due_time_ms <= 0:
+        raise InvalidArgument(field, "must be a positive Unix epoch time in milliseconds")
+    timeout = due_time_ms - now_ms
+    if timeout > limits.max_timeout_ms:
+        raise InvalidArgument(
+            field,
+            f"{due_time_ms} is {timeout} ms ahead of the server's clock; the maximum "
+            f"horizon is {limits.max_timeout_ms} ms",
+        )
+    return max(limits.min_timeout_ms, timeout)
 
 
 def check_batch(field: str, size: int, limits: Limits) -> None:

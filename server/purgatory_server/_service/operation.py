@@ -15,6 +15,22 @@ serial de-duplicates) and then judges its condition. Invariants that make this s
 
 ``on_complete`` runs on the winning thread (loop or executor): it freezes the result and
 hands the operation to the purgatory's inbox, nothing more, so it never blocks.
+
+Reschedule (moving the deadline) and the race with expiry. A TimerTask's cancellation is
+permanent, so the operation cannot simply be re-added with a new delay. Instead
+:meth:`RemoteOperation.reschedule` cancels the operation's timer entry (and any earlier
+:class:`_Expiry`), then arms a fresh :class:`_Expiry` task that points back at the
+operation; ``self._expiry`` names the one task allowed to expire it. All of this happens
+under ``self.lock``, and every expiry path re-checks under the same lock:
+
+- the timer already handed the old entry to its executor, which waits for the lock while
+  we reschedule: when it gets the lock, ``run`` sees ``_expiry`` is set (the operation's own
+  entry is superseded) and returns; a stale ``_Expiry`` sees it is no longer the current
+  one and returns. The operation stays pending with its new deadline;
+- the executor got the lock first: the operation is EXPIRED before reschedule looks, and
+  reschedule answers False (FAILED_PRECONDITION at the edge).
+
+Either way exactly one terminal outcome, and a lost race is reported, never half-applied.
 """
 
 from __future__ import annotations
@@ -25,6 +41,8 @@ from typing import TYPE_CHECKING
 
 from purgatory_server._engine.delayed_operation import DelayedOperation
 from purgatory_server._engine.time import Time
+from purgatory_server._engine.timer import Timer
+from purgatory_server._engine.timer_task import TimerTask
 from purgatory_server._service.conditions import (
     EMPTY_RESULT,
     ConditionSpec,
@@ -56,6 +74,9 @@ class OperationDefinition:
     timeout_ms: int
     condition: ConditionSpec
     payload: bytes
+    # Non-zero: the caller gave this absolute due time (epoch ms, server wall clock)
+    # instead of a timeout, and timeout_ms is 0.
+    due_time_ms: int = 0
 
 
 class SignalSlot:
@@ -74,6 +95,7 @@ class RemoteOperation(DelayedOperation):
 
     __slots__ = (
         "_clock",
+        "_expiry",
         "_on_end",
         "_reason",
         "_seen",
@@ -113,12 +135,21 @@ class RemoteOperation(DelayedOperation):
         self.state = _WATCHING
         self.result: ResultSnapshot = EMPTY_RESULT
         self.create_time_ms = clock.wall_clock_ms()
-        self.due_time_ms = self.create_time_ms + definition.timeout_ms
+        due = definition.due_time_ms
+        if due:
+            # Judged on the server's wall clock when it arrives; a past one fires at once.
+            self.delay_ms = max(0, due - self.create_time_ms)
+            self.due_time_ms = due
+        else:
+            self.due_time_ms = self.create_time_ms + definition.timeout_ms
         self.complete_time_ms = 0
         # Set on the loop thread when the outcome is published (sequence assigned).
         self.outcome: Outcome | None = None
         # Long-polls waiting for the outcome; loop thread only.
         self.waiters: list[Waiter] = []
+        # The task that may expire this operation once it was rescheduled (None: its own
+        # timer entry). Written under ``lock`` only.
+        self._expiry: _Expiry | None = None
         # The registering request's W3C traceparent when tracing is on (loop thread).
         self.traceparent = ""
 
@@ -150,6 +181,39 @@ class RemoteOperation(DelayedOperation):
             self._reason = reason
             return self.force_complete()
 
+    def reschedule(self, timer: Timer, delay_ms: int, due_time_ms: int) -> bool:
+        """Move the deadline to ``delay_ms`` from now; False if the operation already ended.
+
+        Atomic with respect to every way of ending it (see the module docstring): the
+        operation never leaves the pending state in between.
+        """
+        with self.lock:
+            if self.is_completed():
+                return False
+            self.cancel()  # the own entry for good, and the previous _Expiry if any
+            task = _Expiry(self, delay_ms)
+            self._expiry = task
+            self.due_time_ms = due_time_ms
+            timer.add(task)
+            return True
+
+    def cancel(self) -> None:
+        super().cancel()
+        expiry = self._expiry
+        if expiry is not None:
+            expiry.cancel()
+
+    def run(self) -> None:
+        # The operation's own timer entry; after a reschedule only _Expiry may expire it.
+        with self.lock:
+            if self._expiry is None and self.force_complete():
+                self.on_expiration()
+
+    def _expire_from(self, task: _Expiry) -> None:
+        with self.lock:
+            if self._expiry is task and self.force_complete():
+                self.on_expiration()
+
     def on_complete(self) -> None:
         self.state = self._reason
         self.complete_time_ms = self._clock.wall_clock_ms()
@@ -162,3 +226,16 @@ class RemoteOperation(DelayedOperation):
 
     def __repr__(self) -> str:
         return f"RemoteOperation({self.operation_id!r}, {self.state.name})"
+
+
+class _Expiry(TimerTask):
+    """A rescheduled deadline: a timer task that expires its operation if still current."""
+
+    __slots__ = ("_operation",)
+
+    def __init__(self, operation: RemoteOperation, delay_ms: int) -> None:
+        super().__init__(delay_ms)
+        self._operation = operation
+
+    def run(self) -> None:
+        self._operation._expire_from(self)

@@ -37,6 +37,7 @@ from purgatory_server._service.conditions import (
 from purgatory_server._service.config import Limits, PurgatorySettings
 from purgatory_server._service.errors import (
     AlreadyExists,
+    FailedPrecondition,
     InvalidArgument,
     LimitExceeded,
     NotFound,
@@ -186,6 +187,10 @@ class NamedPurgatory:
             subscribers=len(self._subscribers),
             incarnation=self.incarnation,
         )
+
+    def wall_clock_ms(self) -> int:
+        """The server's wall clock as this purgatory reads it (absolute due times)."""
+        return self._time.wall_clock_ms()
 
     def _check_open(self) -> None:
         if self._closed is not None:
@@ -342,6 +347,54 @@ class NamedPurgatory:
         won = op.end(OperationState.FORCE_COMPLETED)
         self._inbox.drain()
         return won, (op.outcome or op)
+
+    def cancel(
+        self, ids: Sequence[str] = (), *, key: str | None = None, prefix: str | None = None
+    ) -> list[RemoteOperation]:
+        """End pending operations as CANCELLED; the ones this call ended (idempotent).
+
+        By ids (unknown or already ended ids are skipped), by key (the engine's
+        ``cancel_for_key``: one watch list) or by id prefix (a scan of the pending table,
+        O(pending)). The outcomes are published (sequenced) before this returns.
+        """
+        self._check_open()
+        if key is not None:
+            targets = self._engine.cancel_for_key(key)
+        elif prefix is not None:
+            targets = [op for i, op in self._active.items() if i.startswith(prefix)]
+        else:
+            targets = [op for op in map(self._active.get, ids) if op is not None]
+        ended = [op for op in targets if op.end(OperationState.CANCELLED)]
+        self._inbox.drain()
+        return ended
+
+    def reschedule(
+        self, op_id: str, timeout_ms: int | None, due_time_ms: int | None
+    ) -> RemoteOperation:
+        """Move a pending operation's deadline (relative ``timeout_ms`` or absolute
+        ``due_time_ms`` on the wall clock); journaled. FailedPrecondition once it ended."""
+        self._check_open()
+        op = self._active.get(op_id)
+        if op is None:
+            self.lookup(op_id)  # NotFound for an unknown id
+            raise FailedPrecondition(
+                f"operation {quote(op_id)} in purgatory {self.name!r} has already ended"
+            )
+        now = self._time.wall_clock_ms()
+        if due_time_ms is None:
+            delay = timeout_ms or 0
+            due = now + delay
+        else:
+            due = due_time_ms
+            delay = max(0, due - now)
+        if not op.reschedule(self._engine.timer, delay, due):
+            self._inbox.drain()
+            raise FailedPrecondition(
+                f"operation {quote(op_id)} in purgatory {self.name!r} has already ended"
+            )
+        self._journal.on_rescheduled(self.name, op_id, due)
+        self._inbox.drain()
+        return op
 
     def lookup(self, op_id: str) -> RemoteOperation | Outcome:
         self._check_open()

@@ -45,9 +45,11 @@ from purgatory_server._service.events import Outcome
 from purgatory_server._service.incarnation import check_incarnation
 from purgatory_server._service.limits import (
     check_batch,
+    check_due_time,
     check_key,
     check_operation_id,
     check_settings,
+    check_timeout,
 )
 from purgatory_server._service.purgatory import NamedPurgatory
 from purgatory_server._service.registry import PurgatoryRegistry
@@ -55,6 +57,10 @@ from purgatory_server._service.session import SessionStream
 from purgatory_server._service.waiters import wait_for_outcomes
 
 __all__ = ["METADATA_INCARNATION", "METADATA_START_AFTER", "PurgatoryServicer"]
+
+# Bounds of SubscribeRequest.heartbeat_interval_ms (0: no heartbeats).
+MIN_HEARTBEAT_MS = 100
+MAX_HEARTBEAT_MS = 3_600_000
 
 # Response header of Subscribe: the sequence the stream starts after (resume point).
 METADATA_START_AFTER = "purgatory-start-after"
@@ -185,6 +191,54 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
         response = pb.GetOperationResponse(operation=operation_status_with_progress(target))
         return await _acknowledged(purgatory, response)
 
+    # ------------------------------------------------------------------ delayed messages
+    @unary_errors
+    async def Cancel(self, request: Any, context: Any) -> Any:
+        purgatory = self._registry.get(request.purgatory)
+        limits = self._limits
+        target = request.WhichOneof("target")
+        if target == "key":
+            check_key("key", request.key, limits)
+            ended = purgatory.cancel(key=request.key)
+        elif target == "operation_id_prefix":
+            prefix = request.operation_id_prefix
+            if not prefix:
+                raise InvalidArgument("operation_id_prefix", "must not be empty")
+            check_operation_id("operation_id_prefix", prefix, limits)
+            ended = purgatory.cancel(prefix=prefix)
+        elif target == "operation_ids":
+            ids = request.operation_ids.ids
+            check_batch("operation_ids.ids", len(ids), limits)
+            for i, op_id in enumerate(ids):
+                if not op_id:
+                    raise InvalidArgument(f"operation_ids.ids[{i}]", "must not be empty")
+                check_operation_id(f"operation_ids.ids[{i}]", op_id, limits)
+            ended = purgatory.cancel(ids)
+        else:
+            raise InvalidArgument("target", "set one of operation_ids, key or operation_id_prefix")
+        response = pb.CancelResponse(cancelled=[operation_status(op, False) for op in ended])
+        return await _acknowledged(purgatory, response)
+
+    @unary_errors
+    async def Reschedule(self, request: Any, context: Any) -> Any:
+        purgatory = self._registry.get(request.purgatory)
+        if not request.operation_id:
+            raise InvalidArgument("operation_id", "must not be empty")
+        check_operation_id("operation_id", request.operation_id, self._limits)
+        deadline = request.WhichOneof("deadline")
+        if deadline == "timeout_ms":
+            check_timeout("timeout_ms", request.timeout_ms, self._limits)
+            op = purgatory.reschedule(request.operation_id, request.timeout_ms, None)
+        elif deadline == "due_time_ms":
+            check_due_time(
+                "due_time_ms", request.due_time_ms, self._limits, purgatory.wall_clock_ms()
+            )
+            op = purgatory.reschedule(request.operation_id, None, request.due_time_ms)
+        else:
+            raise InvalidArgument("deadline", "set one of timeout_ms or due_time_ms")
+        response = pb.RescheduleResponse(operation=operation_status(op, False))
+        return await _acknowledged(purgatory, response)
+
     # ------------------------------------------------------------------ streams
     @stream_errors
     async def Subscribe(self, request: Any, context: Any) -> AsyncIterator[Any]:
@@ -192,6 +246,13 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
         event_filter = filter_from_proto("filter", request.filter, self._limits)
         check_incarnation(request.incarnation, purgatory.incarnation)
         after = request.after_sequence if request.HasField("after_sequence") else None
+        heartbeat_ms = request.heartbeat_interval_ms
+        if heartbeat_ms and not MIN_HEARTBEAT_MS <= heartbeat_ms <= MAX_HEARTBEAT_MS:
+            raise InvalidArgument(
+                "heartbeat_interval_ms",
+                f"{heartbeat_ms} is outside [{MIN_HEARTBEAT_MS}, {MAX_HEARTBEAT_MS}] ms",
+            )
+        idle_s = heartbeat_ms / 1000 if heartbeat_ms else None
         subscriber = purgatory.subscribe(after, event_filter)
         try:
             await context.send_initial_metadata(
@@ -202,8 +263,11 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
             )
             metrics = purgatory.metrics
             while True:
-                batch = await subscriber.next_batch()
-                if metrics is not None and batch:
+                batch = await subscriber.next_batch(idle_s)
+                if not batch:
+                    # Idle: tell the client the stream is alive and how far it has got.
+                    yield pb.OperationEvent(heartbeat=True, caught_up_sequence=subscriber.caught_up)
+                elif metrics is not None:
                     metrics.subscriber_lag.record(purgatory.last_sequence - batch[0].sequence)
                 for outcome in batch:
                     yield event_to_proto(outcome)

@@ -51,7 +51,16 @@ MATCH_ALL = EventFilter()
 class Subscriber:
     """One open Subscribe stream: replayed events, then a bounded live buffer."""
 
-    __slots__ = ("_buffer", "_error", "_filter", "_queue", "_replay", "_wake", "start_after")
+    __slots__ = (
+        "_buffer",
+        "_error",
+        "_filter",
+        "_queue",
+        "_replay",
+        "_wake",
+        "caught_up",
+        "start_after",
+    )
 
     def __init__(
         self, event_filter: EventFilter, buffer: int, replay: Iterable[Outcome], start_after: int
@@ -63,13 +72,19 @@ class Subscriber:
         self._wake = asyncio.Event()
         self._error: ServiceError | None = None
         self.start_after = start_after
+        # The highest sequence this stream has considered (sent, buffered or filtered out):
+        # once the buffer is empty, the stream is caught up to it (heartbeats report it).
+        self.caught_up = max([start_after, *(o.sequence for o in self._replay)])
 
     @property
     def buffered(self) -> int:
         return len(self._queue)
 
     def offer(self, outcome: Outcome) -> None:
-        if self._error is not None or not self._filter.matches(outcome):
+        if self._error is not None:
+            return
+        self.caught_up = outcome.sequence
+        if not self._filter.matches(outcome):
             return
         if len(self._queue) >= self._buffer:
             # Everything before this outcome was buffered (or filtered out): resume after it.
@@ -85,8 +100,12 @@ class Subscriber:
             self._error = error
         self._wake.set()
 
-    async def next_batch(self) -> list[Outcome]:
-        """The next events to send; raises the closing error when there are none left."""
+    async def next_batch(self, idle_s: float | None = None) -> list[Outcome]:
+        """The next events to send; raises the closing error when there are none left.
+
+        With ``idle_s``, an empty list once that long passed with nothing to send (the
+        caller then sends a heartbeat).
+        """
         if self._replay is not None:
             replay, self._replay = self._replay, None
             if replay:
@@ -95,7 +114,13 @@ class Subscriber:
             if self._error is not None:
                 raise self._error
             self._wake.clear()
-            await self._wake.wait()
+            if idle_s is None:
+                await self._wake.wait()
+                continue
+            try:
+                await asyncio.wait_for(self._wake.wait(), idle_s)
+            except TimeoutError:
+                return []
         batch = list(self._queue)
         self._queue.clear()
         return batch

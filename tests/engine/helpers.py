@@ -5,7 +5,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from purgatory_server import DelayedOperation, MockTime, SystemTimer, TimerTask
+from purgatory_server import (
+    DelayedOperation,
+    DelayedOperationPurgatory,
+    MockTime,
+    SystemTimer,
+    TimerTask,
+)
 
 
 class RecordingTask(TimerTask):
@@ -64,3 +70,11 @@ def step(timer: SystemTimer, clock: MockTime, ms: int) -> None:
     else:
         raise AssertionError("advance_clock(0) never ran out of due buckets")
     assert timer._wait_executor_idle(10.0), "executor did not drain"
+
+
+def advance(p: DelayedOperationPurgatory[FlagOperation], clock: MockTime, ms: int) -> None:
+    """``step`` the purgatory's timer by ``ms``, then let the purgatory advance (and purge)."""
+    timer = p.timer
+    assert isinstance(timer, SystemTimer)
+    step(timer, clock, ms)
+    p.advance_clock(0)

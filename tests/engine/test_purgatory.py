@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 from purgatory_server import DelayedOperationPurgatory, MockTime, SystemTimer
 
-from .helpers import FlagOperation, step
+from .helpers import FlagOperation, advance
 
 
 @pytest.fixture
@@ -28,13 +28,6 @@ def purgatory(clock: MockTime) -> Iterator[DelayedOperationPurgatory[FlagOperati
     )
     yield p
     p.shutdown()
-
-
-def advance(p: DelayedOperationPurgatory[FlagOperation], clock: MockTime, ms: int) -> None:
-    timer = p.timer
-    assert isinstance(timer, SystemTimer)
-    step(timer, clock, ms)
-    p.advance_clock(0)
 
 
 def test_completes_immediately_when_already_satisfied(

@@ -13,9 +13,9 @@ import weakref
 from collections.abc import Iterator
 
 import pytest
-from purgatory_server import DelayedOperationPurgatory, MockTime, SystemTimer
+from purgatory_server import DelayedOperationPurgatory, MockTime
 
-from .helpers import FlagOperation, step
+from .helpers import FlagOperation, advance
 
 
 @pytest.fixture
@@ -31,13 +31,6 @@ def purgatory(clock: MockTime) -> Iterator[DelayedOperationPurgatory[FlagOperati
     assert p.unwatch_on_complete
     yield p
     p.shutdown()
-
-
-def _advance(p: DelayedOperationPurgatory[FlagOperation], clock: MockTime, ms: int) -> None:
-    timer = p.timer
-    assert isinstance(timer, SystemTimer)
-    step(timer, clock, ms)
-    p.advance_clock(0)
 
 
 def test_completion_by_one_key_leaves_every_key(
@@ -62,10 +55,10 @@ def test_expiry_leaves_every_key(
     purgatory.try_complete_else_watch(op, ["a", "b", "shared"])
     purgatory.try_complete_else_watch(keep, ["shared"])
     assert purgatory.watched() == 4
-    _advance(purgatory, clock, 50)
+    advance(purgatory, clock, 50)
     assert op.expirations == 1
     assert purgatory.watched() == 1 and purgatory.watched_keys() == 1  # only `keep`
-    _advance(purgatory, clock, 450)
+    advance(purgatory, clock, 450)
     assert keep.expirations == 1
     assert purgatory.watched() == 0 and purgatory.watched_keys() == 0
 

@@ -39,7 +39,7 @@ def now_ms() -> int:
 class ServerProcess:
     """One server subprocess on ``data_dir``; SIGKILL or SIGTERM it, bounded waits."""
 
-    def __init__(self, data_dir: Path, fsync: str, log: Path) -> None:
+    def __init__(self, data_dir: Path, fsync: str, log: Path, port: int = 0) -> None:
         self.port_file = data_dir.parent / "port"
         self.port_file.unlink(missing_ok=True)
         env = dict(os.environ, PURGATORY_DEFAULTS_RETAINED_EVENTS="1000000")
@@ -48,7 +48,7 @@ class ServerProcess:
             "-m",
             "purgatory_server",
             "--listen",
-            "127.0.0.1:0",
+            f"127.0.0.1:{port}",
             "--data-dir",
             str(data_dir),
             "--purgatory",

@@ -5,11 +5,7 @@ nothing acknowledged is lost, no completed id is registered or completed twice."
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -26,6 +22,7 @@ from purgatory_client import (
 )
 from purgatory_server._service import create_server
 
+from tests.durability.crash_load import ServerProcess
 from tests.durability.helpers import NAME, durable_config
 
 
@@ -85,19 +82,11 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-class FixedPortServer:
+class FixedPortServer(ServerProcess):
     """A durable server subprocess on a fixed port, so clients reconnect after a restart."""
 
     def __init__(self, data_dir: Path, port: int, log: Path) -> None:
-        self._log = log.open("ab")
-        args = [
-            sys.executable, "-m", "purgatory_server",
-            "--listen", f"127.0.0.1:{port}",
-            "--data-dir", str(data_dir),
-            "--purgatory", NAME, "--durable", "--fsync", "always",
-            "--log-level", "WARNING",
-        ]  # fmt: skip
-        self.proc = subprocess.Popen(args, stdout=self._log, stderr=self._log, env=dict(os.environ))
+        super().__init__(data_dir, "always", log, port=port)
         self.target = f"127.0.0.1:{port}"
 
     def wait_ready(self, timeout_s: float = 15.0) -> None:
@@ -111,22 +100,6 @@ class FixedPortServer:
                     if self.proc.poll() is not None or time.monotonic() > deadline:
                         raise
                     time.sleep(0.05)
-
-    def kill(self) -> None:
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(10)
-        self._log.close()
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        if not self._log.closed:
-            self._log.close()
 
 
 def test_dispatcher_survives_a_server_restart(tmp_path: Path) -> None:

@@ -216,7 +216,15 @@ class RemoteOperation(DelayedOperation):
 
     def on_complete(self) -> None:
         self.state = self._reason
-        self.complete_time_ms = self._clock.wall_clock_ms()
+        now = self._clock.wall_clock_ms()
+        if self._reason is _EXPIRED and now < self.due_time_ms:
+            # The wheel fires on the monotonic clock; ``due_time_ms`` is wall time read at
+            # registration. The two clocks are floored to ms at different instants (and the
+            # wall clock may be stepped), so the wall reading can land a millisecond or so
+            # before the due time although the monotonic deadline has passed. An expiry is
+            # never early by definition: record it at its due time (lateness 0).
+            now = self.due_time_ms
+        self.complete_time_ms = now
         self.result = self.progress.snapshot()
         self._on_end(self)
 

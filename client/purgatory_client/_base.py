@@ -25,11 +25,12 @@ import os
 import secrets
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from types import MappingProxyType
 from typing import Any, cast
 
 import grpc
+from google.protobuf.descriptor import FieldDescriptor
 from purgatory_proto.v1 import purgatory_pb2 as pb
 
 from purgatory_client._checks import converting, int64, key_list, text, uint
@@ -304,16 +305,29 @@ def batch_signal_request(purgatory: str, signals: Iterable[tuple[str, Signal | N
     )
 
 
+# The wire form of each PurgatoryConfig field, from the proto's descriptor: the client
+# declares the fields (typed, documented) and the mapping follows from the names.
+# tests/service/test_settings_spec.py fails when the two (or the server) disagree.
+_CONFIG_WIRE = pb.PurgatoryConfig.DESCRIPTOR.fields_by_name
+_CONFIG_FIELDS = tuple(f.name for f in fields(PurgatoryConfig))
+_UINT_BITS = {
+    FieldDescriptor.TYPE_UINT32: 32,
+    FieldDescriptor.TYPE_UINT64: 64,
+}
+
+
 def config_to_proto(config: PurgatoryConfig | None) -> Any:
     c = config or PurgatoryConfig()
-    return pb.PurgatoryConfig(
-        tick_ms=uint("config.tick_ms", c.tick_ms, 32),
-        wheel_size=uint("config.wheel_size", c.wheel_size, 32),
-        purge_interval=uint("config.purge_interval", c.purge_interval, 32),
-        max_pending=uint("config.max_pending", c.max_pending, 32),
-        retained_events=uint("config.retained_events", c.retained_events, 32),
-        durable=bool(c.durable),
-    )
+    msg = pb.PurgatoryConfig()
+    for name in _CONFIG_FIELDS:
+        value = getattr(c, name)
+        wire_type = _CONFIG_WIRE[name].type
+        if wire_type == FieldDescriptor.TYPE_BOOL:
+            value = bool(value)
+        else:
+            value = uint(f"config.{name}", value, _UINT_BITS[wire_type])
+        setattr(msg, name, value)
+    return msg
 
 
 def name_field(field: str, value: str) -> str:
@@ -462,14 +476,7 @@ def info_from_proto(msg: Any) -> PurgatoryInfo:
     c = msg.config
     return PurgatoryInfo(
         name=msg.name,
-        config=PurgatoryConfig(
-            c.tick_ms,
-            c.wheel_size,
-            c.purge_interval,
-            c.max_pending,
-            c.retained_events,
-            durable=c.durable,
-        ),
+        config=PurgatoryConfig(**{name: getattr(c, name) for name in _CONFIG_FIELDS}),
         pending=msg.pending,
         watched_keys=msg.watched_keys,
         last_sequence=msg.last_sequence,

@@ -13,6 +13,7 @@ import grpc
 import pytest
 from purgatory_client import (
     AsyncPurgatoryClient,
+    DeadlineExceededError,
     OperationSpec,
     OperationState,
     OperationStatus,
@@ -92,6 +93,19 @@ async def test_long_poll_resends_by_the_resume_policy(flaky: tuple[FlakyService,
         status = await client.wait(["k"], 1000, operation_id="mine")
     assert status.state is OperationState.COMPLETED
     assert set(service.seen) == {"mine"} and len(service.seen) == 8
+
+
+async def test_the_call_timeout_bounds_the_resends(flaky: tuple[FlakyService, str]) -> None:
+    service, target = flaky
+    service.failures = 10**9  # never comes back
+    forever = ResumePolicy.forever(max_delay_s=0.05)
+    async with AsyncPurgatoryClient(target, resume=forever) as client:
+        started = time.monotonic()
+        # The last attempt gets what is left of the deadline, so either error may end it.
+        with pytest.raises((UnavailableError, DeadlineExceededError)):
+            await client.wait(["k"], 1000, timeout=0.5)
+        assert time.monotonic() - started < 5
+    assert len(set(service.seen)) == 1 and len(service.seen) > 3
 
 
 def _async_batch_wait(target: str) -> list[OperationStatus]:

@@ -74,8 +74,10 @@ def test_every_setting_has_a_doc_and_a_default_within_its_bounds() -> None:
         "name",
         *(s.name for s in SETTINGS),
     ]
+    annotations = {f.name: f.type for f in dataclasses.fields(PurgatorySettings)}
     for spec in SETTINGS:
         assert spec.doc, spec.name
+        assert annotations[spec.name] == spec.kind.__name__, spec.name  # parsed by type
         assert getattr(PurgatorySettings(), spec.name) == spec.default
     PurgatorySettings().validate(Limits())
 

@@ -20,8 +20,9 @@ from purgatory_proto.v1 import purgatory_pb2 as pb
 from purgatory_proto.v1 import purgatory_pb2_grpc as pb_grpc
 
 from purgatory_client import _base
-from purgatory_client._base import DEFAULT_PURGATORY, LongPollRetry, ResumeCursor, ResumePolicy
+from purgatory_client._base import DEFAULT_PURGATORY, ResumeCursor, ResumePolicy
 from purgatory_client._batcher import DispatcherConfig, TaskHolder
+from purgatory_client._long_poll import LongPollRetry, channel_options
 from purgatory_client._models import (
     BatchSignalResult,
     Condition,
@@ -95,9 +96,9 @@ class PurgatoryClient:
         if channel is not None:
             self._channel = channel
         elif credentials is not None:
-            self._channel = grpc.secure_channel(target, credentials, _base.channel_options(options))
+            self._channel = grpc.secure_channel(target, credentials, channel_options(options))
         else:
-            self._channel = grpc.insecure_channel(target, _base.channel_options(options))
+            self._channel = grpc.insecure_channel(target, channel_options(options))
         self._stub = pb_grpc.PurgatoryServiceStub(self._channel)  # type: ignore[no-untyped-call]
         self.purgatory = purgatory
         self.timeout = timeout

@@ -4,6 +4,8 @@ the client's resume policy across a server restart, in both clients."""
 from __future__ import annotations
 
 import asyncio
+import json
+import re
 import time
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -21,6 +23,7 @@ from purgatory_client import (
     ResumePolicy,
     UnavailableError,
 )
+from purgatory_client._long_poll import SERVICE_CONFIG
 from purgatory_proto.v1 import purgatory_pb2 as pb
 from purgatory_proto.v1 import purgatory_pb2_grpc as pb_grpc
 
@@ -44,6 +47,12 @@ class FlakyService(pb_grpc.PurgatoryServiceServicer):
         return pb.TryCompleteElseWatchResponse(
             operation_id=request.operation_id, state=pb.OPERATION_STATE_COMPLETED
         )
+
+
+def test_docs_show_the_service_config_the_clients_install() -> None:
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "clients.md").read_text()
+    [shown] = re.findall(r"```json\n(.*?)```", docs, re.S)
+    assert json.loads(shown) == json.loads(SERVICE_CONFIG)
 
 
 @pytest.fixture
@@ -103,9 +112,10 @@ async def test_the_call_timeout_bounds_the_resends(flaky: tuple[FlakyService, st
         started = time.monotonic()
         # The last attempt gets what is left of the deadline, so either error may end it.
         with pytest.raises((UnavailableError, DeadlineExceededError)):
-            await client.wait(["k"], 1000, timeout=0.5)
-        assert time.monotonic() - started < 5
-    assert len(set(service.seen)) == 1 and len(service.seen) > 3
+            await client.wait(["k"], 1000, timeout=1.5)
+        assert time.monotonic() - started < 10
+    # Re-sent past gRPC's own 3 attempts (the resume policy), always the same operation.
+    assert len(set(service.seen)) == 1 and len(service.seen) > 3, service.seen
 
 
 def _async_batch_wait(target: str) -> list[OperationStatus]:

@@ -1,42 +1,198 @@
-"""The README's Python examples run as written, so the front page cannot drift from the code."""
+"""The README's examples run as written, so the front page cannot drift from the code.
+
+Every fenced block of README.md is either run here (its Python executed, its shell lines
+run one by one with bash against a real server on 127.0.0.1:0) or listed in
+``NOT_RUN`` with the reason; a new block that is neither fails
+:func:`test_every_block_is_run_or_explained`. Shell lines reach the test's server through
+``PURGATORY_TARGET`` (the CLI), a ``HOST:PORT`` argument (the example scripts) or a free
+port put in place of the README's fixed one, and ``.venv/bin/`` is this interpreter's
+directory (the same virtual environment when run by ``make test``).
+"""
 
 from __future__ import annotations
 
 import contextlib
 import io
+import json
+import os
 import re
+import shlex
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+
+import pytest
+from purgatory_client import OperationState, PurgatoryClient, PurgatoryError
+from purgatory_server._service import ServerConfig
 
 from tests.service.helpers import ServerThread
 
-README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-BLOCKS = re.findall(r"```python\n(.*?)```", README, re.S)
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text()
+# (language, body) of every fenced block, in order.
+FENCED = re.findall(r"^```(\w*)\n(.*?)^```", README, re.S | re.M)
+BIN = str(Path(sys.executable).parent) + "/"
+
+# Blocks run by a test below, by a line that identifies them.
+RUN = {
+    "DelayedOperationPurgatory": "test_engine_example_runs",
+    "Condition.all_keys()": "test_client_example_runs_against_a_real_server",
+    "watch_many": "test_many_operations_example_runs_against_a_real_server",
+    "purgatory watch order-42": "test_cli_walkthrough_runs_line_by_line",
+    "examples/python/acks.py": "test_examples_block_runs",
+    "--metrics-listen 127.0.0.1:9464": "test_metrics_block_runs",
+}
+# Blocks no test can run, and why.
+NOT_RUN = {
+    "make serve   #": "`make serve` runs until stopped and `make test` is this test suite; "
+    "tests/test_install_profiles.py checks what each installs",
+    "docker build -t purgatory .": "needs a Docker engine, which the test machines lack; "
+    "tests/test_install_profiles.py lints the Dockerfile",
+}
 
 
 def _block(marker: str) -> str:
-    [block] = [b for b in BLOCKS if marker in b]
-    return block
+    [block] = [body for _, body in FENCED if marker in body]
+    return str(block)
+
+
+def _lines(block: str) -> list[str]:
+    """The block's commands: comments dropped, continuation lines joined."""
+    joined = block.replace("\\\n", " ")
+    out = []
+    for line in joined.splitlines():
+        command = line.split("  #")[0].strip()
+        if command and not command.startswith("#"):
+            out.append(command.replace(".venv/bin/", BIN))
+    return out
+
+
+def _bash(command: str, env: dict[str, str], timeout: float = 60) -> str:
+    done = subprocess.run(
+        ["bash", "-c", command],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    assert done.returncode == 0, f"{command!r} exited {done.returncode}: {done.stderr}"
+    return done.stdout
+
+
+def _until(check: Callable[[], bool], timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def server() -> Iterator[ServerThread]:
+    with ServerThread(ServerConfig(listen="127.0.0.1:0", grace_s=0.5)) as st:
+        yield st
+
+
+def test_every_block_is_run_or_explained() -> None:
+    for lang, body in FENCED:
+        run = [m for m in RUN if m in body]
+        skipped = [m for m in NOT_RUN if m in body]
+        assert len(run) + len(skipped) == 1, f"README block not run nor explained:\n{body}"
+        assert lang in ("python", "sh"), lang
+    for marker in (*RUN, *NOT_RUN):
+        _block(marker)  # each marker names exactly one block
+    assert set(RUN.values()) <= set(globals())
 
 
 def test_engine_example_runs() -> None:
     exec(compile(_block("DelayedOperationPurgatory"), "README.md", "exec"), {})
 
 
-def test_client_example_runs_against_a_real_server() -> None:
-    code = _block("Condition.all_keys()")
-    with ServerThread() as st:
-        code = code.replace('"127.0.0.1:50051"', repr(st.target))
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            exec(compile(code, "README.md", "exec"), {})
+def test_client_example_runs_against_a_real_server(server: ServerThread) -> None:
+    code = _block("Condition.all_keys()").replace('"127.0.0.1:50051"', repr(server.target))
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code, "README.md", "exec"), {})
     assert out.getvalue().strip() == "COMPLETED"
 
 
-def test_many_operations_example_runs_against_a_real_server() -> None:
-    code = _block("watch_many")
-    with ServerThread() as st:
-        code = code.replace('"127.0.0.1:50051"', repr(st.target))
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            exec(compile(code, "README.md", "exec"), {})
+def test_many_operations_example_runs_against_a_real_server(server: ServerThread) -> None:
+    code = _block("watch_many").replace('"127.0.0.1:50051"', repr(server.target))
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code, "README.md", "exec"), {})
     assert out.getvalue().split("\n")[:2] == ["ack-0 COMPLETED", "ack-1 EXPIRED"]
+
+
+def test_cli_walkthrough_runs_line_by_line(server: ServerThread) -> None:
+    watch, get, signal, subscribe = _lines(_block("purgatory watch order-42"))
+    env = dict(os.environ, PURGATORY_TARGET=server.target)
+    assert watch.endswith("&")
+    # The backgrounded long-poll, as its own process; the next lines wait for it as a
+    # user at a prompt would.
+    waiter = subprocess.Popen(
+        shlex.split(watch[:-1]), cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        with PurgatoryClient(server.target, timeout=5) as client:
+
+            def registered() -> bool:
+                try:
+                    return client.get_operation("order-42").state is OperationState.WATCHING
+                except PurgatoryError:
+                    return False
+
+            _until(registered)
+        assert json.loads(_bash(get, env))["state"] == "WATCHING"
+        assert json.loads(_bash(signal, env)) == {"completed": 1}
+        out, _ = waiter.communicate(timeout=30)
+        assert waiter.returncode == 0 and "COMPLETED" in out, out
+        [event] = [json.loads(line) for line in _bash(subscribe, env).splitlines()]
+        assert (event["operation_id"], event["state"]) == ("order-42", "COMPLETED")
+    finally:
+        if waiter.poll() is None:
+            waiter.kill()
+            waiter.wait(10)
+
+
+def test_examples_block_runs(tmp_path: Path) -> None:
+    serve, python_example, node_example = _lines(_block("examples/python/acks.py"))
+    # `make serve &` is the server this test starts; the Node.js line runs in `make
+    # node-test` (client/node/test/examples.test.mjs), with every other example.
+    assert serve == "make serve &" and node_example.startswith("make node-build && node ")
+    config = ServerConfig(listen="127.0.0.1:0", grace_s=0.5, data_dir=str(tmp_path))
+    with ServerThread(config) as st:
+        out = _bash(f"{python_example} {st.target}", dict(os.environ))
+    assert "produce answered: COMPLETED" in out, out
+
+
+def test_metrics_block_runs(tmp_path: Path) -> None:
+    start, scrape = _lines(_block("--metrics-listen 127.0.0.1:9464"))
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    start = start.replace("9464", str(port)) + " --listen 127.0.0.1:0"
+    scrape = scrape.replace("9464", str(port))
+    log = (tmp_path / "server.log").open("wb")
+    proc = subprocess.Popen(shlex.split(start), cwd=tmp_path, stdout=log, stderr=log)
+    try:
+        outputs: list[str] = []
+
+        def scraped() -> bool:
+            assert proc.poll() is None, (tmp_path / "server.log").read_text()
+            done = subprocess.run(
+                ["bash", "-c", scrape], capture_output=True, text=True, timeout=10, check=False
+            )
+            outputs.append(done.stdout)
+            return done.returncode == 0
+
+        _until(scraped)
+        assert "purgatory_operations_delayed" in outputs[-1]
+    finally:
+        proc.terminate()
+        proc.wait(15)
+        log.close()

@@ -21,6 +21,7 @@ from purgatory_client import _base
 from purgatory_client._async_session import AsyncSession, OutcomeCallback
 from purgatory_client._base import DEFAULT_PURGATORY, ResumeCursor, ResumePolicy
 from purgatory_client._batcher import DispatcherConfig, TaskHolder
+from purgatory_client._long_poll import LongPollRetry, channel_options
 from purgatory_client._models import (
     BatchSignalResult,
     Condition,
@@ -36,7 +37,7 @@ from purgatory_client._models import (
 from purgatory_client._security import resolve_security
 from purgatory_client._session_base import DEFAULT_FRAME_SIZE, Backoff, WatchSet
 from purgatory_client.async_dispatcher import AsyncBatchingDispatcher, AsyncSessionTransport
-from purgatory_client.errors import PurgatoryError, from_rpc_error
+from purgatory_client.errors import PurgatoryError, UnavailableError, from_rpc_error
 from purgatory_client.tracing import with_trace
 
 __all__ = ["AsyncPurgatoryClient"]
@@ -76,9 +77,9 @@ class AsyncPurgatoryClient:
         if channel is not None:
             self._channel = channel
         elif credentials is not None:
-            self._channel = grpc.aio.secure_channel(target, credentials, options)
+            self._channel = grpc.aio.secure_channel(target, credentials, channel_options(options))
         else:
-            self._channel = grpc.aio.insecure_channel(target, options)
+            self._channel = grpc.aio.insecure_channel(target, channel_options(options))
         self._stub = pb_grpc.PurgatoryServiceStub(self._channel)  # type: ignore[no-untyped-call]
         self.purgatory = purgatory
         self.timeout = timeout
@@ -110,6 +111,16 @@ class AsyncPurgatoryClient:
 
     def _name(self, purgatory: str | None) -> str:
         return self.purgatory if purgatory is None else purgatory
+
+    async def _long_poll(self, method: Any, request: Any, timeout: float | None) -> Any:
+        """``method(request)`` re-sent after UNAVAILABLE (see ``_base.LongPollRetry``)."""
+        retry = LongPollRetry(self._resume, timeout)
+        while True:
+            try:
+                return await self._call(method, request, retry.remaining())
+            except UnavailableError as exc:
+                delay = retry.delay(exc)
+            await asyncio.sleep(delay)
 
     # ------------------------------------------------------------ admin
     async def create_purgatory(
@@ -160,8 +171,11 @@ class AsyncPurgatoryClient:
             wait=wait,
             due_time_ms=due_time_ms,
         )
-        deadline = timeout if (wait or timeout is not None) else self.timeout
-        resp = await self._call(self._stub.TryCompleteElseWatch, req, deadline)
+        if wait:
+            resp = await self._long_poll(self._stub.TryCompleteElseWatch, req, timeout)
+        else:
+            deadline = self.timeout if timeout is None else timeout
+            resp = await self._call(self._stub.TryCompleteElseWatch, req, deadline)
         return _base.status_from_proto(resp, payload)
 
     async def wait(
@@ -196,8 +210,11 @@ class AsyncPurgatoryClient:
         timeout: float | None = None,
     ) -> list[OperationStatus]:
         req = _base.batch_watch_request(self._name(purgatory), operations, wait)
-        deadline = timeout if (wait or timeout is not None) else self.timeout
-        resp = await self._call(self._stub.BatchTryCompleteElseWatch, req, deadline)
+        if wait:
+            resp = await self._long_poll(self._stub.BatchTryCompleteElseWatch, req, timeout)
+        else:
+            deadline = self.timeout if timeout is None else timeout
+            resp = await self._call(self._stub.BatchTryCompleteElseWatch, req, deadline)
         return _base.statuses_from_proto(resp)
 
     async def check_and_complete(

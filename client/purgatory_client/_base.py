@@ -20,14 +20,16 @@ instead of resuming into a different stream's sequences.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from types import MappingProxyType
 from typing import Any, cast
 
 import grpc
+from google.protobuf.descriptor import FieldDescriptor
 from purgatory_proto.v1 import purgatory_pb2 as pb
 
 from purgatory_client._checks import converting, int64, key_list, text, uint
+from purgatory_client._long_poll import new_operation_id
 from purgatory_client._models import (
     BatchSignalResult,
     Condition,
@@ -129,6 +131,7 @@ def watch_request(
     # Fast path: build directly and let protobuf refuse wrong types and ranges; only then
     # (or for a bare str, which protobuf would split into one key per character) run the
     # checks that name the argument.
+    operation_id = operation_id or new_operation_id()
     if not isinstance(keys, str | bytes):
         try:
             return pb.TryCompleteElseWatchRequest(
@@ -162,7 +165,7 @@ def _spec(index: int, s: Any) -> Any:
     if type(s) is OperationSpec and not isinstance(s.keys, str | bytes):
         try:
             return pb.OperationSpec(
-                operation_id=s.operation_id,
+                operation_id=s.operation_id or new_operation_id(),
                 keys=list(s.keys),
                 timeout_ms=s.timeout_ms,
                 condition=condition_to_proto(s.condition),
@@ -180,7 +183,7 @@ def _spec(index: int, s: Any) -> Any:
     condition = condition_to_proto(s.condition, f"{field}.condition")
     with converting(field):
         return pb.OperationSpec(
-            operation_id=s.operation_id,
+            operation_id=s.operation_id or new_operation_id(),
             keys=s.keys,
             timeout_ms=s.timeout_ms,
             condition=condition,
@@ -231,16 +234,29 @@ def batch_signal_request(purgatory: str, signals: Iterable[tuple[str, Signal | N
     )
 
 
+# The wire form of each PurgatoryConfig field, from the proto's descriptor: the client
+# declares the fields (typed, documented) and the mapping follows from the names.
+# tests/service/test_settings_spec.py fails when the two (or the server) disagree.
+_CONFIG_WIRE = pb.PurgatoryConfig.DESCRIPTOR.fields_by_name
+_CONFIG_FIELDS = tuple(f.name for f in fields(PurgatoryConfig))
+_UINT_BITS = {
+    FieldDescriptor.TYPE_UINT32: 32,
+    FieldDescriptor.TYPE_UINT64: 64,
+}
+
+
 def config_to_proto(config: PurgatoryConfig | None) -> Any:
     c = config or PurgatoryConfig()
-    return pb.PurgatoryConfig(
-        tick_ms=uint("config.tick_ms", c.tick_ms, 32),
-        wheel_size=uint("config.wheel_size", c.wheel_size, 32),
-        purge_interval=uint("config.purge_interval", c.purge_interval, 32),
-        max_pending=uint("config.max_pending", c.max_pending, 32),
-        retained_events=uint("config.retained_events", c.retained_events, 32),
-        durable=bool(c.durable),
-    )
+    msg = pb.PurgatoryConfig()
+    for name in _CONFIG_FIELDS:
+        value = getattr(c, name)
+        wire_type = _CONFIG_WIRE[name].type
+        if wire_type == FieldDescriptor.TYPE_BOOL:
+            value = bool(value)
+        else:
+            value = uint(f"config.{name}", value, _UINT_BITS[wire_type])
+        setattr(msg, name, value)
+    return msg
 
 
 def name_field(field: str, value: str) -> str:
@@ -389,14 +405,7 @@ def info_from_proto(msg: Any) -> PurgatoryInfo:
     c = msg.config
     return PurgatoryInfo(
         name=msg.name,
-        config=PurgatoryConfig(
-            c.tick_ms,
-            c.wheel_size,
-            c.purge_interval,
-            c.max_pending,
-            c.retained_events,
-            durable=c.durable,
-        ),
+        config=PurgatoryConfig(**{name: getattr(c, name) for name in _CONFIG_FIELDS}),
         pending=msg.pending,
         watched_keys=msg.watched_keys,
         last_sequence=msg.last_sequence,
@@ -409,10 +418,11 @@ def info_from_proto(msg: Any) -> PurgatoryInfo:
 # ---------------------------------------------------------------- subscribe resume
 @dataclass(frozen=True)
 class ResumePolicy:
-    """How ``subscribe`` retries a dropped stream: up to ``attempts`` times in a row
-    without receiving an event, sleeping ``initial_delay_s`` doubled each time (capped at
-    ``max_delay_s``). The default gives up after about 8 s of outage; ``attempts=None``
-    (or :meth:`forever`) never gives up on an UNAVAILABLE server."""
+    """How ``subscribe`` retries a dropped stream (and ``watch_many`` and the long-polls
+    re-send after UNAVAILABLE): up to ``attempts`` times in a row without progress,
+    sleeping ``initial_delay_s`` doubled each time (capped at ``max_delay_s``). The
+    default gives up after about 8 s of outage; ``attempts=None`` (or :meth:`forever`)
+    never gives up on an UNAVAILABLE server."""
 
     attempts: int | None = 8
     initial_delay_s: float = 0.05

@@ -188,7 +188,11 @@ class BatchSignalResult:
 
 @dataclass(frozen=True)
 class PurgatoryConfig:
-    """Engine settings; 0 means the server default when creating."""
+    """Engine settings; 0 means the server default when creating.
+
+    One field per field of the proto's ``PurgatoryConfig``, same name (the wire mapping
+    in ``_base`` follows from the names); meanings and ranges: docs/configuration.md.
+    """
 
     tick_ms: int = 0
     wheel_size: int = 0

@@ -22,6 +22,7 @@ from purgatory_proto.v1 import purgatory_pb2_grpc as pb_grpc
 from purgatory_client import _base
 from purgatory_client._base import DEFAULT_PURGATORY, ResumeCursor, ResumePolicy
 from purgatory_client._batcher import DispatcherConfig, TaskHolder
+from purgatory_client._long_poll import LongPollRetry, channel_options
 from purgatory_client._models import (
     BatchSignalResult,
     Condition,
@@ -38,7 +39,7 @@ from purgatory_client._security import resolve_security
 from purgatory_client._session_base import DEFAULT_FRAME_SIZE, Backoff, WatchSet
 from purgatory_client._sync_session import SyncSession
 from purgatory_client.dispatcher import BatchingDispatcher, SessionTransport
-from purgatory_client.errors import PurgatoryError, from_rpc_error
+from purgatory_client.errors import PurgatoryError, UnavailableError, from_rpc_error
 from purgatory_client.tracing import with_trace
 
 __all__ = ["PurgatoryClient"]
@@ -51,6 +52,11 @@ class PurgatoryClient:
 
     ``timeout`` is the default deadline (seconds) of short calls; long-polls
     (``wait=True``) and ``subscribe`` have no deadline unless one is passed.
+
+    A long-poll that fails with UNAVAILABLE (a server restart) is re-sent with the same
+    operation id (one is made up if none is given): by gRPC's retry policy, which the
+    client puts in its channel's service config, and then by the ``resume`` policy
+    (:class:`ResumePolicy`; docs/clients.md "What every client must do right").
 
     Security (see :mod:`purgatory_client._security`): ``token`` is sent as
     ``authorization: Bearer <token>`` with every call; ``tls_ca`` (PEM file of trusted
@@ -90,9 +96,9 @@ class PurgatoryClient:
         if channel is not None:
             self._channel = channel
         elif credentials is not None:
-            self._channel = grpc.secure_channel(target, credentials, options)
+            self._channel = grpc.secure_channel(target, credentials, channel_options(options))
         else:
-            self._channel = grpc.insecure_channel(target, options)
+            self._channel = grpc.insecure_channel(target, channel_options(options))
         self._stub = pb_grpc.PurgatoryServiceStub(self._channel)  # type: ignore[no-untyped-call]
         self.purgatory = purgatory
         self.timeout = timeout
@@ -122,6 +128,16 @@ class PurgatoryClient:
 
     def _name(self, purgatory: str | None) -> str:
         return self.purgatory if purgatory is None else purgatory
+
+    def _long_poll(self, method: Any, request: Any, timeout: float | None) -> Any:
+        """``method(request)`` re-sent after UNAVAILABLE (see ``_base.LongPollRetry``)."""
+        retry = LongPollRetry(self._resume, timeout)
+        while True:
+            try:
+                return self._call(method, request, retry.remaining())
+            except UnavailableError as exc:
+                delay = retry.delay(exc)
+            time.sleep(delay)
 
     # ------------------------------------------------------------ admin
     def create_purgatory(self, name: str, config: PurgatoryConfig | None = None) -> PurgatoryInfo:
@@ -176,10 +192,12 @@ class PurgatoryClient:
             wait=wait,
             due_time_ms=due_time_ms,
         )
-        deadline = timeout if (wait or timeout is not None) else self.timeout
-        return _base.status_from_proto(
-            self._call(self._stub.TryCompleteElseWatch, req, deadline), payload
-        )
+        if wait:
+            resp = self._long_poll(self._stub.TryCompleteElseWatch, req, timeout)
+        else:
+            deadline = self.timeout if timeout is None else timeout
+            resp = self._call(self._stub.TryCompleteElseWatch, req, deadline)
+        return _base.status_from_proto(resp, payload)
 
     def wait(
         self,
@@ -213,10 +231,12 @@ class PurgatoryClient:
         timeout: float | None = None,
     ) -> list[OperationStatus]:
         req = _base.batch_watch_request(self._name(purgatory), operations, wait)
-        deadline = timeout if (wait or timeout is not None) else self.timeout
-        return _base.statuses_from_proto(
-            self._call(self._stub.BatchTryCompleteElseWatch, req, deadline)
-        )
+        if wait:
+            resp = self._long_poll(self._stub.BatchTryCompleteElseWatch, req, timeout)
+        else:
+            deadline = self.timeout if timeout is None else timeout
+            resp = self._call(self._stub.BatchTryCompleteElseWatch, req, deadline)
+        return _base.statuses_from_proto(resp)
 
     def check_and_complete(
         self, key: str, signal: Signal | None = None, *, purgatory: str | None = None

@@ -271,14 +271,15 @@ def _add_create_options(admin: argparse.ArgumentParser) -> None:
         )
 
 
+# PurgatoryConfig fields without a ``purgatories create`` option, and why.
+NO_CREATE_OPTION = {"purge_interval": "kept for compatibility; it has no effect"}
+
+
 def _create_config(args: argparse.Namespace) -> PurgatoryConfig:
-    return PurgatoryConfig(
-        tick_ms=args.tick_ms,
-        wheel_size=args.wheel_size,
-        max_pending=args.max_pending,
-        retained_events=args.retained_events,
-        durable=args.durable,
-    )
+    """Each PurgatoryConfig field from its ``--field-name`` option (see NO_CREATE_OPTION)."""
+    names = (f.name for f in dataclasses.fields(PurgatoryConfig))
+    chosen = {name: getattr(args, name) for name in names if name in args}
+    return PurgatoryConfig(**chosen)
 
 
 def _security(args: argparse.Namespace) -> Security:

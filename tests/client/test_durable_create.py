@@ -34,10 +34,14 @@ def test_durable_purgatories_created_by_client_and_cli_survive_restart(
         assert cli(["--target", st.target, "purgatories", "create", "volatile"]) == 0
         assert json.loads(capsys.readouterr().out)["config"]["durable"] is False
         with PurgatoryClient(st.target) as client:
-            for name in ("by-client", "by-cli", "volatile"):
+            for name in ("by-client", "volatile"):
                 client.try_complete_else_watch(
                     ["k"], LONG, operation_id=f"{name}-op", purgatory=name, wait=False
                 )
+        # The CLI registers its purgatory's pending operation itself.
+        watch = ["watch", "k", "--id", "by-cli-op", "--timeout-ms", str(LONG), "--no-wait"]
+        assert cli(["--target", st.target, "--purgatory", "by-cli", *watch]) == 0
+        assert json.loads(capsys.readouterr().out)["state"] == "WATCHING"
 
     with ServerThread(_config(tmp_path)) as st:
         with PurgatoryClient(st.target) as client:

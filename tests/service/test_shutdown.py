@@ -74,7 +74,10 @@ def _start_server(*args: str) -> tuple[subprocess.Popen[str], int]:
 def test_process_shuts_down_gracefully_on_signal(signum: int) -> None:
     proc, port = _start_server("--purgatory", "default", "--purgatory", "orders", "--grace", "3")
     try:
-        with PurgatoryClient(f"127.0.0.1:{port}", timeout=10) as client:
+        # No re-sends after UNAVAILABLE: this is about the server ending its long-polls
+        # (a re-send could even reach another test's server on the freed port).
+        no_resend = ResumePolicy(attempts=0)
+        with PurgatoryClient(f"127.0.0.1:{port}", timeout=10, resume=no_resend) as client:
             assert [p.name for p in client.list_purgatories()] == ["default", "orders"]
             outcome: list[BaseException] = []
 

@@ -7,7 +7,8 @@ keep the two in step.
 Configuration objects are frozen dataclasses: they are built once at start-up and read
 from any thread without locking. Unknown TOML keys and malformed values raise
 :class:`ConfigError` instead of being ignored, so a typo never silently falls back to a
-default.
+default. Per-purgatory settings (``[defaults]``, ``[[purgatories]]``) are declared once,
+in :mod:`.settings_spec`.
 """
 
 from __future__ import annotations
@@ -21,6 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from purgatory_server._service.auth import AuthConfig, parse_auth
+from purgatory_server._service.settings_spec import (
+    DEFAULT_MAX_RETAINED_EVENTS,
+    FSYNC_POLICIES,
+    ConfigError,
+    PurgatorySettings,
+    setting_bounds,
+)
 
 __all__ = [
     "ConfigError",
@@ -29,13 +37,10 @@ __all__ = [
     "ServerConfig",
     "apply_env",
     "load_config",
+    "setting_bounds",
 ]
 
 ENV_PREFIX = "PURGATORY_"
-
-
-class ConfigError(ValueError):
-    """The configuration cannot be used; the message names the offending option."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +66,7 @@ class Limits:
     # Outcomes and acknowledgements one Session stream may have waiting to be sent.
     session_buffer: int = 10_000
     # Per purgatory: the largest retained_events a purgatory may be configured with.
-    max_retained_events: int = 1_000_000
+    max_retained_events: int = DEFAULT_MAX_RETAINED_EVENTS
     # Server-wide capacity (RESOURCE_EXHAUSTED: it frees up as operations end or
     # purgatories are deleted): pending operations over all purgatories, the payload
     # bytes they hold, and retained_events summed over all purgatories.
@@ -70,63 +75,9 @@ class Limits:
     max_total_retained_events: int = 20_000_000
 
 
-# Ranges of the engine settings: the wire fields are uint32, but a wheel of billions of
-# buckets would hang the server while it is allocated, and one bucket cannot turn.
-MAX_TICK_MS = 60_000
-MAX_WHEEL_SIZE = 4096
-UINT32_MAX = 2**32 - 1
 # The longest timeout a server may allow: ~10 years, so due times stay far inside int64
 # and the timing wheel's overflow levels stay few.
 MAX_TIMEOUT_MS = 10 * 365 * 24 * 3600 * 1000
-
-
-def setting_bounds(limits: Limits) -> dict[str, tuple[int, int]]:
-    """Inclusive range of each numeric PurgatorySettings field (its TOML/proto name)."""
-    return {
-        "tick_ms": (1, MAX_TICK_MS),
-        "wheel_size": (2, MAX_WHEEL_SIZE),
-        "purge_interval": (1, UINT32_MAX),
-        "max_pending": (1, UINT32_MAX),
-        "retained_events": (1, max(1, limits.max_retained_events)),
-    }
-
-
-@dataclass(frozen=True, slots=True)
-class PurgatorySettings:
-    """One purgatory's engine settings and its own limits."""
-
-    name: str = "default"
-    tick_ms: int = 1
-    wheel_size: int = 20
-    purge_interval: int = 1000
-    max_pending: int = 1_000_000
-    retained_events: int = 10_000
-    # Durable purgatories journal to ``<data_dir>/<name>/`` (docs/journal.md).
-    durable: bool = False
-    # Per-purgatory fsync override: "" means the server's ``fsync``; else as there.
-    fsync: str = ""
-    # Per-purgatory fsync interval override in ms; 0 means the server's.
-    fsync_interval_ms: int = 0
-
-    def validate(self, limits: Limits | None = None) -> None:
-        for f in fields(self):
-            if f.name in _NOT_POSITIVE:
-                continue
-            if getattr(self, f.name) <= 0:
-                raise ConfigError(f"{f.name} must be positive, got {getattr(self, f.name)}")
-        for name, (low, high) in setting_bounds(limits or Limits()).items():
-            value = getattr(self, name)
-            if not low <= value <= high:
-                raise ConfigError(f"{name} must be in [{low}, {high}], got {value}")
-        if self.fsync and self.fsync not in FSYNC_POLICIES:
-            raise ConfigError(f"fsync must be one of {sorted(FSYNC_POLICIES)}, got {self.fsync!r}")
-        if self.fsync_interval_ms < 0:
-            raise ConfigError(f"fsync_interval_ms must be >= 0, got {self.fsync_interval_ms}")
-
-
-# PurgatorySettings fields exempt from the "must be positive" rule.
-_NOT_POSITIVE = frozenset({"name", "durable", "fsync", "fsync_interval_ms"})
-FSYNC_POLICIES = frozenset({"always", "interval", "never"})
 
 
 @dataclass(frozen=True, slots=True)

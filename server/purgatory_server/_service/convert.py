@@ -236,15 +236,7 @@ def filter_from_proto(field: str, msg: Any, limits: Limits) -> EventFilter:
 
 def settings_from_proto(name: str, msg: Any) -> PurgatorySettings:
     """Requested settings; zero fields mean "server default" (filled by the registry)."""
-    return PurgatorySettings(
-        name=name,
-        tick_ms=msg.tick_ms,
-        wheel_size=msg.wheel_size,
-        purge_interval=msg.purge_interval,
-        max_pending=msg.max_pending,
-        retained_events=msg.retained_events,
-        durable=msg.durable,
-    )
+    return PurgatorySettings.from_wire(name, msg)
 
 
 _EMPTY_RESULT_PB = pb.OperationResult()
@@ -375,14 +367,7 @@ def purgatory_to_proto(stats: PurgatoryStats) -> Any:
     s = stats.settings
     return pb.Purgatory(
         name=stats.name,
-        config=pb.PurgatoryConfig(
-            tick_ms=s.tick_ms,
-            wheel_size=s.wheel_size,
-            purge_interval=s.purge_interval,
-            max_pending=s.max_pending,
-            retained_events=s.retained_events,
-            durable=s.durable,
-        ),
+        config=s.to_wire(pb.PurgatoryConfig()),
         pending=stats.pending,
         watched_keys=stats.watched_keys,
         last_sequence=stats.last_sequence,

@@ -113,17 +113,7 @@ class PurgatoryRegistry:
         base = replace(self.defaults, name=name)
         if overrides is None:
             return base
-        return PurgatorySettings(
-            name=name,
-            tick_ms=overrides.tick_ms or base.tick_ms,
-            wheel_size=overrides.wheel_size or base.wheel_size,
-            purge_interval=overrides.purge_interval or base.purge_interval,
-            max_pending=overrides.max_pending or base.max_pending,
-            retained_events=overrides.retained_events or base.retained_events,
-            durable=overrides.durable or base.durable,
-            fsync=overrides.fsync or base.fsync,
-            fsync_interval_ms=overrides.fsync_interval_ms or base.fsync_interval_ms,
-        )
+        return replace(overrides, name=name).over(base)
 
     def create(self, settings: PurgatorySettings) -> NamedPurgatory:
         if self._closed is not None:

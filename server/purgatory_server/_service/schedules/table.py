@@ -110,20 +110,17 @@ class ScheduleTable:
             )
         now = purgatory.wall_clock_ms()
         entry = ScheduleEntry(definition, now)
-        keep = (
-            old is not None
-            and bool(old.occurrence_id)
-            and old.fire_time_ms == definition.next_fire(now)
-        )
-        if old is not None and keep:
+        if old is not None and old.occurrence_id and old.fire_time_ms == definition.next_fire(now):
             entry.occurrence_id, entry.fire_time_ms = old.occurrence_id, old.fire_time_ms
         else:
-            self._arm(entry, now)  # raises before anything changed
+            # Raises before anything changed. May adopt the old occurrence itself (a later
+            # fire time with the same template), which then must not be cancelled below.
+            self._arm(entry, now)
         purgatory.journal.on_schedule_change(
             purgatory.name, upserted_record(purgatory.name, definition, now)
         )
         self._entries[sid] = entry
-        if old is not None and not keep:
+        if old is not None and old.occurrence_id and old.occurrence_id != entry.occurrence_id:
             self._disarm(old)
         if entry.occurrence_id:
             self._ticks[entry.occurrence_id] = sid
@@ -183,10 +180,14 @@ class ScheduleTable:
         )
 
     def _rearm(self, entry: ScheduleEntry, after_ms: int) -> None:
-        """Arm the next occurrence; on refusal log it and try again later."""
+        """Arm the next occurrence; if the purgatory is full, log it and try again later.
+
+        Any other refusal means the purgatory is closing (server shutdown, or deleted):
+        nothing is armed, and a durable schedule arms again when the server restarts.
+        """
         try:
             self._arm(entry, after_ms)
-        except ServiceError as exc:
+        except LimitExceeded as exc:
             if self._stopped:
                 return
             logger.warning(
@@ -199,6 +200,14 @@ class ScheduleTable:
             )
             if self._retry is None:
                 self._retry = self._loop.call_later(RETRY_S, self._arm_missing)
+            return
+        except ServiceError as exc:
+            logger.info(
+                "purgatory %s: schedule %s not armed: %s",
+                self._purgatory.name,
+                entry.definition.schedule_id,
+                exc.message,
+            )
             return
         self._ticks[entry.occurrence_id] = entry.definition.schedule_id
 

@@ -46,6 +46,8 @@ MIN_EVERY_MS = 100
 # per-minute candidates; an expression matching nothing is stopped by croniter itself.
 _MAX_CANDIDATES = 1_000
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# IANA names are short ("America/Argentina/ComodRivadavia" is among the longest).
+_MAX_ZONE_NAME = 64
 
 
 class CronError(ValueError):
@@ -57,9 +59,13 @@ def zone(name: str) -> ZoneInfo:
     """The IANA zone ``name`` ("" is UTC); CronError if unknown."""
     if not name:
         return ZoneInfo("UTC")
+    if len(name) > _MAX_ZONE_NAME:
+        raise CronError(f"time zone name longer than {_MAX_ZONE_NAME} characters")
     try:
         return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError) as exc:
+    except (ZoneInfoNotFoundError, ValueError, OSError) as exc:
+        # OSError: a name that maps onto the zone directory itself ("Europe"), or onto a
+        # path the file system refuses.
         raise CronError(f"unknown time zone {name[:100]!r}") from exc
 
 

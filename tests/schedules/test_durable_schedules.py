@@ -14,7 +14,11 @@ from pathlib import Path
 import pytest
 from purgatory_client import AsyncPurgatoryClient, Event, NotFoundError, OperationState
 from purgatory_server import MockTime
+from purgatory_server._journal import Journal
 from purgatory_server._service import create_server
+from purgatory_server._service.catalog import journal_dir
+from purgatory_server._service.conditions import ConditionSpec
+from purgatory_server._service.schedules.definition import ScheduleDefinition, upserted_record
 
 from tests.durability.crash_load import ServerProcess
 from tests.durability.helpers import NAME, durable_config
@@ -127,3 +131,28 @@ async def test_kill_9_keeps_the_schedule_and_fires_the_missed_time_once(tmp_path
             assert await c.list_schedules() == []
     finally:
         server.stop()
+
+
+async def test_a_schedule_journaled_without_its_occurrence_arms_one_on_restart(
+    tmp_path: Path,
+) -> None:
+    """A crash between an occurrence's outcome and the next registration leaves only the
+    schedule in the journal: the restart arms the first fire time after now."""
+    clock = MockTime()
+    config = durable_config(tmp_path)
+    server, _ = await create_server("127.0.0.1:0", config, time=clock, reaper_enabled=False)
+    await server.stop(0.5)
+    definition = ScheduleDefinition("lone", 60_000, "", "", (), ConditionSpec(), b"x")
+    with Journal.open(journal_dir(tmp_path, NAME)) as journal:
+        journal.append_sync([upserted_record(NAME, definition, START)])
+    clock.sleep(125_000)
+    server, port = await create_server("127.0.0.1:0", config, time=clock, reaper_enabled=False)
+    try:
+        async with AsyncPurgatoryClient(f"127.0.0.1:{port}", purgatory=NAME, timeout=10) as c:
+            (listed,) = await c.list_schedules()
+            fire = (START + 125_000) // 60_000 * 60_000 + 60_000
+            assert (listed.next_operation_id, listed.payload) == (f"lone@{fire}", b"x")
+            status = await c.get_operation(listed.next_operation_id)
+            assert (status.state, status.due_time_ms) == (OperationState.WATCHING, fire)
+    finally:
+        await server.stop(0.5)

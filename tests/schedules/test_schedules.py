@@ -22,7 +22,9 @@ from purgatory_client import (
     Signal,
 )
 from purgatory_server import MockTime
+from purgatory_server._service.conditions import ConditionSpec
 from purgatory_server._service.schedules import table as schedule_table_module
+from purgatory_server._service.schedules.definition import ScheduleDefinition
 
 from tests.service.helpers import TEST_CONFIG
 
@@ -197,3 +199,29 @@ async def test_schedules_per_purgatory_are_capacity(
         await client.delete_schedule("a")
         await client.upsert_schedule("c", every_ms=1_000)
         assert [s.schedule_id for s in await client.list_schedules()] == ["b", "c"]
+
+
+async def test_replacing_while_the_old_occurrence_is_ending_arms_nothing_for_the_old(
+    serve: Any,
+) -> None:
+    """The old occurrence expired on the timer thread but is not yet published when the
+    upsert runs (its registration publishes it): its end must not arm another occurrence
+    of the old definition (which the upsert would then have to cancel again)."""
+    _, clock, purgatory, port = await _started(serve)
+    async with AsyncPurgatoryClient(f"127.0.0.1:{port}", timeout=10) as client:
+        await client.upsert_schedule("s", every_ms=1_000, payload=b"old")
+        clock.sleep(1_000)
+        purgatory.engine.advance_clock(0)
+        purgatory.engine.timer._wait_executor_idle(10.0)  # expired, waiting in the inbox
+        new = ScheduleDefinition("s", 3_000, "", "", (), ConditionSpec(), b"new")
+        entry, created, changed = purgatory.schedules.upsert(new)  # no await: same turn
+        assert (created, changed) == (False, True)
+        assert entry.occurrence_id == f"s@{START + 4_000}"  # the 3000 ms grid after now
+        info = await client.get_purgatory("default")
+        assert (info.pending, info.last_sequence) == (1, 1)  # one outcome: nothing cancelled
+        events = await _events(client, 1)
+        assert [(e.operation_id, e.state) for e in events] == [
+            (f"s@{START + 1_000}", OperationState.EXPIRED)
+        ]
+        (listed,) = await client.list_schedules()
+        assert listed.next_operation_id == entry.occurrence_id

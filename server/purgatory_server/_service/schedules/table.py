@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from purgatory_server._service.errors import (
     AlreadyExists,
     FailedPrecondition,
+    InvalidArgument,
     LimitExceeded,
     NotFound,
     ServiceError,
@@ -48,6 +49,7 @@ from purgatory_server._service.schedules.definition import (
     parse_occurrence_id,
     upserted_record,
 )
+from purgatory_server._service.schedules.timing import CronError
 
 __all__ = ["MAX_SCHEDULES", "ScheduleEntry", "ScheduleTable", "schedule_table"]
 
@@ -110,12 +112,28 @@ class ScheduleTable:
             )
         now = purgatory.wall_clock_ms()
         entry = ScheduleEntry(definition, now)
-        if old is not None and old.occurrence_id and old.fire_time_ms == definition.next_fire(now):
+        try:
+            first = definition.next_fire(now)
+        except CronError as exc:
+            raise InvalidArgument("schedule.cron", str(exc)) from exc
+        if old is not None and old.occurrence_id and old.fire_time_ms == first:
             entry.occurrence_id, entry.fire_time_ms = old.occurrence_id, old.fire_time_ms
         else:
-            # Raises before anything changed. May adopt the old occurrence itself (a later
-            # fire time with the same template), which then must not be cancelled below.
-            self._arm(entry, now)
+            # Registering publishes what already ended: if that is the old occurrence, its
+            # end must not arm another one for the old definition, so unmap it first.
+            if old is not None and old.occurrence_id:
+                self._ticks.pop(old.occurrence_id, None)
+            try:
+                # May adopt the old occurrence itself (a later fire time with the same
+                # template), which then must not be cancelled below.
+                self._arm(entry, now)
+            except (ServiceError, CronError) as exc:
+                # Refused before registering (so before publishing): nothing changed.
+                if old is not None and old.occurrence_id:
+                    self._ticks[old.occurrence_id] = sid
+                if isinstance(exc, CronError):
+                    raise InvalidArgument("schedule.cron", str(exc)) from exc
+                raise
         purgatory.journal.on_schedule_change(
             purgatory.name, upserted_record(purgatory.name, definition, now)
         )
@@ -207,6 +225,14 @@ class ScheduleTable:
                 self._purgatory.name,
                 entry.definition.schedule_id,
                 exc.message,
+            )
+            return
+        except CronError as exc:  # validated on upsert; never expected here
+            logger.error(
+                "purgatory %s: schedule %s has no next fire time: %s",
+                self._purgatory.name,
+                entry.definition.schedule_id,
+                exc,
             )
             return
         self._ticks[entry.occurrence_id] = entry.definition.schedule_id

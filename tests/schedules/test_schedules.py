@@ -82,6 +82,11 @@ async def test_every_ms_fires_with_deterministic_ids(serve: Any) -> None:
         assert listed.next_operation_id == f"beat@{START + 5_000}"
         done = await client.get_operation(f"beat@{START + 4_000}")
         assert done.state is OperationState.COMPLETED
+        # Cancelling the armed occurrence skips that one firing; the schedule goes on.
+        (cancelled,) = await client.cancel([f"beat@{START + 5_000}"])
+        assert cancelled.state is OperationState.CANCELLED
+        (listed,) = await client.list_schedules()
+        assert listed.next_operation_id == f"beat@{START + 6_000}"
 
 
 async def test_two_clients_upserting_one_schedule_never_double_an_occurrence(serve: Any) -> None:

@@ -68,6 +68,10 @@ def test_fall_back_fires_a_repeated_local_time_once() -> None:
     got = fires("0 * * * *", NY, ms(2026, 11, 1, 0, 30), 3)
     assert got == [ms(2026, 11, 1, 1, 0, fold=0), ms(2026, 11, 1, 2, 0), ms(2026, 11, 1, 3, 0)]
     assert got[1] - got[0] == 2 * 3600 * 1000
+    # Europe/Paris (2026-10-25, 03:00 CEST -> 02:00 CET): 02:30 fires once, in CEST.
+    got = fires("30 2 * * *", PARIS, ms(2026, 10, 24, 12, 0, tz=PARIS), 2)
+    assert got == [ms(2026, 10, 25, 2, 30, tz=PARIS, fold=0), ms(2026, 10, 26, 2, 30, tz=PARIS)]
+    assert got[0] == int(datetime(2026, 10, 25, 0, 30, tzinfo=UTC).timestamp() * 1000)
 
 
 def test_utc_is_the_default_zone_and_has_no_dst() -> None:

@@ -34,12 +34,12 @@ def test_schedule_set_ls_rm(capsys: pytest.CaptureFixture[str]) -> None:
         assert (schedule["payload"], schedule["keys"]) == ("compact", ["compaction-done"])
         code, out = _run(capsys, *set_nightly)  # a second producer: nothing changes
         assert code == 0 and (out[0]["created"], out[0]["changed"]) == (False, False)
-        code, out = _run(capsys, *t, "schedule", "set", "beat", "--every-ms", "60000")
+        code, out = _run(capsys, *t, "schedule", "set", "beat", "--every-ms", "86400000")
         assert code == 0
         code, out = _run(capsys, *t, "schedule", "ls")
         assert code == 0
         assert [(s["schedule_id"], s["every_ms"], s["cron"]) for s in out] == [
-            ("beat", 60000, ""),
+            ("beat", 86400000, ""),
             ("nightly", 0, "0 2 * * *"),
         ]
         code, out = _run(capsys, *t, "schedule", "rm", "beat")

@@ -105,9 +105,13 @@ async def test_kill_9_keeps_the_schedule_and_fires_the_missed_time_once(tmp_path
     try:
         port = server.wait_port()
         async with AsyncPurgatoryClient(f"127.0.0.1:{port}", purgatory=NAME, timeout=10) as c:
+            # Upsert just after a whole second, so the first firing is ~900 ms away and the
+            # kill below surely comes before it.
+            await asyncio.sleep((1_100 - _now_ms() % 1_000) % 1_000 / 1000)
             up = await c.upsert_schedule("tick", every_ms=1_000, payload=b"t")
         first = up.schedule.next_fire_time_ms
         server.kill()  # acknowledged, so journaled (fsync always); then SIGKILL
+        assert _now_ms() < first, "killed only after the first firing (machine overloaded)"
         # Stay down until the armed time and the one after it have both passed.
         await asyncio.sleep(max(0.0, (first + 1_000 + 150 - _now_ms()) / 1000))
         restarted = _now_ms()

@@ -22,6 +22,7 @@ EXPECTED = {
     "fetch.py": "fetch-2: EXPIRED with 200 bytes (m0:200;)",
     "delayed.py": "order-3 still unpaid after 1000 ms: cancelling it",
     "subscription.py": "expired only: ['job-1', 'job-3', 'job-5']",
+    "schedule.py": "3 firings on the 250 ms grid, no duplicates",
 }
 
 

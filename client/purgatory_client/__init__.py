@@ -32,6 +32,7 @@ from purgatory_client._models import (
     PurgatoryInfo,
     Signal,
 )
+from purgatory_client._schedules import Schedule, ScheduleUpsert
 from purgatory_client._session_base import SessionAck
 from purgatory_client._sync import PurgatoryClient
 from purgatory_client._sync_session import SyncSession
@@ -88,6 +89,8 @@ __all__ = [
     "PurgatoryInfo",
     "ResourceExhaustedError",
     "ResumePolicy",
+    "Schedule",
+    "ScheduleUpsert",
     "ServerError",
     "SessionAck",
     "SessionTransport",

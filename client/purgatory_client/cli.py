@@ -38,6 +38,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from purgatory_client._base import ResumePolicy
 from purgatory_client._cli_batch import add_batch_parser, run_batch
 from purgatory_client._cli_delayed import DELAYED_COMMANDS, add_delayed_parsers, run_delayed
+from purgatory_client._cli_schedule import add_schedule_parser, run_schedule
 from purgatory_client._models import Condition, OperationState, PurgatoryConfig, Signal
 from purgatory_client._security import Security, resolve_security
 from purgatory_client._sync import PurgatoryClient
@@ -248,6 +249,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_batch_parser(sub, parse_condition)
     add_delayed_parsers(sub)
+    add_schedule_parser(sub, parse_condition)
     sub.add_parser("health", help="exit 0 if the server reports SERVING")
     return parser
 
@@ -376,6 +378,8 @@ def _run(
         return run_batch(args, client, emit)
     elif args.command in DELAYED_COMMANDS:
         return run_delayed(args, client, emit)
+    elif args.command == "schedule":
+        return run_schedule(args, client, emit)
     elif args.command == "subscribe":
         events = client.subscribe(
             after_sequence=args.after,

@@ -53,6 +53,10 @@ ALLOWED: dict[str, set[grpc.StatusCode]] = {
     "Subscribe": BASE | {C.OUT_OF_RANGE, C.FAILED_PRECONDITION, C.RESOURCE_EXHAUSTED},
     "Cancel": BASE,
     "Reschedule": BASE | {C.FAILED_PRECONDITION},
+    # issue-16c: a full purgatory (its occurrences are pending operations) or schedule cap.
+    "UpsertSchedule": BASE | {C.RESOURCE_EXHAUSTED},
+    "DeleteSchedule": BASE,
+    "ListSchedules": BASE,
 }
 RESPONSES = {
     m.name: m.output_type.name for m in pb.DESCRIPTOR.services_by_name["PurgatoryService"].methods
@@ -256,6 +260,8 @@ def requests(draw: Any) -> tuple[str, Any]:
         elif which == 1:
             request.due_time_ms = draw(due_times)
         return method, request
+    if method in ("UpsertSchedule", "DeleteSchedule", "ListSchedules"):
+        return method, draw(schedule_requests(method, name))
     request = pb.SubscribeRequest(
         purgatory=name,
         incarnation=draw(st.sampled_from(["", "0123456789abcdef", HUGE])),
@@ -268,6 +274,34 @@ def requests(draw: Any) -> tuple[str, Any]:
     if draw(st.booleans()):
         request.after_sequence = draw(st.one_of(st.sampled_from([0, 1, UINT64_MAX]), uint64s))
     return method, request
+
+
+schedule_ids = mostly(st.sampled_from(["s0", "s1", "s2"]), texts)
+
+
+@st.composite
+def schedule_requests(draw: Any, method: str, name: str) -> Any:
+    """Schedules fire at most every minute here, so they add no churn to the server."""
+    if method == "ListSchedules":
+        return pb.ListSchedulesRequest(purgatory=name)
+    if method == "DeleteSchedule":
+        return pb.DeleteScheduleRequest(purgatory=name, schedule_id=draw(schedule_ids))
+    spec = pb.ScheduleSpec(
+        schedule_id=draw(schedule_ids),
+        time_zone=draw(
+            mostly(st.sampled_from(["", "Europe/Paris"]), st.sampled_from(["Europe", "X/Y", HUGE]))
+        ),
+        template=pb.ScheduleTemplate(keys=draw(key_lists), payload=draw(st.binary(max_size=8))),
+    )
+    cond = draw(conditions())
+    if cond is not None:
+        spec.template.condition.CopyFrom(cond)
+    which = draw(st.integers(0, 2))
+    if which == 0:
+        spec.every_ms = draw(mostly(st.sampled_from([60_000, 3_600_000]), uint64s))
+    elif which == 1:
+        spec.cron = draw(mostly(st.sampled_from(["0 9 * * *", "*/5 * * * *", "@daily"]), texts))
+    return pb.UpsertScheduleRequest(purgatory=name, schedule=spec)
 
 
 raw_bodies = st.tuples(
@@ -368,6 +402,17 @@ def harness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Harness]:
 def _clean_up_and_check(h: Harness) -> None:
     """Force-complete every operation the fuzz registered, signal every key it used, and
     check that nothing is left pending or watched anywhere."""
+    code, _, listing = h.invoke("ListPurgatories", b"", False)
+    assert code is OK
+    for purgatory in listing.purgatories:  # a schedule keeps an occurrence pending
+        request = pb.ListSchedulesRequest(purgatory=purgatory.name).SerializeToString()
+        code, _, schedules = h.invoke("ListSchedules", request, False)
+        assert code is OK
+        for schedule in schedules.schedules:
+            delete = pb.DeleteScheduleRequest(
+                purgatory=purgatory.name, schedule_id=schedule.spec.schedule_id
+            )
+            assert h.invoke("DeleteSchedule", delete.SerializeToString(), False)[0] is OK
     stub_calls = [
         ("ForceComplete", pb.ForceCompleteRequest(purgatory=p, operation_id=o))
         for p, o in sorted(h.operations)

@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class JournalRecord(_message.Message):
-    __slots__ = ("registered", "signal", "outcome", "carried_operation", "carried_key_value", "compaction", "rescheduled")
+    __slots__ = ("registered", "signal", "outcome", "carried_operation", "carried_key_value", "compaction", "rescheduled", "schedule_upserted", "schedule_deleted")
     class OperationRegistered(_message.Message):
         __slots__ = ("purgatory", "operation_id", "keys", "timeout_ms", "condition", "payload", "due_wall_ms", "created_wall_ms", "requested_due_wall_ms")
         PURGATORY_FIELD_NUMBER: _ClassVar[int]
@@ -120,6 +120,30 @@ class JournalRecord(_message.Message):
         operation_id: str
         due_wall_ms: int
         def __init__(self, purgatory: _Optional[str] = ..., operation_id: _Optional[str] = ..., due_wall_ms: _Optional[int] = ...) -> None: ...
+    class ScheduleUpserted(_message.Message):
+        __slots__ = ("purgatory", "schedule_id", "definition", "upserted_wall_ms", "carried", "source_index")
+        PURGATORY_FIELD_NUMBER: _ClassVar[int]
+        SCHEDULE_ID_FIELD_NUMBER: _ClassVar[int]
+        DEFINITION_FIELD_NUMBER: _ClassVar[int]
+        UPSERTED_WALL_MS_FIELD_NUMBER: _ClassVar[int]
+        CARRIED_FIELD_NUMBER: _ClassVar[int]
+        SOURCE_INDEX_FIELD_NUMBER: _ClassVar[int]
+        purgatory: str
+        schedule_id: str
+        definition: bytes
+        upserted_wall_ms: int
+        carried: bool
+        source_index: int
+        def __init__(self, purgatory: _Optional[str] = ..., schedule_id: _Optional[str] = ..., definition: _Optional[bytes] = ..., upserted_wall_ms: _Optional[int] = ..., carried: _Optional[bool] = ..., source_index: _Optional[int] = ...) -> None: ...
+    class ScheduleDeleted(_message.Message):
+        __slots__ = ("purgatory", "schedule_id", "deleted_wall_ms")
+        PURGATORY_FIELD_NUMBER: _ClassVar[int]
+        SCHEDULE_ID_FIELD_NUMBER: _ClassVar[int]
+        DELETED_WALL_MS_FIELD_NUMBER: _ClassVar[int]
+        purgatory: str
+        schedule_id: str
+        deleted_wall_ms: int
+        def __init__(self, purgatory: _Optional[str] = ..., schedule_id: _Optional[str] = ..., deleted_wall_ms: _Optional[int] = ...) -> None: ...
     REGISTERED_FIELD_NUMBER: _ClassVar[int]
     SIGNAL_FIELD_NUMBER: _ClassVar[int]
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
@@ -127,6 +151,8 @@ class JournalRecord(_message.Message):
     CARRIED_KEY_VALUE_FIELD_NUMBER: _ClassVar[int]
     COMPACTION_FIELD_NUMBER: _ClassVar[int]
     RESCHEDULED_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULE_UPSERTED_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULE_DELETED_FIELD_NUMBER: _ClassVar[int]
     registered: JournalRecord.OperationRegistered
     signal: JournalRecord.SignalApplied
     outcome: JournalRecord.Outcome
@@ -134,4 +160,6 @@ class JournalRecord(_message.Message):
     carried_key_value: JournalRecord.CarriedKeyValue
     compaction: JournalRecord.CompactionCheckpoint
     rescheduled: JournalRecord.OperationRescheduled
-    def __init__(self, registered: _Optional[_Union[JournalRecord.OperationRegistered, _Mapping]] = ..., signal: _Optional[_Union[JournalRecord.SignalApplied, _Mapping]] = ..., outcome: _Optional[_Union[JournalRecord.Outcome, _Mapping]] = ..., carried_operation: _Optional[_Union[JournalRecord.CarriedOperation, _Mapping]] = ..., carried_key_value: _Optional[_Union[JournalRecord.CarriedKeyValue, _Mapping]] = ..., compaction: _Optional[_Union[JournalRecord.CompactionCheckpoint, _Mapping]] = ..., rescheduled: _Optional[_Union[JournalRecord.OperationRescheduled, _Mapping]] = ...) -> None: ...
+    schedule_upserted: JournalRecord.ScheduleUpserted
+    schedule_deleted: JournalRecord.ScheduleDeleted
+    def __init__(self, registered: _Optional[_Union[JournalRecord.OperationRegistered, _Mapping]] = ..., signal: _Optional[_Union[JournalRecord.SignalApplied, _Mapping]] = ..., outcome: _Optional[_Union[JournalRecord.Outcome, _Mapping]] = ..., carried_operation: _Optional[_Union[JournalRecord.CarriedOperation, _Mapping]] = ..., carried_key_value: _Optional[_Union[JournalRecord.CarriedKeyValue, _Mapping]] = ..., compaction: _Optional[_Union[JournalRecord.CompactionCheckpoint, _Mapping]] = ..., rescheduled: _Optional[_Union[JournalRecord.OperationRescheduled, _Mapping]] = ..., schedule_upserted: _Optional[_Union[JournalRecord.ScheduleUpserted, _Mapping]] = ..., schedule_deleted: _Optional[_Union[JournalRecord.ScheduleDeleted, _Mapping]] = ...) -> None: ...

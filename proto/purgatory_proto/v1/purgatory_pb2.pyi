@@ -507,3 +507,83 @@ class RescheduleResponse(_message.Message):
     OPERATION_FIELD_NUMBER: _ClassVar[int]
     operation: OperationStatus
     def __init__(self, operation: _Optional[_Union[OperationStatus, _Mapping]] = ...) -> None: ...
+
+class ScheduleTemplate(_message.Message):
+    __slots__ = ("keys", "condition", "payload")
+    KEYS_FIELD_NUMBER: _ClassVar[int]
+    CONDITION_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    keys: _containers.RepeatedScalarFieldContainer[str]
+    condition: Condition
+    payload: bytes
+    def __init__(self, keys: _Optional[_Iterable[str]] = ..., condition: _Optional[_Union[Condition, _Mapping]] = ..., payload: _Optional[bytes] = ...) -> None: ...
+
+class ScheduleSpec(_message.Message):
+    __slots__ = ("schedule_id", "every_ms", "cron", "time_zone", "template")
+    SCHEDULE_ID_FIELD_NUMBER: _ClassVar[int]
+    EVERY_MS_FIELD_NUMBER: _ClassVar[int]
+    CRON_FIELD_NUMBER: _ClassVar[int]
+    TIME_ZONE_FIELD_NUMBER: _ClassVar[int]
+    TEMPLATE_FIELD_NUMBER: _ClassVar[int]
+    schedule_id: str
+    every_ms: int
+    cron: str
+    time_zone: str
+    template: ScheduleTemplate
+    def __init__(self, schedule_id: _Optional[str] = ..., every_ms: _Optional[int] = ..., cron: _Optional[str] = ..., time_zone: _Optional[str] = ..., template: _Optional[_Union[ScheduleTemplate, _Mapping]] = ...) -> None: ...
+
+class Schedule(_message.Message):
+    __slots__ = ("spec", "next_operation_id", "next_fire_time_ms", "update_time_ms")
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    NEXT_OPERATION_ID_FIELD_NUMBER: _ClassVar[int]
+    NEXT_FIRE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    UPDATE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    spec: ScheduleSpec
+    next_operation_id: str
+    next_fire_time_ms: int
+    update_time_ms: int
+    def __init__(self, spec: _Optional[_Union[ScheduleSpec, _Mapping]] = ..., next_operation_id: _Optional[str] = ..., next_fire_time_ms: _Optional[int] = ..., update_time_ms: _Optional[int] = ...) -> None: ...
+
+class UpsertScheduleRequest(_message.Message):
+    __slots__ = ("purgatory", "schedule")
+    PURGATORY_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULE_FIELD_NUMBER: _ClassVar[int]
+    purgatory: str
+    schedule: ScheduleSpec
+    def __init__(self, purgatory: _Optional[str] = ..., schedule: _Optional[_Union[ScheduleSpec, _Mapping]] = ...) -> None: ...
+
+class UpsertScheduleResponse(_message.Message):
+    __slots__ = ("schedule", "created", "changed")
+    SCHEDULE_FIELD_NUMBER: _ClassVar[int]
+    CREATED_FIELD_NUMBER: _ClassVar[int]
+    CHANGED_FIELD_NUMBER: _ClassVar[int]
+    schedule: Schedule
+    created: bool
+    changed: bool
+    def __init__(self, schedule: _Optional[_Union[Schedule, _Mapping]] = ..., created: _Optional[bool] = ..., changed: _Optional[bool] = ...) -> None: ...
+
+class DeleteScheduleRequest(_message.Message):
+    __slots__ = ("purgatory", "schedule_id")
+    PURGATORY_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULE_ID_FIELD_NUMBER: _ClassVar[int]
+    purgatory: str
+    schedule_id: str
+    def __init__(self, purgatory: _Optional[str] = ..., schedule_id: _Optional[str] = ...) -> None: ...
+
+class DeleteScheduleResponse(_message.Message):
+    __slots__ = ("cancelled",)
+    CANCELLED_FIELD_NUMBER: _ClassVar[int]
+    cancelled: OperationStatus
+    def __init__(self, cancelled: _Optional[_Union[OperationStatus, _Mapping]] = ...) -> None: ...
+
+class ListSchedulesRequest(_message.Message):
+    __slots__ = ("purgatory",)
+    PURGATORY_FIELD_NUMBER: _ClassVar[int]
+    purgatory: str
+    def __init__(self, purgatory: _Optional[str] = ...) -> None: ...
+
+class ListSchedulesResponse(_message.Message):
+    __slots__ = ("schedules",)
+    SCHEDULES_FIELD_NUMBER: _ClassVar[int]
+    schedules: _containers.RepeatedCompositeFieldContainer[Schedule]
+    def __init__(self, schedules: _Optional[_Iterable[_Union[Schedule, _Mapping]]] = ...) -> None: ...

@@ -117,6 +117,21 @@ class PurgatoryServiceStub:
                 request_serializer=purgatory__proto_dot_v1_dot_purgatory__pb2.RescheduleRequest.SerializeToString,
                 response_deserializer=purgatory__proto_dot_v1_dot_purgatory__pb2.RescheduleResponse.FromString,
                 _registered_method=True)
+        self.UpsertSchedule = channel.unary_unary(
+                '/purgatory.v1.PurgatoryService/UpsertSchedule',
+                request_serializer=purgatory__proto_dot_v1_dot_purgatory__pb2.UpsertScheduleRequest.SerializeToString,
+                response_deserializer=purgatory__proto_dot_v1_dot_purgatory__pb2.UpsertScheduleResponse.FromString,
+                _registered_method=True)
+        self.DeleteSchedule = channel.unary_unary(
+                '/purgatory.v1.PurgatoryService/DeleteSchedule',
+                request_serializer=purgatory__proto_dot_v1_dot_purgatory__pb2.DeleteScheduleRequest.SerializeToString,
+                response_deserializer=purgatory__proto_dot_v1_dot_purgatory__pb2.DeleteScheduleResponse.FromString,
+                _registered_method=True)
+        self.ListSchedules = channel.unary_unary(
+                '/purgatory.v1.PurgatoryService/ListSchedules',
+                request_serializer=purgatory__proto_dot_v1_dot_purgatory__pb2.ListSchedulesRequest.SerializeToString,
+                response_deserializer=purgatory__proto_dot_v1_dot_purgatory__pb2.ListSchedulesResponse.FromString,
+                _registered_method=True)
 
 
 class PurgatoryServiceServicer:
@@ -239,6 +254,29 @@ class PurgatoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def UpsertSchedule(self, request, context):
+        """--- issue-16c: recurring schedules ---
+        Create or replace a recurring schedule (every N ms, or a cron expression in a time
+        zone); each firing is an operation with the deterministic id "<schedule_id>@<fire ms>".
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteSchedule(self, request, context):
+        """Delete a schedule; its armed occurrence ends CANCELLED. NOT_FOUND if unknown.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListSchedules(self, request, context):
+        """Every schedule of a purgatory, in schedule id order, with its next occurrence.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_PurgatoryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -311,6 +349,21 @@ def add_PurgatoryServiceServicer_to_server(servicer, server):
                     servicer.Reschedule,
                     request_deserializer=purgatory__proto_dot_v1_dot_purgatory__pb2.RescheduleRequest.FromString,
                     response_serializer=purgatory__proto_dot_v1_dot_purgatory__pb2.RescheduleResponse.SerializeToString,
+            ),
+            'UpsertSchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpsertSchedule,
+                    request_deserializer=purgatory__proto_dot_v1_dot_purgatory__pb2.UpsertScheduleRequest.FromString,
+                    response_serializer=purgatory__proto_dot_v1_dot_purgatory__pb2.UpsertScheduleResponse.SerializeToString,
+            ),
+            'DeleteSchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteSchedule,
+                    request_deserializer=purgatory__proto_dot_v1_dot_purgatory__pb2.DeleteScheduleRequest.FromString,
+                    response_serializer=purgatory__proto_dot_v1_dot_purgatory__pb2.DeleteScheduleResponse.SerializeToString,
+            ),
+            'ListSchedules': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListSchedules,
+                    request_deserializer=purgatory__proto_dot_v1_dot_purgatory__pb2.ListSchedulesRequest.FromString,
+                    response_serializer=purgatory__proto_dot_v1_dot_purgatory__pb2.ListSchedulesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -704,6 +757,87 @@ class PurgatoryService:
             '/purgatory.v1.PurgatoryService/Reschedule',
             purgatory__proto_dot_v1_dot_purgatory__pb2.RescheduleRequest.SerializeToString,
             purgatory__proto_dot_v1_dot_purgatory__pb2.RescheduleResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpsertSchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/purgatory.v1.PurgatoryService/UpsertSchedule',
+            purgatory__proto_dot_v1_dot_purgatory__pb2.UpsertScheduleRequest.SerializeToString,
+            purgatory__proto_dot_v1_dot_purgatory__pb2.UpsertScheduleResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteSchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/purgatory.v1.PurgatoryService/DeleteSchedule',
+            purgatory__proto_dot_v1_dot_purgatory__pb2.DeleteScheduleRequest.SerializeToString,
+            purgatory__proto_dot_v1_dot_purgatory__pb2.DeleteScheduleResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListSchedules(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/purgatory.v1.PurgatoryService/ListSchedules',
+            purgatory__proto_dot_v1_dot_purgatory__pb2.ListSchedulesRequest.SerializeToString,
+            purgatory__proto_dot_v1_dot_purgatory__pb2.ListSchedulesResponse.FromString,
             options,
             channel_credentials,
             insecure,

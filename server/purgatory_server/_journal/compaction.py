@@ -13,6 +13,9 @@ appended to the head:
 - every pending operation whose anchor (registration or latest carry) is below ``cutoff``,
   as a ``CarriedOperation`` with its definition and all its progress so far;
 - every key whose latest value was set below ``cutoff``, as a ``CarriedKeyValue``;
+- every schedule whose latest upsert lies below ``cutoff``, as a copy of that
+  ``ScheduleUpserted`` marked ``carried`` (replaying an upsert replaces, so it is
+  idempotent too);
 - the highest outcome sequence, in the ``CompactionCheckpoint`` that ends the carry;
 
 and provided no outcome still in the event window lies below ``cutoff`` (the window pins
@@ -101,6 +104,13 @@ def plan_compaction(segments: list[SegmentMeta], state: JournalState) -> Compact
                 )
             )
     carried_keys = len(records) - carried_ops
+    for upserted, anchor in state.schedules.values():
+        if anchor < cutoff:
+            copy = JournalRecord.ScheduleUpserted()
+            copy.CopyFrom(upserted)
+            copy.carried = True
+            copy.source_index = anchor
+            records.append(JournalRecord(schedule_upserted=copy))
     records.append(
         JournalRecord(
             compaction=JournalRecord.CompactionCheckpoint(

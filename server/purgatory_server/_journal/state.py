@@ -21,6 +21,9 @@ Replay rules (the contract docs/journal.md states for outside readers too):
 - ``carried_key_value``: sets the key's latest value.
 - ``rescheduled``: the pending operation's registration takes the new ``due_wall_ms``
   (edited in place, so a compaction copy carries it). Ignored for an id not pending.
+- ``schedule_upserted``: *replaces* the schedule's definition (creates it if absent), so
+  compaction's copies are idempotent; ``schedule_deleted`` forgets it (unknown ids are
+  ignored). A schedule's occurrences are ordinary operations.
 - ``compaction``: ``last_sequence`` becomes at least its ``last_sequence`` (outcome records
   may all have been deleted); otherwise informational.
 
@@ -36,7 +39,7 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from purgatory_proto.v1.journal_pb2 import JournalRecord
 
@@ -45,6 +48,7 @@ log = logging.getLogger(__name__)
 Registered = JournalRecord.OperationRegistered
 Signal = JournalRecord.SignalApplied
 Outcome = JournalRecord.Outcome
+ScheduleUpserted = JournalRecord.ScheduleUpserted
 
 
 @dataclass(slots=True)
@@ -84,6 +88,7 @@ class RecoveredState:
     - ``events``: the retained outcome window, in journal (= sequence) order.
     - ``ended``: ids with an outcome still in the journal (older ones were compacted away).
     - ``next_index``: the journal index the next appended record will get.
+    - ``schedules``: schedule id -> its latest upsert record (deleted ones left out).
     """
 
     pending: Mapping[str, PendingOperation]
@@ -92,6 +97,7 @@ class RecoveredState:
     events: tuple[Outcome, ...]
     ended: frozenset[str]
     next_index: int
+    schedules: Mapping[str, ScheduleUpserted] = field(default_factory=dict)
 
 
 class JournalState:
@@ -111,6 +117,9 @@ class JournalState:
         self._events: deque[tuple[int, Outcome]] = deque()
         self._ended: dict[str, int] = {}
         self._ended_order: deque[tuple[int, str]] = deque()
+        # schedule id -> (latest upsert record, its journal index: the anchor compaction
+        # must carry forward before deleting its segment).
+        self.schedules: dict[str, tuple[ScheduleUpserted, int]] = {}
 
     # -- applying -----------------------------------------------------------------------
 
@@ -137,6 +146,11 @@ class JournalState:
                 live.registration.due_wall_ms = moved.due_wall_ms
         elif kind == "compaction":
             self.last_sequence = max(self.last_sequence, record.compaction.last_sequence)
+        elif kind == "schedule_upserted":
+            upserted = record.schedule_upserted
+            self.schedules[upserted.schedule_id] = (upserted, index)
+        elif kind == "schedule_deleted":
+            self.schedules.pop(record.schedule_deleted.schedule_id, None)
         else:
             log.warning("journal record %d has no record kind known to this reader", index)
 
@@ -249,4 +263,5 @@ class JournalState:
             events=tuple(outcome for _, outcome in self._events),
             ended=frozenset(self._ended),
             next_index=next_index,
+            schedules={sid: upserted for sid, (upserted, _) in self.schedules.items()},
         )

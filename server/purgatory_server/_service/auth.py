@@ -9,9 +9,10 @@ logged: :class:`TokenGrant` has no token, and its digest is left out of its ``re
 
 Permissions (``admin`` implies the others on the same purgatories):
 
-- ``watch``: TryCompleteElseWatch, BatchTryCompleteElseWatch, GetOperation;
+- ``watch``: TryCompleteElseWatch, BatchTryCompleteElseWatch, GetOperation,
+  UpsertSchedule, ListSchedules;
 - ``signal``: CheckAndComplete, BatchCheckAndComplete;
-- ``force``: ForceComplete, Cancel, Reschedule;
+- ``force``: ForceComplete, Cancel, Reschedule, DeleteSchedule;
 - a Session frame: ``watch``/``signal``/``force`` for its watches/signals/force-completes
   (checked per frame by the edge);
 - ``subscribe``: Subscribe;

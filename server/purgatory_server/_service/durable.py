@@ -47,6 +47,7 @@ from purgatory_server._service.journal_codec import (
     signal_record,
 )
 from purgatory_server._service.operation import OperationDefinition, RemoteOperation
+from purgatory_server._service.schedules.recovery import restore_schedules, resume_schedules
 from purgatory_server._service.telemetry.counters import PurgatoryMetrics
 
 if TYPE_CHECKING:
@@ -111,6 +112,9 @@ class DurableJournal:
 
     def on_rescheduled(self, purgatory: str, operation_id: str, due_time_ms: int) -> None:
         self._record(rescheduled_record(purgatory, operation_id, due_time_ms))
+
+    def on_schedule_change(self, purgatory: str, record: JournalRecord) -> None:
+        self._record(record)
 
     async def barrier(self) -> None:
         future = self._batch if self._batch is not None else self._last
@@ -204,6 +208,7 @@ class DurableStore:
         self.incarnation = incarnation
         self._settings = settings
         self._wal = wal
+        self._loop = loop
         self.journal = DurableJournal(wal, loop, clock)
         self.event_log = self._event_log()
 
@@ -250,11 +255,13 @@ class DurableStore:
         for record in recovered.events:
             definition, outcome = decode_outcome(record)
             purgatory.restore_finished(definition, outcome)
+        restore_schedules(purgatory, self._loop, recovered.schedules.values())  # issue-16c
         journal = self.journal
         for op_id, pending in recovered.pending.items():
             definition, created, due, signals = decode_pending(pending)
             journal.remember(op_id, definition)
             purgatory.restore_operation(op_id, definition, created, due, signals)
+        resume_schedules(purgatory, recovered.pending)  # issue-16c
         logger.info(
             "purgatory %s recovered from %s: %d pending, %d key values, last sequence %d "
             "(%.2fs to re-arm)",

@@ -27,6 +27,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from purgatory_proto.v1.journal_pb2 import JournalRecord
+
     from purgatory_server._service.conditions import SignalRecord
     from purgatory_server._service.events import Outcome
     from purgatory_server._service.operation import RemoteOperation
@@ -41,6 +43,9 @@ class Journal(Protocol):
 
     def on_outcome(self, purgatory: str, outcome: Outcome) -> None: ...
     def on_rescheduled(self, purgatory: str, operation_id: str, due_time_ms: int) -> None: ...
+
+    # A schedule was upserted or deleted (schedules/definition.py builds the record).
+    def on_schedule_change(self, purgatory: str, record: JournalRecord) -> None: ...
 
     async def barrier(self) -> None: ...
 
@@ -62,6 +67,9 @@ class NullJournal:
         return None
 
     def on_rescheduled(self, purgatory: str, operation_id: str, due_time_ms: int) -> None:
+        return None
+
+    def on_schedule_change(self, purgatory: str, record: JournalRecord) -> None:
         return None
 
     async def barrier(self) -> None:

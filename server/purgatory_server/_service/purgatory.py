@@ -22,6 +22,7 @@ import secrets
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from purgatory_server._engine.purgatory import DelayedOperationPurgatory
 from purgatory_server._engine.system_timer import SystemTimer
@@ -55,6 +56,9 @@ from purgatory_server._service.telemetry.context import current_traceparent
 from purgatory_server._service.telemetry.counters import PurgatoryMetrics
 from purgatory_server._service.values import LatestValues
 from purgatory_server._service.waiters import Waiter
+
+if TYPE_CHECKING:
+    from purgatory_server._service.schedules.table import ScheduleTable
 
 __all__ = ["NamedPurgatory", "OperationRequest", "PurgatoryStats", "Registration"]
 
@@ -142,11 +146,21 @@ class NamedPurgatory:
         self._id_prefix = secrets.token_hex(4) + "-"
         self._ids = itertools.count(1)
         self._closed: ServiceError | None = None
+        # Recurring schedules (issue-16c, schedules/table.py), created on first use.
+        self.schedules: ScheduleTable | None = None
 
     # ----------------------------------------------------------------- introspection
     @property
     def engine(self) -> DelayedOperationPurgatory[RemoteOperation]:
         return self._engine
+
+    @property
+    def journal(self) -> Journal:
+        return self._journal
+
+    @property
+    def limits(self) -> Limits:
+        return self._limits
 
     @property
     def event_log(self) -> EventLog:
@@ -510,6 +524,8 @@ class NamedPurgatory:
             journal.after_write(lambda: self._deliver_durable(deferred))
         if self.metrics is not None:
             self.metrics.on_outcomes(ops)
+        if self.schedules is not None:
+            self.schedules.on_ended(ops)  # arms each schedule's next occurrence
 
     def _deliver_durable(self, deferred: list[tuple[Outcome, list[Waiter]]]) -> None:
         """The second half of :meth:`_publish` for a durable purgatory, run once the
@@ -551,6 +567,8 @@ class NamedPurgatory:
     # ----------------------------------------------------------------- life cycle
     def cancel_all(self) -> int:
         """End every pending operation as CANCELLED (DeletePurgatory); returns how many."""
+        if self.schedules is not None:
+            self.schedules.stop()
         cancelled = sum(op.end(OperationState.CANCELLED) for op in list(self._active.values()))
         self._inbox.drain()
         return cancelled

@@ -53,6 +53,7 @@ from purgatory_server._service.limits import (
 )
 from purgatory_server._service.purgatory import NamedPurgatory
 from purgatory_server._service.registry import PurgatoryRegistry
+from purgatory_server._service.schedules import rpc as schedule_rpc
 from purgatory_server._service.session import SessionStream
 from purgatory_server._service.waiters import wait_for_outcomes
 
@@ -238,6 +239,24 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
             raise InvalidArgument("deadline", "set one of timeout_ms or due_time_ms")
         response = pb.RescheduleResponse(operation=operation_status(op, False))
         return await _acknowledged(purgatory, response)
+
+    # ------------------------------------------------------- issue-16c: recurring schedules
+    @unary_errors
+    async def UpsertSchedule(self, request: Any, context: Any) -> Any:
+        purgatory = self._registry.get(request.purgatory)
+        response = schedule_rpc.upsert_schedule(purgatory, self._loop, request, self._limits)
+        return await _acknowledged(purgatory, response)
+
+    @unary_errors
+    async def DeleteSchedule(self, request: Any, context: Any) -> Any:
+        purgatory = self._registry.get(request.purgatory)
+        response = schedule_rpc.delete_schedule(purgatory, self._loop, request)
+        return await _acknowledged(purgatory, response)
+
+    @unary_errors
+    async def ListSchedules(self, request: Any, context: Any) -> Any:
+        purgatory = self._registry.get(request.purgatory)
+        return await _acknowledged(purgatory, schedule_rpc.list_schedules(purgatory))
 
     # ------------------------------------------------------------------ streams
     @stream_errors

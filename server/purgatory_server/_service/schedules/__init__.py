@@ -1,0 +1,1 @@
+"""Recurring schedules (see :mod:`.table`)."""

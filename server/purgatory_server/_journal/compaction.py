@@ -13,6 +13,8 @@ appended to the head:
 - every pending operation whose anchor (registration or latest carry) is below ``cutoff``,
   as a ``CarriedOperation`` with its definition and all its progress so far;
 - every key whose latest value was set below ``cutoff``, as a ``CarriedKeyValue``;
+- every worker group whose latest ``group_state`` is below ``cutoff``, as a new
+  ``group_state`` with the outcomes it still holds (:mod:`.groups`);
 - the highest outcome sequence, in the ``CompactionCheckpoint`` that ends the carry;
 
 and provided no outcome still in the event window lies below ``cutoff`` (the window pins
@@ -101,6 +103,7 @@ def plan_compaction(segments: list[SegmentMeta], state: JournalState) -> Compact
                 )
             )
     carried_keys = len(records) - carried_ops
+    records.extend(state.groups.carry(cutoff))
     records.append(
         JournalRecord(
             compaction=JournalRecord.CompactionCheckpoint(

@@ -33,12 +33,15 @@ opener before the writer starts); :class:`RecoveredState` snapshots are immutabl
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from purgatory_proto.v1.journal_pb2 import JournalRecord
+
+from purgatory_server._journal.groups import GroupTracker, RecoveredGroup
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +87,8 @@ class RecoveredState:
     - ``events``: the retained outcome window, in journal (= sequence) order.
     - ``ended``: ids with an outcome still in the journal (older ones were compacted away).
     - ``next_index``: the journal index the next appended record will get.
+    - ``groups``: worker group name -> its settings, cursor and entries (see
+      :mod:`.groups`).
     """
 
     pending: Mapping[str, PendingOperation]
@@ -92,6 +97,7 @@ class RecoveredState:
     events: tuple[Outcome, ...]
     ended: frozenset[str]
     next_index: int
+    groups: Mapping[str, RecoveredGroup] = dataclasses.field(default_factory=dict)
 
 
 class JournalState:
@@ -111,6 +117,7 @@ class JournalState:
         self._events: deque[tuple[int, Outcome]] = deque()
         self._ended: dict[str, int] = {}
         self._ended_order: deque[tuple[int, str]] = deque()
+        self.groups = GroupTracker()
 
     # -- applying -----------------------------------------------------------------------
 
@@ -137,6 +144,12 @@ class JournalState:
                 live.registration.due_wall_ms = moved.due_wall_ms
         elif kind == "compaction":
             self.last_sequence = max(self.last_sequence, record.compaction.last_sequence)
+        elif kind == "group_state":
+            self.groups.apply_state(index, record.group_state)
+        elif kind == "group_delivered":
+            self.groups.apply_delivered(record.group_delivered)
+        elif kind == "group_settled":
+            self.groups.apply_settled(record.group_settled)
         else:
             log.warning("journal record %d has no record kind known to this reader", index)
 
@@ -208,6 +221,8 @@ class JournalState:
         self._ended_order.append((index, op_id))
         self.last_sequence = max(self.last_sequence, outcome.sequence)
         self._events.append((index, outcome))
+        if self.groups.groups:
+            self.groups.apply_outcome(outcome)
         floor = self.last_sequence - self.retain_events
         while self._events and self._events[0][1].sequence <= floor:
             self._events.popleft()
@@ -249,4 +264,5 @@ class JournalState:
             events=tuple(outcome for _, outcome in self._events),
             ended=frozenset(self._ended),
             next_index=next_index,
+            groups=self.groups.snapshot(),
         )

@@ -44,6 +44,7 @@ from purgatory_server._service.errors import (
     ServiceError,
 )
 from purgatory_server._service.events import EventLog, Outcome
+from purgatory_server._service.groups import GroupSet
 from purgatory_server._service.inbox import Inbox
 from purgatory_server._service.incarnation import new_incarnation
 from purgatory_server._service.journal import NULL_JOURNAL, Journal
@@ -142,6 +143,12 @@ class NamedPurgatory:
         self._id_prefix = secrets.token_hex(4) + "-"
         self._ids = itertools.count(1)
         self._closed: ServiceError | None = None
+        # Worker groups (issue 16b): competing consumers of this purgatory's outcomes.
+        self.groups = GroupSet(
+            self.name, limits, loop, timer=timer, clock=self._time,
+            cursor=lambda: self._log.last_sequence,
+            write=None if journal is None else journal.on_group,
+        )  # fmt: skip
 
     # ----------------------------------------------------------------- introspection
     @property
@@ -247,6 +254,8 @@ class NamedPurgatory:
                     f"purgatory {self.name!r} has {len(self._active)} pending operations; "
                     f"max_pending is {self.settings.max_pending}"
                 )
+            if self.groups:
+                self.groups.check_capacity()
             self._budget.reserve(new, new_bytes)
         out: list[Registration] = []
         created: list[tuple[RemoteOperation, tuple[str, ...]]] = []
@@ -459,6 +468,7 @@ class NamedPurgatory:
         if isinstance(timer, SystemTimer):
             timer._wait_executor_idle(10.0)
         self._inbox.drain()
+        self.groups.drain()
 
     # ----------------------------------------------------------------- outcomes
     def _publish(self, ops: list[RemoteOperation]) -> None:
@@ -501,6 +511,8 @@ class NamedPurgatory:
                 continue
             for sub in self._subscribers:
                 sub.offer(outcome)
+            if self.groups:
+                self.groups.offer(outcome)
             waiters = op.waiters
             if waiters:
                 op.waiters = []
@@ -519,6 +531,8 @@ class NamedPurgatory:
             for sub in self._subscribers:
                 if outcome.sequence > sub.start_after:
                     sub.offer(outcome)
+            if self.groups:
+                self.groups.offer(outcome)
             for waiter in waiters:
                 waiter.deliver(outcome)
 
@@ -571,6 +585,7 @@ class NamedPurgatory:
                 waiter.fail(error)
         for sub in self._subscribers:
             sub.close(error)
+        self.groups.close(error)
 
     def shutdown_engine(self) -> None:
         """Stop the reaper and timer threads (joins them; any thread)."""

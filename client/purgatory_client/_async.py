@@ -287,10 +287,12 @@ class AsyncPurgatoryClient(AsyncGroupMethods):
         heartbeats and ``dead_after_s``: as :meth:`PurgatoryClient.subscribe`.
         """
         if group is not None:  # a worker group's member: see join_group (AsyncDelivery)
-            async for delivery in self.join_group(
+            deliveries = await self.join_group(
                 group, purgatory=purgatory, heartbeat_interval_ms=heartbeat_interval_ms
-            ):
-                yield delivery
+            )
+            async with deliveries:
+                async for delivery in deliveries:
+                    yield delivery
             return
         name = self._name(purgatory)
         states, keys = tuple(states), tuple(keys)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import grpc
@@ -14,7 +14,7 @@ from purgatory_client._session_base import Backoff
 from purgatory_client.errors import UnavailableError, from_rpc_error
 from purgatory_client.tracing import with_trace
 
-__all__ = ["AsyncGroupMethods"]
+__all__ = ["AsyncGroupMethods", "AsyncGroupStream"]
 
 
 class AsyncGroupMethods:
@@ -37,12 +37,14 @@ class AsyncGroupMethods:
         purgatory: str | None = None,
         heartbeat_interval_ms: int = 0,
         resume: ResumePolicy | None = None,
-    ) -> AsyncIterator[gb.AsyncDelivery]:
-        """Deliveries leased to this member of ``group`` (created on first join with
-        the given settings; 0: the group's, or the defaults). ``prefetch``: leases held
-        at once. A stream dropped by UNAVAILABLE (a server restart) is re-joined under
-        the client's ResumePolicy; other errors are raised. Leases
-        held when it dropped run out and are redelivered (at-least-once)."""
+    ) -> AsyncGroupStream:
+        """Join ``group`` (created on first join with the given settings; 0: the
+        group's, or the defaults) and return the stream of deliveries leased to this
+        member. The member has joined when this returns: every outcome published from
+        then on reaches the group. ``prefetch``: leases held at once. A stream dropped by
+        UNAVAILABLE (a server restart) is re-joined under the client's ResumePolicy;
+        other errors are raised. Leases held when a stream drops run out and are
+        redelivered (at-least-once). ``close()`` leaves the group."""
         req = gb.group_subscribe_request(
             self._name(purgatory),
             group,
@@ -51,24 +53,9 @@ class AsyncGroupMethods:
             prefetch=prefetch,
             heartbeat_interval_ms=heartbeat_interval_ms,
         )
-        backoff = Backoff(resume or self._resume)
-        while True:
-            call = self._stub.Subscribe(req, metadata=with_trace(self._metadata))
-            try:
-                async for msg in call:
-                    if msg.heartbeat:
-                        continue
-                    backoff.progress()
-                    yield gb.delivery_from_proto(msg, self, gb.AsyncDelivery)
-                return
-            except grpc.RpcError as exc:
-                error = from_rpc_error(exc)
-                if not isinstance(error, UnavailableError):
-                    raise error from None  # e.g. max_groups: the caller decides
-                delay = backoff.delay(error)
-            finally:
-                call.cancel()
-            await asyncio.sleep(delay)
+        stream = AsyncGroupStream(self, req, Backoff(resume or self._resume))
+        await stream._open()
+        return stream
 
     async def ack(
         self, group: str, sequence: int, *, attempt: int = 0, purgatory: str | None = None
@@ -126,3 +113,58 @@ class AsyncGroupMethods:
     async def delete_group(self, group: str, *, purgatory: str | None = None) -> int:
         req = gb.delete_group_request(self._name(purgatory), group)
         return int((await self._call(self._stub.DeleteGroup, req, self.timeout)).dropped)
+
+
+class AsyncGroupStream:
+    """A member's deliveries (an async iterator of :class:`~purgatory_client.AsyncDelivery`)."""
+
+    def __init__(self, client: AsyncGroupMethods, request: Any, backoff: Backoff) -> None:
+        self._client = client
+        self._request = request
+        self._backoff = backoff
+        self._closed = False
+        self._call: Any = None
+
+    async def _open(self) -> None:
+        client = self._client
+        call = client._stub.Subscribe(self._request, metadata=with_trace(client._metadata))
+        self._call = call
+        try:
+            if not await call.initial_metadata():
+                await call.read()  # ended before joining: raises its error
+        except grpc.RpcError as exc:
+            raise from_rpc_error(exc) from None
+
+    def __aiter__(self) -> AsyncGroupStream:
+        return self
+
+    async def __anext__(self) -> gb.AsyncDelivery:
+        while True:
+            try:
+                async for msg in self._call:
+                    if msg.heartbeat:
+                        continue
+                    self._backoff.progress()
+                    return gb.delivery_from_proto(msg, self._client, gb.AsyncDelivery)  # type: ignore[no-any-return]
+                raise StopAsyncIteration
+            except grpc.RpcError as exc:
+                error = from_rpc_error(exc)
+                if self._closed or not isinstance(error, UnavailableError):
+                    raise error from None
+                await asyncio.sleep(self._backoff.delay(error))
+            try:
+                await self._open()
+            except UnavailableError:
+                continue
+
+    async def aclose(self) -> None:
+        """Leave the group (leases held run out and go to other members)."""
+        self._closed = True
+        if self._call is not None:
+            self._call.cancel()
+
+    async def __aenter__(self) -> AsyncGroupStream:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import grpc
@@ -14,7 +14,7 @@ from purgatory_client._session_base import Backoff
 from purgatory_client.errors import UnavailableError, from_rpc_error
 from purgatory_client.tracing import with_trace
 
-__all__ = ["GroupMethods"]
+__all__ = ["GroupMethods", "GroupStream"]
 
 
 class GroupMethods:
@@ -37,12 +37,14 @@ class GroupMethods:
         purgatory: str | None = None,
         heartbeat_interval_ms: int = 0,
         resume: ResumePolicy | None = None,
-    ) -> Iterator[gb.Delivery]:
-        """Deliveries leased to this member of ``group`` (created on first join with
-        the given settings; 0: the group's, or the defaults). ``prefetch``: leases held
-        at once. A stream dropped by UNAVAILABLE (a server restart) is re-joined under
-        the client's ResumePolicy; other errors are raised. Leases
-        held when it dropped run out and are redelivered (at-least-once)."""
+    ) -> GroupStream:
+        """Join ``group`` (created on first join with the given settings; 0: the
+        group's, or the defaults) and return the stream of deliveries leased to this
+        member. The member has joined when this returns: every outcome published from
+        then on reaches the group. ``prefetch``: leases held at once. A stream dropped by
+        UNAVAILABLE (a server restart) is re-joined under the client's ResumePolicy;
+        other errors are raised. Leases held when a stream drops run out and are
+        redelivered (at-least-once). ``close()`` leaves the group."""
         req = gb.group_subscribe_request(
             self._name(purgatory),
             group,
@@ -51,24 +53,7 @@ class GroupMethods:
             prefetch=prefetch,
             heartbeat_interval_ms=heartbeat_interval_ms,
         )
-        backoff = Backoff(resume or self._resume)
-        while True:
-            call = self._stub.Subscribe(req, metadata=with_trace(self._metadata))
-            try:
-                for msg in call:
-                    if msg.heartbeat:
-                        continue
-                    backoff.progress()
-                    yield gb.delivery_from_proto(msg, self, gb.Delivery)
-                return
-            except grpc.RpcError as exc:
-                error = from_rpc_error(exc)
-                if not isinstance(error, UnavailableError):
-                    raise error from None  # e.g. max_groups: the caller decides
-                delay = backoff.delay(error)
-            finally:
-                call.cancel()
-            time.sleep(delay)
+        return GroupStream(self, req, Backoff(resume or self._resume))
 
     def ack(
         self, group: str, sequence: int, *, attempt: int = 0, purgatory: str | None = None
@@ -126,3 +111,63 @@ class GroupMethods:
     def delete_group(self, group: str, *, purgatory: str | None = None) -> int:
         req = gb.delete_group_request(self._name(purgatory), group)
         return int(self._call(self._stub.DeleteGroup, req, self.timeout).dropped)
+
+
+class GroupStream:
+    """A member's deliveries (an iterator of :class:`~purgatory_client.Delivery`).
+
+    Not thread-safe: one consumer thread; ``ack``/``extend`` of its deliveries may be
+    called from any thread (they are unary calls on the client).
+    """
+
+    def __init__(self, client: GroupMethods, request: Any, backoff: Backoff) -> None:
+        self._client = client
+        self._request = request
+        self._backoff = backoff
+        self._closed = False
+        self._call: Any = None
+        self._open()
+
+    def _open(self) -> None:
+        client = self._client
+        call = client._stub.Subscribe(self._request, metadata=with_trace(client._metadata))
+        self._call = call
+        try:
+            if not call.initial_metadata():
+                next(call)  # ended before joining: raises its error
+        except grpc.RpcError as exc:
+            raise from_rpc_error(exc) from None
+
+    def __iter__(self) -> GroupStream:
+        return self
+
+    def __next__(self) -> gb.Delivery:
+        while True:
+            try:
+                for msg in self._call:
+                    if msg.heartbeat:
+                        continue
+                    self._backoff.progress()
+                    return gb.delivery_from_proto(msg, self._client, gb.Delivery)  # type: ignore[no-any-return]
+                raise StopIteration
+            except grpc.RpcError as exc:
+                error = from_rpc_error(exc)
+                if self._closed or not isinstance(error, UnavailableError):
+                    raise error from None
+                time.sleep(self._backoff.delay(error))
+            try:
+                self._open()
+            except UnavailableError:
+                continue
+
+    def close(self) -> None:
+        """Leave the group (leases held run out and go to other members)."""
+        self._closed = True
+        if self._call is not None:
+            self._call.cancel()
+
+    def __enter__(self) -> GroupStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -316,9 +316,10 @@ class PurgatoryClient(GroupMethods):
         :class:`UnavailableError` once the resume attempts are spent).
         """
         if group is not None:  # a worker group's member: see join_group (Delivery events)
-            yield from self.join_group(
+            with self.join_group(
                 group, purgatory=purgatory, heartbeat_interval_ms=heartbeat_interval_ms
-            )
+            ) as deliveries:
+                yield from deliveries
             return
         name = self._name(purgatory)
         states, keys = tuple(states), tuple(keys)

@@ -55,7 +55,8 @@ async def test_three_members_one_dies_mid_lease_nothing_lost(target: str) -> Non
 
     async def worker(name: str) -> None:
         async with AsyncPurgatoryClient(target, purgatory="orders") as client:
-            async for d in client.join_group("billing", visibility_timeout_ms=VIS, prefetch=3):
+            stream = await client.join_group("billing", visibility_timeout_ms=VIS, prefetch=3)
+            async for d in stream:
                 assert isinstance(d, AsyncDelivery)
                 if d.operation_id in lost_by_dead:
                     late.append((d.operation_id, time.time() * 1000, lost_by_dead[d.operation_id]))
@@ -64,7 +65,7 @@ async def test_three_members_one_dies_mid_lease_nothing_lost(target: str) -> Non
 
     async def doomed() -> None:
         client = AsyncPurgatoryClient(target, purgatory="orders")
-        async for d in client.join_group("billing", visibility_timeout_ms=VIS, prefetch=3):
+        async for d in await client.join_group("billing", visibility_timeout_ms=VIS, prefetch=3):
             # Takes the outcome, "crashes" before acting: the channel dies with its stream.
             lost_by_dead[d.operation_id] = d.lease_deadline_ms
             break
@@ -138,28 +139,23 @@ async def test_errors_and_limits(target: str) -> None:
             await client.ack("bad name!", 1)
         with pytest.raises(InvalidArgumentError, match="sequence"):
             await client.ack("nobody", 0)
-        bad = client.join_group("g1", visibility_timeout_ms=1)
         with pytest.raises(InvalidArgumentError, match="visibility_timeout_ms"):
-            await bad.__anext__()
-        first = client.join_group("g1", visibility_timeout_ms=VIS)
+            await client.join_group("g1", visibility_timeout_ms=1)
+        first = await client.join_group("g1", visibility_timeout_ms=VIS)
         await client.try_complete_else_watch([], 10, operation_id="x")
         d = await first.__anext__()
         assert d.attempt == 1
         with pytest.raises(FailedPreconditionError, match="lease lost"):
             await client.extend_lease("g1", d.sequence, 2)
         assert await d.extend(5_000) >= d.lease_deadline_ms
-        clash = client.join_group("g1", max_attempts=9)
         with pytest.raises(FailedPreconditionError, match="max_attempts"):
-            await clash.__anext__()
-        second = client.join_group("g2")
-        third = client.join_group("g3")
-        task = asyncio.create_task(second.__anext__())
-        await asyncio.sleep(0.2)
+            await client.join_group("g1", max_attempts=9)
+        second = await client.join_group("g2")
         with pytest.raises(ResourceExhaustedError, match="max_groups"):
-            await third.__anext__()
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-        await asyncio.sleep(0.1)
+            await client.join_group("g3")
+        await second.aclose()
         assert await client.delete_group("g2") == 0
+        with pytest.raises(NotFoundError):
+            await client.list_dead_letters("g2")
         await d.ack()
         await first.aclose()

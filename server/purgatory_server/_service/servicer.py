@@ -257,7 +257,7 @@ class PurgatoryServicer(GroupRpcs, pb_grpc.PurgatoryServiceServicer):
             )
         idle_s = heartbeat_ms / 1000 if heartbeat_ms else None
         if request.group:  # a worker group's member (issue 16b)
-            async for event in member_stream(purgatory, request, self._limits, idle_s):
+            async for event in member_stream(purgatory, request, context, self._limits, idle_s):
                 yield event
             return
         subscriber = purgatory.subscribe(after, event_filter)

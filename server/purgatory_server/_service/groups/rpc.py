@@ -41,6 +41,8 @@ if TYPE_CHECKING:
 __all__ = ["GroupRpcs", "member_stream"]
 
 DEFAULT_PAGE_SIZE = 100
+# Response header of a group member's Subscribe: the group's cursor when it joined.
+METADATA_GROUP_SEQUENCE = "purgatory-group-sequence"
 
 
 def _check_group(field: str, name: str, limits: Limits) -> None:
@@ -80,9 +82,14 @@ def dead_letter_to_proto(group: WorkerGroup, entry: GroupEntry) -> Any:
 
 
 async def member_stream(
-    purgatory: NamedPurgatory, request: Any, limits: Limits, idle_s: float | None
+    purgatory: NamedPurgatory, request: Any, context: Any, limits: Limits, idle_s: float | None
 ) -> AsyncIterator[Any]:
-    """A Subscribe stream that joined ``request.group``: its deliveries, heartbeats."""
+    """A Subscribe stream that joined ``request.group``: its deliveries, heartbeats.
+
+    The response headers are sent once the member has joined (header
+    "purgatory-group-sequence": the group's cursor then), so a client that waits for them
+    knows every outcome published afterwards reaches the group.
+    """
     _check_group("group", request.group, limits)
     if request.HasField("after_sequence"):
         raise InvalidArgument("after_sequence", "not allowed with group (a group has a cursor)")
@@ -106,6 +113,7 @@ async def member_stream(
         request.prefetch or DEFAULT_PREFETCH,
     )
     try:
+        await context.send_initial_metadata(((METADATA_GROUP_SEQUENCE, str(group.last_sequence)),))
         while True:
             batch = await member.next_batch(idle_s)
             if not batch:

@@ -226,3 +226,21 @@ async def test_outcomes_wait_in_the_group_while_no_member_is_connected(
 def test_limits_default() -> None:
     assert Limits().max_groups == 16
     assert Limits().max_group_backlog == 100_000
+
+
+async def test_group_keeps_outcomes_that_left_the_retained_window(
+    clock: MockTime,
+) -> None:
+    settings = PurgatorySettings(name="small", max_pending=100, retained_events=2)
+    p = NamedPurgatory(
+        settings, LIMITS, asyncio.get_running_loop(), time=clock, reaper_enabled=False
+    )
+    try:
+        group, a = join(p)
+        group.leave(a)
+        end(p, "o1", "o2", "o3", "o4")
+        assert p.stats().oldest_sequence == 3  # the window rolled over 1 and 2
+        _, b = join(p)
+        assert [d.outcome.operation_id for d in taken(b)] == ["o1", "o2", "o3", "o4"]
+    finally:
+        p.shutdown_engine()

@@ -38,6 +38,8 @@ class Delivery(Event):
     attempt: int = 0
     lease_deadline_ms: int = 0
     group: str = ""
+    # True for an entry of list_dead_letters (its attempt: the deliveries it got).
+    dead_letter: bool = False
     _ops: Any = field(default=None, repr=False, compare=False)
 
     def ack(self) -> None:
@@ -65,6 +67,8 @@ class AsyncDelivery(Event):
     attempt: int = 0
     lease_deadline_ms: int = 0
     group: str = ""
+    # True for an entry of list_dead_letters (its attempt: the deliveries it got).
+    dead_letter: bool = False
     _ops: Any = field(default=None, repr=False, compare=False)
 
     async def ack(self) -> None:
@@ -130,6 +134,7 @@ def delivery_from_proto(msg: Any, ops: Any, cls: type[Delivery] | type[AsyncDeli
         attempt=msg.delivery_attempt,
         lease_deadline_ms=msg.lease_deadline_ms,
         group=msg.group,
+        dead_letter=msg.dead_letter,
         _ops=ops,
     )
 

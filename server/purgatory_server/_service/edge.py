@@ -67,6 +67,13 @@ METHOD_RULES: dict[str, tuple[Permission | None, str | None]] = {
     "Session": (None, None),
     "Cancel": (Permission.FORCE, "purgatory"),
     "Reschedule": (Permission.FORCE, "purgatory"),
+    # Worker groups (issue 16b): consumers' calls need SUBSCRIBE, deleting a group ADMIN.
+    "Ack": (Permission.SUBSCRIBE, "purgatory"),
+    "ExtendLease": (Permission.SUBSCRIBE, "purgatory"),
+    "ListDeadLetters": (Permission.SUBSCRIBE, "purgatory"),
+    "Redrive": (Permission.SUBSCRIBE, "purgatory"),
+    "ListGroups": (Permission.SUBSCRIBE, "purgatory"),
+    "DeleteGroup": (Permission.ADMIN, "purgatory"),
 }
 
 

@@ -26,7 +26,7 @@ def test_acks_and_dead_letters_survive_kill_9(tmp_path: Path) -> None:
     try:
         target = f"127.0.0.1:{server.wait_port()}"
         with PurgatoryClient(target, purgatory=NAME, timeout=10) as client:
-            stream = client.join_group("billing", visibility_timeout_ms=300, max_attempts=2)
+            stream = client.join_group("billing", visibility_timeout_ms=1500, max_attempts=2)
             for i in range(6):
                 client.try_complete_else_watch([], 10, operation_id=f"order-{i}")
             first = {}
@@ -59,7 +59,7 @@ def test_acks_and_dead_letters_survive_kill_9(tmp_path: Path) -> None:
             (group,) = client.list_groups()
             assert (group.name, group.visibility_timeout_ms, group.max_attempts) == (
                 "billing",
-                300,
+                1500,
                 2,
             )
             assert (group.ready, group.dead_letters) == (1, 1)

@@ -244,3 +244,20 @@ async def test_group_keeps_outcomes_that_left_the_retained_window(
         assert [d.outcome.operation_id for d in taken(b)] == ["o1", "o2", "o3", "o4"]
     finally:
         p.shutdown_engine()
+
+
+async def test_members_are_bounded_by_max_subscribers(clock: MockTime) -> None:
+    settings = PurgatorySettings(name="m", max_pending=100)
+    limits = Limits(max_subscribers=2)
+    p = NamedPurgatory(
+        settings, limits, asyncio.get_running_loop(), time=clock, reaper_enabled=False
+    )
+    try:
+        group, a = p.groups.join("g", 0, 0, 1)
+        p.groups.join("g", 0, 0, 1)
+        with pytest.raises(LimitExceeded, match="max_subscribers"):
+            p.groups.join("g", 0, 0, 1)
+        group.leave(a)
+        p.groups.join("g", 0, 0, 1)
+    finally:
+        p.shutdown_engine()

@@ -23,7 +23,7 @@ from purgatory_server._service.config import PurgatorySettings
 
 from tests.service.helpers import ServerThread
 
-VIS = 600  # ms
+VIS = 2_000  # ms: generous, so a loaded machine never loses a lease by slowness
 CONFIG = ServerConfig(
     listen="127.0.0.1:0",
     grace_s=0.5,
@@ -73,7 +73,9 @@ async def test_three_members_one_dies_mid_lease_nothing_lost(target: str) -> Non
 
     async with AsyncPurgatoryClient(target, purgatory="orders") as producer:
         dying = asyncio.create_task(doomed())
-        await asyncio.sleep(0.2)  # the doomed member joins first and gets the first outcome
+        # The doomed member joins first (creating the group) and gets the first outcome.
+        while not any(g.members for g in await producer.list_groups()):
+            await asyncio.sleep(0.01)
         await producer.try_complete_else_watch([], 20, operation_id="order-0")
         await asyncio.wait_for(dying, 10)
         assert list(lost_by_dead) == ["order-0"]

@@ -480,6 +480,7 @@ class NamedPurgatory:
         journal = self._journal
         budget = self._budget
         deferred: list[tuple[Outcome, list[Waiter]]] | None = None if self.barrier is None else []
+        group_offer = self.groups.offer if self.groups else None
         for op in ops:
             outcome = Outcome(
                 sequence=log.next_sequence(),
@@ -511,8 +512,8 @@ class NamedPurgatory:
                 continue
             for sub in self._subscribers:
                 sub.offer(outcome)
-            if self.groups:
-                self.groups.offer(outcome)
+            if group_offer is not None:
+                group_offer(outcome)
             waiters = op.waiters
             if waiters:
                 op.waiters = []
@@ -526,13 +527,14 @@ class NamedPurgatory:
     def _deliver_durable(self, deferred: list[tuple[Outcome, list[Waiter]]]) -> None:
         """The second half of :meth:`_publish` for a durable purgatory, run once the
         outcomes are journaled: nobody sees an outcome a crash could still take back."""
+        group_offer = self.groups.offer if self.groups else None
         for outcome, waiters in deferred:
             self._delivered = outcome.sequence
             for sub in self._subscribers:
                 if outcome.sequence > sub.start_after:
                     sub.offer(outcome)
-            if self.groups:
-                self.groups.offer(outcome)
+            if group_offer is not None:
+                group_offer(outcome)
             for waiter in waiters:
                 waiter.deliver(outcome)
 

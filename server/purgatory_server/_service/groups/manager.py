@@ -103,8 +103,16 @@ class GroupSet:
         """A new member of group ``name``, creating the group (zero settings: defaults).
 
         An existing group keeps its settings: a non-zero setting that differs from them
-        is FailedPrecondition (the caller expects a group that is not there).
+        is FailedPrecondition (the caller expects a group that is not there). Members of
+        all groups together are bounded by ``max_subscribers`` (counted apart from the
+        purgatory's broadcast subscribers).
         """
+        members = sum(len(g.members) for g in self._groups.values())
+        if members >= self._limits.max_subscribers:
+            raise LimitExceeded(
+                f"purgatory {self._purgatory!r} has {members} worker group members; "
+                f"max_subscribers is {self._limits.max_subscribers}"
+            )
         group = self._groups.get(name)
         if group is None:
             if len(self._groups) >= self._limits.max_groups:

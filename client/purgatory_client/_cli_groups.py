@@ -48,7 +48,11 @@ def add_group_parsers(sub: Any) -> None:
         epilog="examples: purgatory group list; purgatory group dead-letters billing; "
         "purgatory group redrive billing 42 43",
     )
-    group.add_argument("action", choices=["list", "dead-letters", "redrive", "delete"])
+    group.add_argument(
+        "action",
+        choices=["list", "dead-letters", "redrive", "delete"],
+        help="list groups; list a group's dead letters; redrive them; delete a group",
+    )
     group.add_argument("group", nargs="?", help="the worker group (all but list)")
     group.add_argument(
         "sequences",

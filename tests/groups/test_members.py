@@ -4,6 +4,8 @@ mid-lease, a poison outcome through the dead letters and back, and the errors.""
 from __future__ import annotations
 
 import asyncio
+import json
+import sys
 import time
 from collections.abc import AsyncIterator
 
@@ -161,3 +163,44 @@ async def test_errors_and_limits(target: str) -> None:
             await client.list_dead_letters("g2")
         await d.ack()
         await first.aclose()
+
+
+async def test_member_process_killed_mid_lease(target: str) -> None:
+    """A member that is a separate process (the CLI), SIGKILLed holding a lease."""
+    async with AsyncPurgatoryClient(target, purgatory="orders", timeout=10) as client:
+        cli = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "purgatory_client.cli",
+            "--target",
+            target,
+            "--purgatory",
+            "orders",
+            "subscribe",
+            "--group",
+            "killed",
+            "--visibility-timeout-ms",
+            str(VIS),
+            "--prefetch",
+            "1",
+            stdout=asyncio.subprocess.PIPE,
+        )
+        try:
+            while not any(g.members for g in await client.list_groups()):
+                await asyncio.sleep(0.01)
+            await client.try_complete_else_watch([], 10, operation_id="order-k")
+            assert cli.stdout is not None
+            line = await asyncio.wait_for(cli.stdout.readline(), 15)
+            held = json.loads(line)
+            assert (held["operation_id"], held["attempt"]) == ("order-k", 1)
+        finally:
+            cli.kill()  # SIGKILL, mid-lease: it never acks
+            await cli.wait()
+        survivor = await client.join_group("killed")
+        d = await asyncio.wait_for(survivor.__anext__(), 15)
+        assert (d.operation_id, d.attempt) == ("order-k", 2)
+        assert time.time() * 1000 >= held["lease_deadline_ms"] - 50
+        await d.ack()
+        await survivor.aclose()
+        (group,) = await client.list_groups()
+        assert (group.ready, group.leased, group.dead_letters) == (0, 0, 0)

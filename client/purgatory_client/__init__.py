@@ -18,6 +18,7 @@ from purgatory_client._batcher import (
     TaskOverflowError,
 )
 from purgatory_client._dispatch_tasks import ForceCompleteTask, SignalTask, WatchTask
+from purgatory_client._groups_base import AsyncDelivery, DeadLetterPage, Delivery, GroupInfo
 from purgatory_client._models import (
     BatchSignalResult,
     Condition,
@@ -59,6 +60,7 @@ from purgatory_client.errors import (
 __all__ = [
     "AlreadyExistsError",
     "AsyncBatchingDispatcher",
+    "AsyncDelivery",
     "AsyncPurgatoryClient",
     "AsyncSession",
     "AsyncSessionTransport",
@@ -67,13 +69,16 @@ __all__ = [
     "CancelledError",
     "Condition",
     "ConditionKind",
+    "DeadLetterPage",
     "DeadlineExceededError",
+    "Delivery",
     "DispatcherConfig",
     "DispatcherCounters",
     "Event",
     "FailedPreconditionError",
     "ForceCompleteResult",
     "ForceCompleteTask",
+    "GroupInfo",
     "InvalidArgumentError",
     "NotFoundError",
     "OperationResult",

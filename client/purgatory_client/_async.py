@@ -22,6 +22,7 @@ from purgatory_client._async_session import AsyncSession, OutcomeCallback
 from purgatory_client._base import DEFAULT_PURGATORY, ResumeCursor, ResumePolicy
 from purgatory_client._batcher import DispatcherConfig, TaskHolder
 from purgatory_client._long_poll import LongPollRetry, channel_options
+from purgatory_client._groups_async import AsyncGroupMethods
 from purgatory_client._models import (
     BatchSignalResult,
     Condition,
@@ -44,7 +45,7 @@ from purgatory_client.tracing import with_trace
 __all__ = ["AsyncPurgatoryClient"]
 
 
-class AsyncPurgatoryClient:
+class AsyncPurgatoryClient(AsyncGroupMethods):
     """asyncio client of ``purgatory.v1.PurgatoryService`` (see PurgatoryClient)."""
 
     def __init__(
@@ -346,12 +347,21 @@ class AsyncPurgatoryClient:
         resume: ResumePolicy | None = None,
         heartbeat_interval_ms: int = 0,
         dead_after_s: float | None = None,
+        group: str | None = None,
     ) -> AsyncIterator[Event]:
         """Outcomes in sequence order, resuming transparently after a dropped stream.
 
         ``incarnation``, ``resume``, :class:`~purgatory_client.StreamResetError`,
         heartbeats and ``dead_after_s``: as :meth:`PurgatoryClient.subscribe`.
         """
+        if group is not None:  # a worker group's member: see join_group (AsyncDelivery)
+            deliveries = await self.join_group(
+                group, purgatory=purgatory, heartbeat_interval_ms=heartbeat_interval_ms
+            )
+            async with deliveries:
+                async for delivery in deliveries:
+                    yield delivery
+            return
         name = self._name(purgatory)
         states, keys = tuple(states), tuple(keys)
         dead_after = _base.heartbeat_deadline(heartbeat_interval_ms, dead_after_s)

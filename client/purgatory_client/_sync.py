@@ -23,6 +23,7 @@ from purgatory_client import _base, _schedules
 from purgatory_client._base import DEFAULT_PURGATORY, ResumeCursor, ResumePolicy
 from purgatory_client._batcher import DispatcherConfig, TaskHolder
 from purgatory_client._long_poll import LongPollRetry, channel_options
+from purgatory_client._groups_sync import GroupMethods
 from purgatory_client._models import (
     BatchSignalResult,
     Condition,
@@ -48,7 +49,7 @@ __all__ = ["PurgatoryClient"]
 R = TypeVar("R")
 
 
-class PurgatoryClient:
+class PurgatoryClient(GroupMethods):
     """Blocking client of ``purgatory.v1.PurgatoryService``.
 
     ``timeout`` is the default deadline (seconds) of short calls; long-polls
@@ -367,6 +368,7 @@ class PurgatoryClient:
         resume: ResumePolicy | None = None,
         heartbeat_interval_ms: int = 0,
         dead_after_s: float | None = None,
+        group: str | None = None,
     ) -> Iterator[Event]:
         """Outcomes in sequence order, resuming transparently after a dropped stream.
 
@@ -384,6 +386,12 @@ class PurgatoryClient:
         long is treated as dead and resumed like a dropped connection (an
         :class:`UnavailableError` once the resume attempts are spent).
         """
+        if group is not None:  # a worker group's member: see join_group (Delivery events)
+            with self.join_group(
+                group, purgatory=purgatory, heartbeat_interval_ms=heartbeat_interval_ms
+            ) as deliveries:
+                yield from deliveries
+            return
         name = self._name(purgatory)
         states, keys = tuple(states), tuple(keys)
         dead_after = _base.heartbeat_deadline(heartbeat_interval_ms, dead_after_s)

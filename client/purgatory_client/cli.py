@@ -5,6 +5,9 @@
     purgatory get OPERATION_ID
     purgatory force OPERATION_ID
     purgatory subscribe [--after SEQ] [--state completed] [--key K] [--limit N] [--forever]
+    purgatory subscribe --group G [--ack] [--visibility-timeout-ms N] [--max-attempts N]
+    purgatory ack GROUP SEQ [--attempt N]
+    purgatory group list | dead-letters GROUP | redrive GROUP [SEQ...] | delete GROUP
     purgatory purgatories [list | get NAME | create NAME [--durable] | delete NAME]
     purgatory batch signal|watch < lines   (one signal or watch per stdin line)
     purgatory health
@@ -39,6 +42,13 @@ from purgatory_client._base import ResumePolicy
 from purgatory_client._cli_batch import add_batch_parser, run_batch
 from purgatory_client._cli_delayed import DELAYED_COMMANDS, add_delayed_parsers, run_delayed
 from purgatory_client._cli_schedule import add_schedule_parser, run_schedule
+from purgatory_client._cli_groups import (
+    GROUP_COMMANDS,
+    add_group_parsers,
+    add_group_subscribe_args,
+    run_group,
+    run_group_subscribe,
+)
 from purgatory_client._models import Condition, OperationState, PurgatoryConfig, Signal
 from purgatory_client._security import Security, resolve_security
 from purgatory_client._sync import PurgatoryClient
@@ -231,6 +241,8 @@ def build_parser() -> argparse.ArgumentParser:
     subscribe.add_argument(
         "--forever", action="store_true", help="resume however long the server is away"
     )
+    add_group_subscribe_args(subscribe)
+    add_group_parsers(sub)
 
     admin = sub.add_parser(
         "purgatories",
@@ -380,6 +392,10 @@ def _run(
         return run_delayed(args, client, emit)
     elif args.command == "schedule":
         return run_schedule(args, client, emit)
+    elif args.command in GROUP_COMMANDS:
+        return run_group(args, client, emit)
+    elif args.command == "subscribe" and args.group:
+        return run_group_subscribe(args, client, emit)
     elif args.command == "subscribe":
         events = client.subscribe(
             after_sequence=args.after,

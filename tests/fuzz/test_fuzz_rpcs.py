@@ -57,6 +57,20 @@ ALLOWED: dict[str, set[grpc.StatusCode]] = {
     "UpsertSchedule": BASE | {C.RESOURCE_EXHAUSTED},
     "DeleteSchedule": BASE,
     "ListSchedules": BASE,
+    # Worker groups (issue 16b).
+    "Ack": BASE | {C.FAILED_PRECONDITION},
+    "ExtendLease": BASE | {C.FAILED_PRECONDITION},
+    "ListDeadLetters": BASE,
+    "Redrive": BASE,
+    "ListGroups": BASE,
+    "DeleteGroup": BASE,
+}
+GROUP_RPCS = {
+    "Ack": pb.AckRequest,
+    "ExtendLease": pb.ExtendLeaseRequest,
+    "ListDeadLetters": pb.ListDeadLettersRequest,
+    "Redrive": pb.RedriveRequest,
+    "DeleteGroup": pb.DeleteGroupRequest,
 }
 RESPONSES = {
     m.name: m.output_type.name for m in pb.DESCRIPTOR.services_by_name["PurgatoryService"].methods
@@ -262,6 +276,23 @@ def requests(draw: Any) -> tuple[str, Any]:
         return method, request
     if method in ("UpsertSchedule", "DeleteSchedule", "ListSchedules"):
         return method, draw(schedule_requests(method, name))
+    if method == "ListGroups":
+        return method, pb.ListGroupsRequest(purgatory=name)
+    if method in GROUP_RPCS:
+        request = GROUP_RPCS[method](
+            purgatory=name, group=draw(st.sampled_from(["g", "", "bad name!", HUGE]))
+        )
+        if method in {"Ack", "ExtendLease"}:
+            request.sequence = draw(st.one_of(st.sampled_from([0, 1, UINT64_MAX]), uint64s))
+            request.attempt = draw(st.one_of(st.sampled_from([0, 1]), uint32s))
+        if method == "ExtendLease":
+            request.visibility_timeout_ms = draw(uint32s)
+        if method == "ListDeadLetters":
+            request.after_sequence = draw(uint64s)
+            request.page_size = draw(uint32s)
+        if method == "Redrive":
+            request.sequences.extend(draw(st.lists(uint64s, max_size=4)))
+        return method, request
     request = pb.SubscribeRequest(
         purgatory=name,
         incarnation=draw(st.sampled_from(["", "0123456789abcdef", HUGE])),

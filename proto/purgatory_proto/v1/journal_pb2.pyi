@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class JournalRecord(_message.Message):
-    __slots__ = ("registered", "signal", "outcome", "carried_operation", "carried_key_value", "compaction", "rescheduled", "schedule_upserted", "schedule_deleted")
+    __slots__ = ("registered", "signal", "outcome", "carried_operation", "carried_key_value", "compaction", "rescheduled", "group_state", "group_delivered", "group_settled", "schedule_upserted", "schedule_deleted")
     class OperationRegistered(_message.Message):
         __slots__ = ("purgatory", "operation_id", "keys", "timeout_ms", "condition", "payload", "due_wall_ms", "created_wall_ms", "requested_due_wall_ms")
         PURGATORY_FIELD_NUMBER: _ClassVar[int]
@@ -144,6 +144,68 @@ class JournalRecord(_message.Message):
         schedule_id: str
         deleted_wall_ms: int
         def __init__(self, purgatory: _Optional[str] = ..., schedule_id: _Optional[str] = ..., deleted_wall_ms: _Optional[int] = ...) -> None: ...
+    class GroupState(_message.Message):
+        __slots__ = ("purgatory", "group", "visibility_timeout_ms", "max_attempts", "last_sequence", "entries", "source_index", "deleted")
+        class Entry(_message.Message):
+            __slots__ = ("outcome", "attempts", "dead")
+            OUTCOME_FIELD_NUMBER: _ClassVar[int]
+            ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+            DEAD_FIELD_NUMBER: _ClassVar[int]
+            outcome: JournalRecord.Outcome
+            attempts: int
+            dead: bool
+            def __init__(self, outcome: _Optional[_Union[JournalRecord.Outcome, _Mapping]] = ..., attempts: _Optional[int] = ..., dead: _Optional[bool] = ...) -> None: ...
+        PURGATORY_FIELD_NUMBER: _ClassVar[int]
+        GROUP_FIELD_NUMBER: _ClassVar[int]
+        VISIBILITY_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+        MAX_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+        LAST_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+        ENTRIES_FIELD_NUMBER: _ClassVar[int]
+        SOURCE_INDEX_FIELD_NUMBER: _ClassVar[int]
+        DELETED_FIELD_NUMBER: _ClassVar[int]
+        purgatory: str
+        group: str
+        visibility_timeout_ms: int
+        max_attempts: int
+        last_sequence: int
+        entries: _containers.RepeatedCompositeFieldContainer[JournalRecord.GroupState.Entry]
+        source_index: int
+        deleted: bool
+        def __init__(self, purgatory: _Optional[str] = ..., group: _Optional[str] = ..., visibility_timeout_ms: _Optional[int] = ..., max_attempts: _Optional[int] = ..., last_sequence: _Optional[int] = ..., entries: _Optional[_Iterable[_Union[JournalRecord.GroupState.Entry, _Mapping]]] = ..., source_index: _Optional[int] = ..., deleted: _Optional[bool] = ...) -> None: ...
+    class GroupDelivered(_message.Message):
+        __slots__ = ("purgatory", "group", "sequence", "attempt", "lease_deadline_wall_ms")
+        PURGATORY_FIELD_NUMBER: _ClassVar[int]
+        GROUP_FIELD_NUMBER: _ClassVar[int]
+        SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+        ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+        LEASE_DEADLINE_WALL_MS_FIELD_NUMBER: _ClassVar[int]
+        purgatory: str
+        group: str
+        sequence: int
+        attempt: int
+        lease_deadline_wall_ms: int
+        def __init__(self, purgatory: _Optional[str] = ..., group: _Optional[str] = ..., sequence: _Optional[int] = ..., attempt: _Optional[int] = ..., lease_deadline_wall_ms: _Optional[int] = ...) -> None: ...
+    class GroupSettled(_message.Message):
+        __slots__ = ("purgatory", "group", "sequences", "disposition")
+        class Disposition(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+            __slots__ = ()
+            DISPOSITION_UNSPECIFIED: _ClassVar[JournalRecord.GroupSettled.Disposition]
+            DISPOSITION_ACKED: _ClassVar[JournalRecord.GroupSettled.Disposition]
+            DISPOSITION_DEAD_LETTERED: _ClassVar[JournalRecord.GroupSettled.Disposition]
+            DISPOSITION_REDRIVEN: _ClassVar[JournalRecord.GroupSettled.Disposition]
+        DISPOSITION_UNSPECIFIED: JournalRecord.GroupSettled.Disposition
+        DISPOSITION_ACKED: JournalRecord.GroupSettled.Disposition
+        DISPOSITION_DEAD_LETTERED: JournalRecord.GroupSettled.Disposition
+        DISPOSITION_REDRIVEN: JournalRecord.GroupSettled.Disposition
+        PURGATORY_FIELD_NUMBER: _ClassVar[int]
+        GROUP_FIELD_NUMBER: _ClassVar[int]
+        SEQUENCES_FIELD_NUMBER: _ClassVar[int]
+        DISPOSITION_FIELD_NUMBER: _ClassVar[int]
+        purgatory: str
+        group: str
+        sequences: _containers.RepeatedScalarFieldContainer[int]
+        disposition: JournalRecord.GroupSettled.Disposition
+        def __init__(self, purgatory: _Optional[str] = ..., group: _Optional[str] = ..., sequences: _Optional[_Iterable[int]] = ..., disposition: _Optional[_Union[JournalRecord.GroupSettled.Disposition, str]] = ...) -> None: ...
     REGISTERED_FIELD_NUMBER: _ClassVar[int]
     SIGNAL_FIELD_NUMBER: _ClassVar[int]
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
@@ -151,6 +213,9 @@ class JournalRecord(_message.Message):
     CARRIED_KEY_VALUE_FIELD_NUMBER: _ClassVar[int]
     COMPACTION_FIELD_NUMBER: _ClassVar[int]
     RESCHEDULED_FIELD_NUMBER: _ClassVar[int]
+    GROUP_STATE_FIELD_NUMBER: _ClassVar[int]
+    GROUP_DELIVERED_FIELD_NUMBER: _ClassVar[int]
+    GROUP_SETTLED_FIELD_NUMBER: _ClassVar[int]
     SCHEDULE_UPSERTED_FIELD_NUMBER: _ClassVar[int]
     SCHEDULE_DELETED_FIELD_NUMBER: _ClassVar[int]
     registered: JournalRecord.OperationRegistered
@@ -160,6 +225,9 @@ class JournalRecord(_message.Message):
     carried_key_value: JournalRecord.CarriedKeyValue
     compaction: JournalRecord.CompactionCheckpoint
     rescheduled: JournalRecord.OperationRescheduled
+    group_state: JournalRecord.GroupState
+    group_delivered: JournalRecord.GroupDelivered
+    group_settled: JournalRecord.GroupSettled
     schedule_upserted: JournalRecord.ScheduleUpserted
     schedule_deleted: JournalRecord.ScheduleDeleted
-    def __init__(self, registered: _Optional[_Union[JournalRecord.OperationRegistered, _Mapping]] = ..., signal: _Optional[_Union[JournalRecord.SignalApplied, _Mapping]] = ..., outcome: _Optional[_Union[JournalRecord.Outcome, _Mapping]] = ..., carried_operation: _Optional[_Union[JournalRecord.CarriedOperation, _Mapping]] = ..., carried_key_value: _Optional[_Union[JournalRecord.CarriedKeyValue, _Mapping]] = ..., compaction: _Optional[_Union[JournalRecord.CompactionCheckpoint, _Mapping]] = ..., rescheduled: _Optional[_Union[JournalRecord.OperationRescheduled, _Mapping]] = ..., schedule_upserted: _Optional[_Union[JournalRecord.ScheduleUpserted, _Mapping]] = ..., schedule_deleted: _Optional[_Union[JournalRecord.ScheduleDeleted, _Mapping]] = ...) -> None: ...
+    def __init__(self, registered: _Optional[_Union[JournalRecord.OperationRegistered, _Mapping]] = ..., signal: _Optional[_Union[JournalRecord.SignalApplied, _Mapping]] = ..., outcome: _Optional[_Union[JournalRecord.Outcome, _Mapping]] = ..., carried_operation: _Optional[_Union[JournalRecord.CarriedOperation, _Mapping]] = ..., carried_key_value: _Optional[_Union[JournalRecord.CarriedKeyValue, _Mapping]] = ..., compaction: _Optional[_Union[JournalRecord.CompactionCheckpoint, _Mapping]] = ..., rescheduled: _Optional[_Union[JournalRecord.OperationRescheduled, _Mapping]] = ..., group_state: _Optional[_Union[JournalRecord.GroupState, _Mapping]] = ..., group_delivered: _Optional[_Union[JournalRecord.GroupDelivered, _Mapping]] = ..., group_settled: _Optional[_Union[JournalRecord.GroupSettled, _Mapping]] = ..., schedule_upserted: _Optional[_Union[JournalRecord.ScheduleUpserted, _Mapping]] = ..., schedule_deleted: _Optional[_Union[JournalRecord.ScheduleDeleted, _Mapping]] = ...) -> None: ...

@@ -132,6 +132,36 @@ class PurgatoryServiceStub:
                 request_serializer=purgatory__proto_dot_v1_dot_purgatory__pb2.ListSchedulesRequest.SerializeToString,
                 response_deserializer=purgatory__proto_dot_v1_dot_purgatory__pb2.ListSchedulesResponse.FromString,
                 _registered_method=True)
+        self.Ack = channel.unary_unary(
+                '/purgatory.v1.PurgatoryService/Ack',
+                request_serializer=purgatory__proto_dot_v1_dot_purgatory__pb2.AckRequest.SerializeToString,
+                response_deserializer=purgatory__proto_dot_v1_dot_purgatory__pb2.AckResponse.FromString,
+                _registered_method=True)
+        self.ExtendLease = channel.unary_unary(
+                '/purgatory.v1.PurgatoryService/ExtendLease',
+                request_serializer=purgatory__proto_dot_v1_dot_purgatory__pb2.ExtendLeaseRequest.SerializeToString,
+                response_deserializer=purgatory__proto_dot_v1_dot_purgatory__pb2.ExtendLeaseResponse.FromString,
+                _registered_method=True)
+        self.ListDeadLetters = channel.unary_unary(
+                '/purgatory.v1.PurgatoryService/ListDeadLetters',
+                request_serializer=purgatory__proto_dot_v1_dot_purgatory__pb2.ListDeadLettersRequest.SerializeToString,
+                response_deserializer=purgatory__proto_dot_v1_dot_purgatory__pb2.ListDeadLettersResponse.FromString,
+                _registered_method=True)
+        self.Redrive = channel.unary_unary(
+                '/purgatory.v1.PurgatoryService/Redrive',
+                request_serializer=purgatory__proto_dot_v1_dot_purgatory__pb2.RedriveRequest.SerializeToString,
+                response_deserializer=purgatory__proto_dot_v1_dot_purgatory__pb2.RedriveResponse.FromString,
+                _registered_method=True)
+        self.ListGroups = channel.unary_unary(
+                '/purgatory.v1.PurgatoryService/ListGroups',
+                request_serializer=purgatory__proto_dot_v1_dot_purgatory__pb2.ListGroupsRequest.SerializeToString,
+                response_deserializer=purgatory__proto_dot_v1_dot_purgatory__pb2.ListGroupsResponse.FromString,
+                _registered_method=True)
+        self.DeleteGroup = channel.unary_unary(
+                '/purgatory.v1.PurgatoryService/DeleteGroup',
+                request_serializer=purgatory__proto_dot_v1_dot_purgatory__pb2.DeleteGroupRequest.SerializeToString,
+                response_deserializer=purgatory__proto_dot_v1_dot_purgatory__pb2.DeleteGroupResponse.FromString,
+                _registered_method=True)
 
 
 class PurgatoryServiceServicer:
@@ -277,6 +307,52 @@ class PurgatoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Ack(self, request, context):
+        """--- issue-16b: worker groups (docs/service.md "Worker groups") ---
+        End a group delivery: the outcome leaves the group (also a dead letter: discarded).
+        NOT_FOUND for an unknown group or an outcome the group does not hold (acked
+        already); FAILED_PRECONDITION when `attempt` is given and the outcome has since been
+        delivered again (this caller's lease was lost).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ExtendLease(self, request, context):
+        """Push a held lease's deadline out; FAILED_PRECONDITION once the lease was lost.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListDeadLetters(self, request, context):
+        """A group's dead letters, in sequence order, paged.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Redrive(self, request, context):
+        """Give dead letters back to their group for delivery, with a fresh attempt count.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListGroups(self, request, context):
+        """Every group of a purgatory with its counters.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteGroup(self, request, context):
+        """Remove a group and everything it holds (frees a place under max_groups).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_PurgatoryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -364,6 +440,36 @@ def add_PurgatoryServiceServicer_to_server(servicer, server):
                     servicer.ListSchedules,
                     request_deserializer=purgatory__proto_dot_v1_dot_purgatory__pb2.ListSchedulesRequest.FromString,
                     response_serializer=purgatory__proto_dot_v1_dot_purgatory__pb2.ListSchedulesResponse.SerializeToString,
+            ),
+            'Ack': grpc.unary_unary_rpc_method_handler(
+                    servicer.Ack,
+                    request_deserializer=purgatory__proto_dot_v1_dot_purgatory__pb2.AckRequest.FromString,
+                    response_serializer=purgatory__proto_dot_v1_dot_purgatory__pb2.AckResponse.SerializeToString,
+            ),
+            'ExtendLease': grpc.unary_unary_rpc_method_handler(
+                    servicer.ExtendLease,
+                    request_deserializer=purgatory__proto_dot_v1_dot_purgatory__pb2.ExtendLeaseRequest.FromString,
+                    response_serializer=purgatory__proto_dot_v1_dot_purgatory__pb2.ExtendLeaseResponse.SerializeToString,
+            ),
+            'ListDeadLetters': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListDeadLetters,
+                    request_deserializer=purgatory__proto_dot_v1_dot_purgatory__pb2.ListDeadLettersRequest.FromString,
+                    response_serializer=purgatory__proto_dot_v1_dot_purgatory__pb2.ListDeadLettersResponse.SerializeToString,
+            ),
+            'Redrive': grpc.unary_unary_rpc_method_handler(
+                    servicer.Redrive,
+                    request_deserializer=purgatory__proto_dot_v1_dot_purgatory__pb2.RedriveRequest.FromString,
+                    response_serializer=purgatory__proto_dot_v1_dot_purgatory__pb2.RedriveResponse.SerializeToString,
+            ),
+            'ListGroups': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListGroups,
+                    request_deserializer=purgatory__proto_dot_v1_dot_purgatory__pb2.ListGroupsRequest.FromString,
+                    response_serializer=purgatory__proto_dot_v1_dot_purgatory__pb2.ListGroupsResponse.SerializeToString,
+            ),
+            'DeleteGroup': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteGroup,
+                    request_deserializer=purgatory__proto_dot_v1_dot_purgatory__pb2.DeleteGroupRequest.FromString,
+                    response_serializer=purgatory__proto_dot_v1_dot_purgatory__pb2.DeleteGroupResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -838,6 +944,168 @@ class PurgatoryService:
             '/purgatory.v1.PurgatoryService/ListSchedules',
             purgatory__proto_dot_v1_dot_purgatory__pb2.ListSchedulesRequest.SerializeToString,
             purgatory__proto_dot_v1_dot_purgatory__pb2.ListSchedulesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Ack(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/purgatory.v1.PurgatoryService/Ack',
+            purgatory__proto_dot_v1_dot_purgatory__pb2.AckRequest.SerializeToString,
+            purgatory__proto_dot_v1_dot_purgatory__pb2.AckResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ExtendLease(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/purgatory.v1.PurgatoryService/ExtendLease',
+            purgatory__proto_dot_v1_dot_purgatory__pb2.ExtendLeaseRequest.SerializeToString,
+            purgatory__proto_dot_v1_dot_purgatory__pb2.ExtendLeaseResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListDeadLetters(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/purgatory.v1.PurgatoryService/ListDeadLetters',
+            purgatory__proto_dot_v1_dot_purgatory__pb2.ListDeadLettersRequest.SerializeToString,
+            purgatory__proto_dot_v1_dot_purgatory__pb2.ListDeadLettersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Redrive(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/purgatory.v1.PurgatoryService/Redrive',
+            purgatory__proto_dot_v1_dot_purgatory__pb2.RedriveRequest.SerializeToString,
+            purgatory__proto_dot_v1_dot_purgatory__pb2.RedriveResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListGroups(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/purgatory.v1.PurgatoryService/ListGroups',
+            purgatory__proto_dot_v1_dot_purgatory__pb2.ListGroupsRequest.SerializeToString,
+            purgatory__proto_dot_v1_dot_purgatory__pb2.ListGroupsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteGroup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/purgatory.v1.PurgatoryService/DeleteGroup',
+            purgatory__proto_dot_v1_dot_purgatory__pb2.DeleteGroupRequest.SerializeToString,
+            purgatory__proto_dot_v1_dot_purgatory__pb2.DeleteGroupResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -13,6 +13,7 @@ from purgatory_server._journal.config import (
     JournalError,
     JournalFailedError,
 )
+from purgatory_server._journal.groups import RecoveredGroup
 from purgatory_server._journal.journal import Journal
 from purgatory_server._journal.recovery import RecoveryReport, recover
 from purgatory_server._journal.segments import SegmentMeta, SegmentScan, list_segments
@@ -29,6 +30,7 @@ __all__ = [
     "JournalFailedError",
     "JournalState",
     "PendingOperation",
+    "RecoveredGroup",
     "RecoveredState",
     "RecoveryReport",
     "SegmentMeta",

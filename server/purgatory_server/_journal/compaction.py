@@ -16,6 +16,8 @@ appended to the head:
 - every schedule whose latest upsert lies below ``cutoff``, as a copy of that
   ``ScheduleUpserted`` marked ``carried`` (replaying an upsert replaces, so it is
   idempotent too);
+- every worker group whose latest ``group_state`` is below ``cutoff``, as a new
+  ``group_state`` with the outcomes it still holds (:mod:`.groups`);
 - the highest outcome sequence, in the ``CompactionCheckpoint`` that ends the carry;
 
 and provided no outcome still in the event window lies below ``cutoff`` (the window pins
@@ -111,6 +113,7 @@ def plan_compaction(segments: list[SegmentMeta], state: JournalState) -> Compact
             copy.carried = True
             copy.source_index = anchor
             records.append(JournalRecord(schedule_upserted=copy))
+    records.extend(state.groups.carry(cutoff))
     records.append(
         JournalRecord(
             compaction=JournalRecord.CompactionCheckpoint(

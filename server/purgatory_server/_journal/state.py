@@ -36,12 +36,15 @@ opener before the writer starts); :class:`RecoveredState` snapshots are immutabl
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from purgatory_proto.v1.journal_pb2 import JournalRecord
+
+from purgatory_server._journal.groups import GroupTracker, RecoveredGroup
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +92,8 @@ class RecoveredState:
     - ``ended``: ids with an outcome still in the journal (older ones were compacted away).
     - ``next_index``: the journal index the next appended record will get.
     - ``schedules``: schedule id -> its latest upsert record (deleted ones left out).
+    - ``groups``: worker group name -> its settings, cursor and entries (see
+      :mod:`.groups`).
     """
 
     pending: Mapping[str, PendingOperation]
@@ -98,6 +103,7 @@ class RecoveredState:
     ended: frozenset[str]
     next_index: int
     schedules: Mapping[str, ScheduleUpserted] = field(default_factory=dict)
+    groups: Mapping[str, RecoveredGroup] = dataclasses.field(default_factory=dict)
 
 
 class JournalState:
@@ -120,6 +126,7 @@ class JournalState:
         # schedule id -> (latest upsert record, its journal index: the anchor compaction
         # must carry forward before deleting its segment).
         self.schedules: dict[str, tuple[ScheduleUpserted, int]] = {}
+        self.groups = GroupTracker()
 
     # -- applying -----------------------------------------------------------------------
 
@@ -151,6 +158,12 @@ class JournalState:
             self.schedules[upserted.schedule_id] = (upserted, index)
         elif kind == "schedule_deleted":
             self.schedules.pop(record.schedule_deleted.schedule_id, None)
+        elif kind == "group_state":
+            self.groups.apply_state(index, record.group_state)
+        elif kind == "group_delivered":
+            self.groups.apply_delivered(record.group_delivered)
+        elif kind == "group_settled":
+            self.groups.apply_settled(record.group_settled)
         else:
             log.warning("journal record %d has no record kind known to this reader", index)
 
@@ -222,6 +235,8 @@ class JournalState:
         self._ended_order.append((index, op_id))
         self.last_sequence = max(self.last_sequence, outcome.sequence)
         self._events.append((index, outcome))
+        if self.groups.groups:
+            self.groups.apply_outcome(outcome)
         floor = self.last_sequence - self.retain_events
         while self._events and self._events[0][1].sequence <= floor:
             self._events.popleft()
@@ -264,4 +279,5 @@ class JournalState:
             ended=frozenset(self._ended),
             next_index=next_index,
             schedules={sid: upserted for sid, (upserted, _) in self.schedules.items()},
+            groups=self.groups.snapshot(),
         )

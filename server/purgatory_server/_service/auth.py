@@ -15,8 +15,9 @@ Permissions (``admin`` implies the others on the same purgatories):
 - ``force``: ForceComplete, Cancel, Reschedule, DeleteSchedule;
 - a Session frame: ``watch``/``signal``/``force`` for its watches/signals/force-completes
   (checked per frame by the edge);
-- ``subscribe``: Subscribe;
-- ``admin``: CreatePurgatory, DeletePurgatory.
+- ``subscribe``: Subscribe (a worker group's member too), Ack, ExtendLease,
+  ListDeadLetters, Redrive, ListGroups;
+- ``admin``: CreatePurgatory, DeletePurgatory, DeleteGroup.
 
 GetPurgatory needs any permission on that purgatory, ListPurgatories any valid token.
 

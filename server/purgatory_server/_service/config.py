@@ -73,6 +73,10 @@ class Limits:
     max_total_pending: int = 10_000_000
     max_pending_payload_bytes: int = 1 << 30
     max_total_retained_events: int = 20_000_000
+    # Worker groups (docs/service.md "Worker groups"): groups per purgatory, and outcomes
+    # one group may hold (ready, leased or dead) before new registrations are refused.
+    max_groups: int = 16
+    max_group_backlog: int = 100_000
 
 
 # The longest timeout a server may allow: ~10 years, so due times stay far inside int64

@@ -36,6 +36,7 @@ from purgatory_server._service.catalog import journal_dir, remove_purgatory, wri
 from purgatory_server._service.conditions import ConditionSpec, SignalRecord
 from purgatory_server._service.config import PurgatorySettings, ServerConfig
 from purgatory_server._service.events import EventLog, Outcome
+from purgatory_server._service.groups.restore import decode_groups
 from purgatory_server._service.incarnation import durable_incarnation
 from purgatory_server._service.journal_codec import (
     condition_to_proto,
@@ -114,6 +115,9 @@ class DurableJournal:
         self._record(rescheduled_record(purgatory, operation_id, due_time_ms))
 
     def on_schedule_change(self, purgatory: str, record: JournalRecord) -> None:
+        self._record(record)
+
+    def on_group(self, record: JournalRecord) -> None:
         self._record(record)
 
     async def barrier(self) -> None:
@@ -262,6 +266,8 @@ class DurableStore:
             journal.remember(op_id, definition)
             purgatory.restore_operation(op_id, definition, created, due, signals)
         resume_schedules(purgatory, recovered.pending)  # issue-16c
+        if recovered.groups:
+            purgatory.groups.restore(decode_groups(recovered.groups))
         logger.info(
             "purgatory %s recovered from %s: %d pending, %d key values, last sequence %d "
             "(%.2fs to re-arm)",

@@ -3,7 +3,8 @@
 A purgatory calls its journal, on the event loop thread and in this order per
 operation: ``on_registered`` before the operation is armed, ``on_signal`` before a signal
 is delivered, ``on_rescheduled`` when a pending operation's deadline
-moved, ``on_outcome`` when the outcome has its sequence (before waiters and
+moved, ``on_group`` for a worker group's change (a ready-made record, see
+:mod:`.groups.records`), ``on_outcome`` when the outcome has its sequence (before waiters and
 subscribers see it). Hooks are synchronous and must be quick: a durable implementation
 buffers and group-commits on its own thread. An exception from a hook propagates to the
 RPC that caused it, so a journal that cannot write fails loudly instead of silently
@@ -43,6 +44,7 @@ class Journal(Protocol):
 
     def on_outcome(self, purgatory: str, outcome: Outcome) -> None: ...
     def on_rescheduled(self, purgatory: str, operation_id: str, due_time_ms: int) -> None: ...
+    def on_group(self, record: JournalRecord) -> None: ...
 
     # A schedule was upserted or deleted (schedules/definition.py builds the record).
     def on_schedule_change(self, purgatory: str, record: JournalRecord) -> None: ...
@@ -70,6 +72,9 @@ class NullJournal:
         return None
 
     def on_schedule_change(self, purgatory: str, record: JournalRecord) -> None:
+        return None
+
+    def on_group(self, record: JournalRecord) -> None:
         return None
 
     async def barrier(self) -> None:

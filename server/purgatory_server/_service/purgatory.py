@@ -45,6 +45,7 @@ from purgatory_server._service.errors import (
     ServiceError,
 )
 from purgatory_server._service.events import EventLog, Outcome
+from purgatory_server._service.groups import GroupSet
 from purgatory_server._service.inbox import Inbox
 from purgatory_server._service.incarnation import new_incarnation
 from purgatory_server._service.journal import NULL_JOURNAL, Journal
@@ -148,6 +149,12 @@ class NamedPurgatory:
         self._closed: ServiceError | None = None
         # Recurring schedules (issue-16c, schedules/table.py), created on first use.
         self.schedules: ScheduleTable | None = None
+        # Worker groups (issue 16b): competing consumers of this purgatory's outcomes.
+        self.groups = GroupSet(
+            self.name, limits, loop, timer=timer, clock=self._time,
+            cursor=lambda: self._log.last_sequence,
+            write=None if journal is None else journal.on_group,
+        )  # fmt: skip
 
     # ----------------------------------------------------------------- introspection
     @property
@@ -261,6 +268,8 @@ class NamedPurgatory:
                     f"purgatory {self.name!r} has {len(self._active)} pending operations; "
                     f"max_pending is {self.settings.max_pending}"
                 )
+            if self.groups:
+                self.groups.check_capacity()
             self._budget.reserve(new, new_bytes)
         out: list[Registration] = []
         created: list[tuple[RemoteOperation, tuple[str, ...]]] = []
@@ -473,6 +482,7 @@ class NamedPurgatory:
         if isinstance(timer, SystemTimer):
             timer._wait_executor_idle(10.0)
         self._inbox.drain()
+        self.groups.drain()
 
     # ----------------------------------------------------------------- outcomes
     def _publish(self, ops: list[RemoteOperation]) -> None:
@@ -484,6 +494,7 @@ class NamedPurgatory:
         journal = self._journal
         budget = self._budget
         deferred: list[tuple[Outcome, list[Waiter]]] | None = None if self.barrier is None else []
+        group_offer = self.groups.offer if self.groups else None
         for op in ops:
             outcome = Outcome(
                 sequence=log.next_sequence(),
@@ -515,6 +526,8 @@ class NamedPurgatory:
                 continue
             for sub in self._subscribers:
                 sub.offer(outcome)
+            if group_offer is not None:
+                group_offer(outcome)
             waiters = op.waiters
             if waiters:
                 op.waiters = []
@@ -530,11 +543,14 @@ class NamedPurgatory:
     def _deliver_durable(self, deferred: list[tuple[Outcome, list[Waiter]]]) -> None:
         """The second half of :meth:`_publish` for a durable purgatory, run once the
         outcomes are journaled: nobody sees an outcome a crash could still take back."""
+        group_offer = self.groups.offer if self.groups else None
         for outcome, waiters in deferred:
             self._delivered = outcome.sequence
             for sub in self._subscribers:
                 if outcome.sequence > sub.start_after:
                     sub.offer(outcome)
+            if group_offer is not None:
+                group_offer(outcome)
             for waiter in waiters:
                 waiter.deliver(outcome)
 
@@ -589,6 +605,7 @@ class NamedPurgatory:
                 waiter.fail(error)
         for sub in self._subscribers:
             sub.close(error)
+        self.groups.close(error)
 
     def shutdown_engine(self) -> None:
         """Stop the reaper and timer threads (joins them; any thread)."""

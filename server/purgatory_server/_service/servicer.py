@@ -42,6 +42,7 @@ from purgatory_server._service.errors import (
     unary_errors,
 )
 from purgatory_server._service.events import Outcome
+from purgatory_server._service.groups.rpc import GroupRpcs, member_stream
 from purgatory_server._service.incarnation import check_incarnation
 from purgatory_server._service.limits import (
     check_batch,
@@ -89,7 +90,9 @@ async def _acknowledged(purgatory: NamedPurgatory, response: Any) -> Any:
     return response
 
 
-class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
+class PurgatoryServicer(GroupRpcs, pb_grpc.PurgatoryServiceServicer):
+    _acknowledge = staticmethod(_acknowledged)
+
     def __init__(self, registry: PurgatoryRegistry, loop: asyncio.AbstractEventLoop) -> None:
         self._registry = registry
         self._loop = loop
@@ -272,6 +275,10 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
                 f"{heartbeat_ms} is outside [{MIN_HEARTBEAT_MS}, {MAX_HEARTBEAT_MS}] ms",
             )
         idle_s = heartbeat_ms / 1000 if heartbeat_ms else None
+        if request.group:  # a worker group's member (issue 16b)
+            async for event in member_stream(purgatory, request, context, self._limits, idle_s):
+                yield event
+            return
         subscriber = purgatory.subscribe(after, event_filter)
         try:
             await context.send_initial_metadata(

@@ -1,0 +1,196 @@
+"""Worker groups, the no-I/O half: models and request builders shared by both clients.
+
+A group member's stream yields :class:`Delivery` (sync) or :class:`AsyncDelivery`
+(asyncio) events: an :class:`~purgatory_client.Event` plus the delivery's attempt number,
+lease deadline and group, with ``ack()`` / ``extend()`` bound to the client that
+received it. Semantics: docs/service.md "Worker groups".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from purgatory_proto.v1 import purgatory_pb2 as pb
+
+from purgatory_client import _base
+from purgatory_client._models import Event
+
+__all__ = [
+    "AsyncDelivery",
+    "DeadLetterPage",
+    "Delivery",
+    "GroupInfo",
+    "group_subscribe_request",
+]
+
+
+@dataclass(frozen=True)
+class Delivery(Event):
+    """An outcome leased to this member: ``ack()`` when done, ``extend()`` for more time.
+
+    ``attempt`` is 1 on the first delivery and grows with each redelivery (an outcome
+    may be delivered more than once: act idempotently). ``lease_deadline_ms`` (server
+    wall clock, epoch ms) is when it goes to another member unless acked or extended.
+    """
+
+    attempt: int = 0
+    lease_deadline_ms: int = 0
+    group: str = ""
+    # True for an entry of list_dead_letters (its attempt: the deliveries it got).
+    dead_letter: bool = False
+    _ops: Any = field(default=None, repr=False, compare=False)
+
+    def ack(self) -> None:
+        """End the delivery; FailedPreconditionError if the lease was lost meanwhile."""
+        self._ops.ack(self.group, self.sequence, attempt=self.attempt, purgatory=self.purgatory)
+
+    def extend(self, visibility_timeout_ms: int = 0) -> int:
+        """Push the lease's deadline to now + ``visibility_timeout_ms`` (0: the group's);
+        returns the new deadline (epoch ms)."""
+        return int(
+            self._ops.extend_lease(
+                self.group,
+                self.sequence,
+                self.attempt,
+                visibility_timeout_ms=visibility_timeout_ms,
+                purgatory=self.purgatory,
+            )
+        )
+
+
+@dataclass(frozen=True)
+class AsyncDelivery(Event):
+    """:class:`Delivery` for the asyncio client: ``await d.ack()``, ``await d.extend()``."""
+
+    attempt: int = 0
+    lease_deadline_ms: int = 0
+    group: str = ""
+    # True for an entry of list_dead_letters (its attempt: the deliveries it got).
+    dead_letter: bool = False
+    _ops: Any = field(default=None, repr=False, compare=False)
+
+    async def ack(self) -> None:
+        await self._ops.ack(
+            self.group, self.sequence, attempt=self.attempt, purgatory=self.purgatory
+        )
+
+    async def extend(self, visibility_timeout_ms: int = 0) -> int:
+        result: Awaitable[int] = self._ops.extend_lease(
+            self.group,
+            self.sequence,
+            self.attempt,
+            visibility_timeout_ms=visibility_timeout_ms,
+            purgatory=self.purgatory,
+        )
+        return int(await result)
+
+
+@dataclass(frozen=True)
+class GroupInfo:
+    name: str
+    visibility_timeout_ms: int
+    max_attempts: int
+    ready: int
+    leased: int
+    dead_letters: int
+    members: int
+    last_sequence: int
+
+
+@dataclass(frozen=True)
+class DeadLetterPage:
+    """Dead letters (events whose ``attempt`` is the deliveries they got) and the
+    ``next_after_sequence`` to pass for the next page (0: this was the last)."""
+
+    dead_letters: tuple[Delivery | AsyncDelivery, ...]
+    next_after_sequence: int
+
+
+def group_subscribe_request(
+    purgatory: str,
+    group: str,
+    *,
+    visibility_timeout_ms: int,
+    max_attempts: int,
+    prefetch: int,
+    heartbeat_interval_ms: int,
+) -> Any:
+    return pb.SubscribeRequest(
+        purgatory=purgatory,
+        group=_base.name_field("group", group),
+        visibility_timeout_ms=visibility_timeout_ms,
+        max_attempts=max_attempts,
+        prefetch=prefetch,
+        heartbeat_interval_ms=heartbeat_interval_ms,
+    )
+
+
+def delivery_from_proto(msg: Any, ops: Any, cls: type[Delivery] | type[AsyncDelivery]) -> Any:
+    event = _base.event_from_proto(msg)
+    return cls(
+        **{f: getattr(event, f) for f in Event.__dataclass_fields__},
+        attempt=msg.delivery_attempt,
+        lease_deadline_ms=msg.lease_deadline_ms,
+        group=msg.group,
+        dead_letter=msg.dead_letter,
+        _ops=ops,
+    )
+
+
+def group_from_proto(msg: Any) -> GroupInfo:
+    return GroupInfo(
+        name=msg.name,
+        visibility_timeout_ms=msg.visibility_timeout_ms,
+        max_attempts=msg.max_attempts,
+        ready=msg.ready,
+        leased=msg.leased,
+        dead_letters=msg.dead_letters,
+        members=msg.members,
+        last_sequence=msg.last_sequence,
+    )
+
+
+def ack_request(purgatory: str, group: str, sequence: int, attempt: int) -> Any:
+    return pb.AckRequest(
+        purgatory=purgatory,
+        group=_base.name_field("group", group),
+        sequence=sequence,
+        attempt=attempt,
+    )
+
+
+def extend_request(
+    purgatory: str, group: str, sequence: int, attempt: int, visibility_timeout_ms: int
+) -> Any:
+    return pb.ExtendLeaseRequest(
+        purgatory=purgatory,
+        group=_base.name_field("group", group),
+        sequence=sequence,
+        attempt=attempt,
+        visibility_timeout_ms=visibility_timeout_ms,
+    )
+
+
+def dead_letters_request(purgatory: str, group: str, after_sequence: int, page_size: int) -> Any:
+    return pb.ListDeadLettersRequest(
+        purgatory=purgatory,
+        group=_base.name_field("group", group),
+        after_sequence=after_sequence,
+        page_size=page_size,
+    )
+
+
+def redrive_request(purgatory: str, group: str, sequences: Iterable[int] | None) -> Any:
+    return pb.RedriveRequest(
+        purgatory=purgatory, group=_base.name_field("group", group), sequences=sequences or ()
+    )
+
+
+def list_groups_request(purgatory: str) -> Any:
+    return pb.ListGroupsRequest(purgatory=purgatory)
+
+
+def delete_group_request(purgatory: str, group: str) -> Any:
+    return pb.DeleteGroupRequest(purgatory=purgatory, group=_base.name_field("group", group))

@@ -1,0 +1,134 @@
+"""Worker groups as the journal sees them: which outcomes each group still holds.
+
+Replay rules (docs/journal.md "Worker groups"), applied in journal order:
+
+- ``group_state``: *replaces* the group (creation, or compaction's carry with its
+  entries); with ``deleted`` it removes it.
+- ``outcome``: joins every group whose ``last_sequence`` is below its sequence (a group
+  takes every outcome after its creation) as an entry with 0 attempts.
+- ``group_delivered``: the entry's attempts become ``attempt``.
+- ``group_settled``: ACKED removes the entries, DEAD_LETTERED marks them dead,
+  REDRIVEN makes them live again with 0 attempts. Unknown groups or sequences are ignored.
+
+Compaction carries every group whose ``group_state`` lies below the cutoff as a new
+``group_state`` holding its whole state, entries (with their outcome records) included.
+A group's entries are all outcomes recorded after its latest ``group_state``, so nothing
+it needs is below that record: the carry is the only thing that must move.
+
+Thread-safety: none; owned by the :class:`~.state.JournalState` that owns it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from purgatory_proto.v1.journal_pb2 import JournalRecord
+
+__all__ = ["GroupTracker", "RecoveredGroup"]
+
+GroupState = JournalRecord.GroupState
+Entry = JournalRecord.GroupState.Entry
+Settled = JournalRecord.GroupSettled
+
+
+@dataclass(slots=True)
+class _Item:
+    outcome: JournalRecord.Outcome
+    attempts: int
+    dead: bool
+
+
+@dataclass(slots=True)
+class _LiveGroup:
+    state: GroupState  # the settings (entries cleared)
+    last_sequence: int
+    entries: dict[int, _Item]
+    anchor: int
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveredGroup:
+    """A group handed to the server at start-up: settings, cursor, entries by sequence."""
+
+    state: GroupState
+    last_sequence: int
+    entries: tuple[Entry, ...]
+
+
+class GroupTracker:
+    """Applies the group records (see module docstring)."""
+
+    def __init__(self) -> None:
+        self.groups: dict[str, _LiveGroup] = {}
+
+    def apply_state(self, index: int, record: GroupState) -> None:
+        if record.deleted:
+            self.groups.pop(record.group, None)
+            return
+        settings = GroupState()
+        settings.CopyFrom(record)
+        del settings.entries[:]
+        entries = {e.outcome.sequence: _Item(e.outcome, e.attempts, e.dead) for e in record.entries}
+        self.groups[record.group] = _LiveGroup(settings, record.last_sequence, entries, index)
+
+    def apply_outcome(self, outcome: JournalRecord.Outcome) -> None:
+        sequence = outcome.sequence
+        for group in self.groups.values():
+            if sequence > group.last_sequence:
+                group.last_sequence = sequence
+                group.entries[sequence] = _Item(outcome, 0, False)
+
+    def apply_delivered(self, record: JournalRecord.GroupDelivered) -> None:
+        group = self.groups.get(record.group)
+        item = group.entries.get(record.sequence) if group is not None else None
+        if item is not None:
+            item.attempts = record.attempt
+
+    def apply_settled(self, record: JournalRecord.GroupSettled) -> None:
+        group = self.groups.get(record.group)
+        if group is None:
+            return
+        entries = group.entries
+        disposition = record.disposition
+        for sequence in record.sequences:
+            if disposition == Settled.DISPOSITION_ACKED:
+                entries.pop(sequence, None)
+                continue
+            item = entries.get(sequence)
+            if item is None:
+                continue
+            if disposition == Settled.DISPOSITION_DEAD_LETTERED:
+                item.dead = True
+            elif disposition == Settled.DISPOSITION_REDRIVEN:
+                item.dead = False
+                item.attempts = 0
+
+    def carry(self, cutoff: int) -> list[JournalRecord]:
+        """``group_state`` copies of every group anchored below ``cutoff`` (compaction)."""
+        records = []
+        for group in self.groups.values():
+            if group.anchor >= cutoff:
+                continue
+            state = GroupState()
+            state.CopyFrom(group.state)
+            state.last_sequence = group.last_sequence
+            state.source_index = group.anchor
+            state.entries.extend(
+                Entry(outcome=item.outcome, attempts=item.attempts, dead=item.dead)
+                for _, item in sorted(group.entries.items())
+            )
+            records.append(JournalRecord(group_state=state))
+        return records
+
+    def snapshot(self) -> dict[str, RecoveredGroup]:
+        return {
+            name: RecoveredGroup(
+                group.state,
+                group.last_sequence,
+                tuple(
+                    Entry(outcome=item.outcome, attempts=item.attempts, dead=item.dead)
+                    for _, item in sorted(group.entries.items())
+                ),
+            )
+            for name, group in self.groups.items()
+        }

@@ -1,0 +1,58 @@
+"""One outcome held by a worker group, and where it stands: ready, leased or dead.
+
+An entry exists from the moment its group takes the outcome in until a member acks it
+(or the group is deleted). Its ``attempts`` counts deliveries and only ever grows, except
+that a redrive starts it again at 0. ``lease`` is the timer task of the current lease:
+a lease is current only while ``entry.lease is task``, which is how a lease expiry that
+raced with an ack, an extension or a redelivery is recognised as stale and ignored.
+
+Thread safety: loop-confined, like the group that owns it.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import TYPE_CHECKING
+
+from purgatory_server._service.events import Outcome
+
+if TYPE_CHECKING:
+    from purgatory_server._service.groups.lease import LeaseTask
+    from purgatory_server._service.groups.member import GroupMember
+
+__all__ = ["EntryState", "GroupEntry"]
+
+
+class EntryState(enum.Enum):
+    READY = "ready"  # waiting for a member with room
+    LEASED = "leased"  # delivered; acked, extended or expired next
+    DEAD = "dead"  # out of attempts; listed and redriven by hand
+
+
+class GroupEntry:
+    """An outcome in a group (loop-confined)."""
+
+    __slots__ = ("attempts", "holder", "lease", "lease_deadline_ms", "outcome", "state")
+
+    def __init__(self, outcome: Outcome, attempts: int = 0, dead: bool = False) -> None:
+        self.outcome = outcome
+        self.attempts = attempts
+        self.state = EntryState.DEAD if dead else EntryState.READY
+        self.lease: LeaseTask | None = None
+        self.holder: GroupMember | None = None
+        self.lease_deadline_ms = 0
+
+    @property
+    def sequence(self) -> int:
+        return self.outcome.sequence
+
+    def drop_lease(self) -> None:
+        """Forget the current lease: cancel its timer, free its holder's slot."""
+        lease = self.lease
+        if lease is not None:
+            self.lease = None
+            lease.cancel()
+        holder = self.holder
+        if holder is not None:
+            self.holder = None
+            holder.leases.discard(self.outcome.sequence)

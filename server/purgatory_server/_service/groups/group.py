@@ -1,0 +1,269 @@
+"""A worker group: competing consumers of one purgatory's outcomes, with leases.
+
+Every outcome the purgatory publishes after the group was created joins the group as a
+READY entry (the group's cursor, ``last_sequence``, says how far it has taken them in).
+``_dispatch`` leases READY entries, lowest sequence first, to connected members with room
+(round robin), each lease a fresh attempt with a timer task on the purgatory's wheel. A
+lease ends in one of three ways:
+
+- ``ack``: the entry leaves the group (done);
+- ``extend``: the same lease gets a new deadline;
+- expiry: READY again (redelivered to whichever member has room, the same one if alone),
+  or DEAD once it has had ``max_attempts`` deliveries. Dead letters stay until redriven
+  (READY with attempts 0) or acked (discarded).
+
+A member that disconnects keeps its leases until they expire (it may still ack over a
+unary call); nothing is redelivered early. Delivery is therefore at-least-once: a member
+that acts and dies before acking has its outcome acted on again.
+
+Invariants: an entry is in ``_entries`` from intake to ack; it is LEASED iff ``lease`` is
+set; a sequence is in ``_ready`` (a heap) at most once while READY (stale heap items, of
+acked entries, are skipped when popped); ``len(_entries)`` is what the backlog limit counts.
+
+Thread safety: loop-confined. Lease expiries arrive from the timer thread through the
+group set's inbox and are applied here on the loop thread.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterable
+from typing import Protocol
+
+from purgatory_server._engine.time import Time
+from purgatory_server._engine.timer import Timer
+from purgatory_server._service.errors import FailedPrecondition, NotFound, ServiceError
+from purgatory_server._service.events import Outcome
+from purgatory_server._service.groups.config import GroupConfig
+from purgatory_server._service.groups.entry import EntryState, GroupEntry
+from purgatory_server._service.groups.lease import LeaseTask
+from purgatory_server._service.groups.member import Delivery, GroupMember
+
+__all__ = ["GroupJournal", "WorkerGroup"]
+
+
+class GroupJournal(Protocol):
+    """Where a durable group's changes are recorded (see :mod:`.records`)."""
+
+    def delivered(self, group: str, sequence: int, attempt: int, deadline_ms: int) -> None: ...
+
+    def acked(self, group: str, sequences: list[int]) -> None: ...
+
+    def dead_lettered(self, group: str, sequences: list[int]) -> None: ...
+
+    def redriven(self, group: str, sequences: list[int]) -> None: ...
+
+
+class WorkerGroup:
+    """One named group of one purgatory (loop-confined; see module docstring)."""
+
+    def __init__(
+        self,
+        name: str,
+        config: GroupConfig,
+        last_sequence: int,
+        *,
+        timer: Timer,
+        clock: Time,
+        expired: Callable[[LeaseTask], None],
+        journal: GroupJournal | None = None,
+    ) -> None:
+        self.name = name
+        self.config = config
+        self.last_sequence = last_sequence
+        self._timer = timer
+        self._clock = clock
+        self._expired = expired
+        self._journal = journal
+        self._entries: dict[int, GroupEntry] = {}
+        self._ready: list[int] = []
+        self.members: list[GroupMember] = []
+        self._turn = 0
+
+    # ------------------------------------------------------------------ counters
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def counts(self) -> tuple[int, int, int]:
+        """(ready, leased, dead) entries; O(entries), for listing only."""
+        tally = dict.fromkeys(EntryState, 0)
+        for entry in self._entries.values():
+            tally[entry.state] += 1
+        return tally[EntryState.READY], tally[EntryState.LEASED], tally[EntryState.DEAD]
+
+    # ------------------------------------------------------------------ intake
+    def offer(self, outcome: Outcome) -> None:
+        """Take a newly published outcome in (those at or below the cursor are old)."""
+        if outcome.sequence <= self.last_sequence:
+            return
+        self.last_sequence = outcome.sequence
+        self._entries[outcome.sequence] = GroupEntry(outcome)
+        heapq.heappush(self._ready, outcome.sequence)
+        self._dispatch()
+
+    def restore(self, entries: Iterable[GroupEntry]) -> None:
+        """Entries recovered from the journal (start-up): leases are gone, so every
+        entry that is not dead is READY again, with its attempts so far."""
+        for entry in entries:
+            self._entries[entry.sequence] = entry
+            if entry.state is not EntryState.DEAD:
+                entry.state = EntryState.READY
+                heapq.heappush(self._ready, entry.sequence)
+
+    # ------------------------------------------------------------------ members
+    def join(self, member: GroupMember) -> None:
+        self.members.append(member)
+        self._dispatch()
+
+    def leave(self, member: GroupMember) -> None:
+        """The member's stream ended; its leases run out on their own (see docstring)."""
+        if member in self.members:
+            self.members.remove(member)
+        for seq in member.leases:
+            entry = self._entries.get(seq)
+            if entry is not None and entry.holder is member:
+                entry.holder = None
+        member.leases.clear()
+
+    def close(self, error: ServiceError) -> None:
+        """End every member's stream and cancel every lease (purgatory or group gone)."""
+        for member in self.members:
+            member.close(error)
+        self.members.clear()
+        for entry in self._entries.values():
+            entry.drop_lease()
+
+    def _next_member(self) -> GroupMember | None:
+        members = self.members
+        for _ in range(len(members)):
+            self._turn = (self._turn + 1) % len(members)
+            member = members[self._turn]
+            if member.room > 0:
+                return member
+        return None
+
+    def _dispatch(self) -> None:
+        """Lease READY entries, lowest sequence first, while some member has room."""
+        ready = self._ready
+        entries = self._entries
+        while ready and self.members:
+            member = self._next_member()
+            if member is None:
+                return
+            entry = entries.get(heapq.heappop(ready))
+            if entry is None or entry.state is not EntryState.READY:
+                continue  # acked while waiting
+            self._lease(entry, member)
+
+    def _lease(self, entry: GroupEntry, member: GroupMember) -> None:
+        timeout = self.config.visibility_timeout_ms
+        entry.attempts += 1
+        entry.state = EntryState.LEASED
+        entry.holder = member
+        deadline = self._clock.wall_clock_ms() + timeout
+        entry.lease_deadline_ms = deadline
+        task = LeaseTask(timeout, self.name, entry.sequence, self._expired)
+        entry.lease = task
+        self._timer.add(task)
+        if self._journal is not None:
+            self._journal.delivered(self.name, entry.sequence, entry.attempts, deadline)
+        member.push(Delivery(entry.outcome, self.name, entry.attempts, deadline))
+
+    # ------------------------------------------------------------------ lease ends
+    def _entry(self, sequence: int) -> GroupEntry:
+        entry = self._entries.get(sequence)
+        if entry is None:
+            raise NotFound(
+                f"group {self.name!r} holds no outcome with sequence {sequence} "
+                "(never taken in, or acked already)",
+                "outcome",
+                str(sequence),
+            )
+        return entry
+
+    def ack(self, sequence: int, attempt: int) -> None:
+        """The entry leaves the group. ``attempt`` 0 acks any delivery; otherwise it must
+        be the entry's latest (a member whose lease expired and whose outcome went out
+        again lost it: FailedPrecondition). A late ack of the latest attempt whose lease
+        expired but that was not redelivered yet still counts: the work was done."""
+        entry = self._entry(sequence)
+        if attempt and attempt != entry.attempts:
+            raise FailedPrecondition(
+                f"lease lost: outcome {sequence} of group {self.name!r} was delivered again "
+                f"(attempt {entry.attempts}, this ack is for attempt {attempt})"
+            )
+        entry.drop_lease()
+        del self._entries[sequence]
+        if self._journal is not None:
+            self._journal.acked(self.name, [sequence])
+        self._dispatch()
+
+    def extend(self, sequence: int, attempt: int, timeout_ms: int) -> int:
+        """A new deadline for a lease still held; returns it (wall epoch ms)."""
+        entry = self._entry(sequence)
+        if entry.state is not EntryState.LEASED or attempt != entry.attempts:
+            raise FailedPrecondition(
+                f"lease lost: outcome {sequence} of group {self.name!r} is not leased as "
+                f"attempt {attempt} any more (state {entry.state.value}, attempt "
+                f"{entry.attempts})"
+            )
+        timeout = timeout_ms or self.config.visibility_timeout_ms
+        old = entry.lease
+        if old is not None:
+            old.cancel()
+        task = LeaseTask(timeout, self.name, sequence, self._expired)
+        entry.lease = task
+        entry.lease_deadline_ms = self._clock.wall_clock_ms() + timeout
+        self._timer.add(task)
+        return entry.lease_deadline_ms
+
+    def expire(self, task: LeaseTask) -> None:
+        """A lease's timer fired (loop thread): redeliver, or dead-letter at the limit."""
+        entry = self._entries.get(task.sequence)
+        if entry is None or entry.lease is not task:
+            return  # acked, extended or redelivered meanwhile
+        entry.lease = None
+        entry.drop_lease()
+        if entry.attempts >= self.config.max_attempts:
+            entry.state = EntryState.DEAD
+            if self._journal is not None:
+                self._journal.dead_lettered(self.name, [entry.sequence])
+        else:
+            entry.state = EntryState.READY
+            heapq.heappush(self._ready, entry.sequence)
+        self._dispatch()
+
+    # ------------------------------------------------------------------ dead letters
+    def dead_letters(self, after_sequence: int, limit: int) -> tuple[list[GroupEntry], int]:
+        """Dead entries after ``after_sequence`` in sequence order, at most ``limit``;
+        and the sequence to continue after (0: no more). O(entries log entries)."""
+        dead = sorted(
+            s for s, e in self._entries.items() if e.state is EntryState.DEAD and s > after_sequence
+        )
+        page = [self._entries[s] for s in dead[:limit]]
+        more = len(dead) > limit
+        return page, (page[-1].sequence if more else 0)
+
+    def redrive(self, sequences: Iterable[int] | None) -> list[int]:
+        """Dead letters back to READY with attempts 0 (``None``: all); which were."""
+        if sequences is None:
+            chosen = sorted(s for s, e in self._entries.items() if e.state is EntryState.DEAD)
+        else:
+            chosen = []
+            for s in sequences:
+                entry = self._entries.get(s)
+                if entry is not None and entry.state is EntryState.DEAD and s not in chosen:
+                    chosen.append(s)
+        for s in chosen:
+            entry = self._entries[s]
+            entry.state = EntryState.READY
+            entry.attempts = 0
+            heapq.heappush(self._ready, s)
+        if chosen and self._journal is not None:
+            self._journal.redriven(self.name, chosen)
+        self._dispatch()
+        return chosen
+
+    def entries(self) -> list[GroupEntry]:
+        """Every entry in sequence order (a compaction carry, tests)."""
+        return [self._entries[s] for s in sorted(self._entries)]

@@ -1,0 +1,36 @@
+"""A lease's expiry as a task on the purgatory's timing wheel.
+
+Why the wheel and not ``loop.call_later``: leases then follow the purgatory's clock, so
+tests drive them with MockTime and explicit ``advance_clock`` steps exactly like
+operation timeouts, and a million leases cost what a million timeouts cost.
+
+The task runs on the timer's executor thread, where it must not touch the group: it only
+puts itself in the group set's :class:`~purgatory_server._service.inbox.Inbox`, and the
+loop thread expires the lease from there (if it is still the entry's current lease: an
+ack or an extension may have won the race, see :mod:`.entry`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from purgatory_server._engine.timer_task import TimerTask
+
+__all__ = ["LeaseTask"]
+
+
+class LeaseTask(TimerTask):
+    """Fires ``expired(self)`` (any thread) when the lease's time is up."""
+
+    __slots__ = ("_expired", "group", "sequence")
+
+    def __init__(
+        self, delay_ms: int, group: str, sequence: int, expired: Callable[[LeaseTask], None]
+    ) -> None:
+        super().__init__(delay_ms)
+        self.group = group
+        self.sequence = sequence
+        self._expired = expired
+
+    def run(self) -> None:
+        self._expired(self)

@@ -1,0 +1,188 @@
+"""The worker groups of one purgatory: creation on first join, limits, lease expiries.
+
+:class:`GroupSet` is what a :class:`~purgatory_server._service.purgatory.NamedPurgatory`
+holds: it creates a group on its first join (checking ``max_groups``), hands each
+published outcome to every group, refuses new registrations while a group holds
+``max_group_backlog`` outcomes (capacity that frees up as members ack), and applies lease
+expiries that the timer thread puts in its :class:`~purgatory_server._service.inbox.Inbox`.
+
+Why groups do not read the retained event window: a group must not lose an outcome that
+rolled out of the window while its members were away, so it keeps its own reference to
+every outcome it still holds (the tuple is shared with the window; a group costs one
+entry per held outcome), bounded by ``max_group_backlog``.
+
+Thread safety: loop-confined, except ``_inbox.put`` (any thread).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from purgatory_proto.v1.journal_pb2 import JournalRecord
+
+from purgatory_server._engine.time import Time
+from purgatory_server._engine.timer import Timer
+from purgatory_server._service.config import Limits
+from purgatory_server._service.errors import (
+    FailedPrecondition,
+    LimitExceeded,
+    NotFound,
+    ServiceError,
+)
+from purgatory_server._service.events import Outcome
+from purgatory_server._service.groups.config import GroupConfig
+from purgatory_server._service.groups.group import WorkerGroup
+from purgatory_server._service.groups.lease import LeaseTask
+from purgatory_server._service.groups.member import GroupMember
+from purgatory_server._service.groups.records import GroupRecords, RestoredGroup
+from purgatory_server._service.inbox import Inbox
+from purgatory_server._service.quoting import quote
+
+__all__ = ["GroupSet"]
+
+
+class GroupSet:
+    """Every worker group of one purgatory (loop-confined; see module docstring)."""
+
+    def __init__(
+        self,
+        purgatory: str,
+        limits: Limits,
+        loop: asyncio.AbstractEventLoop,
+        *,
+        timer: Timer,
+        clock: Time,
+        cursor: Callable[[], int],
+        write: Callable[[JournalRecord], None] | None = None,
+    ) -> None:
+        self._purgatory = purgatory
+        self._limits = limits
+        self._timer = timer
+        self._clock = clock
+        # The last sequence handed out: where a new group starts (see records.created).
+        self._cursor = cursor
+        self._records = GroupRecords(purgatory, write) if write is not None else None
+        self._groups: dict[str, WorkerGroup] = {}
+        self._inbox: Inbox[LeaseTask] = Inbox(loop, self._expire)
+
+    def __bool__(self) -> bool:
+        return bool(self._groups)
+
+    def __len__(self) -> int:
+        return len(self._groups)
+
+    # ------------------------------------------------------------------ groups
+    def _new(self, name: str, config: GroupConfig, last_sequence: int) -> WorkerGroup:
+        group = WorkerGroup(
+            name,
+            config,
+            last_sequence,
+            timer=self._timer,
+            clock=self._clock,
+            expired=self._inbox.put,
+            journal=self._records,
+        )
+        self._groups[name] = group
+        return group
+
+    def get(self, name: str) -> WorkerGroup:
+        group = self._groups.get(name)
+        if group is None:
+            raise NotFound(
+                f"group {quote(name)} not found in purgatory {self._purgatory!r}", "group", name
+            )
+        return group
+
+    def all(self) -> list[WorkerGroup]:
+        return [self._groups[name] for name in sorted(self._groups)]
+
+    def join(
+        self, name: str, visibility_timeout_ms: int, max_attempts: int, prefetch: int
+    ) -> tuple[WorkerGroup, GroupMember]:
+        """A new member of group ``name``, creating the group (zero settings: defaults).
+
+        An existing group keeps its settings: a non-zero setting that differs from them
+        is FailedPrecondition (the caller expects a group that is not there). Members of
+        all groups together are bounded by ``max_subscribers`` (counted apart from the
+        purgatory's broadcast subscribers).
+        """
+        members = sum(len(g.members) for g in self._groups.values())
+        if members >= self._limits.max_subscribers:
+            raise LimitExceeded(
+                f"purgatory {self._purgatory!r} has {members} worker group members; "
+                f"max_subscribers is {self._limits.max_subscribers}"
+            )
+        group = self._groups.get(name)
+        if group is None:
+            if len(self._groups) >= self._limits.max_groups:
+                raise LimitExceeded(
+                    f"purgatory {self._purgatory!r} has {len(self._groups)} worker groups; "
+                    f"max_groups is {self._limits.max_groups} (delete one with DeleteGroup)"
+                )
+            defaults = GroupConfig()
+            config = GroupConfig(
+                visibility_timeout_ms or defaults.visibility_timeout_ms,
+                max_attempts or defaults.max_attempts,
+            )
+            group = self._new(name, config, self._cursor())
+            if self._records is not None:
+                self._records.created(name, config, group.last_sequence)
+        else:
+            config = group.config
+            if (
+                visibility_timeout_ms and visibility_timeout_ms != config.visibility_timeout_ms
+            ) or (max_attempts and max_attempts != config.max_attempts):
+                raise FailedPrecondition(
+                    f"group {quote(name)} exists with visibility_timeout_ms "
+                    f"{config.visibility_timeout_ms} and max_attempts {config.max_attempts}; "
+                    "pass 0 to use them, or delete the group to change them"
+                )
+        member = GroupMember(prefetch)
+        group.join(member)
+        return group, member
+
+    def delete(self, name: str, error: ServiceError) -> int:
+        """Remove a group; its members' streams end with ``error``. Outcomes dropped."""
+        group = self.get(name)
+        del self._groups[name]
+        group.close(error)
+        if self._records is not None:
+            self._records.deleted(name)
+        return len(group)
+
+    def restore(self, groups: dict[str, RestoredGroup]) -> None:
+        """Groups recovered from the journal (start-up, before serving)."""
+        for name, restored in groups.items():
+            self._new(name, restored.config, restored.last_sequence).restore(restored.entries)
+
+    # ------------------------------------------------------------------ outcomes
+    def offer(self, outcome: Outcome) -> None:
+        """A published outcome, for every group (the purgatory's publish path)."""
+        for group in self._groups.values():
+            group.offer(outcome)
+
+    def check_capacity(self) -> None:
+        """LimitExceeded while some group holds max_group_backlog outcomes (register)."""
+        limit = self._limits.max_group_backlog
+        for group in self._groups.values():
+            if len(group) >= limit:
+                raise LimitExceeded(
+                    f"worker group {group.name!r} of purgatory {self._purgatory!r} holds "
+                    f"{len(group)} unacked outcomes; max_group_backlog is {limit}"
+                )
+
+    # ------------------------------------------------------------------ leases
+    def _expire(self, tasks: list[LeaseTask]) -> None:
+        for task in tasks:
+            group = self._groups.get(task.group)
+            if group is not None:
+                group.expire(task)
+
+    def drain(self) -> None:
+        """Apply lease expiries already fired (MockTime tests, after advance_clock)."""
+        self._inbox.drain()
+
+    def close(self, error: ServiceError) -> None:
+        for group in self._groups.values():
+            group.close(error)

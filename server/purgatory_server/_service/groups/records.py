@@ -1,0 +1,100 @@
+"""Worker-group changes as journal records (``JournalRecord`` fields 8-10).
+
+The one place that spells a group on disk (docs/journal.md "Worker groups"): creation and
+deletion as ``GroupState``, each lease as ``GroupDelivered`` (so attempt counts survive a
+restart and a poison outcome cannot loop forever across crashes), acks, dead-lettering
+and redrives as ``GroupSettled``. Leases themselves are not recovered: after a restart
+every entry that is not dead is ready again (at-least-once).
+
+Thread safety: loop-confined (called by the groups, on the purgatory's loop).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from purgatory_proto.v1.journal_pb2 import JournalRecord
+
+from purgatory_server._service.groups.config import GroupConfig
+from purgatory_server._service.groups.entry import GroupEntry
+
+__all__ = ["GroupRecords", "RestoredGroup"]
+
+Settled = JournalRecord.GroupSettled
+
+
+class GroupRecords:
+    """Implements :class:`~.group.GroupJournal` over a record sink."""
+
+    __slots__ = ("_purgatory", "_write")
+
+    def __init__(self, purgatory: str, write: Callable[[JournalRecord], None]) -> None:
+        self._purgatory = purgatory
+        self._write = write
+
+    def created(self, group: str, config: GroupConfig, last_sequence: int) -> None:
+        self._write(
+            JournalRecord(
+                group_state=JournalRecord.GroupState(
+                    purgatory=self._purgatory,
+                    group=group,
+                    visibility_timeout_ms=config.visibility_timeout_ms,
+                    max_attempts=config.max_attempts,
+                    last_sequence=last_sequence,
+                )
+            )
+        )
+
+    def deleted(self, group: str) -> None:
+        self._write(
+            JournalRecord(
+                group_state=JournalRecord.GroupState(
+                    purgatory=self._purgatory, group=group, deleted=True
+                )
+            )
+        )
+
+    def delivered(self, group: str, sequence: int, attempt: int, deadline_ms: int) -> None:
+        self._write(
+            JournalRecord(
+                group_delivered=JournalRecord.GroupDelivered(
+                    purgatory=self._purgatory,
+                    group=group,
+                    sequence=sequence,
+                    attempt=attempt,
+                    lease_deadline_wall_ms=deadline_ms,
+                )
+            )
+        )
+
+    def _settled(self, group: str, sequences: list[int], disposition: int) -> None:
+        self._write(
+            JournalRecord(
+                group_settled=Settled(
+                    purgatory=self._purgatory,
+                    group=group,
+                    sequences=sequences,
+                    disposition=disposition,  # type: ignore[arg-type]
+                )
+            )
+        )
+
+    def acked(self, group: str, sequences: list[int]) -> None:
+        self._settled(group, sequences, Settled.DISPOSITION_ACKED)
+
+    def dead_lettered(self, group: str, sequences: list[int]) -> None:
+        self._settled(group, sequences, Settled.DISPOSITION_DEAD_LETTERED)
+
+    def redriven(self, group: str, sequences: list[int]) -> None:
+        self._settled(group, sequences, Settled.DISPOSITION_REDRIVEN)
+
+
+class RestoredGroup:
+    """A group as the journal left it, decoded for the service."""
+
+    __slots__ = ("config", "entries", "last_sequence")
+
+    def __init__(self, config: GroupConfig, last_sequence: int, entries: list[GroupEntry]):
+        self.config = config
+        self.last_sequence = last_sequence
+        self.entries = entries

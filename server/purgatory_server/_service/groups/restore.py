@@ -1,0 +1,34 @@
+"""Recovered worker groups decoded for the service (start-up of a durable purgatory).
+
+A module of its own because it needs the journal codec, which needs the service's
+converters, which need the purgatory, which holds the groups: only the durable store
+imports it, after all of those exist.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from purgatory_server._journal import RecoveredGroup
+from purgatory_server._service.groups.config import GroupConfig
+from purgatory_server._service.groups.entry import GroupEntry
+from purgatory_server._service.groups.records import RestoredGroup
+from purgatory_server._service.journal_codec import decode_outcome
+
+__all__ = ["decode_groups"]
+
+
+def decode_groups(groups: Mapping[str, RecoveredGroup]) -> dict[str, RestoredGroup]:
+    """The journal's recovered groups with their outcomes decoded (start-up)."""
+    out: dict[str, RestoredGroup] = {}
+    for name, group in groups.items():
+        state = group.state
+        entries = [
+            GroupEntry(decode_outcome(e.outcome)[1], e.attempts, e.dead) for e in group.entries
+        ]
+        out[name] = RestoredGroup(
+            GroupConfig(state.visibility_timeout_ms, state.max_attempts),
+            group.last_sequence,
+            entries,
+        )
+    return out

@@ -1,0 +1,109 @@
+"""Worker groups in the journal library: the replay rules, and compaction carrying a
+group's whole state so deleting old segments loses no ack, dead letter or attempt."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from purgatory_proto.v1.journal_pb2 import JournalRecord
+from purgatory_server._journal import FsyncPolicy, Journal, JournalConfig, JournalState
+
+from tests.journal.helpers import out, reg
+
+Settled = JournalRecord.GroupSettled
+SMALL = JournalConfig(
+    fsync=FsyncPolicy.NEVER, segment_bytes=4096, auto_compact=False, retain_events=5
+)
+
+
+def created(group: str, last_sequence: int = 0) -> JournalRecord:
+    return JournalRecord(
+        group_state=JournalRecord.GroupState(
+            purgatory="p",
+            group=group,
+            visibility_timeout_ms=1000,
+            max_attempts=3,
+            last_sequence=last_sequence,
+        )
+    )
+
+
+def delivered(group: str, sequence: int, attempt: int) -> JournalRecord:
+    return JournalRecord(
+        group_delivered=JournalRecord.GroupDelivered(
+            purgatory="p", group=group, sequence=sequence, attempt=attempt
+        )
+    )
+
+
+def settled(group: str, disposition: int, *sequences: int) -> JournalRecord:
+    return JournalRecord(
+        group_settled=Settled(
+            purgatory="p",
+            group=group,
+            sequences=sequences,
+            disposition=disposition,  # type: ignore[arg-type]
+        )
+    )
+
+
+def groups_of(state_groups) -> dict[str, tuple[int, list[tuple[int, int, bool]]]]:  # type: ignore[no-untyped-def]
+    return {
+        name: (g.last_sequence, [(e.outcome.sequence, e.attempts, e.dead) for e in g.entries])
+        for name, g in state_groups.items()
+    }
+
+
+def test_replay_rules() -> None:
+    state = JournalState(retain_events=100)
+    records = [
+        out("before", 1),  # before the group: not in it
+        created("g", last_sequence=1),
+        out("a", 2),
+        out("b", 3),
+        out("c", 4),
+        delivered("g", 2, 1),
+        delivered("g", 3, 1),
+        delivered("g", 3, 2),
+        delivered("g", 4, 3),
+        settled("g", Settled.DISPOSITION_ACKED, 2),
+        settled("g", Settled.DISPOSITION_DEAD_LETTERED, 4),
+        created("gone"),
+        settled("nobody", Settled.DISPOSITION_ACKED, 3),  # unknown group: ignored
+        JournalRecord(
+            group_state=JournalRecord.GroupState(purgatory="p", group="gone", deleted=True)
+        ),
+    ]
+    for i, record in enumerate(records):
+        state.apply(i, record)
+    assert groups_of(state.snapshot(len(records)).groups) == {
+        "g": (4, [(3, 2, False), (4, 3, True)])
+    }
+    state.apply(99, settled("g", Settled.DISPOSITION_REDRIVEN, 4))
+    assert groups_of(state.snapshot(100).groups) == {"g": (4, [(3, 2, False), (4, 0, False)])}
+
+
+def test_compaction_carries_groups_and_reopen_restores_them(tmp_path: Path) -> None:
+    with Journal.open(tmp_path, SMALL) as journal:
+        journal.append_sync([created("g")])
+        seq = 1
+        for i in range(200):  # many outcomes, most acked at once: old segments go
+            journal.append_sync([reg(f"s{i}", "k"), out(f"s{i}", seq)])
+            if i not in (3, 7):
+                journal.append_sync([settled("g", Settled.DISPOSITION_ACKED, seq)])
+            seq += 1
+        journal.append_sync(
+            [delivered("g", 4, 3), settled("g", Settled.DISPOSITION_DEAD_LETTERED, 4)]
+        )
+        journal.append_sync([delivered("g", 8, 1)])
+        expected = groups_of(journal._state.snapshot(0).groups)
+        result = journal.compact()
+        assert result.deleted_segments >= 3
+    assert expected == {"g": (200, [(4, 3, True), (8, 1, False)])}
+    with Journal.open(tmp_path, SMALL) as journal:
+        recovered = journal.recovered
+        assert groups_of(recovered.groups) == expected
+        # The carried entries keep their outcome records (the event window no longer does).
+        (group,) = recovered.groups.values()
+        assert [e.outcome.operation_id for e in group.entries] == ["s3", "s7"]
+        assert [e.sequence for e in recovered.events] == [196, 197, 198, 199, 200]

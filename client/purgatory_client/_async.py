@@ -21,8 +21,8 @@ from purgatory_client import _base, _schedules
 from purgatory_client._async_session import AsyncSession, OutcomeCallback
 from purgatory_client._base import DEFAULT_PURGATORY, ResumeCursor, ResumePolicy
 from purgatory_client._batcher import DispatcherConfig, TaskHolder
-from purgatory_client._long_poll import LongPollRetry, channel_options
 from purgatory_client._groups_async import AsyncGroupMethods
+from purgatory_client._long_poll import LongPollRetry, channel_options
 from purgatory_client._models import (
     BatchSignalResult,
     Condition,

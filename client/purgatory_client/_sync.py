@@ -22,8 +22,8 @@ from purgatory_proto.v1 import purgatory_pb2_grpc as pb_grpc
 from purgatory_client import _base, _schedules
 from purgatory_client._base import DEFAULT_PURGATORY, ResumeCursor, ResumePolicy
 from purgatory_client._batcher import DispatcherConfig, TaskHolder
-from purgatory_client._long_poll import LongPollRetry, channel_options
 from purgatory_client._groups_sync import GroupMethods
+from purgatory_client._long_poll import LongPollRetry, channel_options
 from purgatory_client._models import (
     BatchSignalResult,
     Condition,

@@ -41,7 +41,6 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from purgatory_client._base import ResumePolicy
 from purgatory_client._cli_batch import add_batch_parser, run_batch
 from purgatory_client._cli_delayed import DELAYED_COMMANDS, add_delayed_parsers, run_delayed
-from purgatory_client._cli_schedule import add_schedule_parser, run_schedule
 from purgatory_client._cli_groups import (
     GROUP_COMMANDS,
     add_group_parsers,
@@ -49,6 +48,7 @@ from purgatory_client._cli_groups import (
     run_group,
     run_group_subscribe,
 )
+from purgatory_client._cli_schedule import add_schedule_parser, run_schedule
 from purgatory_client._models import Condition, OperationState, PurgatoryConfig, Signal
 from purgatory_client._security import Security, resolve_security
 from purgatory_client._sync import PurgatoryClient

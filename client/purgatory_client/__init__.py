@@ -18,6 +18,7 @@ from purgatory_client._batcher import (
     TaskOverflowError,
 )
 from purgatory_client._dispatch_tasks import ForceCompleteTask, SignalTask, WatchTask
+from purgatory_client._listing import OperationPage
 from purgatory_client._models import (
     BatchSignalResult,
     Condition,
@@ -75,6 +76,7 @@ __all__ = [
     "ForceCompleteTask",
     "InvalidArgumentError",
     "NotFoundError",
+    "OperationPage",
     "OperationResult",
     "OperationSpec",
     "OperationState",

@@ -17,7 +17,7 @@ import grpc
 from purgatory_proto.v1 import purgatory_pb2 as pb
 from purgatory_proto.v1 import purgatory_pb2_grpc as pb_grpc
 
-from purgatory_client import _base
+from purgatory_client import _base, _listing
 from purgatory_client._async_session import AsyncSession, OutcomeCallback
 from purgatory_client._base import DEFAULT_PURGATORY, ResumeCursor, ResumePolicy
 from purgatory_client._batcher import DispatcherConfig, TaskHolder
@@ -264,6 +264,69 @@ class AsyncPurgatoryClient:
         req = _base.reschedule_request(self._name(purgatory), operation_id, timeout_ms, due_time_ms)
         resp = await self._call(self._stub.Reschedule, req, self.timeout)
         return _base.status_from_proto(resp.operation)
+
+    async def list_operations(
+        self,
+        *,
+        key: str = "",
+        prefix: str = "",
+        states: Iterable[OperationState] = (),
+        due_after_ms: int = 0,
+        due_before_ms: int = 0,
+        page_token: str = "",
+        page_size: int = 0,
+        purgatory: str | None = None,
+    ) -> _listing.OperationPage:
+        """One page of pending operations (``states`` empty) or recently ended ones, in
+        operation id order, each with its progress so far. Filters: ``key`` watched,
+        id ``prefix``, ``states``, due time ``due_after_ms <= due < due_before_ms`` (epoch
+        ms on the server's clock; 0: no bound). ``page_size`` 0 means the server's
+        default (100; at most 1000). Pass ``next_page_token`` back, with the same
+        filters, for the next page; a page may be short or empty while it is set."""
+        req = _listing.list_request(
+            self._name(purgatory),
+            key=key,
+            prefix=prefix,
+            states=states,
+            due_after_ms=due_after_ms,
+            due_before_ms=due_before_ms,
+            page_token=page_token,
+            page_size=page_size,
+        )
+        resp = await self._call(self._stub.ListOperations, req, self.timeout)
+        return _listing.page_from_proto(resp, _base.status_from_proto)
+
+    async def iter_operations(
+        self,
+        *,
+        key: str = "",
+        prefix: str = "",
+        states: Iterable[OperationState] = (),
+        due_after_ms: int = 0,
+        due_before_ms: int = 0,
+        page_size: int = 0,
+        purgatory: str | None = None,
+    ) -> AsyncIterator[OperationStatus]:
+        """Every operation :meth:`list_operations` selects, page after page. Stable while
+        operations come and go: one pending throughout is yielded exactly once."""
+        states = tuple(states)
+        token = ""
+        while True:
+            page = await self.list_operations(
+                key=key,
+                prefix=prefix,
+                states=states,
+                due_after_ms=due_after_ms,
+                due_before_ms=due_before_ms,
+                page_token=token,
+                page_size=page_size,
+                purgatory=purgatory,
+            )
+            for status in page.operations:
+                yield status
+            token = page.next_page_token
+            if not token:
+                return
 
     # ------------------------------------------------------------ streams
     async def subscribe(

@@ -67,6 +67,7 @@ METHOD_RULES: dict[str, tuple[Permission | None, str | None]] = {
     "Session": (None, None),
     "Cancel": (Permission.FORCE, "purgatory"),
     "Reschedule": (Permission.FORCE, "purgatory"),
+    "ListOperations": (Permission.WATCH, "purgatory"),
 }
 
 

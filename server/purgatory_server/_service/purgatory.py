@@ -47,8 +47,10 @@ from purgatory_server._service.events import EventLog, Outcome
 from purgatory_server._service.inbox import Inbox
 from purgatory_server._service.incarnation import new_incarnation
 from purgatory_server._service.journal import NULL_JOURNAL, Journal
+from purgatory_server._service.listing import OperationsView
 from purgatory_server._service.operation import OperationDefinition, RemoteOperation, SignalSlot
 from purgatory_server._service.quoting import quote
+from purgatory_server._service.sorted_ids import SortedIds
 from purgatory_server._service.states import OperationState
 from purgatory_server._service.subscriptions import EventFilter, Subscriber
 from purgatory_server._service.telemetry.context import current_traceparent
@@ -133,6 +135,7 @@ class NamedPurgatory:
         self._log = event_log if event_log is not None else EventLog(settings.retained_events)
         self._delivered = self._log.last_sequence  # durable: last outcome offered to anyone
         self._active: dict[str, RemoteOperation] = {}
+        self._pending_ids = SortedIds()  # _active's ids in order (ListOperations)
         # Recently finished ids -> (definition, outcome), oldest first, bounded.
         self._finished: OrderedDict[str, tuple[OperationDefinition, Outcome]] = OrderedDict()
         self._values = LatestValues(limits.max_tracked_values)
@@ -302,6 +305,7 @@ class NamedPurgatory:
             op_id, definition, progress, slot=self._slot, clock=self._time, on_end=self._inbox.put
         )
         self._active[op_id] = op
+        self._pending_ids.add(op_id)
         self._values.watch(keys)
         self._journal.on_registered(self.name, op)
         return op
@@ -396,6 +400,13 @@ class NamedPurgatory:
         self._inbox.drain()
         return op
 
+    def operations_view(self) -> OperationsView:
+        """This purgatory's tables for one ListOperations page (:mod:`.listing`)."""
+        self._check_open()
+        self._inbox.drain()  # operations that ended are listed as ended
+        engine = self._engine
+        return OperationsView(self._pending_ids, self._active, self._finished, engine.watchers)
+
     def lookup(self, op_id: str) -> RemoteOperation | Outcome:
         self._check_open()
         found = self._find(op_id)
@@ -433,6 +444,7 @@ class NamedPurgatory:
         op.due_time_ms = due_time_ms
         op.delay_ms = max(0, due_time_ms - self._time.wall_clock_ms())
         self._active[op_id] = op
+        self._pending_ids.add(op_id)
         self._budget.restored(len(definition.payload))
         self._values.watch(keys)
         self._engine.try_complete_else_watch(op, keys)
@@ -487,6 +499,7 @@ class NamedPurgatory:
             op.outcome = outcome
             if active.get(op.operation_id) is op:
                 del active[op.operation_id]
+                self._pending_ids.discard(op.operation_id)
                 budget.release(len(op.definition.payload))
             if retained:
                 finished[op.operation_id] = (op.definition, outcome)

@@ -51,6 +51,7 @@ from purgatory_server._service.limits import (
     check_settings,
     check_timeout,
 )
+from purgatory_server._service.listing_wire import list_operations
 from purgatory_server._service.purgatory import NamedPurgatory
 from purgatory_server._service.registry import PurgatoryRegistry
 from purgatory_server._service.session import SessionStream
@@ -238,6 +239,11 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
             raise InvalidArgument("deadline", "set one of timeout_ms or due_time_ms")
         response = pb.RescheduleResponse(operation=operation_status(op, False))
         return await _acknowledged(purgatory, response)
+
+    @unary_errors
+    async def ListOperations(self, request: Any, context: Any) -> Any:
+        purgatory = self._registry.get(request.purgatory)
+        return await _acknowledged(purgatory, list_operations(purgatory, request, self._limits))
 
     # ------------------------------------------------------------------ streams
     @stream_errors

@@ -149,6 +149,8 @@ class AsyncPurgatoryClient:
         purgatory: str | None = None,
         timeout: float | None = None,
         due_time_ms: int = 0,
+        extend_on_resend: bool = False,
+        max_extend_ms: int = 0,
     ) -> OperationStatus:
         req = _base.watch_request(
             self._name(purgatory),
@@ -159,6 +161,8 @@ class AsyncPurgatoryClient:
             operation_id=operation_id,
             wait=wait,
             due_time_ms=due_time_ms,
+            extend_on_resend=extend_on_resend,
+            max_extend_ms=max_extend_ms,
         )
         deadline = timeout if (wait or timeout is not None) else self.timeout
         resp = await self._call(self._stub.TryCompleteElseWatch, req, deadline)

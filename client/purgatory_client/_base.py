@@ -125,6 +125,8 @@ def watch_request(
     operation_id: str,
     wait: bool,
     due_time_ms: int = 0,
+    extend_on_resend: bool = False,
+    max_extend_ms: int = 0,
 ) -> Any:
     # Fast path: build directly and let protobuf refuse wrong types and ranges; only then
     # (or for a bare str, which protobuf would split into one key per character) run the
@@ -140,6 +142,8 @@ def watch_request(
                 payload=payload,
                 wait=wait,
                 due_time_ms=due_time_ms,
+                extend_on_resend=extend_on_resend,
+                max_extend_ms=max_extend_ms,
             )
         except (TypeError, ValueError, InvalidArgumentError):
             pass
@@ -154,6 +158,8 @@ def watch_request(
             payload=payload,
             wait=wait,
             due_time_ms=uint("due_time_ms", due_time_ms),
+            extend_on_resend=extend_on_resend,
+            max_extend_ms=uint("max_extend_ms", max_extend_ms),
         )
 
 
@@ -168,6 +174,8 @@ def _spec(index: int, s: Any) -> Any:
                 condition=condition_to_proto(s.condition),
                 payload=s.payload,
                 due_time_ms=s.due_time_ms,
+                extend_on_resend=s.extend_on_resend,
+                max_extend_ms=s.max_extend_ms,
             )
         except (TypeError, ValueError, InvalidArgumentError):
             pass
@@ -186,6 +194,8 @@ def _spec(index: int, s: Any) -> Any:
             condition=condition,
             payload=s.payload,
             due_time_ms=uint(f"{field}.due_time_ms", s.due_time_ms),
+            extend_on_resend=s.extend_on_resend,
+            max_extend_ms=uint(f"{field}.max_extend_ms", s.max_extend_ms),
         )
 
 

@@ -160,11 +160,16 @@ class PurgatoryClient:
         purgatory: str | None = None,
         timeout: float | None = None,
         due_time_ms: int = 0,
+        extend_on_resend: bool = False,
+        max_extend_ms: int = 0,
     ) -> OperationStatus:
         """Register an operation; with ``wait=True`` block until it ends.
 
         ``due_time_ms`` (with ``timeout_ms=0``): an absolute deadline, Unix epoch ms,
         judged on the server's wall clock (not this machine's).
+        ``extend_on_resend`` (debounce): a re-send of this ``operation_id`` while it is
+        pending pushes the deadline to now + ``timeout_ms``, never past its creation
+        time + ``max_extend_ms`` (0: no cap); the policy is the one it was created with.
         """
         req = _base.watch_request(
             self._name(purgatory),
@@ -175,6 +180,8 @@ class PurgatoryClient:
             operation_id=operation_id,
             wait=wait,
             due_time_ms=due_time_ms,
+            extend_on_resend=extend_on_resend,
+            max_extend_ms=max_extend_ms,
         )
         deadline = timeout if (wait or timeout is not None) else self.timeout
         return _base.status_from_proto(

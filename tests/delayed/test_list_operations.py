@@ -241,6 +241,7 @@ async def test_tokens_and_page_sizes(tmp_path: Path, monkeypatch: pytest.MonkeyP
 def test_sorted_ids_matches_a_sorted_set() -> None:
     rng = random.Random(7)
     ids = SortedIds(load=4)
+    assert list(SortedIds(["b", "a", "c", "a"], load=2)) == ["a", "b", "c"]
     ref: set[str] = set()
     for _ in range(5000):
         value = f"{rng.randrange(400):03d}"

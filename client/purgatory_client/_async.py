@@ -393,14 +393,23 @@ class AsyncPurgatoryClient:
         purgatory: str | None = None,
         on_outcome: OutcomeCallback | None = None,
         outcome_buffer: int = 10_000,
+        heartbeat_interval_ms: int = 0,
+        dead_after_s: float | None = None,
     ) -> AsyncSession:
         """Open a Session stream (many watches, signals and force-completes per message;
-        each watched operation's outcome as soon as it ends). Must be called on the loop."""
+        each watched operation's outcome as soon as it ends). Must be called on the loop.
+
+        ``heartbeat_interval_ms`` (0: none): the server sends a heartbeat whenever the
+        stream was idle that long (``session.liveness`` counts them); ``dead_after_s``
+        (needs heartbeats): a stream silent that long is treated as dead and ends with
+        :class:`UnavailableError`, failing its unanswered acknowledgements."""
         return AsyncSession(
             self._stub.Session(metadata=self._metadata),
             self._name(purgatory),
             on_outcome=on_outcome,
             outcome_buffer=outcome_buffer,
+            heartbeat_interval_ms=heartbeat_interval_ms,
+            dead_after_s=dead_after_s,
         )
 
     async def watch_many(

@@ -9,7 +9,6 @@ from __future__ import annotations
 import functools
 import os
 import queue
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from types import TracebackType
@@ -22,6 +21,7 @@ from purgatory_proto.v1 import purgatory_pb2_grpc as pb_grpc
 from purgatory_client import _base, _listing
 from purgatory_client._base import DEFAULT_PURGATORY, ResumeCursor, ResumePolicy
 from purgatory_client._batcher import DispatcherConfig, TaskHolder
+from purgatory_client._liveness import Watchdog
 from purgatory_client._models import (
     BatchSignalResult,
     Condition,
@@ -397,7 +397,11 @@ class PurgatoryClient:
                 heartbeat_interval_ms=heartbeat_interval_ms,
             )
             call = self._stub.Subscribe(req, metadata=with_trace(self._metadata))
-            watchdog = None if dead_after is None else _Watchdog(call, dead_after)
+            watchdog = (
+                None
+                if dead_after is None
+                else Watchdog(call, dead_after, "purgatory-subscribe-watchdog")
+            )
             try:
                 cursor.started(call.initial_metadata() or ())
                 for msg in call:
@@ -425,6 +429,8 @@ class PurgatoryClient:
         purgatory: str | None = None,
         on_outcome: Callable[[Event], None] | None = None,
         outcome_buffer: int = 10_000,
+        heartbeat_interval_ms: int = 0,
+        dead_after_s: float | None = None,
     ) -> SyncSession:
         """Open a Session stream (see :meth:`AsyncPurgatoryClient.session`)."""
         return SyncSession(
@@ -432,6 +438,8 @@ class PurgatoryClient:
             self._name(purgatory),
             on_outcome=on_outcome,
             outcome_buffer=outcome_buffer,
+            heartbeat_interval_ms=heartbeat_interval_ms,
+            dead_after_s=dead_after_s,
             timeout=self.timeout,
         )
 
@@ -507,35 +515,3 @@ class PurgatoryClient:
 
 def _discard(event: Event) -> None:
     """Outcomes nobody asked for."""
-
-
-class _Watchdog:
-    """Cancels a subscription call that stayed silent (no event, no heartbeat) too long.
-
-    One daemon thread per watched stream; ``alive`` (the reading thread) pushes the
-    deadline back, ``fired`` tells the reader that the cancellation was ours.
-    """
-
-    def __init__(self, call: Any, dead_after_s: float) -> None:
-        self._call = call
-        self._dead_after_s = dead_after_s
-        self._last = time.monotonic()
-        self._stopped = threading.Event()
-        self.fired = False
-        threading.Thread(target=self._run, name="purgatory-subscribe-watchdog", daemon=True).start()
-
-    def alive(self) -> None:
-        self._last = time.monotonic()
-
-    def stop(self) -> None:
-        self._stopped.set()
-
-    def _run(self) -> None:
-        while True:
-            remaining = self._last + self._dead_after_s - time.monotonic()
-            if remaining <= 0:
-                self.fired = True
-                self._call.cancel()
-                return
-            if self._stopped.wait(remaining):
-                return

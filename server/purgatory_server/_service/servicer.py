@@ -42,6 +42,7 @@ from purgatory_server._service.errors import (
     unary_errors,
 )
 from purgatory_server._service.events import Outcome
+from purgatory_server._service.heartbeats import MAX_HEARTBEAT_MS, MIN_HEARTBEAT_MS
 from purgatory_server._service.incarnation import check_incarnation
 from purgatory_server._service.limits import (
     check_batch,
@@ -59,9 +60,7 @@ from purgatory_server._service.waiters import wait_for_outcomes
 
 __all__ = ["METADATA_INCARNATION", "METADATA_START_AFTER", "PurgatoryServicer"]
 
-# Bounds of SubscribeRequest.heartbeat_interval_ms (0: no heartbeats).
-MIN_HEARTBEAT_MS = 100
-MAX_HEARTBEAT_MS = 3_600_000
+# Bounds of SubscribeRequest.heartbeat_interval_ms (0: no heartbeats): see .heartbeats.
 
 # Response header of Subscribe: the sequence the stream starts after (resume point).
 METADATA_START_AFTER = "purgatory-start-after"

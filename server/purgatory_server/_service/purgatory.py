@@ -406,6 +406,8 @@ class NamedPurgatory:
                 f"operation {quote(op_id)} in purgatory {self.name!r} has already ended"
             )
         self._journal.on_rescheduled(self.name, op_id, due)
+        if self.metrics is not None:
+            self.metrics.rescheduled += 1
         self._inbox.drain()
         return op
 
@@ -424,6 +426,8 @@ class NamedPurgatory:
         due = extended_due(op.definition, op.create_time_ms, now)
         if due > op.due_time_ms and op.reschedule(self._engine.timer, due - now, due):
             self._journal.on_rescheduled(self.name, op.operation_id, due)
+            if self.metrics is not None:
+                self.metrics.extended += 1
 
     def lookup(self, op_id: str) -> RemoteOperation | Outcome:
         self._check_open()

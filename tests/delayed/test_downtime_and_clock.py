@@ -41,7 +41,7 @@ def test_operations_due_during_downtime_expire_at_once_in_due_order(tmp_path: Pa
     try:
         with PurgatoryClient(f"127.0.0.1:{proc.wait_port()}", purgatory=NAME, timeout=10) as c:
             base = c.try_complete_else_watch([], 600_000, operation_id="anchor").create_time_ms
-            base += 1_200  # everything falls due after the kill below
+            base += 2_000  # everything falls due after the kill below
             for op_id, offset in offsets.items():
                 c.try_complete_else_watch(["k"], 0, operation_id=op_id, due_time_ms=base + offset)
             # A reschedule (journaled) into the downtime, between d1 and d2.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import time
 from pathlib import Path
 from typing import Any
 
@@ -208,7 +209,7 @@ async def test_tokens_and_page_sizes(tmp_path: Path, monkeypatch: pytest.MonkeyP
         # A selective filter over many non-matching operations: pages stay bounded (short
         # or empty ones carry a token) and paging still finds every match.
         monkeypatch.setattr(listing, "MAX_EXAMINED", 50)
-        await stub.TryCompleteElseWatch(watch("t-99999", [], 1_000))
+        await stub.TryCompleteElseWatch(watch("t-99999", [], 60_000))  # due first
         pages = 0
         token = ""
         found: list[str] = []
@@ -320,3 +321,13 @@ def test_sync_client_and_cli_ls(capsys: pytest.CaptureFixture[str]) -> None:
         assert [(o["operation_id"], o["state"]) for o in out] == [("remind-1", "CANCELLED")]
         assert main([*t, "ls", "--due-before-ms", "5", "--due-after-ms", "5"]) == 1
         assert "due_before_ms" in capsys.readouterr().err
+        # watch --extend-on-resend: a re-send of the id pushes the deadline back.
+        debounce = ("watch", "--id", "d1", "--timeout-ms", "60000", "--no-wait")
+        assert main([*t, *debounce, "--extend-on-resend", "--max-extend-ms", "90000"]) == 0
+        first = json.loads(capsys.readouterr().out)
+        time.sleep(0.01)
+        assert main([*t, *debounce]) == 0
+        again = json.loads(capsys.readouterr().out)
+        assert again["created"] is False and again["due_time_ms"] > first["due_time_ms"]
+        assert main([*t, "watch", "k", "--timeout-ms", "1000", "--max-extend-ms", "5000"]) == 1
+        assert "max_extend_ms" in capsys.readouterr().err

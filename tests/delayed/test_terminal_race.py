@@ -55,7 +55,7 @@ def test_one_terminal_outcome_per_operation_also_after_replay(tmp_path: Path) ->
         target = f"127.0.0.1:{proc.wait_port()}"
         with PurgatoryClient(target, purgatory=NAME, timeout=10) as c:
             c.batch_try_complete_else_watch(
-                [OperationSpec((f"k{i}",), 100 + 7 * i, operation_id=f"op{i}") for i in range(N)]
+                [OperationSpec((f"k{i}",), 200 + 8 * i, operation_id=f"op{i}") for i in range(N)]
             )
 
         errors: list[BaseException] = []

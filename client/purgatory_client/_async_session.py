@@ -200,6 +200,11 @@ class AsyncSession:
                     break
                 if liveness.heartbeat(message):
                     continue
+                refused = liveness.refused(message)
+                if refused is not None:
+                    error = refused
+                    self._call.cancel()
+                    break
                 if message.HasField("ack"):
                     future = self._acks.pop(message.ack.request_id, None)
                     if future is not None and not future.done():

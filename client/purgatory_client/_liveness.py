@@ -22,7 +22,8 @@ from purgatory_proto.v1 import purgatory_pb2 as pb
 
 from purgatory_client._base import dead_stream, heartbeat_deadline
 from purgatory_client._checks import uint
-from purgatory_client.errors import UnavailableError
+from purgatory_client._session_base import ack_from_proto
+from purgatory_client.errors import PurgatoryError, UnavailableError
 
 __all__ = ["SessionLiveness", "Watchdog"]
 
@@ -88,6 +89,14 @@ class SessionLiveness:
         self.heartbeats += 1
         self.server_time_ms = message.server_time_ms
         return True
+
+    def refused(self, message: Any) -> PurgatoryError | None:
+        """The error if ``message`` acknowledges the opening frame with one (an interval
+        the server does not accept): the session then ends with it, rather than going on
+        without the heartbeats it asked for."""
+        if message.HasField("ack") and message.ack.request_id == 0 and message.ack.code:
+            return ack_from_proto(message.ack).error
+        return None
 
     def dead(self) -> UnavailableError:
         assert self.dead_after_s is not None

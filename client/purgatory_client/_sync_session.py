@@ -183,6 +183,11 @@ class SyncSession:
                     watchdog.alive()
                 if liveness.heartbeat(message):
                     continue
+                refused = liveness.refused(message)
+                if refused is not None:
+                    error = refused
+                    self._call.cancel()
+                    break
                 if message.HasField("ack"):
                     with self._lock:
                         future = self._acks.pop(message.ack.request_id, None)

@@ -111,6 +111,11 @@ async def test_async_session_surfaces_heartbeats_and_detects_a_dead_stream(tmp_p
                     await silent.send(watches=[OperationSpec((), LONG, operation_id="b")])
             with pytest.raises(InvalidArgumentError, match="dead_after_s"):
                 c.session(dead_after_s=1.0)
+            # An interval the server refuses ends the session with that error.
+            async with c.session(heartbeat_interval_ms=50) as refused:
+                with pytest.raises(InvalidArgumentError, match="heartbeat_interval_ms"):
+                    async for _ in refused.outcomes():
+                        pass
     finally:
         await server.stop(0.5)
 
@@ -134,3 +139,8 @@ def test_sync_session_surfaces_heartbeats_and_detects_a_dead_stream(tmp_path: Pa
             with pytest.raises(UnavailableError, match="treated as dead"):
                 list(silent.outcomes())
             assert 0.25 < time.monotonic() - started < 10
+        with (
+            c.session(heartbeat_interval_ms=50) as refused,
+            pytest.raises(InvalidArgumentError, match="heartbeat_interval_ms"),
+        ):
+            list(refused.outcomes())

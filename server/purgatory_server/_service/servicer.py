@@ -42,7 +42,7 @@ from purgatory_server._service.errors import (
     unary_errors,
 )
 from purgatory_server._service.events import Outcome
-from purgatory_server._service.heartbeats import MAX_HEARTBEAT_MS, MIN_HEARTBEAT_MS
+from purgatory_server._service.heartbeats import heartbeat_seconds
 from purgatory_server._service.incarnation import check_incarnation
 from purgatory_server._service.limits import (
     check_batch,
@@ -59,8 +59,6 @@ from purgatory_server._service.session import SessionStream
 from purgatory_server._service.waiters import wait_for_outcomes
 
 __all__ = ["METADATA_INCARNATION", "METADATA_START_AFTER", "PurgatoryServicer"]
-
-# Bounds of SubscribeRequest.heartbeat_interval_ms (0: no heartbeats): see .heartbeats.
 
 # Response header of Subscribe: the sequence the stream starts after (resume point).
 METADATA_START_AFTER = "purgatory-start-after"
@@ -251,13 +249,7 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
         event_filter = filter_from_proto("filter", request.filter, self._limits)
         check_incarnation(request.incarnation, purgatory.incarnation)
         after = request.after_sequence if request.HasField("after_sequence") else None
-        heartbeat_ms = request.heartbeat_interval_ms
-        if heartbeat_ms and not MIN_HEARTBEAT_MS <= heartbeat_ms <= MAX_HEARTBEAT_MS:
-            raise InvalidArgument(
-                "heartbeat_interval_ms",
-                f"{heartbeat_ms} is outside [{MIN_HEARTBEAT_MS}, {MAX_HEARTBEAT_MS}] ms",
-            )
-        idle_s = heartbeat_ms / 1000 if heartbeat_ms else None
+        idle_s = heartbeat_seconds("heartbeat_interval_ms", request.heartbeat_interval_ms)
         subscriber = purgatory.subscribe(after, event_filter)
         try:
             await context.send_initial_metadata(

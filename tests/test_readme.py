@@ -22,13 +22,15 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from purgatory_client import OperationState, PurgatoryClient, PurgatoryError
 from purgatory_server._service import ServerConfig
+from purgatory_server._service.config import Limits
 
-from tests.service.helpers import ServerThread
+from tests.service.helpers import TEST_CONFIG, ServerThread
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
@@ -44,6 +46,7 @@ RUN = {
     "purgatory watch order-42": "test_cli_walkthrough_runs_line_by_line",
     "examples/python/acks.py": "test_examples_block_runs",
     "--metrics-listen 127.0.0.1:9464": "test_metrics_block_runs",
+    "iter_operations": "test_delayed_message_example_runs_against_a_real_server",
 }
 # Blocks no test can run, and why.
 NOT_RUN = {
@@ -196,3 +199,14 @@ def test_metrics_block_runs(tmp_path: Path) -> None:
         proc.terminate()
         proc.wait(15)
         log.close()
+
+
+def test_delayed_message_example_runs_against_a_real_server() -> None:
+    code = _block("iter_operations")
+    # The server's default limits (the test config caps timeouts at 10 minutes).
+    with ServerThread(replace(TEST_CONFIG, limits=Limits())) as st:
+        code = code.replace('"127.0.0.1:50051"', repr(st.target))
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            exec(compile(code, "README.md", "exec"), {})
+    assert out.getvalue().splitlines() == ["order-42 45", "order-43 30"]

@@ -19,6 +19,7 @@ from purgatory_client._batcher import (
 )
 from purgatory_client._dispatch_tasks import ForceCompleteTask, SignalTask, WatchTask
 from purgatory_client._groups_base import AsyncDelivery, DeadLetterPage, Delivery, GroupInfo
+from purgatory_client._listing import OperationPage
 from purgatory_client._models import (
     BatchSignalResult,
     Condition,
@@ -81,6 +82,7 @@ __all__ = [
     "GroupInfo",
     "InvalidArgumentError",
     "NotFoundError",
+    "OperationPage",
     "OperationResult",
     "OperationSpec",
     "OperationState",

@@ -17,7 +17,7 @@ import grpc
 from purgatory_proto.v1 import purgatory_pb2 as pb
 from purgatory_proto.v1 import purgatory_pb2_grpc as pb_grpc
 
-from purgatory_client import _base, _schedules
+from purgatory_client import _base, _listing, _schedules
 from purgatory_client._async_session import AsyncSession, OutcomeCallback
 from purgatory_client._base import DEFAULT_PURGATORY, ResumeCursor, ResumePolicy
 from purgatory_client._batcher import DispatcherConfig, TaskHolder
@@ -162,6 +162,8 @@ class AsyncPurgatoryClient(AsyncGroupMethods):
         purgatory: str | None = None,
         timeout: float | None = None,
         due_time_ms: int = 0,
+        extend_on_resend: bool = False,
+        max_extend_ms: int = 0,
     ) -> OperationStatus:
         req = _base.watch_request(
             self._name(purgatory),
@@ -172,6 +174,8 @@ class AsyncPurgatoryClient(AsyncGroupMethods):
             operation_id=operation_id,
             wait=wait,
             due_time_ms=due_time_ms,
+            extend_on_resend=extend_on_resend,
+            max_extend_ms=max_extend_ms,
         )
         if wait:
             resp = await self._long_poll(self._stub.TryCompleteElseWatch, req, timeout)
@@ -334,6 +338,69 @@ class AsyncPurgatoryClient(AsyncGroupMethods):
         resp = await self._call(self._stub.ListSchedules, req, self.timeout)
         return [_schedules.schedule_from_proto(s) for s in resp.schedules]
 
+    async def list_operations(
+        self,
+        *,
+        key: str = "",
+        prefix: str = "",
+        states: Iterable[OperationState] = (),
+        due_after_ms: int = 0,
+        due_before_ms: int = 0,
+        page_token: str = "",
+        page_size: int = 0,
+        purgatory: str | None = None,
+    ) -> _listing.OperationPage:
+        """One page of pending operations (``states`` empty) or recently ended ones, in
+        operation id order, each with its progress so far. Filters: ``key`` watched,
+        id ``prefix``, ``states``, due time ``due_after_ms <= due < due_before_ms`` (epoch
+        ms on the server's clock; 0: no bound). ``page_size`` 0 means the server's
+        default (100; at most 1000). Pass ``next_page_token`` back, with the same
+        filters, for the next page; a page may be short or empty while it is set."""
+        req = _listing.list_request(
+            self._name(purgatory),
+            key=key,
+            prefix=prefix,
+            states=states,
+            due_after_ms=due_after_ms,
+            due_before_ms=due_before_ms,
+            page_token=page_token,
+            page_size=page_size,
+        )
+        resp = await self._call(self._stub.ListOperations, req, self.timeout)
+        return _listing.page_from_proto(resp, _base.status_from_proto)
+
+    async def iter_operations(
+        self,
+        *,
+        key: str = "",
+        prefix: str = "",
+        states: Iterable[OperationState] = (),
+        due_after_ms: int = 0,
+        due_before_ms: int = 0,
+        page_size: int = 0,
+        purgatory: str | None = None,
+    ) -> AsyncIterator[OperationStatus]:
+        """Every operation :meth:`list_operations` selects, page after page. Stable while
+        operations come and go: one pending throughout is yielded exactly once."""
+        states = tuple(states)
+        token = ""
+        while True:
+            page = await self.list_operations(
+                key=key,
+                prefix=prefix,
+                states=states,
+                due_after_ms=due_after_ms,
+                due_before_ms=due_before_ms,
+                page_token=token,
+                page_size=page_size,
+                purgatory=purgatory,
+            )
+            for status in page.operations:
+                yield status
+            token = page.next_page_token
+            if not token:
+                return
+
     # ------------------------------------------------------------ streams
     async def subscribe(
         self,
@@ -404,14 +471,23 @@ class AsyncPurgatoryClient(AsyncGroupMethods):
         purgatory: str | None = None,
         on_outcome: OutcomeCallback | None = None,
         outcome_buffer: int = 10_000,
+        heartbeat_interval_ms: int = 0,
+        dead_after_s: float | None = None,
     ) -> AsyncSession:
         """Open a Session stream (many watches, signals and force-completes per message;
-        each watched operation's outcome as soon as it ends). Must be called on the loop."""
+        each watched operation's outcome as soon as it ends). Must be called on the loop.
+
+        ``heartbeat_interval_ms`` (0: none): the server sends a heartbeat whenever the
+        stream was idle that long (``session.liveness`` counts them); ``dead_after_s``
+        (needs heartbeats): a stream silent that long is treated as dead and ends with
+        :class:`UnavailableError`, failing its unanswered acknowledgements."""
         return AsyncSession(
             self._stub.Session(metadata=self._metadata),
             self._name(purgatory),
             on_outcome=on_outcome,
             outcome_buffer=outcome_buffer,
+            heartbeat_interval_ms=heartbeat_interval_ms,
+            dead_after_s=dead_after_s,
         )
 
     async def watch_many(

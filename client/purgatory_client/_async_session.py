@@ -22,6 +22,7 @@ from typing import Any
 import grpc
 
 from purgatory_client._base import event_from_proto
+from purgatory_client._liveness import SessionLiveness
 from purgatory_client._models import Event, OperationSpec
 from purgatory_client._session_base import (
     SessionAck,
@@ -52,7 +53,15 @@ class AsyncSession:
         *,
         on_outcome: OutcomeCallback | None = None,
         outcome_buffer: int = 10_000,
+        heartbeat_interval_ms: int = 0,
+        dead_after_s: float | None = None,
     ) -> None:
+        # Heartbeats: the server sends one whenever the stream was idle for
+        # ``heartbeat_interval_ms``; ``liveness.heartbeats`` counts them and
+        # ``liveness.server_time_ms`` is the server's clock in the latest. With
+        # ``dead_after_s``, a stream silent that long (no message, no heartbeat) is
+        # cancelled and ends with UnavailableError ("... treated as dead").
+        self.liveness = SessionLiveness(heartbeat_interval_ms, dead_after_s)
         self._call = call
         self.purgatory = purgatory
         self._ids = itertools.count(1)
@@ -63,6 +72,11 @@ class AsyncSession:
         self._finished = False
         # gRPC allows one pending write per call: concurrent submitters take turns.
         self._write_lock = asyncio.Lock()
+        # Set once the liveness-only frame (if any) is written: frames and done_writing
+        # wait for it, so it is the stream's first message.
+        self._opened = asyncio.Event()
+        if self.liveness.heartbeat_interval_ms == 0:
+            self._opened.set()
         self._reader = asyncio.ensure_future(self._read())
 
     async def __aenter__(self) -> AsyncSession:
@@ -107,6 +121,7 @@ class AsyncSession:
         future: asyncio.Future[SessionAck] = asyncio.get_running_loop().create_future()
         self._acks[request_id] = future
         try:
+            await self._opened.wait()
             async with self._write_lock:
                 await self._call.write(frame)
         except (grpc.RpcError, asyncio.InvalidStateError) as exc:
@@ -132,6 +147,7 @@ class AsyncSession:
     async def done_writing(self) -> None:
         """No more frames: the server ends the stream once every outcome is sent."""
         with contextlib.suppress(grpc.RpcError, asyncio.InvalidStateError):
+            await self._opened.wait()
             async with self._write_lock:
                 await self._call.done_writing()
 
@@ -160,8 +176,35 @@ class AsyncSession:
 
     async def _read(self) -> None:
         error: PurgatoryError | None = None
+        liveness = self.liveness
+        dead_after = liveness.dead_after_s
         try:
-            async for message in self._call:
+            opening = liveness.opening_frame()
+            if opening is not None:
+                try:
+                    await self._call.write(opening)
+                finally:
+                    self._opened.set()  # submitters waited for it: it goes first
+            messages = self._call.__aiter__()
+            while True:
+                try:
+                    if dead_after is None:
+                        message = await messages.__anext__()
+                    else:
+                        message = await asyncio.wait_for(messages.__anext__(), dead_after)
+                except StopAsyncIteration:
+                    break
+                except TimeoutError:
+                    error = liveness.dead()
+                    self._call.cancel()
+                    break
+                if liveness.heartbeat(message):
+                    continue
+                refused = liveness.refused(message)
+                if refused is not None:
+                    error = refused
+                    self._call.cancel()
+                    break
                 if message.HasField("ack"):
                     future = self._acks.pop(message.ack.request_id, None)
                     if future is not None and not future.done():
@@ -172,12 +215,15 @@ class AsyncSession:
                         self._on_outcome(event)
                     else:
                         await self._queue.put(event)
-        except grpc.RpcError as exc:
-            if exc.code() != grpc.StatusCode.CANCELLED or not self._call.cancelled():
+        except (grpc.RpcError, asyncio.InvalidStateError) as exc:
+            if isinstance(exc, asyncio.InvalidStateError):
+                pass  # the call was cancelled while the opening frame was written
+            elif exc.code() != grpc.StatusCode.CANCELLED or not self._call.cancelled():
                 error = from_rpc_error(exc)
         except asyncio.CancelledError:
             pass
         finally:
+            self._opened.set()  # never leave a submitter waiting on a stream that ended
             self.error = error
             self._finished = True
             failure = self._ended_error()

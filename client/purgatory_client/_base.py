@@ -127,6 +127,8 @@ def watch_request(
     operation_id: str,
     wait: bool,
     due_time_ms: int = 0,
+    extend_on_resend: bool = False,
+    max_extend_ms: int = 0,
 ) -> Any:
     # Fast path: build directly and let protobuf refuse wrong types and ranges; only then
     # (or for a bare str, which protobuf would split into one key per character) run the
@@ -143,6 +145,8 @@ def watch_request(
                 payload=payload,
                 wait=wait,
                 due_time_ms=due_time_ms,
+                extend_on_resend=extend_on_resend,
+                max_extend_ms=max_extend_ms,
             )
         except (TypeError, ValueError, InvalidArgumentError):
             pass
@@ -157,6 +161,8 @@ def watch_request(
             payload=payload,
             wait=wait,
             due_time_ms=uint("due_time_ms", due_time_ms),
+            extend_on_resend=extend_on_resend,
+            max_extend_ms=uint("max_extend_ms", max_extend_ms),
         )
 
 
@@ -171,6 +177,8 @@ def _spec(index: int, s: Any) -> Any:
                 condition=condition_to_proto(s.condition),
                 payload=s.payload,
                 due_time_ms=s.due_time_ms,
+                extend_on_resend=s.extend_on_resend,
+                max_extend_ms=s.max_extend_ms,
             )
         except (TypeError, ValueError, InvalidArgumentError):
             pass
@@ -189,6 +197,8 @@ def _spec(index: int, s: Any) -> Any:
             condition=condition,
             payload=s.payload,
             due_time_ms=uint(f"{field}.due_time_ms", s.due_time_ms),
+            extend_on_resend=s.extend_on_resend,
+            max_extend_ms=uint(f"{field}.max_extend_ms", s.max_extend_ms),
         )
 
 

@@ -1,4 +1,4 @@
-"""The CLI's delayed-message commands: ``purgatory cancel`` and ``purgatory reschedule``.
+"""The CLI's delayed-message commands: ``purgatory cancel``, ``reschedule`` and ``ls``.
 
 Kept apart from :mod:`.cli` so the main parser only gains one hook per place.
 """
@@ -10,11 +10,12 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from purgatory_client._models import OperationState
 from purgatory_client._sync import PurgatoryClient
 
 __all__ = ["DELAYED_COMMANDS", "add_delayed_parsers", "run_delayed"]
 
-DELAYED_COMMANDS = frozenset({"cancel", "reschedule"})
+DELAYED_COMMANDS = frozenset({"cancel", "reschedule", "ls"})
 
 
 def add_delayed_parsers(sub: Any) -> None:
@@ -40,11 +41,71 @@ def add_delayed_parsers(sub: Any) -> None:
     when.add_argument(
         "--due-time-ms", type=int, help="new deadline, Unix epoch ms on the server's clock"
     )
+    _add_ls_parser(sub)
+
+
+def _add_ls_parser(sub: Any) -> None:
+    ls = sub.add_parser(
+        "ls",
+        help="list pending (or recently ended) operations with their progress, by id",
+        epilog="examples: purgatory ls --prefix order-; purgatory ls --key cart:1 --limit 20; "
+        "purgatory ls --state cancelled --state expired; "
+        "purgatory ls --page-size 50 (one page, then its next_page_token)",
+    )
+    ls.add_argument("--key", default="", help="only operations watching KEY")
+    ls.add_argument("--prefix", default="", help="only operations whose id starts with PREFIX")
+    ls.add_argument(
+        "--state",
+        action="append",
+        default=[],
+        choices=[s.name.lower() for s in OperationState if s is not OperationState.UNSPECIFIED],
+        help="only operations in this state (repeatable; default: watching, i.e. pending)",
+    )
+    ls.add_argument(
+        "--due-after-ms", type=int, default=0, metavar="MS", help="due at or after MS (epoch ms)"
+    )
+    ls.add_argument(
+        "--due-before-ms", type=int, default=0, metavar="MS", help="due before MS (epoch ms)"
+    )
+    ls.add_argument("--limit", type=int, metavar="N", help="stop after N operations")
+    ls.add_argument(
+        "--page-size", type=int, default=0, metavar="N", help="one page of N (max 1000)"
+    )
+    ls.add_argument(
+        "--page-token", default="", help="one page, from a previous page's next_page_token"
+    )
+
+
+def _run_ls(args: argparse.Namespace, client: PurgatoryClient, emit: Callable[[Any], None]) -> int:
+    """Every page (``--limit`` stops early), or one page (``--page-size``/``--page-token``)
+    followed by ``{"next_page_token": ...}`` to pass back."""
+    filters: dict[str, Any] = {
+        "key": args.key,
+        "prefix": args.prefix,
+        "states": [OperationState[s.upper()] for s in args.state],
+        "due_after_ms": args.due_after_ms,
+        "due_before_ms": args.due_before_ms,
+    }
+    if args.page_size or args.page_token:
+        page = client.list_operations(
+            page_token=args.page_token, page_size=args.page_size, **filters
+        )
+        for status in page.operations:
+            emit(status)
+        emit({"next_page_token": page.next_page_token})
+        return 0
+    for n, status in enumerate(client.iter_operations(**filters), 1):
+        emit(status)
+        if args.limit is not None and n >= args.limit:
+            break
+    return 0
 
 
 def run_delayed(
     args: argparse.Namespace, client: PurgatoryClient, emit: Callable[[Any], None]
 ) -> int:
+    if args.command == "ls":
+        return _run_ls(args, client, emit)
     if args.command == "cancel":
         given = sum((bool(args.operation_ids), args.key is not None, args.prefix is not None))
         if given != 1:

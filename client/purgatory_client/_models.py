@@ -117,6 +117,10 @@ class OperationSpec:
     # Instead of timeout_ms (then 0): an absolute deadline, Unix epoch ms, judged on the
     # server's wall clock.
     due_time_ms: int = 0
+    # Debounce: a re-send of this id while pending pushes the deadline to now + timeout_ms,
+    # never past create time + max_extend_ms (0: no cap). See docs/service.md.
+    extend_on_resend: bool = False
+    max_extend_ms: int = 0
 
 
 @dataclass(frozen=True)

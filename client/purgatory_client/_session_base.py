@@ -58,6 +58,8 @@ def spec_to_proto(spec: OperationSpec) -> Any:
         condition=condition_to_proto(spec.condition),
         payload=spec.payload,
         due_time_ms=spec.due_time_ms,
+        extend_on_resend=spec.extend_on_resend,
+        max_extend_ms=spec.max_extend_ms,
     )
 
 

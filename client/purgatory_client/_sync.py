@@ -9,7 +9,6 @@ from __future__ import annotations
 import functools
 import os
 import queue
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from types import TracebackType
@@ -19,10 +18,11 @@ import grpc
 from purgatory_proto.v1 import purgatory_pb2 as pb
 from purgatory_proto.v1 import purgatory_pb2_grpc as pb_grpc
 
-from purgatory_client import _base, _schedules
+from purgatory_client import _base, _listing, _schedules
 from purgatory_client._base import DEFAULT_PURGATORY, ResumeCursor, ResumePolicy
 from purgatory_client._batcher import DispatcherConfig, TaskHolder
 from purgatory_client._groups_sync import GroupMethods
+from purgatory_client._liveness import Watchdog
 from purgatory_client._long_poll import LongPollRetry, channel_options
 from purgatory_client._models import (
     BatchSignalResult,
@@ -178,11 +178,16 @@ class PurgatoryClient(GroupMethods):
         purgatory: str | None = None,
         timeout: float | None = None,
         due_time_ms: int = 0,
+        extend_on_resend: bool = False,
+        max_extend_ms: int = 0,
     ) -> OperationStatus:
         """Register an operation; with ``wait=True`` block until it ends.
 
         ``due_time_ms`` (with ``timeout_ms=0``): an absolute deadline, Unix epoch ms,
         judged on the server's wall clock (not this machine's).
+        ``extend_on_resend`` (debounce): a re-send of this ``operation_id`` while it is
+        pending pushes the deadline to now + ``timeout_ms``, never past its creation
+        time + ``max_extend_ms`` (0: no cap); the policy is the one it was created with.
         """
         req = _base.watch_request(
             self._name(purgatory),
@@ -193,6 +198,8 @@ class PurgatoryClient(GroupMethods):
             operation_id=operation_id,
             wait=wait,
             due_time_ms=due_time_ms,
+            extend_on_resend=extend_on_resend,
+            max_extend_ms=max_extend_ms,
         )
         if wait:
             resp = self._long_poll(self._stub.TryCompleteElseWatch, req, timeout)
@@ -355,6 +362,68 @@ class PurgatoryClient(GroupMethods):
         resp = self._call(self._stub.ListSchedules, req, self.timeout)
         return [_schedules.schedule_from_proto(s) for s in resp.schedules]
 
+    def list_operations(
+        self,
+        *,
+        key: str = "",
+        prefix: str = "",
+        states: Iterable[OperationState] = (),
+        due_after_ms: int = 0,
+        due_before_ms: int = 0,
+        page_token: str = "",
+        page_size: int = 0,
+        purgatory: str | None = None,
+    ) -> _listing.OperationPage:
+        """One page of pending operations (``states`` empty) or recently ended ones, in
+        operation id order, each with its progress so far. Filters: ``key`` watched,
+        id ``prefix``, ``states``, due time ``due_after_ms <= due < due_before_ms`` (epoch
+        ms on the server's clock; 0: no bound). ``page_size`` 0 means the server's
+        default (100; at most 1000). Pass ``next_page_token`` back, with the same
+        filters, for the next page; a page may be short or empty while it is set."""
+        req = _listing.list_request(
+            self._name(purgatory),
+            key=key,
+            prefix=prefix,
+            states=states,
+            due_after_ms=due_after_ms,
+            due_before_ms=due_before_ms,
+            page_token=page_token,
+            page_size=page_size,
+        )
+        resp = self._call(self._stub.ListOperations, req, self.timeout)
+        return _listing.page_from_proto(resp, _base.status_from_proto)
+
+    def iter_operations(
+        self,
+        *,
+        key: str = "",
+        prefix: str = "",
+        states: Iterable[OperationState] = (),
+        due_after_ms: int = 0,
+        due_before_ms: int = 0,
+        page_size: int = 0,
+        purgatory: str | None = None,
+    ) -> Iterator[OperationStatus]:
+        """Every operation :meth:`list_operations` selects, page after page. Stable while
+        operations come and go: one pending throughout is yielded exactly once."""
+        states = tuple(states)
+        token = ""
+        while True:
+            page = self.list_operations(
+                key=key,
+                prefix=prefix,
+                states=states,
+                due_after_ms=due_after_ms,
+                due_before_ms=due_before_ms,
+                page_token=token,
+                page_size=page_size,
+                purgatory=purgatory,
+            )
+            yield from page.operations
+            token = page.next_page_token
+            if not token:
+                return
+
     # ------------------------------------------------------------ streams
     def subscribe(
         self,
@@ -407,7 +476,11 @@ class PurgatoryClient(GroupMethods):
                 heartbeat_interval_ms=heartbeat_interval_ms,
             )
             call = self._stub.Subscribe(req, metadata=with_trace(self._metadata))
-            watchdog = None if dead_after is None else _Watchdog(call, dead_after)
+            watchdog = (
+                None
+                if dead_after is None
+                else Watchdog(call, dead_after, "purgatory-subscribe-watchdog")
+            )
             try:
                 cursor.started(call.initial_metadata() or ())
                 for msg in call:
@@ -435,6 +508,8 @@ class PurgatoryClient(GroupMethods):
         purgatory: str | None = None,
         on_outcome: Callable[[Event], None] | None = None,
         outcome_buffer: int = 10_000,
+        heartbeat_interval_ms: int = 0,
+        dead_after_s: float | None = None,
     ) -> SyncSession:
         """Open a Session stream (see :meth:`AsyncPurgatoryClient.session`)."""
         return SyncSession(
@@ -442,6 +517,8 @@ class PurgatoryClient(GroupMethods):
             self._name(purgatory),
             on_outcome=on_outcome,
             outcome_buffer=outcome_buffer,
+            heartbeat_interval_ms=heartbeat_interval_ms,
+            dead_after_s=dead_after_s,
             timeout=self.timeout,
         )
 
@@ -517,35 +594,3 @@ class PurgatoryClient(GroupMethods):
 
 def _discard(event: Event) -> None:
     """Outcomes nobody asked for."""
-
-
-class _Watchdog:
-    """Cancels a subscription call that stayed silent (no event, no heartbeat) too long.
-
-    One daemon thread per watched stream; ``alive`` (the reading thread) pushes the
-    deadline back, ``fired`` tells the reader that the cancellation was ours.
-    """
-
-    def __init__(self, call: Any, dead_after_s: float) -> None:
-        self._call = call
-        self._dead_after_s = dead_after_s
-        self._last = time.monotonic()
-        self._stopped = threading.Event()
-        self.fired = False
-        threading.Thread(target=self._run, name="purgatory-subscribe-watchdog", daemon=True).start()
-
-    def alive(self) -> None:
-        self._last = time.monotonic()
-
-    def stop(self) -> None:
-        self._stopped.set()
-
-    def _run(self) -> None:
-        while True:
-            remaining = self._last + self._dead_after_s - time.monotonic()
-            if remaining <= 0:
-                self.fired = True
-                self._call.cancel()
-                return
-            if self._stopped.wait(remaining):
-                return

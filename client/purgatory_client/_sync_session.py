@@ -23,6 +23,7 @@ from typing import Any
 import grpc
 
 from purgatory_client._base import event_from_proto
+from purgatory_client._liveness import SessionLiveness, Watchdog
 from purgatory_client._models import Event, OperationSpec
 from purgatory_client._session_base import (
     SessionAck,
@@ -48,6 +49,8 @@ class SyncSession:
         on_outcome: Callable[[Event], None] | None = None,
         outcome_buffer: int = 10_000,
         timeout: float | None = 30.0,
+        heartbeat_interval_ms: int = 0,
+        dead_after_s: float | None = None,
     ) -> None:
         self.purgatory = purgatory
         self.timeout = timeout
@@ -61,6 +64,12 @@ class SyncSession:
         self._finished = threading.Event()
         self._writing = True
         self._end_callbacks: list[Callable[[], None]] = []
+        # Heartbeats and dead-stream detection (see AsyncSession); the liveness-only
+        # frame goes first.
+        self.liveness = SessionLiveness(heartbeat_interval_ms, dead_after_s)
+        opening = self.liveness.opening_frame()
+        if opening is not None:
+            self._frames.put(opening)
         self._call = method(self._frame_iterator())
         self._reader = threading.Thread(target=self._read, name="purgatory-session", daemon=True)
         self._reader.start()
@@ -163,8 +172,22 @@ class SyncSession:
 
     def _read(self) -> None:
         error: PurgatoryError | None = None
+        liveness = self.liveness
+        dead_after = liveness.dead_after_s
+        watchdog = None
+        if dead_after is not None:
+            watchdog = Watchdog(self._call, dead_after, "purgatory-session-watchdog")
         try:
             for message in self._call:
+                if watchdog is not None:
+                    watchdog.alive()
+                if liveness.heartbeat(message):
+                    continue
+                refused = liveness.refused(message)
+                if refused is not None:
+                    error = refused
+                    self._call.cancel()
+                    break
                 if message.HasField("ack"):
                     with self._lock:
                         future = self._acks.pop(message.ack.request_id, None)
@@ -177,9 +200,13 @@ class SyncSession:
                     else:
                         self._queue.put(event)
         except grpc.RpcError as exc:
-            if exc.code() != grpc.StatusCode.CANCELLED:
+            if watchdog is not None and watchdog.fired:
+                error = liveness.dead()
+            elif exc.code() != grpc.StatusCode.CANCELLED:
                 error = from_rpc_error(exc)
         finally:
+            if watchdog is not None:
+                watchdog.stop()
             with self._lock:
                 self.error = error
                 self._finished.set()

@@ -173,6 +173,19 @@ def build_parser() -> argparse.ArgumentParser:
         "--payload", default="", help="UTF-8 text echoed in the outcome (e.g. order-17)"
     )
     watch.add_argument("--no-wait", action="store_true", help="return once registered")
+    watch.add_argument(
+        "--extend-on-resend",
+        action="store_true",
+        help="debounce: re-sending this --id while pending pushes its deadline to now + "
+        "--timeout-ms (e.g. watch --id flush-1 --timeout-ms 5000 --extend-on-resend)",
+    )
+    watch.add_argument(
+        "--max-extend-ms",
+        type=int,
+        default=0,
+        metavar="MS",
+        help="with --extend-on-resend: never past creation + MS (0: no cap)",
+    )
 
     signal = sub.add_parser(
         "signal",
@@ -347,6 +360,8 @@ def _watch(
             payload=args.payload.encode(),
             operation_id=operation_id,
             wait=wait,
+            extend_on_resend=args.extend_on_resend,
+            max_extend_ms=args.max_extend_ms,
         )
 
     if args.no_wait:

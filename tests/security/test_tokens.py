@@ -84,6 +84,8 @@ async def test_each_permission_allows_its_rpcs_only(serve: Any, token_config: Se
         await watcher.try_complete_else_watch([], 60_000, operation_id="w3")
         assert (await forcer.reschedule("w3", timeout_ms=120_000)).operation_id == "w3"
         assert [s.operation_id for s in await forcer.cancel(["w3"])] == ["w3"]
+        # watch covers ListOperations.
+        assert [s.operation_id for s in (await watcher.list_operations()).operations] == []
         denied: list[tuple[AsyncPurgatoryClient, Any]] = [
             (watcher, lambda c: c.check_and_complete("k1")),
             (watcher, lambda c: c.force_complete("w1")),
@@ -95,6 +97,8 @@ async def test_each_permission_allows_its_rpcs_only(serve: Any, token_config: Se
             (forcer, lambda c: c.get_operation("w1")),
             (watcher, lambda c: c.cancel(["w1"])),
             (signaller, lambda c: c.reschedule("w1", timeout_ms=1000)),
+            (forcer, lambda c: c.list_operations()),
+            (watcher, lambda c: c.list_operations(purgatory="other")),
             (forcer, lambda c: c.batch_check_and_complete(["k1"])),
             (subscriber, lambda c: c.check_and_complete("k1")),
             (subscriber, lambda c: c.delete_purgatory("other")),

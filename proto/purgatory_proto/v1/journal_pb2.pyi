@@ -10,7 +10,7 @@ DESCRIPTOR: _descriptor.FileDescriptor
 class JournalRecord(_message.Message):
     __slots__ = ("registered", "signal", "outcome", "carried_operation", "carried_key_value", "compaction", "rescheduled", "group_state", "group_delivered", "group_settled", "schedule_upserted", "schedule_deleted")
     class OperationRegistered(_message.Message):
-        __slots__ = ("purgatory", "operation_id", "keys", "timeout_ms", "condition", "payload", "due_wall_ms", "created_wall_ms", "requested_due_wall_ms")
+        __slots__ = ("purgatory", "operation_id", "keys", "timeout_ms", "condition", "payload", "due_wall_ms", "created_wall_ms", "requested_due_wall_ms", "extend_on_resend", "max_extend_ms")
         PURGATORY_FIELD_NUMBER: _ClassVar[int]
         OPERATION_ID_FIELD_NUMBER: _ClassVar[int]
         KEYS_FIELD_NUMBER: _ClassVar[int]
@@ -20,6 +20,8 @@ class JournalRecord(_message.Message):
         DUE_WALL_MS_FIELD_NUMBER: _ClassVar[int]
         CREATED_WALL_MS_FIELD_NUMBER: _ClassVar[int]
         REQUESTED_DUE_WALL_MS_FIELD_NUMBER: _ClassVar[int]
+        EXTEND_ON_RESEND_FIELD_NUMBER: _ClassVar[int]
+        MAX_EXTEND_MS_FIELD_NUMBER: _ClassVar[int]
         purgatory: str
         operation_id: str
         keys: _containers.RepeatedScalarFieldContainer[str]
@@ -29,7 +31,9 @@ class JournalRecord(_message.Message):
         due_wall_ms: int
         created_wall_ms: int
         requested_due_wall_ms: int
-        def __init__(self, purgatory: _Optional[str] = ..., operation_id: _Optional[str] = ..., keys: _Optional[_Iterable[str]] = ..., timeout_ms: _Optional[int] = ..., condition: _Optional[bytes] = ..., payload: _Optional[bytes] = ..., due_wall_ms: _Optional[int] = ..., created_wall_ms: _Optional[int] = ..., requested_due_wall_ms: _Optional[int] = ...) -> None: ...
+        extend_on_resend: bool
+        max_extend_ms: int
+        def __init__(self, purgatory: _Optional[str] = ..., operation_id: _Optional[str] = ..., keys: _Optional[_Iterable[str]] = ..., timeout_ms: _Optional[int] = ..., condition: _Optional[bytes] = ..., payload: _Optional[bytes] = ..., due_wall_ms: _Optional[int] = ..., created_wall_ms: _Optional[int] = ..., requested_due_wall_ms: _Optional[int] = ..., extend_on_resend: _Optional[bool] = ..., max_extend_ms: _Optional[int] = ...) -> None: ...
     class SignalApplied(_message.Message):
         __slots__ = ("purgatory", "key", "amount", "value", "source", "data", "applied_wall_ms")
         PURGATORY_FIELD_NUMBER: _ClassVar[int]

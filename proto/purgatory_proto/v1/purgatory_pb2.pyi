@@ -195,20 +195,24 @@ class OperationResult(_message.Message):
     def __init__(self, signal_count: _Optional[int] = ..., sources: _Optional[_Iterable[str]] = ..., signalled_keys: _Optional[_Iterable[str]] = ..., amount_sum: _Optional[int] = ..., values: _Optional[_Mapping[str, int]] = ..., data: _Optional[bytes] = ..., data_truncated: _Optional[bool] = ...) -> None: ...
 
 class OperationSpec(_message.Message):
-    __slots__ = ("operation_id", "keys", "timeout_ms", "condition", "payload", "due_time_ms")
+    __slots__ = ("operation_id", "keys", "timeout_ms", "condition", "payload", "due_time_ms", "extend_on_resend", "max_extend_ms")
     OPERATION_ID_FIELD_NUMBER: _ClassVar[int]
     KEYS_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     CONDITION_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     DUE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    EXTEND_ON_RESEND_FIELD_NUMBER: _ClassVar[int]
+    MAX_EXTEND_MS_FIELD_NUMBER: _ClassVar[int]
     operation_id: str
     keys: _containers.RepeatedScalarFieldContainer[str]
     timeout_ms: int
     condition: Condition
     payload: bytes
     due_time_ms: int
-    def __init__(self, operation_id: _Optional[str] = ..., keys: _Optional[_Iterable[str]] = ..., timeout_ms: _Optional[int] = ..., condition: _Optional[_Union[Condition, _Mapping]] = ..., payload: _Optional[bytes] = ..., due_time_ms: _Optional[int] = ...) -> None: ...
+    extend_on_resend: bool
+    max_extend_ms: int
+    def __init__(self, operation_id: _Optional[str] = ..., keys: _Optional[_Iterable[str]] = ..., timeout_ms: _Optional[int] = ..., condition: _Optional[_Union[Condition, _Mapping]] = ..., payload: _Optional[bytes] = ..., due_time_ms: _Optional[int] = ..., extend_on_resend: _Optional[bool] = ..., max_extend_ms: _Optional[int] = ...) -> None: ...
 
 class OperationStatus(_message.Message):
     __slots__ = ("operation_id", "state", "result", "sequence", "created", "create_time_ms", "due_time_ms", "complete_time_ms", "payload", "traceparent")
@@ -235,7 +239,7 @@ class OperationStatus(_message.Message):
     def __init__(self, operation_id: _Optional[str] = ..., state: _Optional[_Union[OperationState, str]] = ..., result: _Optional[_Union[OperationResult, _Mapping]] = ..., sequence: _Optional[int] = ..., created: _Optional[bool] = ..., create_time_ms: _Optional[int] = ..., due_time_ms: _Optional[int] = ..., complete_time_ms: _Optional[int] = ..., payload: _Optional[bytes] = ..., traceparent: _Optional[str] = ...) -> None: ...
 
 class TryCompleteElseWatchRequest(_message.Message):
-    __slots__ = ("purgatory", "operation_id", "keys", "timeout_ms", "condition", "payload", "wait", "due_time_ms")
+    __slots__ = ("purgatory", "operation_id", "keys", "timeout_ms", "condition", "payload", "wait", "due_time_ms", "extend_on_resend", "max_extend_ms")
     PURGATORY_FIELD_NUMBER: _ClassVar[int]
     OPERATION_ID_FIELD_NUMBER: _ClassVar[int]
     KEYS_FIELD_NUMBER: _ClassVar[int]
@@ -244,6 +248,8 @@ class TryCompleteElseWatchRequest(_message.Message):
     PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     WAIT_FIELD_NUMBER: _ClassVar[int]
     DUE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    EXTEND_ON_RESEND_FIELD_NUMBER: _ClassVar[int]
+    MAX_EXTEND_MS_FIELD_NUMBER: _ClassVar[int]
     purgatory: str
     operation_id: str
     keys: _containers.RepeatedScalarFieldContainer[str]
@@ -252,7 +258,9 @@ class TryCompleteElseWatchRequest(_message.Message):
     payload: bytes
     wait: bool
     due_time_ms: int
-    def __init__(self, purgatory: _Optional[str] = ..., operation_id: _Optional[str] = ..., keys: _Optional[_Iterable[str]] = ..., timeout_ms: _Optional[int] = ..., condition: _Optional[_Union[Condition, _Mapping]] = ..., payload: _Optional[bytes] = ..., wait: _Optional[bool] = ..., due_time_ms: _Optional[int] = ...) -> None: ...
+    extend_on_resend: bool
+    max_extend_ms: int
+    def __init__(self, purgatory: _Optional[str] = ..., operation_id: _Optional[str] = ..., keys: _Optional[_Iterable[str]] = ..., timeout_ms: _Optional[int] = ..., condition: _Optional[_Union[Condition, _Mapping]] = ..., payload: _Optional[bytes] = ..., wait: _Optional[bool] = ..., due_time_ms: _Optional[int] = ..., extend_on_resend: _Optional[bool] = ..., max_extend_ms: _Optional[int] = ...) -> None: ...
 
 class TryCompleteElseWatchResponse(_message.Message):
     __slots__ = ("operation_id", "state", "result", "sequence", "created", "create_time_ms", "due_time_ms", "complete_time_ms", "traceparent")
@@ -445,18 +453,20 @@ class JournaledOutcome(_message.Message):
     def __init__(self, event: _Optional[_Union[OperationEvent, _Mapping]] = ..., condition: _Optional[_Union[Condition, _Mapping]] = ..., timeout_ms: _Optional[int] = ..., requested_due_time_ms: _Optional[int] = ...) -> None: ...
 
 class SessionRequest(_message.Message):
-    __slots__ = ("request_id", "purgatory", "watches", "signals", "force_complete")
+    __slots__ = ("request_id", "purgatory", "watches", "signals", "force_complete", "heartbeat_interval_ms")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     PURGATORY_FIELD_NUMBER: _ClassVar[int]
     WATCHES_FIELD_NUMBER: _ClassVar[int]
     SIGNALS_FIELD_NUMBER: _ClassVar[int]
     FORCE_COMPLETE_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_INTERVAL_MS_FIELD_NUMBER: _ClassVar[int]
     request_id: int
     purgatory: str
     watches: _containers.RepeatedCompositeFieldContainer[OperationSpec]
     signals: _containers.RepeatedCompositeFieldContainer[KeySignal]
     force_complete: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, request_id: _Optional[int] = ..., purgatory: _Optional[str] = ..., watches: _Optional[_Iterable[_Union[OperationSpec, _Mapping]]] = ..., signals: _Optional[_Iterable[_Union[KeySignal, _Mapping]]] = ..., force_complete: _Optional[_Iterable[str]] = ...) -> None: ...
+    heartbeat_interval_ms: int
+    def __init__(self, request_id: _Optional[int] = ..., purgatory: _Optional[str] = ..., watches: _Optional[_Iterable[_Union[OperationSpec, _Mapping]]] = ..., signals: _Optional[_Iterable[_Union[KeySignal, _Mapping]]] = ..., force_complete: _Optional[_Iterable[str]] = ..., heartbeat_interval_ms: _Optional[int] = ...) -> None: ...
 
 class SessionAck(_message.Message):
     __slots__ = ("request_id", "code", "message", "operations", "completed_per_signal", "force_completed")
@@ -475,12 +485,16 @@ class SessionAck(_message.Message):
     def __init__(self, request_id: _Optional[int] = ..., code: _Optional[int] = ..., message: _Optional[str] = ..., operations: _Optional[_Iterable[_Union[OperationStatus, _Mapping]]] = ..., completed_per_signal: _Optional[_Iterable[int]] = ..., force_completed: _Optional[_Iterable[bool]] = ...) -> None: ...
 
 class SessionResponse(_message.Message):
-    __slots__ = ("ack", "outcomes")
+    __slots__ = ("ack", "outcomes", "heartbeat", "server_time_ms")
     ACK_FIELD_NUMBER: _ClassVar[int]
     OUTCOMES_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    SERVER_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     ack: SessionAck
     outcomes: _containers.RepeatedCompositeFieldContainer[OperationEvent]
-    def __init__(self, ack: _Optional[_Union[SessionAck, _Mapping]] = ..., outcomes: _Optional[_Iterable[_Union[OperationEvent, _Mapping]]] = ...) -> None: ...
+    heartbeat: bool
+    server_time_ms: int
+    def __init__(self, ack: _Optional[_Union[SessionAck, _Mapping]] = ..., outcomes: _Optional[_Iterable[_Union[OperationEvent, _Mapping]]] = ..., heartbeat: _Optional[bool] = ..., server_time_ms: _Optional[int] = ...) -> None: ...
 
 class CancelRequest(_message.Message):
     __slots__ = ("purgatory", "operation_ids", "key", "operation_id_prefix")
@@ -721,3 +735,37 @@ class DeleteGroupResponse(_message.Message):
     DROPPED_FIELD_NUMBER: _ClassVar[int]
     dropped: int
     def __init__(self, dropped: _Optional[int] = ...) -> None: ...
+
+class ListOperationsFilter(_message.Message):
+    __slots__ = ("key", "operation_id_prefix", "states", "due_after_ms", "due_before_ms")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    OPERATION_ID_PREFIX_FIELD_NUMBER: _ClassVar[int]
+    STATES_FIELD_NUMBER: _ClassVar[int]
+    DUE_AFTER_MS_FIELD_NUMBER: _ClassVar[int]
+    DUE_BEFORE_MS_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    operation_id_prefix: str
+    states: _containers.RepeatedScalarFieldContainer[OperationState]
+    due_after_ms: int
+    due_before_ms: int
+    def __init__(self, key: _Optional[str] = ..., operation_id_prefix: _Optional[str] = ..., states: _Optional[_Iterable[_Union[OperationState, str]]] = ..., due_after_ms: _Optional[int] = ..., due_before_ms: _Optional[int] = ...) -> None: ...
+
+class ListOperationsRequest(_message.Message):
+    __slots__ = ("purgatory", "filter", "page_token", "page_size")
+    PURGATORY_FIELD_NUMBER: _ClassVar[int]
+    FILTER_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    purgatory: str
+    filter: ListOperationsFilter
+    page_token: str
+    page_size: int
+    def __init__(self, purgatory: _Optional[str] = ..., filter: _Optional[_Union[ListOperationsFilter, _Mapping]] = ..., page_token: _Optional[str] = ..., page_size: _Optional[int] = ...) -> None: ...
+
+class ListOperationsResponse(_message.Message):
+    __slots__ = ("operations", "next_page_token")
+    OPERATIONS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    operations: _containers.RepeatedCompositeFieldContainer[OperationStatus]
+    next_page_token: str
+    def __init__(self, operations: _Optional[_Iterable[_Union[OperationStatus, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...

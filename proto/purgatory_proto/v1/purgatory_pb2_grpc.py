@@ -162,6 +162,11 @@ class PurgatoryServiceStub:
                 request_serializer=purgatory__proto_dot_v1_dot_purgatory__pb2.DeleteGroupRequest.SerializeToString,
                 response_deserializer=purgatory__proto_dot_v1_dot_purgatory__pb2.DeleteGroupResponse.FromString,
                 _registered_method=True)
+        self.ListOperations = channel.unary_unary(
+                '/purgatory.v1.PurgatoryService/ListOperations',
+                request_serializer=purgatory__proto_dot_v1_dot_purgatory__pb2.ListOperationsRequest.SerializeToString,
+                response_deserializer=purgatory__proto_dot_v1_dot_purgatory__pb2.ListOperationsResponse.FromString,
+                _registered_method=True)
 
 
 class PurgatoryServiceServicer:
@@ -353,6 +358,14 @@ class PurgatoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListOperations(self, request, context):
+        """issue-16a: pending (and recently ended) operations with their progress, filtered and
+        cursor-paged in operation id order (see ListOperationsRequest).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_PurgatoryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -470,6 +483,11 @@ def add_PurgatoryServiceServicer_to_server(servicer, server):
                     servicer.DeleteGroup,
                     request_deserializer=purgatory__proto_dot_v1_dot_purgatory__pb2.DeleteGroupRequest.FromString,
                     response_serializer=purgatory__proto_dot_v1_dot_purgatory__pb2.DeleteGroupResponse.SerializeToString,
+            ),
+            'ListOperations': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListOperations,
+                    request_deserializer=purgatory__proto_dot_v1_dot_purgatory__pb2.ListOperationsRequest.FromString,
+                    response_serializer=purgatory__proto_dot_v1_dot_purgatory__pb2.ListOperationsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1106,6 +1124,33 @@ class PurgatoryService:
             '/purgatory.v1.PurgatoryService/DeleteGroup',
             purgatory__proto_dot_v1_dot_purgatory__pb2.DeleteGroupRequest.SerializeToString,
             purgatory__proto_dot_v1_dot_purgatory__pb2.DeleteGroupResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListOperations(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/purgatory.v1.PurgatoryService/ListOperations',
+            purgatory__proto_dot_v1_dot_purgatory__pb2.ListOperationsRequest.SerializeToString,
+            purgatory__proto_dot_v1_dot_purgatory__pb2.ListOperationsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -220,6 +220,11 @@ class DelayedOperationPurgatory(Generic[T]):
                 cancelled.append(op)
         return cancelled
 
+    def watchers(self, key: Hashable) -> list[T]:
+        """The operations watching ``key`` now (a copy; completed-but-unpurged ones included
+        in the lazy mode); any thread."""
+        return self._shard(key).snapshot(key)[1]
+
     def num_delayed(self) -> int:
         """Operations waiting in the timer (completion removes them at once)."""
         return self._timer.size()

@@ -21,6 +21,7 @@ from purgatory_server._service.conditions import (
     SignalRecord,
 )
 from purgatory_server._service.config import Limits, PurgatorySettings
+from purgatory_server._service.debounce import with_debounce
 from purgatory_server._service.errors import InvalidArgument
 from purgatory_server._service.events import Outcome
 from purgatory_server._service.limits import (
@@ -105,6 +106,8 @@ def _common_request(msg: Any, limits: Limits) -> OperationRequest | None:
         and len(payload) <= limits.max_payload_bytes
         and not msg.HasField("condition")
         and not msg.due_time_ms
+        and not msg.extend_on_resend
+        and not msg.max_extend_ms
     ):
         return OperationRequest(op_id, OperationDefinition(keys, timeout, _ANY, payload))
     return None
@@ -136,7 +139,9 @@ def _checked_request(prefix: str, msg: Any, limits: Limits) -> OperationRequest:
 
 def operation_request(prefix: str, msg: Any, limits: Limits) -> OperationRequest:
     """An OperationSpec or TryCompleteElseWatchRequest, validated; ``prefix`` for errors."""
-    return _common_request(msg, limits) or _checked_request(prefix, msg, limits)
+    return _common_request(msg, limits) or with_debounce(
+        prefix, msg, _checked_request(prefix, msg, limits), limits
+    )
 
 
 class FieldPrefixes(Sequence[str]):

@@ -35,6 +35,7 @@ from purgatory_server._journal import Journal as WriteAheadLog
 from purgatory_server._service.catalog import journal_dir, remove_purgatory, write_settings
 from purgatory_server._service.conditions import ConditionSpec, SignalRecord
 from purgatory_server._service.config import PurgatorySettings, ServerConfig
+from purgatory_server._service.downtime import rearm_order
 from purgatory_server._service.events import EventLog, Outcome
 from purgatory_server._service.groups.restore import decode_groups
 from purgatory_server._service.incarnation import durable_incarnation
@@ -261,7 +262,8 @@ class DurableStore:
             purgatory.restore_finished(definition, outcome)
         restore_schedules(purgatory, self._loop, recovered.schedules.values())  # issue-16c
         journal = self.journal
-        for op_id, pending in recovered.pending.items():
+        order = rearm_order(recovered.pending, purgatory.wall_clock_ms(), self._settings.tick_ms)
+        for op_id, pending in order:  # late ones first, in due-time order (.downtime)
             definition, created, due, signals = decode_pending(pending)
             journal.remember(op_id, definition)
             purgatory.restore_operation(op_id, definition, created, due, signals)

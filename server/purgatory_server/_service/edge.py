@@ -78,6 +78,7 @@ METHOD_RULES: dict[str, tuple[Permission | None, str | None]] = {
     "Redrive": (Permission.SUBSCRIBE, "purgatory"),
     "ListGroups": (Permission.SUBSCRIBE, "purgatory"),
     "DeleteGroup": (Permission.ADMIN, "purgatory"),
+    "ListOperations": (Permission.WATCH, "purgatory"),
 }
 
 

@@ -80,6 +80,8 @@ def registered_record(purgatory: str, op: RemoteOperation, condition: bytes) -> 
             due_wall_ms=op.due_time_ms,
             created_wall_ms=op.create_time_ms,
             requested_due_wall_ms=definition.due_time_ms,
+            extend_on_resend=definition.extend_on_resend,
+            max_extend_ms=definition.max_extend_ms,
         )
     )
 
@@ -149,6 +151,8 @@ def decode_pending(
         condition_from_proto("condition", condition),
         reg.payload,
         reg.requested_due_wall_ms,
+        reg.extend_on_resend,
+        reg.max_extend_ms,
     )
     signals = [_signal(sig) for sig in pending.signals]
     return definition, reg.created_wall_ms, reg.due_wall_ms, signals

@@ -36,7 +36,7 @@ Either way exactly one terminal outcome, and a lost race is reported, never half
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from purgatory_server._engine.delayed_operation import DelayedOperation
@@ -77,6 +77,10 @@ class OperationDefinition:
     # Non-zero: the caller gave this absolute due time (epoch ms, server wall clock)
     # instead of a timeout, and timeout_ms is 0.
     due_time_ms: int = 0
+    # Debounce (:mod:`.debounce`): the operation's policy, fixed when it is created. Not
+    # compared: a re-send is the same operation whatever options it carries.
+    extend_on_resend: bool = field(default=False, compare=False)
+    max_extend_ms: int = field(default=0, compare=False)
 
 
 class SignalSlot:

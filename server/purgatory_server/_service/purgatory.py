@@ -36,6 +36,7 @@ from purgatory_server._service.conditions import (
     make_progress,
 )
 from purgatory_server._service.config import Limits, PurgatorySettings
+from purgatory_server._service.debounce import extended_due
 from purgatory_server._service.errors import (
     AlreadyExists,
     FailedPrecondition,
@@ -49,8 +50,10 @@ from purgatory_server._service.groups import GroupSet
 from purgatory_server._service.inbox import Inbox
 from purgatory_server._service.incarnation import new_incarnation
 from purgatory_server._service.journal import NULL_JOURNAL, Journal
+from purgatory_server._service.listing import OperationsView
 from purgatory_server._service.operation import OperationDefinition, RemoteOperation, SignalSlot
 from purgatory_server._service.quoting import quote
+from purgatory_server._service.sorted_ids import SortedIds
 from purgatory_server._service.states import OperationState
 from purgatory_server._service.subscriptions import EventFilter, Subscriber
 from purgatory_server._service.telemetry.context import current_traceparent
@@ -138,6 +141,9 @@ class NamedPurgatory:
         self._log = event_log if event_log is not None else EventLog(settings.retained_events)
         self._delivered = self._log.last_sequence  # durable: last outcome offered to anyone
         self._active: dict[str, RemoteOperation] = {}
+        # _active's ids in order, for ListOperations; built by the first listing (so a
+        # purgatory never listed pays nothing), then kept up to date.
+        self._pending_ids: SortedIds | None = None
         # Recently finished ids -> (definition, outcome), oldest first, bounded.
         self._finished: OrderedDict[str, tuple[OperationDefinition, Outcome]] = OrderedDict()
         self._values = LatestValues(limits.max_tracked_values)
@@ -232,6 +238,7 @@ class NamedPurgatory:
         new = 0
         new_bytes = 0
         seen: set[str] = set()
+        resent: list[RemoteOperation] = []
         if len(fields) != len(requests):
             raise ValueError("one field name per request")
         # fields[i] is looked up only for an error: it may be built lazily (FieldPrefixes).
@@ -259,6 +266,8 @@ class NamedPurgatory:
                     f"{fields[i]}operation_id: {quote(op_id)} already exists in purgatory "
                     f"{self.name!r} with a different definition"
                 )
+            if definition.extend_on_resend and isinstance(target, RemoteOperation):
+                resent.append(target)  # debounce, once every check has passed
             plan.append((target, False))
         if new:
             # Recovered operations are in _active too: a restart that brought back more
@@ -271,6 +280,8 @@ class NamedPurgatory:
             if self.groups:
                 self.groups.check_capacity()
             self._budget.reserve(new, new_bytes)
+        for op in resent:
+            self._push_back(op)
         out: list[Registration] = []
         created: list[tuple[RemoteOperation, tuple[str, ...]]] = []
         for req, step in zip(requests, plan, strict=True):
@@ -325,6 +336,8 @@ class NamedPurgatory:
             op_id, definition, progress, slot=self._slot, clock=self._time, on_end=self._inbox.put
         )
         self._active[op_id] = op
+        if self._pending_ids is not None:
+            self._pending_ids.add(op_id)
         self._values.watch(keys)
         self._journal.on_registered(self.name, op)
         return op
@@ -416,8 +429,28 @@ class NamedPurgatory:
                 f"operation {quote(op_id)} in purgatory {self.name!r} has already ended"
             )
         self._journal.on_rescheduled(self.name, op_id, due)
+        if self.metrics is not None:
+            self.metrics.rescheduled += 1
         self._inbox.drain()
         return op
+
+    def operations_view(self) -> OperationsView:
+        """This purgatory's tables for one ListOperations page (:mod:`.listing`)."""
+        self._check_open()
+        self._inbox.drain()  # operations that ended are listed as ended
+        if self._pending_ids is None:
+            self._pending_ids = SortedIds(self._active)
+        engine = self._engine
+        return OperationsView(self._pending_ids, self._active, self._finished, engine.watchers)
+
+    def _push_back(self, op: RemoteOperation) -> None:
+        """Debounce a re-send (:mod:`.debounce`): the journaled reschedule path."""
+        now = self._time.wall_clock_ms()
+        due = extended_due(op.definition, op.create_time_ms, now)
+        if due > op.due_time_ms and op.reschedule(self._engine.timer, due - now, due):
+            self._journal.on_rescheduled(self.name, op.operation_id, due)
+            if self.metrics is not None:
+                self.metrics.extended += 1
 
     def lookup(self, op_id: str) -> RemoteOperation | Outcome:
         self._check_open()
@@ -456,6 +489,8 @@ class NamedPurgatory:
         op.due_time_ms = due_time_ms
         op.delay_ms = max(0, due_time_ms - self._time.wall_clock_ms())
         self._active[op_id] = op
+        if self._pending_ids is not None:
+            self._pending_ids.add(op_id)
         self._budget.restored(len(definition.payload))
         self._values.watch(keys)
         self._engine.try_complete_else_watch(op, keys)
@@ -489,6 +524,7 @@ class NamedPurgatory:
         """Give each ended operation its sequence and tell everyone (loop thread)."""
         log = self._log
         active = self._active
+        pending_ids = self._pending_ids
         finished = self._finished
         retained = self._limits.finished_retained
         journal = self._journal
@@ -512,6 +548,8 @@ class NamedPurgatory:
             op.outcome = outcome
             if active.get(op.operation_id) is op:
                 del active[op.operation_id]
+                if pending_ids is not None:
+                    pending_ids.discard(op.operation_id)
                 budget.release(len(op.definition.payload))
             if retained:
                 finished[op.operation_id] = (op.definition, outcome)

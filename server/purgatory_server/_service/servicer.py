@@ -43,6 +43,7 @@ from purgatory_server._service.errors import (
 )
 from purgatory_server._service.events import Outcome
 from purgatory_server._service.groups.rpc import GroupRpcs, member_stream
+from purgatory_server._service.heartbeats import heartbeat_seconds
 from purgatory_server._service.incarnation import check_incarnation
 from purgatory_server._service.limits import (
     check_batch,
@@ -52,6 +53,7 @@ from purgatory_server._service.limits import (
     check_settings,
     check_timeout,
 )
+from purgatory_server._service.listing_wire import list_operations
 from purgatory_server._service.purgatory import NamedPurgatory
 from purgatory_server._service.registry import PurgatoryRegistry
 from purgatory_server._service.schedules import rpc as schedule_rpc
@@ -59,10 +61,6 @@ from purgatory_server._service.session import SessionStream
 from purgatory_server._service.waiters import wait_for_outcomes
 
 __all__ = ["METADATA_INCARNATION", "METADATA_START_AFTER", "PurgatoryServicer"]
-
-# Bounds of SubscribeRequest.heartbeat_interval_ms (0: no heartbeats).
-MIN_HEARTBEAT_MS = 100
-MAX_HEARTBEAT_MS = 3_600_000
 
 # Response header of Subscribe: the sequence the stream starts after (resume point).
 METADATA_START_AFTER = "purgatory-start-after"
@@ -261,6 +259,11 @@ class PurgatoryServicer(GroupRpcs, pb_grpc.PurgatoryServiceServicer):
         purgatory = self._registry.get(request.purgatory)
         return await _acknowledged(purgatory, schedule_rpc.list_schedules(purgatory))
 
+    @unary_errors
+    async def ListOperations(self, request: Any, context: Any) -> Any:
+        purgatory = self._registry.get(request.purgatory)
+        return await _acknowledged(purgatory, list_operations(purgatory, request, self._limits))
+
     # ------------------------------------------------------------------ streams
     @stream_errors
     async def Subscribe(self, request: Any, context: Any) -> AsyncIterator[Any]:
@@ -268,13 +271,7 @@ class PurgatoryServicer(GroupRpcs, pb_grpc.PurgatoryServiceServicer):
         event_filter = filter_from_proto("filter", request.filter, self._limits)
         check_incarnation(request.incarnation, purgatory.incarnation)
         after = request.after_sequence if request.HasField("after_sequence") else None
-        heartbeat_ms = request.heartbeat_interval_ms
-        if heartbeat_ms and not MIN_HEARTBEAT_MS <= heartbeat_ms <= MAX_HEARTBEAT_MS:
-            raise InvalidArgument(
-                "heartbeat_interval_ms",
-                f"{heartbeat_ms} is outside [{MIN_HEARTBEAT_MS}, {MAX_HEARTBEAT_MS}] ms",
-            )
-        idle_s = heartbeat_ms / 1000 if heartbeat_ms else None
+        idle_s = heartbeat_seconds("heartbeat_interval_ms", request.heartbeat_interval_ms)
         if request.group:  # a worker group's member (issue 16b)
             async for event in member_stream(purgatory, request, context, self._limits, idle_s):
                 yield event

@@ -51,6 +51,7 @@ from purgatory_server._service.errors import (
     abort,
 )
 from purgatory_server._service.events import Outcome
+from purgatory_server._service.heartbeats import heartbeat_seconds, session_heartbeat
 from purgatory_server._service.limits import check_batch, check_operation_id
 from purgatory_server._service.operation import RemoteOperation
 from purgatory_server._service.purgatory import NamedPurgatory
@@ -131,6 +132,8 @@ class SessionStream:
         self._room.set()
         self._input_done = False
         self._ended: asyncio.Future[ServiceError | None] = loop.create_future()
+        # Seconds of silence after which the writer sends a heartbeat (None: never).
+        self._heartbeat_s: float | None = None
 
     # ------------------------------------------------------------------ life cycle
     async def run(self, requests: AsyncIterator[Any], context: Any) -> None:
@@ -201,6 +204,10 @@ class SessionStream:
         try:
             if isinstance(frame, RefusedFrame):
                 raise frame.error
+            if frame.heartbeat_interval_ms and self._set_heartbeat(frame):
+                ack.ready = True  # a liveness-only frame: nothing else to apply
+                self._queue_ack(ack)
+                return
             purgatory = self._registry.get(frame.purgatory)
             self._apply_to(purgatory, frame, ack)
         except ServiceError as exc:
@@ -223,6 +230,14 @@ class SessionStream:
         else:
             self._queue_ack(ack)
             self._after(barrier(), ack)
+
+    def _set_heartbeat(self, frame: Any) -> bool:
+        """Take the frame's heartbeat interval; True if the frame carries nothing else."""
+        interval = heartbeat_seconds("heartbeat_interval_ms", frame.heartbeat_interval_ms)
+        if interval != self._heartbeat_s:
+            self._heartbeat_s = interval
+            self._wake_writer.set()  # the writer re-arms its idle wait with the new interval
+        return not (frame.watches or frame.signals or frame.force_complete)
 
     def _apply_to(self, purgatory: NamedPurgatory, frame: Any, ack: Ack) -> None:
         """Validate everything, then register, signal and force-complete (all or nothing
@@ -326,7 +341,16 @@ class SessionStream:
         ended = self._ended
         try:
             while not ended.done():
-                await self._wake_writer.wait()
+                if self._heartbeat_s is None:
+                    await self._wake_writer.wait()
+                else:
+                    try:
+                        await asyncio.wait_for(self._wake_writer.wait(), self._heartbeat_s)
+                    except TimeoutError:  # idle that long: tell the client we are alive
+                        if ended.done():
+                            return
+                        await context.write(session_heartbeat())
+                        continue
                 self._wake_writer.clear()
                 for message in pack(self._out):
                     if ended.done():

@@ -52,6 +52,7 @@ class PurgatoryMetrics:
         "batch_register",
         "batch_signal",
         "early",
+        "extended",
         "fsync_group",
         "fsync_latency",
         "journal_bytes",
@@ -59,6 +60,7 @@ class PurgatoryMetrics:
         "longpoll",
         "outcomes",
         "registered",
+        "rescheduled",
         "signals",
         "started_ns",
         "subscriber_lag",
@@ -69,6 +71,9 @@ class PurgatoryMetrics:
         self.started_ns = time.time_ns()  # start of the cumulative series
         self.registered = 0
         self.signals = 0
+        # Deadlines moved: by Reschedule, and by debounced re-sends (extend_on_resend).
+        self.rescheduled = 0
+        self.extended = 0
         # Indexed by OperationState value (an IntEnum): no dict lookup per outcome.
         self.outcomes = [0] * (max(FINAL_STATES) + 1)
         # Wait to outcome, one histogram per final state (indexed like ``outcomes``).

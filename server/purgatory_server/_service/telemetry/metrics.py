@@ -115,6 +115,14 @@ def register_instruments(meter: Meter, purgatories: Purgatories, rpc: RpcStats) 
                     attrs = {"purgatory.name": p.name, "state": state.name.lower()}
                     yield Observation(counts[state], attrs)
 
+    def rescheduled(options: CallbackOptions) -> Iterator[Observation]:
+        for p in purgatories():
+            m = p.metrics
+            if m is not None:
+                name = p.name
+                yield Observation(m.rescheduled, {"purgatory.name": name, "reason": "reschedule"})
+                yield Observation(m.extended, {"purgatory.name": name, "reason": "resend"})
+
     def journal_size(options: CallbackOptions) -> Iterator[Observation]:
         for p in purgatories():
             m = p.metrics
@@ -138,6 +146,12 @@ def register_instruments(meter: Meter, purgatories: Purgatories, rpc: RpcStats) 
         [outcomes],
         "{operation}",
         "Operations ended, by final state (completed, expired, force_completed, cancelled).",
+    )
+    counter(
+        "purgatory.operations.rescheduled",
+        [rescheduled],
+        "{operation}",
+        "Deadlines moved, by reason: reschedule (the Reschedule RPC) or resend (debounce).",
     )
     counter(
         "purgatory.signals",

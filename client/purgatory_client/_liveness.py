@@ -1,0 +1,103 @@
+"""Liveness of long-lived streams on the client side: heartbeats and dead streams.
+
+The server can send a heartbeat on ``Subscribe`` and ``Session`` streams whenever it has
+sent nothing for a client-chosen interval. A client that asked for heartbeats can then
+treat a stream that stayed silent past ``dead_after_s`` (no message, no heartbeat) as
+dead: a half-open TCP connection, or a proxy that dropped the stream without telling
+anyone, would otherwise leave it waiting forever.
+
+- :class:`Watchdog` (blocking clients): a daemon thread that cancels the call once it
+  has been silent too long; the reader then reports the stream as dead.
+- :class:`SessionLiveness` (both Session clients): the options, the liveness-only frame
+  the session opens with, and what the heartbeats said.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from purgatory_proto.v1 import purgatory_pb2 as pb
+
+from purgatory_client._base import dead_stream, heartbeat_deadline
+from purgatory_client._checks import uint
+from purgatory_client._session_base import ack_from_proto
+from purgatory_client.errors import PurgatoryError, UnavailableError
+
+__all__ = ["SessionLiveness", "Watchdog"]
+
+
+class Watchdog:
+    """Cancels a call that stayed silent (no message, no heartbeat) too long.
+
+    One daemon thread per watched stream; ``alive`` (the reading thread) pushes the
+    deadline back, ``fired`` tells the reader that the cancellation was ours.
+    """
+
+    def __init__(self, call: Any, dead_after_s: float, name: str = "purgatory-watchdog") -> None:
+        self._call = call
+        self._dead_after_s = dead_after_s
+        self._last = time.monotonic()
+        self._stopped = threading.Event()
+        self.fired = False
+        threading.Thread(target=self._run, name=name, daemon=True).start()
+
+    def alive(self) -> None:
+        self._last = time.monotonic()
+
+    def stop(self) -> None:
+        self._stopped.set()
+
+    def _run(self) -> None:
+        while True:
+            remaining = self._last + self._dead_after_s - time.monotonic()
+            if remaining <= 0:
+                self.fired = True
+                self._call.cancel()
+                return
+            if self._stopped.wait(remaining):
+                return
+
+
+class SessionLiveness:
+    """A Session's heartbeat options and the heartbeats it received.
+
+    ``heartbeat_interval_ms`` (0: none) is sent in a liveness-only frame (request id 0,
+    acknowledged by the server and ignored here) as the stream opens; ``dead_after_s``
+    (needs heartbeats) is how long the stream may stay silent before it is treated as
+    dead. ``heartbeats`` counts the heartbeats received; ``server_time_ms`` is the
+    server's wall clock (epoch ms) in the latest one.
+    """
+
+    def __init__(self, heartbeat_interval_ms: int, dead_after_s: float | None) -> None:
+        self.heartbeat_interval_ms = uint("heartbeat_interval_ms", heartbeat_interval_ms, 32)
+        self.dead_after_s = heartbeat_deadline(heartbeat_interval_ms, dead_after_s)
+        self.heartbeats = 0
+        self.server_time_ms = 0
+
+    def opening_frame(self) -> Any | None:
+        """The frame that asks for heartbeats (None: none asked)."""
+        if not self.heartbeat_interval_ms:
+            return None
+        return pb.SessionRequest(request_id=0, heartbeat_interval_ms=self.heartbeat_interval_ms)
+
+    def heartbeat(self, message: Any) -> bool:
+        """True (and counted) if ``message`` is a heartbeat rather than acks/outcomes."""
+        if not message.heartbeat:
+            return False
+        self.heartbeats += 1
+        self.server_time_ms = message.server_time_ms
+        return True
+
+    def refused(self, message: Any) -> PurgatoryError | None:
+        """The error if ``message`` acknowledges the opening frame with one (an interval
+        the server does not accept): the session then ends with it, rather than going on
+        without the heartbeats it asked for."""
+        if message.HasField("ack") and message.ack.request_id == 0 and message.ack.code:
+            return ack_from_proto(message.ack).error
+        return None
+
+    def dead(self) -> UnavailableError:
+        assert self.dead_after_s is not None
+        return dead_stream(self.dead_after_s)

@@ -19,7 +19,7 @@ from purgatory_server._service.config import (
     ServerConfig,
     load_config,
 )
-from purgatory_server._service.journal import Journal, NullJournal
+from purgatory_server._service.journal_hooks import Journal, NullJournal
 
 __all__ = [
     "ConfigError",

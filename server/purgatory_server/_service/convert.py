@@ -1,7 +1,7 @@
 """Protobuf messages <-> the service's plain Python values.
 
 The only module besides the servicer that knows the wire format. Inbound conversions
-validate as they go (via :mod:`.limits`), so everything past this point can trust its
+validate as they go (via :mod:`.validation`), so everything past this point can trust its
 inputs; outbound ones build the response and event messages.
 """
 
@@ -23,7 +23,11 @@ from purgatory_server._service.conditions import (
 from purgatory_server._service.config import Limits, PurgatorySettings
 from purgatory_server._service.errors import InvalidArgument
 from purgatory_server._service.events import Outcome
-from purgatory_server._service.limits import (
+from purgatory_server._service.named_purgatory import OperationRequest, PurgatoryStats
+from purgatory_server._service.operation import OperationDefinition, RemoteOperation
+from purgatory_server._service.states import FINAL_STATES, OperationState
+from purgatory_server._service.subscriptions import EventFilter
+from purgatory_server._service.validation import (
     check_condition,
     check_data,
     check_due_time,
@@ -34,10 +38,6 @@ from purgatory_server._service.limits import (
     check_payload,
     check_timeout,
 )
-from purgatory_server._service.operation import OperationDefinition, RemoteOperation
-from purgatory_server._service.purgatory import OperationRequest, PurgatoryStats
-from purgatory_server._service.states import FINAL_STATES, OperationState
-from purgatory_server._service.subscriptions import EventFilter
 
 __all__ = [
     "batch_status_response",

@@ -43,7 +43,10 @@ from purgatory_server._service.errors import (
 )
 from purgatory_server._service.events import Outcome
 from purgatory_server._service.incarnation import check_incarnation
-from purgatory_server._service.limits import (
+from purgatory_server._service.named_purgatory import NamedPurgatory
+from purgatory_server._service.registry import PurgatoryRegistry
+from purgatory_server._service.session import SessionStream
+from purgatory_server._service.validation import (
     check_batch,
     check_due_time,
     check_key,
@@ -51,9 +54,6 @@ from purgatory_server._service.limits import (
     check_settings,
     check_timeout,
 )
-from purgatory_server._service.purgatory import NamedPurgatory
-from purgatory_server._service.registry import PurgatoryRegistry
-from purgatory_server._service.session import SessionStream
 from purgatory_server._service.waiters import wait_for_outcomes
 
 __all__ = ["METADATA_INCARNATION", "METADATA_START_AFTER", "PurgatoryServicer"]

@@ -51,11 +51,11 @@ from purgatory_server._service.errors import (
     abort,
 )
 from purgatory_server._service.events import Outcome
-from purgatory_server._service.limits import check_batch, check_operation_id
+from purgatory_server._service.named_purgatory import NamedPurgatory
 from purgatory_server._service.operation import RemoteOperation
-from purgatory_server._service.purgatory import NamedPurgatory
 from purgatory_server._service.registry import PurgatoryRegistry
 from purgatory_server._service.session_messages import Ack, OpKey, pack
+from purgatory_server._service.validation import check_batch, check_operation_id
 from purgatory_server._service.waiters import Waiter
 
 __all__ = [

@@ -46,7 +46,7 @@ from purgatory_server._service.errors import (
 from purgatory_server._service.events import EventLog, Outcome
 from purgatory_server._service.inbox import Inbox
 from purgatory_server._service.incarnation import new_incarnation
-from purgatory_server._service.journal import NULL_JOURNAL, Journal
+from purgatory_server._service.journal_hooks import NULL_JOURNAL, Journal
 from purgatory_server._service.operation import OperationDefinition, RemoteOperation, SignalSlot
 from purgatory_server._service.quoting import quote
 from purgatory_server._service.states import OperationState

@@ -1,14 +1,18 @@
 """The gRPC purgatory service: named purgatories, remote conditions, long-polls, streams.
 
-Module map (one concept each): ``config`` (options), ``errors`` (errors and their status
-codes, the one mapping), ``limits`` (request validation), ``conditions`` (declarative
-conditions and progress), ``values`` (bounded latest value per key), ``operation``
-(the DelayedOperation subclass), ``waiters`` (long-polls as futures), ``inbox``
-(thread -> loop hand-off in batches), ``events`` (sequence and retained window),
-``subscriptions`` (bounded subscriber buffers), ``journal`` (durability hooks),
-``purgatory`` (one named purgatory), ``registry`` (all of them), ``convert`` (protobuf),
-``servicer`` (the RPCs), ``app`` (server assembly and shutdown) and the ``telemetry``
-package (metrics, traces, log correlation; docs/observability.md).
+Module map (one concept each): ``config`` (options), ``errors`` (plain service errors,
+no grpc), ``status`` (their gRPC status codes and details: the one mapping, edge only),
+``validation`` (every request check), ``conditions`` (declarative conditions and
+progress), ``values`` (bounded latest value per key), ``operation`` (the DelayedOperation
+subclass), ``operation_table`` (pending and finished operations by id), ``inbox`` (thread
+-> loop hand-off in batches), ``events`` (outcomes and the retained window),
+``subscriptions`` (bounded subscriber buffers), ``feed`` (the one owner of outcomes:
+sequences, window, subscribers, long-poll waiters), ``journal_hooks`` (durability hooks),
+``named_purgatory`` (one named purgatory), ``registry`` (all of them), ``convert``
+(responses and events as protobuf), ``servicer`` and ``session`` (the RPCs), ``edge``
+(decoding, auth, last-resort status), ``app`` (server assembly and shutdown) and the
+``telemetry`` package (metrics, traces, log correlation; docs/observability.md). The
+threads they run on: docs/architecture.md.
 """
 
 from purgatory_server._service.app import PurgatoryServer, create_server, serve

@@ -23,8 +23,12 @@ from purgatory_server._service.conditions import (
 from purgatory_server._service.config import Limits, PurgatorySettings
 from purgatory_server._service.errors import InvalidArgument
 from purgatory_server._service.events import Outcome
-from purgatory_server._service.named_purgatory import OperationRequest, PurgatoryStats
-from purgatory_server._service.operation import OperationDefinition, RemoteOperation
+from purgatory_server._service.named_purgatory import PurgatoryStats
+from purgatory_server._service.operation import (
+    OperationDefinition,
+    OperationRequest,
+    RemoteOperation,
+)
 from purgatory_server._service.states import FINAL_STATES, OperationState
 from purgatory_server._service.subscriptions import EventFilter
 from purgatory_server._service.validation import (
@@ -296,9 +300,7 @@ def status_fields(target: RemoteOperation | Outcome, created: bool) -> dict[str,
     sequence); until then it is WATCHING, so a caller never sees a final state that
     subscribers have not been offered yet.
     """
-    outcome = target if isinstance(target, Outcome) else target.outcome
-    if outcome is None:
-        assert isinstance(target, RemoteOperation)
+    if isinstance(target, RemoteOperation):
         return {
             "operation_id": target.operation_id,
             "state": OperationState.WATCHING,
@@ -306,6 +308,7 @@ def status_fields(target: RemoteOperation | Outcome, created: bool) -> dict[str,
             "create_time_ms": target.create_time_ms,
             "due_time_ms": target.due_time_ms,
         }
+    outcome = target
     return {
         "operation_id": outcome.operation_id,
         "state": outcome.state,
@@ -332,7 +335,7 @@ def operation_status_with_progress(target: RemoteOperation | Outcome) -> Any:
     batches stay as they are).
     """
     status = operation_status(target, False)
-    if isinstance(target, RemoteOperation) and target.outcome is None:
+    if isinstance(target, RemoteOperation):
         progress = target.progress.snapshot()
         if progress.signal_count or progress.values:
             status.result.CopyFrom(result_to_proto(progress))

@@ -3,23 +3,26 @@
 It wraps the engine's :class:`DelayedOperationPurgatory` with what a network service
 needs around it: the table of operations by id (for idempotent re-sends, ForceComplete
 and GetOperation), a bounded memory of recently finished ids, the latest value per key,
-the outcome sequence and retained window, subscribers, and the journal hooks.
+and the journal hooks. Everything about an operation once it ended (sequence, retained
+window, subscribers, long-poll waiters) belongs to its :class:`~.feed.Feed`.
 
 Thread safety (the central contract): a NamedPurgatory is **loop-confined**. Every public
 method must be called on the event loop thread it was created on. The only code that runs
 elsewhere is ``RemoteOperation.on_complete`` on the timer's executor thread, and that
 only touches its own operation and the thread-safe :class:`Inbox`; the loop publishes
-outcomes from there in batches. Public methods that can complete operations drain the
-inbox before returning, so their callers see those outcomes (with sequences) at once.
+outcomes from there in batches. Public methods that can complete operations publish
+(:meth:`NamedPurgatory._settle`) before returning, and answer with the outcome (with
+its sequence) of every operation that ended meanwhile.
+
+Recovery: a durable purgatory's pending operations come back through
+:meth:`NamedPurgatory.restore_operation`, which builds them by the same ``_create`` as a
+live registration (only the journal record is skipped: it is already in the journal).
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
-import secrets
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
@@ -28,48 +31,38 @@ from purgatory_server._engine.system_timer import SystemTimer
 from purgatory_server._engine.time import SYSTEM_TIME, Time
 from purgatory_server._service.budget import ServerBudget
 from purgatory_server._service.conditions import (
-    ConditionKind,
-    FirstSignal,
-    Progress,
     SignalRecord,
-    make_progress,
 )
 from purgatory_server._service.config import Limits, PurgatorySettings
 from purgatory_server._service.errors import (
-    AlreadyExists,
     FailedPrecondition,
-    InvalidArgument,
-    LimitExceeded,
-    NotFound,
     ServiceError,
 )
 from purgatory_server._service.events import EventLog, Outcome
+from purgatory_server._service.feed import Feed
 from purgatory_server._service.inbox import Inbox
 from purgatory_server._service.incarnation import new_incarnation
 from purgatory_server._service.journal_hooks import NULL_JOURNAL, Journal
-from purgatory_server._service.operation import OperationDefinition, RemoteOperation, SignalSlot
+from purgatory_server._service.operation import (
+    OperationDefinition,
+    OperationRequest,
+    Recovered,
+    RemoteOperation,
+    SignalSlot,
+)
+from purgatory_server._service.operation_table import OperationTable, Registration, Target
 from purgatory_server._service.quoting import quote
 from purgatory_server._service.states import OperationState
 from purgatory_server._service.subscriptions import EventFilter, Subscriber
 from purgatory_server._service.telemetry.context import current_traceparent
 from purgatory_server._service.telemetry.counters import PurgatoryMetrics
 from purgatory_server._service.values import LatestValues
-from purgatory_server._service.waiters import Waiter
 
 __all__ = ["NamedPurgatory", "OperationRequest", "PurgatoryStats", "Registration"]
 
 logger = logging.getLogger("purgatory_server.service")
 
-# A registration's target: the live operation, or the outcome of a finished one.
-Registration = tuple[RemoteOperation | Outcome, bool]
-
-
-@dataclass(frozen=True, slots=True)
-class OperationRequest:
-    """A validated request to register one operation ("" id: the server assigns one)."""
-
-    operation_id: str
-    definition: OperationDefinition
+_NONE: list[Outcome] = []  # _settle's answer when nothing ended (never mutated)
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,8 +108,8 @@ class NamedPurgatory:
         self._budget = budget if budget is not None else ServerBudget(limits)
         self._time: Time = time if time is not None else SYSTEM_TIME
         self._journal: Journal = journal if journal is not None else NULL_JOURNAL
-        # Durable purgatories only (None in memory): RPCs await ``barrier()`` before they
-        # answer, and outcomes reach waiters and subscribers once journaled.
+        # Durable purgatories only (None in memory: nothing to wait for): RPCs await
+        # ``barrier()`` before they answer. (Outcomes wait for the journal in the feed.)
         self.barrier: Callable[[], Awaitable[None]] | None = (
             None if journal is None else journal.barrier
         )
@@ -130,17 +123,28 @@ class NamedPurgatory:
             reaper_enabled=reaper_enabled,
             time=self._time,
         )
-        self._log = event_log if event_log is not None else EventLog(settings.retained_events)
-        self._delivered = self._log.last_sequence  # durable: last outcome offered to anyone
-        self._active: dict[str, RemoteOperation] = {}
-        # Recently finished ids -> (definition, outcome), oldest first, bounded.
-        self._finished: OrderedDict[str, tuple[OperationDefinition, Outcome]] = OrderedDict()
+        self._feed = Feed(
+            settings.name,
+            event_log if event_log is not None else EventLog(settings.retained_events),
+            self._journal,
+            loop,
+            max_subscribers=limits.max_subscribers,
+            subscriber_buffer=limits.subscriber_buffer,
+        )
         self._values = LatestValues(limits.max_tracked_values)
-        self._subscribers: list[Subscriber] = []
         self._slot = SignalSlot()
-        self._inbox: Inbox[RemoteOperation] = Inbox(loop, self._publish)
-        self._id_prefix = secrets.token_hex(4) + "-"
-        self._ids = itertools.count(1)
+        self._inbox: Inbox[RemoteOperation] = Inbox(loop, self._on_ended)
+        self._table = OperationTable(
+            settings.name,
+            settings.max_pending,
+            limits,
+            budget=self._budget,
+            values=self._values,
+            slot=self._slot,
+            clock=self._time,
+            on_end=self._inbox.put,
+        )
+        self._active = self._table.pending  # pending operations by id (the table's)
         self._closed: ServiceError | None = None
 
     # ----------------------------------------------------------------- introspection
@@ -149,8 +153,12 @@ class NamedPurgatory:
         return self._engine
 
     @property
+    def feed(self) -> Feed:
+        return self._feed
+
+    @property
     def event_log(self) -> EventLog:
-        return self._log
+        return self._feed.log
 
     @property
     def values(self) -> LatestValues:
@@ -168,13 +176,13 @@ class NamedPurgatory:
             len(self._active),
             engine.watched_keys(),
             engine.num_delayed(),
-            len(self._subscribers),
-            len(self._log),
+            self._feed.subscriber_count,
+            len(self._feed.log),
         )
 
     @property
     def last_sequence(self) -> int:
-        return self._log.last_sequence
+        return self._feed.last_sequence
 
     def stats(self) -> PurgatoryStats:
         return PurgatoryStats(
@@ -182,9 +190,9 @@ class NamedPurgatory:
             settings=self.settings,
             pending=len(self._active),
             watched_keys=self._engine.watched_keys(),
-            last_sequence=self._log.last_sequence,
-            oldest_sequence=self._log.oldest_sequence,
-            subscribers=len(self._subscribers),
+            last_sequence=self._feed.last_sequence,
+            oldest_sequence=self._feed.log.oldest_sequence,
+            subscribers=self._feed.subscriber_count,
             incarnation=self.incarnation,
         )
 
@@ -207,47 +215,7 @@ class NamedPurgatory:
         leaves nothing behind.
         """
         self._check_open()
-        plan: list[Registration | str] = []
-        new = 0
-        new_bytes = 0
-        seen: set[str] = set()
-        if len(fields) != len(requests):
-            raise ValueError("one field name per request")
-        # fields[i] is looked up only for an error: it may be built lazily (FieldPrefixes).
-        for i, req in enumerate(requests):
-            op_id = req.operation_id
-            if not op_id:
-                plan.append(f"{self._id_prefix}{next(self._ids)}")
-                new += 1
-                new_bytes += len(req.definition.payload)
-                continue
-            if op_id in seen:
-                raise InvalidArgument(
-                    f"{fields[i]}operation_id", f"{quote(op_id)} repeated in the batch"
-                )
-            seen.add(op_id)
-            existing = self._find(op_id)
-            if existing is None:
-                plan.append(op_id)
-                new += 1
-                new_bytes += len(req.definition.payload)
-                continue
-            definition, target = existing
-            if definition != req.definition:
-                raise AlreadyExists(
-                    f"{fields[i]}operation_id: {quote(op_id)} already exists in purgatory "
-                    f"{self.name!r} with a different definition"
-                )
-            plan.append((target, False))
-        if new:
-            # Recovered operations are in _active too: a restart that brought back more
-            # than max_pending keeps them all and refuses new ones until enough end.
-            if len(self._active) + new > self.settings.max_pending:
-                raise LimitExceeded(
-                    f"purgatory {self.name!r} has {len(self._active)} pending operations; "
-                    f"max_pending is {self.settings.max_pending}"
-                )
-            self._budget.reserve(new, new_bytes)
+        plan = self._table.plan(requests, fields)
         out: list[Registration] = []
         created: list[tuple[RemoteOperation, tuple[str, ...]]] = []
         for req, step in zip(requests, plan, strict=True):
@@ -268,42 +236,19 @@ class NamedPurgatory:
             metrics.batch_register.record(len(requests))
         # One engine call for the batch: Kafka's steps per operation, one timer round.
         self._engine.try_complete_else_watch_all(created)
-        self._inbox.drain()
+        ended = self._settle()
+        if ended:
+            by_id = {o.operation_id: o for o in ended}
+            out = [(_resolve(t, by_id), c) for t, c in out]
         return out
 
-    def _find(self, op_id: str) -> tuple[OperationDefinition, RemoteOperation | Outcome] | None:
-        op = self._active.get(op_id)
-        if op is not None:
-            return op.definition, (op.outcome or op)
-        return self._finished.get(op_id)
-
-    def _new_progress(self, definition: OperationDefinition) -> Progress | FirstSignal:
-        """Fresh progress for a new or recovered operation.
-
-        ANY_KEY (the default) gets the light FirstSignal. VALUES_AT_LEAST starts from the
-        latest values already known, because a value signalled before registration counts.
-        """
-        cond = definition.condition
-        keys = definition.keys
-        known = self._values.known(keys) if cond.kind is ConditionKind.VALUES_AT_LEAST else {}
-        return make_progress(
-            cond,
-            keys,
-            known,
-            data_limit=self._limits.max_result_data_bytes,
-            sources_limit=self._limits.max_result_sources,
-        )
-
-    def _create(self, op_id: str, definition: OperationDefinition) -> RemoteOperation:
-        """A new operation, tracked and journaled; the caller hands it to the engine."""
-        keys = definition.keys
-        progress = self._new_progress(definition)
-        op = RemoteOperation(
-            op_id, definition, progress, slot=self._slot, clock=self._time, on_end=self._inbox.put
-        )
-        self._active[op_id] = op
-        self._values.watch(keys)
-        self._journal.on_registered(self.name, op)
+    def _create(
+        self, op_id: str, definition: OperationDefinition, recovered: Recovered | None = None
+    ) -> RemoteOperation:
+        """The one creation path (:meth:`OperationTable.create`); a live one is journaled."""
+        op = self._table.create(op_id, definition, recovered)
+        if recovered is None:
+            self._journal.on_registered(self.name, op)
         return op
 
     def signal(self, signals: Sequence[tuple[str, SignalRecord]]) -> list[int]:
@@ -325,33 +270,27 @@ class NamedPurgatory:
             finally:
                 slot.key = None
                 slot.signal = None
-        self._inbox.drain()
+        self._settle()
         metrics = self.metrics
         if metrics is not None:
             metrics.signals += len(signals)
             metrics.batch_signal.record(len(signals))
         return counts
 
-    def force_complete(self, op_id: str) -> tuple[bool, RemoteOperation | Outcome]:
+    def force_complete(self, op_id: str) -> tuple[bool, Target]:
+        """End ``op_id`` as FORCE_COMPLETED; (whether this call ended it, its outcome)."""
         self._check_open()
         op = self._active.get(op_id)
         if op is None:
-            finished = self._finished.get(op_id)
-            if finished is None:
-                raise NotFound(
-                    f"operation {quote(op_id)} not found in purgatory {self.name!r}",
-                    "operation",
-                    op_id,
-                )
-            return False, finished[1]
+            return False, self._table.lookup(op_id)
         won = op.end(OperationState.FORCE_COMPLETED)
-        self._inbox.drain()
-        return won, (op.outcome or op)
+        ended = self._settle()
+        return won, _resolve(op, {o.operation_id: o for o in ended})
 
     def cancel(
         self, ids: Sequence[str] = (), *, key: str | None = None, prefix: str | None = None
-    ) -> list[RemoteOperation]:
-        """End pending operations as CANCELLED; the ones this call ended (idempotent).
+    ) -> list[Outcome]:
+        """End pending operations as CANCELLED; the outcomes of those this call ended.
 
         By ids (unknown or already ended ids are skipped), by key (the engine's
         ``cancel_for_key``: one watch list) or by id prefix (a scan of the pending table,
@@ -364,9 +303,9 @@ class NamedPurgatory:
             targets = [op for i, op in self._active.items() if i.startswith(prefix)]
         else:
             targets = [op for op in map(self._active.get, ids) if op is not None]
-        ended = [op for op in targets if op.end(OperationState.CANCELLED)]
-        self._inbox.drain()
-        return ended
+        won = [op.operation_id for op in targets if op.end(OperationState.CANCELLED)]
+        by_id = {o.operation_id: o for o in self._settle()}
+        return [by_id[op_id] for op_id in won]
 
     def reschedule(
         self, op_id: str, timeout_ms: int | None, due_time_ms: int | None
@@ -388,24 +327,18 @@ class NamedPurgatory:
             due = due_time_ms
             delay = max(0, due - now)
         if not op.reschedule(self._engine.timer, delay, due):
-            self._inbox.drain()
+            self._settle()
             raise FailedPrecondition(
                 f"operation {quote(op_id)} in purgatory {self.name!r} has already ended"
             )
         self._journal.on_rescheduled(self.name, op_id, due)
-        self._inbox.drain()
+        self._settle()
         return op
 
-    def lookup(self, op_id: str) -> RemoteOperation | Outcome:
+    def lookup(self, op_id: str) -> Target:
+        """The pending operation or, once published, its outcome; NotFound if unknown."""
         self._check_open()
-        found = self._find(op_id)
-        if found is None:
-            raise NotFound(
-                f"operation {quote(op_id)} not found in purgatory {self.name!r}",
-                "operation",
-                op_id,
-            )
-        return found[1]
+        return self._table.lookup(op_id)
 
     def restore_operation(
         self,
@@ -422,27 +355,13 @@ class NamedPurgatory:
         the operation is already in the journal.
         """
         self._check_open()
-        keys = definition.keys
-        progress = self._new_progress(definition)
-        for key, sig in signals:
-            progress.add(key, sig)
-        op = RemoteOperation(
-            op_id, definition, progress, slot=self._slot, clock=self._time, on_end=self._inbox.put
-        )
-        op.create_time_ms = create_time_ms
-        op.due_time_ms = due_time_ms
-        op.delay_ms = max(0, due_time_ms - self._time.wall_clock_ms())
-        self._active[op_id] = op
         self._budget.restored(len(definition.payload))
-        self._values.watch(keys)
-        self._engine.try_complete_else_watch(op, keys)
+        op = self._create(op_id, definition, Recovered(create_time_ms, due_time_ms, tuple(signals)))
+        self._engine.try_complete_else_watch(op, definition.keys)
 
     def restore_finished(self, definition: OperationDefinition, outcome: Outcome) -> None:
         """Remember a journaled outcome so re-sends of its id stay idempotent (start-up)."""
-        if self._limits.finished_retained:
-            self._finished[outcome.operation_id] = (definition, outcome)
-            if len(self._finished) > self._limits.finished_retained:
-                self._finished.popitem(last=False)
+        self._table.remember(definition, outcome)
 
     def restore_value(self, key: str, value: int) -> None:
         """Set a key's latest value from the journal (start-up, before restoring ops)."""
@@ -458,101 +377,38 @@ class NamedPurgatory:
         timer = self._engine.timer
         if isinstance(timer, SystemTimer):
             timer._wait_executor_idle(10.0)
-        self._inbox.drain()
+        self._settle()
 
     # ----------------------------------------------------------------- outcomes
-    def _publish(self, ops: list[RemoteOperation]) -> None:
-        """Give each ended operation its sequence and tell everyone (loop thread)."""
-        log = self._log
-        active = self._active
-        finished = self._finished
-        retained = self._limits.finished_retained
-        journal = self._journal
-        budget = self._budget
-        deferred: list[tuple[Outcome, list[Waiter]]] | None = None if self.barrier is None else []
-        for op in ops:
-            outcome = Outcome(
-                sequence=log.next_sequence(),
-                purgatory=self.name,
-                operation_id=op.operation_id,
-                state=op.state,
-                keys=op.keys,
-                payload=op.definition.payload,
-                result=op.result,
-                create_time_ms=op.create_time_ms,
-                due_time_ms=op.due_time_ms,
-                complete_time_ms=op.complete_time_ms,
-                traceparent=op.traceparent,
-            )
-            op.outcome = outcome
-            if active.get(op.operation_id) is op:
-                del active[op.operation_id]
-                budget.release(len(op.definition.payload))
-            if retained:
-                finished[op.operation_id] = (op.definition, outcome)
-                if len(finished) > retained:
-                    finished.popitem(last=False)
-            self._values.unwatch(op.keys)
-            log.append(outcome)
-            journal.on_outcome(self.name, outcome)
-            if deferred is not None:
-                deferred.append((outcome, op.waiters))
-                op.waiters = []
-                continue
-            for sub in self._subscribers:
-                sub.offer(outcome)
-            waiters = op.waiters
-            if waiters:
-                op.waiters = []
-                for waiter in waiters:
-                    waiter.deliver(outcome)
-        if deferred:
-            journal.after_write(lambda: self._deliver_durable(deferred))
+    def _on_ended(self, ops: list[RemoteOperation]) -> list[Outcome]:
+        """Publish ended operations through the feed, then retire them from the table
+        (loop thread: the inbox's handler, or :meth:`_settle`)."""
+        outcomes = self._feed.publish(ops)
+        self._table.retire(ops, outcomes)
         if self.metrics is not None:
             self.metrics.on_outcomes(ops)
+        return outcomes
 
-    def _deliver_durable(self, deferred: list[tuple[Outcome, list[Waiter]]]) -> None:
-        """The second half of :meth:`_publish` for a durable purgatory, run once the
-        outcomes are journaled: nobody sees an outcome a crash could still take back."""
-        for outcome, waiters in deferred:
-            self._delivered = outcome.sequence
-            for sub in self._subscribers:
-                if outcome.sequence > sub.start_after:
-                    sub.offer(outcome)
-            for waiter in waiters:
-                waiter.deliver(outcome)
+    def _settle(self) -> list[Outcome]:
+        """Publish what ended so far (this call's completions included) at once."""
+        ops = self._inbox.take()
+        return self._on_ended(ops) if ops else _NONE
 
     # ----------------------------------------------------------------- subscriptions
     def subscribe(self, after_sequence: int | None, event_filter: EventFilter) -> Subscriber:
         """A subscriber replaying what is retained after ``after_sequence``, then live."""
         self._check_open()
-        if len(self._subscribers) >= self._limits.max_subscribers:
-            raise LimitExceeded(
-                f"purgatory {self.name!r} has {len(self._subscribers)} subscribers; "
-                f"max_subscribers is {self._limits.max_subscribers}"
-            )
-        self._inbox.drain()  # so "from now on" starts after everything already ended
-        # Durable: outcomes not yet journaled are offered live by _deliver_durable.
-        last = self._log.last_sequence if self.barrier is None else self._delivered
-        if after_sequence is None:
-            start, replay = last, []
-        else:
-            start, replay = after_sequence, self._log.after(after_sequence)
-            if last < self._log.last_sequence:
-                replay = [o for o in replay if o.sequence <= last]
-        sub = Subscriber(event_filter, self._limits.subscriber_buffer, replay, start)
-        self._subscribers.append(sub)
-        return sub
+        self._settle()  # so "from now on" starts after everything already ended
+        return self._feed.subscribe(after_sequence, event_filter)
 
     def unsubscribe(self, sub: Subscriber) -> None:
-        if sub in self._subscribers:
-            self._subscribers.remove(sub)
+        self._feed.unsubscribe(sub)
 
     # ----------------------------------------------------------------- life cycle
     def cancel_all(self) -> int:
         """End every pending operation as CANCELLED (DeletePurgatory); returns how many."""
         cancelled = sum(op.end(OperationState.CANCELLED) for op in list(self._active.values()))
-        self._inbox.drain()
+        self._settle()
         return cancelled
 
     def close(self, error: ServiceError) -> None:
@@ -563,16 +419,17 @@ class NamedPurgatory:
         """
         if self._closed is None:
             self._closed = error
-        self._inbox.drain()
-        for op in list(self._active.values()):
-            waiters = op.waiters
-            op.waiters = []
-            for waiter in waiters:
-                waiter.fail(error)
-        for sub in self._subscribers:
-            sub.close(error)
+        self._settle()
+        self._feed.close(error)
 
     def shutdown_engine(self) -> None:
         """Stop the reaper and timer threads (joins them; any thread)."""
         self._engine.shutdown()
         logger.debug("purgatory %s stopped with %d pending", self.name, len(self._active))
+
+
+def _resolve(target: Target, ended: dict[str, Outcome]) -> Target:
+    """``target``'s outcome if it is among those just published, else ``target``."""
+    if isinstance(target, RemoteOperation):
+        return ended.get(target.operation_id, target)
+    return target

@@ -16,6 +16,10 @@ serial de-duplicates) and then judges its condition. Invariants that make this s
 ``on_complete`` runs on the winning thread (loop or executor): it freezes the result and
 hands the operation to the purgatory's inbox, nothing more, so it never blocks.
 
+An operation holds only what the engine's threads need. What happens once it ended
+(its sequence, the waiters and subscribers it reaches) belongs to the purgatory's
+:class:`~.feed.Feed` on the loop thread; nothing here points at a caller.
+
 Reschedule (moving the deadline) and the race with expiry. A TimerTask's cancellation is
 permanent, so the operation cannot simply be re-added with a new delay. Instead
 :meth:`RemoteOperation.reschedule` cancels the operation's timer entry (and any earlier
@@ -35,9 +39,8 @@ Either way exactly one terminal outcome, and a lost race is reported, never half
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from purgatory_server._engine.delayed_operation import DelayedOperation
 from purgatory_server._engine.time import Time
@@ -53,11 +56,13 @@ from purgatory_server._service.conditions import (
 )
 from purgatory_server._service.states import OperationState
 
-if TYPE_CHECKING:
-    from purgatory_server._service.events import Outcome
-    from purgatory_server._service.waiters import Waiter
-
-__all__ = ["OperationDefinition", "RemoteOperation", "SignalSlot"]
+__all__ = [
+    "OperationDefinition",
+    "OperationRequest",
+    "Recovered",
+    "RemoteOperation",
+    "SignalSlot",
+]
 
 # Enum members as module constants: a class-attribute lookup on an Enum costs more than
 # a global, and these are read once or twice per operation.
@@ -77,6 +82,23 @@ class OperationDefinition:
     # Non-zero: the caller gave this absolute due time (epoch ms, server wall clock)
     # instead of a timeout, and timeout_ms is 0.
     due_time_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class OperationRequest:
+    """A validated request to register one operation ("" id: the server assigns one)."""
+
+    operation_id: str
+    definition: OperationDefinition
+
+
+@dataclass(frozen=True, slots=True)
+class Recovered:
+    """What the journal knows of a pending operation beyond its definition (restore)."""
+
+    create_time_ms: int
+    due_time_ms: int
+    signals: Sequence[tuple[str, SignalRecord]]
 
 
 class SignalSlot:
@@ -105,12 +127,10 @@ class RemoteOperation(DelayedOperation):
         "definition",
         "due_time_ms",
         "operation_id",
-        "outcome",
         "progress",
         "result",
         "state",
         "traceparent",
-        "waiters",
     )
 
     def __init__(
@@ -143,10 +163,6 @@ class RemoteOperation(DelayedOperation):
         else:
             self.due_time_ms = self.create_time_ms + definition.timeout_ms
         self.complete_time_ms = 0
-        # Set on the loop thread when the outcome is published (sequence assigned).
-        self.outcome: Outcome | None = None
-        # Long-polls waiting for the outcome; loop thread only.
-        self.waiters: list[Waiter] = []
         # The task that may expire this operation once it was rescheduled (None: its own
         # timer entry). Written under ``lock`` only.
         self._expiry: _Expiry | None = None

@@ -54,7 +54,6 @@ from purgatory_server._service.validation import (
     check_settings,
     check_timeout,
 )
-from purgatory_server._service.waiters import wait_for_outcomes
 
 __all__ = ["METADATA_INCARNATION", "METADATA_START_AFTER", "PurgatoryServicer"]
 
@@ -130,7 +129,7 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
         if request.wait and not isinstance(target, Outcome):
             metrics = purgatory.metrics
             started = time.perf_counter() if metrics is not None else 0.0
-            await wait_for_outcomes(self._loop, (target,))
+            target = await purgatory.feed.wait_one(target)
             if metrics is not None:
                 metrics.longpoll.record(time.perf_counter() - started)
         response = pb.TryCompleteElseWatchResponse(**status_fields(target, created))
@@ -145,7 +144,12 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
         registered = purgatory.register(requests, FieldPrefixes("operations", len(requests)))
         if request.wait:
             live = [t for t, _ in registered if not isinstance(t, Outcome)]
-            await wait_for_outcomes(self._loop, live)
+            if live:
+                outcomes = await purgatory.feed.wait_all(live)
+                registered = [
+                    (t if isinstance(t, Outcome) else outcomes[t.operation_id], c)
+                    for t, c in registered
+                ]
         response = batch_status_response(registered)
         return await _acknowledged(purgatory, response)
 
@@ -216,7 +220,7 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
             ended = purgatory.cancel(ids)
         else:
             raise InvalidArgument("target", "set one of operation_ids, key or operation_id_prefix")
-        response = pb.CancelResponse(cancelled=[operation_status(op, False) for op in ended])
+        response = pb.CancelResponse(cancelled=[operation_status(o, False) for o in ended])
         return await _acknowledged(purgatory, response)
 
     @unary_errors

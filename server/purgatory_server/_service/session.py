@@ -24,7 +24,7 @@ those that ended answer at once from the finished-operation memory). Shutdown fa
 session's waiter, which ends the stream with UNAVAILABLE.
 
 Thread safety: loop-confined, like the purgatories it calls. Outcomes reach the session
-through a :class:`~.waiters.Waiter` that the purgatory calls on the loop thread.
+through a :class:`~.feed.Waiter` that the purgatory's feed calls on the loop thread.
 """
 
 from __future__ import annotations
@@ -51,12 +51,11 @@ from purgatory_server._service.errors import (
     abort,
 )
 from purgatory_server._service.events import Outcome
+from purgatory_server._service.feed import Feed, Waiter
 from purgatory_server._service.named_purgatory import NamedPurgatory
-from purgatory_server._service.operation import RemoteOperation
 from purgatory_server._service.registry import PurgatoryRegistry
 from purgatory_server._service.session_messages import Ack, OpKey, pack
 from purgatory_server._service.validation import check_batch, check_operation_id
-from purgatory_server._service.waiters import Waiter
 
 __all__ = [
     "METADATA_SESSION_BUFFER",
@@ -121,7 +120,7 @@ class SessionStream:
         self._limits = registry.limits
         self._bound = max(1, self._limits.session_buffer)
         self._waiter = _SessionWaiter(self)
-        self._watching: dict[OpKey, RemoteOperation] = {}
+        self._watching: dict[OpKey, Feed] = {}  # watched operation -> its feed
         self._unacked: dict[OpKey, Ack] = {}
         self._acks: deque[Ack] = deque()  # waiting for their barrier, in frame order
         self._out: deque[Ack | Outcome] = deque()  # ready to send
@@ -169,9 +168,8 @@ class SessionStream:
 
     def _detach(self) -> None:
         waiter = self._waiter
-        for op in self._watching.values():
-            if op.outcome is None and waiter in op.waiters:
-                op.waiters.remove(waiter)
+        for (_, op_id), feed in self._watching.items():
+            feed.detach(op_id, waiter)
         self._watching.clear()
 
     def _maybe_finished(self) -> None:
@@ -254,14 +252,10 @@ class SessionStream:
                     self._count(1)
                     continue
                 add(payload=target.definition.payload, **status_fields(target, created))
-                if target.outcome is not None:
-                    ack.stash.append(target.outcome)
-                    self._count(1)
-                    continue
                 key = (name, target.operation_id)
                 if key not in self._watching:
-                    target.waiters.append(self._waiter)
-                    self._watching[key] = target
+                    purgatory.feed.attach(target.operation_id, self._waiter)
+                    self._watching[key] = purgatory.feed
                     ack.keys.append(key)
                     self._unacked[key] = ack
         if records:

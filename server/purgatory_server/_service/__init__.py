@@ -15,7 +15,9 @@ sequences, window, subscribers, long-poll waiters), ``journal_hooks`` (durabilit
 threads they run on: docs/architecture.md.
 """
 
-from purgatory_server._service.app import PurgatoryServer, create_server, serve
+import importlib
+from typing import TYPE_CHECKING
+
 from purgatory_server._service.config import (
     ConfigError,
     Limits,
@@ -24,6 +26,9 @@ from purgatory_server._service.config import (
     load_config,
 )
 from purgatory_server._service.journal_hooks import Journal, NullJournal
+
+if TYPE_CHECKING:
+    from purgatory_server._service.app import PurgatoryServer, create_server, serve
 
 __all__ = [
     "ConfigError",
@@ -37,3 +42,13 @@ __all__ = [
     "load_config",
     "serve",
 ]
+
+# The server (and with it grpc) loads on first use, so the core (named purgatories, the
+# feed, validation, errors) can be imported and tested without the gRPC edge.
+_SERVER_NAMES = frozenset({"PurgatoryServer", "create_server", "serve"})
+
+
+def __getattr__(name: str) -> object:
+    if name in _SERVER_NAMES:
+        return getattr(importlib.import_module("purgatory_server._service.app"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

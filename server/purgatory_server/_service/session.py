@@ -33,33 +33,35 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable
 
-import grpc
+from purgatory_proto.v1 import purgatory_pb2 as pb
 
-from purgatory_server._service.convert import (
-    FieldPrefixes,
-    operation_requests,
-    signals_from_proto,
-    status_fields,
-)
+from purgatory_server._service.convert import status_fields
 from purgatory_server._service.errors import (
-    InvalidArgument,
+    Code,
     LimitExceeded,
     ServiceError,
-    abort,
 )
 from purgatory_server._service.events import Outcome
 from purgatory_server._service.feed import Feed, Waiter
 from purgatory_server._service.named_purgatory import NamedPurgatory
 from purgatory_server._service.registry import PurgatoryRegistry
 from purgatory_server._service.session_messages import Ack, OpKey, pack
-from purgatory_server._service.validation import check_batch, check_operation_id
+from purgatory_server._service.validation import (
+    FieldPrefixes,
+    check_batch,
+    operation_requests,
+    required_id,
+    signals_from_proto,
+)
 
 __all__ = [
     "METADATA_SESSION_BUFFER",
+    "ClientGone",
     "RefusedFrame",
+    "Send",
+    "SessionFrames",
     "SessionOverflow",
     "SessionStream",
 ]
@@ -68,6 +70,17 @@ logger = logging.getLogger("purgatory_server.service")
 
 # Trailing metadata of a session cut for not reading: the bound it went past.
 METADATA_SESSION_BUFFER = "purgatory-session-buffer"
+
+
+class ClientGone(Exception):
+    """The client went away (reading a frame or writing a message failed); the edge
+    raises it in place of its transport's own exceptions."""
+
+
+# The frames as the edge hands them over: decoded, each authorized or refused.
+SessionFrames = AsyncIterator["pb.SessionRequest | RefusedFrame"]
+# Sends one message on the stream (raises ClientGone when the client is gone).
+Send = Callable[[pb.SessionResponse], Awaitable[None]]
 
 
 class SessionOverflow(LimitExceeded):
@@ -132,8 +145,9 @@ class SessionStream:
         self._ended: asyncio.Future[ServiceError | None] = loop.create_future()
 
     # ------------------------------------------------------------------ life cycle
-    async def run(self, requests: AsyncIterator[Any], context: Any) -> None:
-        """Serve the stream until the client is done and owed nothing, or an error.
+    async def run(self, requests: SessionFrames, send: Send) -> None:
+        """Serve the stream until the client is done and owed nothing, or raise the error
+        that ended it (the edge turns it into the stream's status).
 
         On an error the reader stops, the waiters are detached and what was queued is
         dropped (so memory stops growing at once), but a message already being written
@@ -142,7 +156,7 @@ class SessionStream:
         never, if it goes away), exactly like a slow Subscribe stream.
         """
         reader = asyncio.ensure_future(self._read(requests))
-        writer = asyncio.ensure_future(self._write(context))
+        writer = asyncio.ensure_future(self._write(send))
         try:
             error = await self._ended
             reader.cancel()
@@ -160,7 +174,7 @@ class SessionStream:
                     await task
             self._detach()
         if error is not None:
-            await abort(context, error)
+            raise error
 
     def end(self, error: ServiceError | None) -> None:
         if not self._ended.done():
@@ -178,7 +192,7 @@ class SessionStream:
             self.end(None)
 
     # ------------------------------------------------------------------ reading
-    async def _read(self, requests: AsyncIterator[Any]) -> None:
+    async def _read(self, requests: SessionFrames) -> None:
         try:
             async for frame in requests:
                 self._apply(frame)
@@ -188,13 +202,13 @@ class SessionStream:
         except ServiceError as exc:
             self.end(exc)
             return
-        except (grpc.RpcError, asyncio.InvalidStateError):
-            self.end(None)  # the client went away
+        except ClientGone:
+            self.end(None)
             return
         self._input_done = True
         self._maybe_finished()
 
-    def _apply(self, frame: Any) -> None:
+    def _apply(self, frame: pb.SessionRequest | RefusedFrame) -> None:
         ack = Ack(frame.request_id)
         try:
             if isinstance(frame, RefusedFrame):
@@ -202,12 +216,12 @@ class SessionStream:
             purgatory = self._registry.get(frame.purgatory)
             self._apply_to(purgatory, frame, ack)
         except ServiceError as exc:
-            if exc.code is grpc.StatusCode.UNAVAILABLE:
+            if exc.code is Code.UNAVAILABLE:
                 raise  # shutting down: the stream ends
             del ack.message.operations[:]
             del ack.message.completed_per_signal[:]
             del ack.message.force_completed[:]
-            ack.message.code = exc.code.value[0]
+            ack.message.code = int(exc.code)
             ack.message.message = exc.message
             ack.keys.clear()
             ack.stash.clear()
@@ -222,7 +236,7 @@ class SessionStream:
             self._queue_ack(ack)
             self._after(barrier(), ack)
 
-    def _apply_to(self, purgatory: NamedPurgatory, frame: Any, ack: Ack) -> None:
+    def _apply_to(self, purgatory: NamedPurgatory, frame: pb.SessionRequest, ack: Ack) -> None:
         """Validate everything, then register, signal and force-complete (all or nothing
         up to the first change: nothing after validation can fail but a shutdown)."""
         limits = self._limits
@@ -235,9 +249,7 @@ class SessionStream:
         if forced:
             watched = {r.operation_id for r in requests}
             for i, op_id in enumerate(forced):
-                if not op_id:
-                    raise InvalidArgument(f"force_complete[{i}]", "must not be empty")
-                check_operation_id(f"force_complete[{i}]", op_id, limits)
+                required_id(f"force_complete[{i}]", op_id, limits)
                 if op_id not in watched:
                     purgatory.lookup(op_id)  # NOT_FOUND before anything changes
         msg = ack.message
@@ -316,7 +328,7 @@ class SessionStream:
         if self._buffered > self._bound:
             self.end(SessionOverflow(self._bound))
 
-    async def _write(self, context: Any) -> None:
+    async def _write(self, send: Send) -> None:
         ended = self._ended
         try:
             while not ended.done():
@@ -325,18 +337,18 @@ class SessionStream:
                 for message in pack(self._out):
                     if ended.done():
                         return
-                    await context.write(message)
+                    await send(message)
                     sent = len(message.outcomes) + (1 if message.HasField("ack") else 0)
                     self._buffered -= sent
                     if self._buffered * 2 < self._bound:
                         self._room.set()
                 self._maybe_finished()
-        except (grpc.RpcError, asyncio.InvalidStateError, ConnectionError):
-            self.end(None)  # the client went away
+        except ClientGone:
+            self.end(None)
 
 
 class _JournalFailed(ServiceError):
-    code = grpc.StatusCode.UNAVAILABLE
+    code = Code.UNAVAILABLE
 
     def __init__(self) -> None:
         super().__init__("journal write failed; re-send the watches on a new session")

@@ -1,5 +1,11 @@
-"""Request validation: anything invalid is INVALID_ARGUMENT naming the offending field
-(``operations[2].keys[0]``), whatever the load.
+"""Request validation, all of it: anything invalid is INVALID_ARGUMENT naming the
+offending field (``operations[2].keys[0]``), whatever the load.
+
+Two layers in one module: the ``check_*`` rules on plain values, and the inbound requests
+(typed protobuf messages) turned into validated service values by them
+(:func:`operation_request(s) <operation_requests>`, :func:`signals_from_proto`,
+:func:`filter_from_proto`, :func:`required_id`, :func:`heartbeat_interval`), so
+everything past this module can trust its inputs.
 
 Why the configured size limits (key length, keys per operation, payload bytes, batch
 size, timeout range...) are INVALID_ARGUMENT and not RESOURCE_EXHAUSTED: nothing about
@@ -9,19 +15,40 @@ capacity that frees up (:class:`~.errors.LimitExceeded`).
 
 Messages quote caller values through :func:`~.quoting.quote` (bounded). Every function
 is pure (no I/O, no state), so the rules are testable on their own and the same checks
-apply to the single and the batch forms of an RPC.
+apply to the single and the batch forms of an RPC (and to Session frames).
+
+The hot path: a plain long-poll spec is recognised by a few comparisons
+(:func:`_common_request`) and skips the field-by-field checks, which build a field name
+per check; everything it accepts the full path (:func:`_checked_request`) accepts
+identically (tests/service/test_fast_paths.py).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
+from typing import overload
 
-from purgatory_server._service.conditions import ConditionKind, ConditionSpec
+from purgatory_proto.v1 import purgatory_pb2 as pb
+
+from purgatory_server._service.conditions import (
+    EMPTY_SIGNAL,
+    ConditionKind,
+    ConditionSpec,
+    SignalRecord,
+)
 from purgatory_server._service.config import Limits, PurgatorySettings, setting_bounds
+from purgatory_server._service.convert import condition_from_proto
 from purgatory_server._service.errors import InvalidArgument
+from purgatory_server._service.operation import OperationDefinition, OperationRequest
 from purgatory_server._service.quoting import quote
+from purgatory_server._service.states import FINAL_STATES, OperationState
+from purgatory_server._service.subscriptions import EventFilter
 
 __all__ = [
+    "MAX_HEARTBEAT_MS",
+    "MIN_HEARTBEAT_MS",
+    "FieldPrefixes",
     "check_batch",
     "check_condition",
     "check_data",
@@ -33,7 +60,23 @@ __all__ = [
     "check_payload",
     "check_settings",
     "check_timeout",
+    "filter_from_proto",
+    "heartbeat_interval",
+    "operation_request",
+    "operation_requests",
+    "required_id",
+    "signal_from_proto",
+    "signals_from_proto",
 ]
+
+# Bounds of SubscribeRequest.heartbeat_interval_ms (0: no heartbeats).
+MIN_HEARTBEAT_MS = 100
+MAX_HEARTBEAT_MS = 3_600_000
+
+# The messages an operation spec arrives in (the batch form's and the single RPC's).
+SpecMessage = pb.OperationSpec | pb.TryCompleteElseWatchRequest
+
+_ANY = ConditionSpec()
 
 
 def check_key(field: str, key: str, limits: Limits) -> None:
@@ -163,3 +206,179 @@ def check_settings(field: str, requested: PurgatorySettings, limits: Limits) -> 
         value = getattr(requested, name)
         if value and not low <= value <= high:
             raise InvalidArgument(f"{field}.{name}", f"{value} is outside [{low}, {high}]")
+
+
+def required_id(field: str, operation_id: str, limits: Limits) -> str:
+    """An operation id that must be given (ForceComplete, GetOperation, Reschedule...)."""
+    if not operation_id:
+        raise InvalidArgument(field, "must not be empty")
+    check_operation_id(field, operation_id, limits)
+    return operation_id
+
+
+def heartbeat_interval(field: str, interval_ms: int) -> float | None:
+    """A Subscribe heartbeat interval in seconds (None: no heartbeats)."""
+    if not interval_ms:
+        return None
+    if not MIN_HEARTBEAT_MS <= interval_ms <= MAX_HEARTBEAT_MS:
+        raise InvalidArgument(
+            field, f"{interval_ms} is outside [{MIN_HEARTBEAT_MS}, {MAX_HEARTBEAT_MS}] ms"
+        )
+    return interval_ms / 1000
+
+
+def _common_request(msg: SpecMessage, limits: Limits) -> OperationRequest | None:
+    """The request for the common spec (no condition, keys and sizes within limits), or
+    None when ``msg`` needs the full checks (:func:`_checked_request`).
+
+    Why: almost every spec on the hot path is a plain long-poll; recognising it takes a
+    few comparisons, while the full path builds a field name per check for messages it
+    almost never needs. Everything accepted here the full path accepts identically.
+    """
+    keys = tuple(msg.keys)
+    timeout = msg.timeout_ms
+    payload = msg.payload
+    op_id = msg.operation_id
+    max_key = limits.max_key_length
+    n = len(keys)
+    if n == 1:  # the usual long-poll: no generator, no set
+        keys_ok = 0 < len(keys[0]) <= max_key
+    else:
+        keys_ok = all(0 < len(k) <= max_key for k in keys) and len(set(keys)) == n
+    if (
+        keys_ok
+        and n <= limits.max_keys_per_operation
+        and limits.min_timeout_ms <= timeout <= limits.max_timeout_ms
+        and len(op_id) <= limits.max_operation_id_length
+        and len(payload) <= limits.max_payload_bytes
+        and not msg.HasField("condition")
+        and not msg.due_time_ms
+    ):
+        return OperationRequest(op_id, OperationDefinition(keys, timeout, _ANY, payload))
+    return None
+
+
+def _checked_request(prefix: str, msg: SpecMessage, limits: Limits) -> OperationRequest:
+    check_operation_id(f"{prefix}operation_id", msg.operation_id, limits)
+    keys = check_keys(f"{prefix}keys", msg.keys, limits)
+    due = msg.due_time_ms
+    if due:
+        if msg.timeout_ms:
+            raise InvalidArgument(f"{prefix}due_time_ms", "set timeout_ms or due_time_ms, not both")
+        # The horizon is judged on the server's wall clock as the request arrives.
+        check_due_time(f"{prefix}due_time_ms", due, limits, time.time_ns() // 1_000_000)
+        condition = condition_from_proto(f"{prefix}condition", msg.condition)
+        check_condition(f"{prefix}condition", condition, keys, limits)
+        check_payload(f"{prefix}payload", msg.payload, limits)
+        return OperationRequest(
+            msg.operation_id, OperationDefinition(keys, 0, condition, msg.payload, due)
+        )
+    check_timeout(f"{prefix}timeout_ms", msg.timeout_ms, limits)
+    condition = condition_from_proto(f"{prefix}condition", msg.condition)
+    check_condition(f"{prefix}condition", condition, keys, limits)
+    check_payload(f"{prefix}payload", msg.payload, limits)
+    return OperationRequest(
+        msg.operation_id, OperationDefinition(keys, msg.timeout_ms, condition, msg.payload)
+    )
+
+
+def operation_request(prefix: str, msg: SpecMessage, limits: Limits) -> OperationRequest:
+    """An OperationSpec or TryCompleteElseWatchRequest, validated; ``prefix`` for errors."""
+    return _common_request(msg, limits) or _checked_request(prefix, msg, limits)
+
+
+class FieldPrefixes(Sequence[str]):
+    """``field[i].`` for ``i`` in ``range(n)``, built only when indexed.
+
+    Error messages name the offending element; building every name up front would cost
+    a string per element of every batch, for the rare batch that is rejected.
+    """
+
+    __slots__ = ("_field", "_n")
+
+    def __init__(self, field: str, n: int) -> None:
+        self._field = field
+        self._n = n
+
+    def __len__(self) -> int:
+        return self._n
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[str]: ...
+    def __getitem__(self, index: int | slice) -> str | Sequence[str]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self._n))]
+        if not -self._n <= index < self._n:
+            raise IndexError(index)
+        return f"{self._field}[{index % self._n}]."
+
+
+def operation_requests(
+    field: str, msgs: Sequence[pb.OperationSpec], limits: Limits
+) -> list[OperationRequest]:
+    """Every OperationSpec of a batch, validated (errors name ``field[i].…``).
+
+    A field name is built only for a spec that needs the full checks (see
+    :func:`_common_request`), not for every element of every batch.
+    """
+    out: list[OperationRequest] = []
+    append = out.append
+    for i, msg in enumerate(msgs):
+        append(_common_request(msg, limits) or _checked_request(f"{field}[{i}].", msg, limits))
+    return out
+
+
+def signals_from_proto(
+    field: str, msgs: Sequence[pb.KeySignal], limits: Limits
+) -> list[tuple[str, SignalRecord]]:
+    """Every KeySignal of a batch as (key, signal), validated (errors name ``field[i].…``).
+
+    A KeySignal without a ``signal`` (a bare wake-up, the common case) maps to the shared
+    :data:`EMPTY_SIGNAL`, which equals what :func:`signal_from_proto` builds for it.
+    """
+    max_key = limits.max_key_length
+    out: list[tuple[str, SignalRecord]] = []
+    append = out.append
+    for i, item in enumerate(msgs):
+        key = item.key
+        if not 0 < len(key) <= max_key:
+            check_key(f"{field}[{i}].key", key, limits)
+        if item.HasField("signal"):
+            append((key, signal_from_proto(f"{field}[{i}].signal", item.signal, limits)))
+        else:
+            append((key, EMPTY_SIGNAL))
+    return out
+
+
+def signal_from_proto(field: str, msg: pb.Signal, limits: Limits) -> SignalRecord:
+    amount, source, data = msg.amount, msg.source, msg.data
+    if not (amount or source or data or msg.HasField("value")):
+        return EMPTY_SIGNAL  # a bare wake-up: equal to what the general path builds
+    check_data(f"{field}.data", msg.data, limits)
+    if len(msg.source) > limits.max_key_length:
+        raise InvalidArgument(
+            f"{field}.source",
+            f"{len(msg.source)} characters exceed max_key_length ({limits.max_key_length})",
+        )
+    return SignalRecord(
+        amount=msg.amount,
+        value=msg.value if msg.HasField("value") else None,
+        source=msg.source,
+        data=msg.data,
+    )
+
+
+def filter_from_proto(field: str, msg: pb.SubscribeFilter, limits: Limits) -> EventFilter:
+    check_filter(field, msg.keys, msg.operation_id_prefix, limits)
+    states: set[OperationState] = set()
+    for i, raw in enumerate(msg.states):
+        try:
+            state = OperationState(raw)
+        except ValueError:
+            raise InvalidArgument(f"{field}.states[{i}]", f"unknown state {raw}") from None
+        if state not in FINAL_STATES:
+            raise InvalidArgument(f"{field}.states[{i}]", f"{state.name} is not a final state")
+        states.add(state)
+    return EventFilter(frozenset(states), frozenset(msg.keys), msg.operation_id_prefix)

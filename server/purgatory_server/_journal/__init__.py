@@ -5,13 +5,13 @@ A self-contained library; the server plugs it in. Format and guarantees are spec
 """
 
 from purgatory_server._journal.compaction import CompactionResult
-from purgatory_server._journal.errors import (
+from purgatory_server._journal.journal import Journal
+from purgatory_server._journal.journal_errors import (
     JournalClosedError,
     JournalCorruptionError,
     JournalError,
     JournalFailedError,
 )
-from purgatory_server._journal.journal import Journal
 from purgatory_server._journal.options import FsyncPolicy, JournalConfig
 from purgatory_server._journal.recovery import RecoveryReport, recover
 from purgatory_server._journal.segments import SegmentMeta, SegmentScan, list_segments

@@ -1,7 +1,7 @@
 """Journal options: the fsync policy and the per-journal tuning.
 
 Plain values imported by every other journal module; kept apart from the I/O code (and
-from :mod:`.errors`) so nothing here can form an import cycle.
+from :mod:`.journal_errors`) so nothing here can form an import cycle.
 """
 
 from __future__ import annotations

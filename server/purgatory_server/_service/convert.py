@@ -17,8 +17,8 @@ from purgatory_server._service.conditions import ConditionKind, ConditionSpec, R
 from purgatory_server._service.config import PurgatorySettings
 from purgatory_server._service.errors import InvalidArgument
 from purgatory_server._service.events import Outcome
-from purgatory_server._service.named_purgatory import PurgatoryStats
 from purgatory_server._service.operation import RemoteOperation
+from purgatory_server._service.purgatory_stats import PurgatoryStats
 from purgatory_server._service.states import OperationState
 
 __all__ = [

@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 
 from purgatory_server._engine.purgatory import DelayedOperationPurgatory
 from purgatory_server._engine.system_timer import SystemTimer
@@ -50,7 +49,13 @@ from purgatory_server._service.operation import (
     RemoteOperation,
     SignalSlot,
 )
-from purgatory_server._service.operation_table import OperationTable, Registration, Target
+from purgatory_server._service.operation_table import (
+    OperationTable,
+    Registration,
+    Target,
+    resolve,
+)
+from purgatory_server._service.purgatory_stats import Gauges, PurgatoryStats
 from purgatory_server._service.quoting import quote
 from purgatory_server._service.states import OperationState
 from purgatory_server._service.subscriptions import EventFilter, Subscriber
@@ -63,18 +68,6 @@ __all__ = ["NamedPurgatory", "OperationRequest", "PurgatoryStats", "Registration
 logger = logging.getLogger("purgatory_server.service")
 
 _NONE: list[Outcome] = []  # _settle's answer when nothing ended (never mutated)
-
-
-@dataclass(frozen=True, slots=True)
-class PurgatoryStats:
-    name: str
-    settings: PurgatorySettings
-    pending: int
-    watched_keys: int
-    last_sequence: int
-    oldest_sequence: int
-    subscribers: int
-    incarnation: str = ""
 
 
 class NamedPurgatory:
@@ -157,43 +150,28 @@ class NamedPurgatory:
         return self._feed
 
     @property
-    def event_log(self) -> EventLog:
-        return self._feed.log
-
-    @property
     def values(self) -> LatestValues:
         return self._values
 
-    def gauges(self) -> tuple[int, int, int, int, int]:
-        """(pending, watched keys, timer size, subscribers, retained events) for exporters.
-
-        Called from an exporter's thread: each figure is one GIL-atomic read (``len``, an
-        int) or the engine's own thread-safe count, so no lock is taken on the loop's
-        behalf; the figures are each exact but not one consistent snapshot.
-        """
-        engine = self._engine
-        return (
-            len(self._active),
-            engine.watched_keys(),
-            engine.num_delayed(),
-            self._feed.subscriber_count,
-            len(self._feed.log),
-        )
+    def gauges(self) -> Gauges:
+        """Figures for exporters, from their own thread (see :class:`.purgatory_stats.Gauges`)."""
+        return Gauges.read(self._active, self._engine, self._feed)
 
     @property
     def last_sequence(self) -> int:
         return self._feed.last_sequence
 
     def stats(self) -> PurgatoryStats:
+        feed = self._feed
         return PurgatoryStats(
-            name=self.name,
-            settings=self.settings,
-            pending=len(self._active),
-            watched_keys=self._engine.watched_keys(),
-            last_sequence=self._feed.last_sequence,
-            oldest_sequence=self._feed.log.oldest_sequence,
-            subscribers=self._feed.subscriber_count,
-            incarnation=self.incarnation,
+            self.name,
+            self.settings,
+            len(self._active),
+            self._engine.watched_keys(),
+            feed.last_sequence,
+            feed.log.oldest_sequence,
+            feed.subscriber_count,
+            self.incarnation,
         )
 
     def wall_clock_ms(self) -> int:
@@ -239,7 +217,7 @@ class NamedPurgatory:
         ended = self._settle()
         if ended:
             by_id = {o.operation_id: o for o in ended}
-            out = [(_resolve(t, by_id), c) for t, c in out]
+            out = [(resolve(t, by_id), c) for t, c in out]
         return out
 
     def _create(
@@ -285,7 +263,7 @@ class NamedPurgatory:
             return False, self._table.lookup(op_id)
         won = op.end(OperationState.FORCE_COMPLETED)
         ended = self._settle()
-        return won, _resolve(op, {o.operation_id: o for o in ended})
+        return won, resolve(op, {o.operation_id: o for o in ended})
 
     def cancel(
         self, ids: Sequence[str] = (), *, key: str | None = None, prefix: str | None = None
@@ -314,23 +292,17 @@ class NamedPurgatory:
         ``due_time_ms`` on the wall clock); journaled. FailedPrecondition once it ended."""
         self._check_open()
         op = self._active.get(op_id)
+        ended = FailedPrecondition(
+            f"operation {quote(op_id)} in purgatory {self.name!r} has already ended"
+        )
         if op is None:
             self.lookup(op_id)  # NotFound for an unknown id
-            raise FailedPrecondition(
-                f"operation {quote(op_id)} in purgatory {self.name!r} has already ended"
-            )
+            raise ended
         now = self._time.wall_clock_ms()
-        if due_time_ms is None:
-            delay = timeout_ms or 0
-            due = now + delay
-        else:
-            due = due_time_ms
-            delay = max(0, due - now)
-        if not op.reschedule(self._engine.timer, delay, due):
+        due = now + (timeout_ms or 0) if due_time_ms is None else due_time_ms
+        if not op.reschedule(self._engine.timer, max(0, due - now), due):
             self._settle()
-            raise FailedPrecondition(
-                f"operation {quote(op_id)} in purgatory {self.name!r} has already ended"
-            )
+            raise ended
         self._journal.on_rescheduled(self.name, op_id, due)
         self._settle()
         return op
@@ -426,10 +398,3 @@ class NamedPurgatory:
         """Stop the reaper and timer threads (joins them; any thread)."""
         self._engine.shutdown()
         logger.debug("purgatory %s stopped with %d pending", self.name, len(self._active))
-
-
-def _resolve(target: Target, ended: dict[str, Outcome]) -> Target:
-    """``target``'s outcome if it is among those just published, else ``target``."""
-    if isinstance(target, RemoteOperation):
-        return ended.get(target.operation_id, target)
-    return target

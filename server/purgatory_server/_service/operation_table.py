@@ -35,7 +35,7 @@ from purgatory_server._service.operation import (
 from purgatory_server._service.quoting import quote
 from purgatory_server._service.values import LatestValues
 
-__all__ = ["OperationTable", "Registration", "Target"]
+__all__ = ["OperationTable", "Registration", "Target", "resolve"]
 
 # The live operation, or the outcome of an ended one.
 Target = RemoteOperation | Outcome
@@ -225,3 +225,10 @@ class OperationTable:
             finished[outcome.operation_id] = (definition, outcome)
             if len(finished) > retained:
                 finished.popitem(last=False)
+
+
+def resolve(target: Target, ended: dict[str, Outcome]) -> Target:
+    """``target``'s outcome if it is among those just published (by id), else ``target``."""
+    if isinstance(target, RemoteOperation):
+        return ended.get(target.operation_id, target)
+    return target

@@ -175,7 +175,8 @@ def status_fields(target: RemoteOperation | Outcome, created: bool) -> StatusFie
     sequence); until then it is WATCHING, so a caller never sees a final state that
     subscribers have not been offered yet.
     """
-    if isinstance(target, RemoteOperation):
+    # isinstance against the Outcome tuple: RemoteOperation is an ABC, slower to test.
+    if not isinstance(target, Outcome):
         return {
             "operation_id": target.operation_id,
             "state": _WIRE_WATCHING,
@@ -210,7 +211,7 @@ def operation_status_with_progress(target: RemoteOperation | Outcome) -> pb.Oper
     batches stay as they are).
     """
     status = operation_status(target, False)
-    if isinstance(target, RemoteOperation):
+    if not isinstance(target, Outcome):
         progress = target.progress.snapshot()
         if progress.signal_count or progress.values:
             status.result.CopyFrom(result_to_proto(progress))

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from functools import partial
 from typing import TYPE_CHECKING
 
 from purgatory_server._service.errors import LimitExceeded, ServiceError
@@ -163,7 +164,7 @@ class Feed:
             on_outcome(name, outcome)
             outcomes.append(outcome)
             delivery.append((outcome, pop_waiters(op_id, None)))
-        self._journal.after_write(lambda: self._deliver(delivery))
+        self._journal.after_write(partial(self._deliver, delivery))
         return outcomes
 
     def _deliver(self, delivery: _Delivery) -> None:
@@ -203,11 +204,17 @@ class Feed:
         """
         waiter = Waiter(self._loop)
         op_id = op.operation_id
-        self.attach(op_id, waiter)
+        waiters = self._waiters
+        attached = waiters.get(op_id)
+        if attached is None:  # attach(), inlined: the unbatched long-poll's hot path
+            waiters[op_id] = [waiter]
+        else:
+            attached.append(waiter)
         try:
             return await waiter.future
         finally:
-            self.detach(op_id, waiter)
+            if op_id in waiters:  # published: the feed already took the waiters
+                self.detach(op_id, waiter)
 
     async def wait_all(self, ops: Sequence[RemoteOperation]) -> dict[str, Outcome]:
         """The outcomes of every pending operation of ``ops`` by id (one future for all)."""

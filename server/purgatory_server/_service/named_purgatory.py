@@ -15,8 +15,9 @@ outcomes from there in batches. Public methods that can complete operations publ
 its sequence) of every operation that ended meanwhile.
 
 Recovery: a durable purgatory's pending operations come back through
-:meth:`NamedPurgatory.restore_operation`, which builds them by the same ``_create`` as a
-live registration (only the journal record is skipped: it is already in the journal).
+:meth:`NamedPurgatory.restore_operation`, which builds them by
+:meth:`~.operation_table.OperationTable.create` like a live registration (only the journal
+record is skipped: it is already in the journal).
 """
 
 from __future__ import annotations
@@ -194,11 +195,15 @@ class NamedPurgatory:
         """
         self._check_open()
         plan = self._table.plan(requests, fields)
+        create = self._table.create
+        on_registered = self._journal.on_registered
+        name = self.name
         out: list[Registration] = []
         created: list[tuple[RemoteOperation, tuple[str, ...]]] = []
         for req, step in zip(requests, plan, strict=True):
             if isinstance(step, str):
-                op = self._create(step, req.definition)
+                op = create(step, req.definition)
+                on_registered(name, op)
                 created.append((op, op.keys))
                 out.append((op, True))
             else:
@@ -219,15 +224,6 @@ class NamedPurgatory:
             by_id = {o.operation_id: o for o in ended}
             out = [(resolve(t, by_id), c) for t, c in out]
         return out
-
-    def _create(
-        self, op_id: str, definition: OperationDefinition, recovered: Recovered | None = None
-    ) -> RemoteOperation:
-        """The one creation path (:meth:`OperationTable.create`); a live one is journaled."""
-        op = self._table.create(op_id, definition, recovered)
-        if recovered is None:
-            self._journal.on_registered(self.name, op)
-        return op
 
     def signal(self, signals: Sequence[tuple[str, SignalRecord]]) -> list[int]:
         """Record each signal on its key and try the key's watchers; completed per signal."""
@@ -328,7 +324,9 @@ class NamedPurgatory:
         """
         self._check_open()
         self._budget.restored(len(definition.payload))
-        op = self._create(op_id, definition, Recovered(create_time_ms, due_time_ms, tuple(signals)))
+        # The creation path of a live registration, without its journal record.
+        recovered = Recovered(create_time_ms, due_time_ms, tuple(signals))
+        op = self._table.create(op_id, definition, recovered)
         self._engine.try_complete_else_watch(op, definition.keys)
 
     def restore_finished(self, definition: OperationDefinition, outcome: Outcome) -> None:

@@ -209,13 +209,19 @@ class OperationTable:
         pending = self.pending
         budget = self._budget
         unwatch = self.values.unwatch
+        finished = self._finished
+        retained = self._limits.finished_retained
         for op, outcome in zip(ops, outcomes, strict=True):
             op_id = op.operation_id
+            definition = op.definition
             if pending.get(op_id) is op:
                 del pending[op_id]
-                budget.release(len(op.definition.payload))
-            self.remember(op.definition, outcome)
-            unwatch(op.definition.keys)
+                budget.release(len(definition.payload))
+            if retained:  # remember(), inlined: once per ended operation
+                finished[op_id] = (definition, outcome)
+                if len(finished) > retained:
+                    finished.popitem(last=False)
+            unwatch(definition.keys)
 
     def remember(self, definition: OperationDefinition, outcome: Outcome) -> None:
         """Keep a finished id's outcome so re-sends of it stay idempotent (bounded)."""
@@ -229,6 +235,6 @@ class OperationTable:
 
 def resolve(target: Target, ended: dict[str, Outcome]) -> Target:
     """``target``'s outcome if it is among those just published (by id), else ``target``."""
-    if isinstance(target, RemoteOperation):
-        return ended.get(target.operation_id, target)
-    return target
+    if isinstance(target, Outcome):  # (a tuple check: RemoteOperation is an ABC)
+        return target
+    return ended.get(target.operation_id, target)

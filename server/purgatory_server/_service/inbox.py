@@ -56,6 +56,10 @@ class Inbox(Generic[T]):
 
     def take(self) -> list[T]:
         """Everything put so far, for the caller to handle (loop thread)."""
+        if not self._items:
+            # Nothing to take (read without the lock: one GIL-atomic ``len``). A put racing
+            # this read schedules its own drain, or finds one scheduled: nothing is missed.
+            return []
         with self._lock:
             items = self._items
             self._scheduled = False

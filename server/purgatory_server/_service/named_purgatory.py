@@ -117,7 +117,8 @@ class NamedPurgatory:
             reaper_enabled=reaper_enabled,
             time=self._time,
         )
-        self._feed = Feed(
+        # The one owner of this purgatory's outcomes (public: long-polls wait on it).
+        self.feed = Feed(
             settings.name,
             event_log if event_log is not None else EventLog(settings.retained_events),
             self._journal,
@@ -147,23 +148,19 @@ class NamedPurgatory:
         return self._engine
 
     @property
-    def feed(self) -> Feed:
-        return self._feed
-
-    @property
     def values(self) -> LatestValues:
         return self._values
 
     def gauges(self) -> Gauges:
         """Figures for exporters, from their own thread (see :class:`.purgatory_stats.Gauges`)."""
-        return Gauges.read(self._active, self._engine, self._feed)
+        return Gauges.read(self._active, self._engine, self.feed)
 
     @property
     def last_sequence(self) -> int:
-        return self._feed.last_sequence
+        return self.feed.last_sequence
 
     def stats(self) -> PurgatoryStats:
-        feed = self._feed
+        feed = self.feed
         return PurgatoryStats(
             self.name,
             self.settings,
@@ -353,7 +350,7 @@ class NamedPurgatory:
     def _on_ended(self, ops: list[RemoteOperation]) -> list[Outcome]:
         """Publish ended operations through the feed, then retire them from the table
         (loop thread: the inbox's handler, or :meth:`_settle`)."""
-        outcomes = self._feed.publish(ops)
+        outcomes = self.feed.publish(ops)
         self._table.retire(ops, outcomes)
         if self.metrics is not None:
             self.metrics.on_outcomes(ops)
@@ -369,10 +366,10 @@ class NamedPurgatory:
         """A subscriber replaying what is retained after ``after_sequence``, then live."""
         self._check_open()
         self._settle()  # so "from now on" starts after everything already ended
-        return self._feed.subscribe(after_sequence, event_filter)
+        return self.feed.subscribe(after_sequence, event_filter)
 
     def unsubscribe(self, sub: Subscriber) -> None:
-        self._feed.unsubscribe(sub)
+        self.feed.unsubscribe(sub)
 
     # ----------------------------------------------------------------- life cycle
     def cancel_all(self) -> int:
@@ -390,7 +387,7 @@ class NamedPurgatory:
         if self._closed is None:
             self._closed = error
         self._settle()
-        self._feed.close(error)
+        self.feed.close(error)
 
     def shutdown_engine(self) -> None:
         """Stop the reaper and timer threads (joins them; any thread)."""

@@ -27,8 +27,8 @@ from purgatory_server._service import listing
 from purgatory_server._service.conditions import ConditionSpec
 from purgatory_server._service.config import Limits, PurgatorySettings
 from purgatory_server._service.convert import operation_status_with_progress
+from purgatory_server._service.named_purgatory import NamedPurgatory, OperationRequest
 from purgatory_server._service.operation import OperationDefinition
-from purgatory_server._service.purgatory import NamedPurgatory, OperationRequest
 from purgatory_server._service.states import OperationState
 
 from bench._common import markdown_table

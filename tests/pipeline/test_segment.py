@@ -19,8 +19,8 @@ from purgatory_pipeline.errors import (
 )
 from purgatory_pipeline.records import decode_segment
 from purgatory_proto.v1.journal_pb2 import JournalRecord
-from purgatory_server._journal.config import JournalCorruptionError as ServerCorruption
 from purgatory_server._journal.framing import encode_frame, encode_header
+from purgatory_server._journal.journal_errors import JournalCorruptionError as ServerCorruption
 from purgatory_server._journal.recovery import recover
 
 JR = JournalRecord

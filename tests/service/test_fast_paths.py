@@ -23,20 +23,19 @@ from purgatory_server._service.conditions import (
     make_progress,
 )
 from purgatory_server._service.config import Limits
-from purgatory_server._service.convert import (
-    FieldPrefixes,
-    _checked_request,
-    _common_request,
-    batch_status_response,
-    operation_request,
-    operation_requests,
-    operation_status,
-    signal_from_proto,
-    signals_from_proto,
-)
+from purgatory_server._service.convert import batch_status_response, operation_status
 from purgatory_server._service.errors import ServiceError
 from purgatory_server._service.events import Outcome
 from purgatory_server._service.states import OperationState
+from purgatory_server._service.validation import (
+    FieldPrefixes,
+    _checked_request,
+    _common_request,
+    operation_request,
+    operation_requests,
+    signal_from_proto,
+    signals_from_proto,
+)
 
 LIMITS = Limits(max_result_data_bytes=4, max_key_length=8, max_keys_per_operation=3)
 

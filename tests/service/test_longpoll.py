@@ -98,14 +98,14 @@ async def test_disconnecting_long_poll_leaves_the_operation(
     op = await client.get_operation("gone")
     assert op.state is OperationState.WATCHING
     # The cancelled call's waiter was detached: nothing refers to the dead RPC any more.
-    await until(lambda: _true(not server.registry.get("default").lookup("gone").waiters))
+    await until(lambda: _true(not server.registry.get("default").feed.waiting("gone")))
     # A cancelled task (not only a deadline) behaves the same.
     task = asyncio.create_task(client.wait(["k"], 60_000, operation_id="gone-2"))
     await until(lambda: _is(pending(client), 2))
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    await until(lambda: _true(not server.registry.get("default").lookup("gone-2").waiters))
+    await until(lambda: _true(not server.registry.get("default").feed.waiting("gone-2")))
     assert await client.check_and_complete("k") == 2
     assert (await client.get_operation("gone")).state is OperationState.COMPLETED
 

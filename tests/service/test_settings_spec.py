@@ -21,7 +21,7 @@ from purgatory_proto.v1 import purgatory_pb2 as pb
 from purgatory_server._service import ServerConfig
 from purgatory_server._service.config import ConfigError, Limits, from_mapping
 from purgatory_server._service.convert import purgatory_to_proto, settings_from_proto
-from purgatory_server._service.purgatory import PurgatoryStats
+from purgatory_server._service.purgatory_stats import PurgatoryStats
 from purgatory_server._service.settings_spec import (
     PROTO_SETTINGS,
     SETTINGS,

@@ -5,16 +5,15 @@ A self-contained library; the server plugs it in. Format and guarantees are spec
 """
 
 from purgatory_server._journal.compaction import CompactionResult
-from purgatory_server._journal.config import (
-    FsyncPolicy,
+from purgatory_server._journal.groups import RecoveredGroup
+from purgatory_server._journal.journal import Journal
+from purgatory_server._journal.journal_errors import (
     JournalClosedError,
-    JournalConfig,
     JournalCorruptionError,
     JournalError,
     JournalFailedError,
 )
-from purgatory_server._journal.groups import RecoveredGroup
-from purgatory_server._journal.journal import Journal
+from purgatory_server._journal.options import FsyncPolicy, JournalConfig
 from purgatory_server._journal.recovery import RecoveryReport, recover
 from purgatory_server._journal.segments import SegmentMeta, SegmentScan, list_segments
 from purgatory_server._journal.state import JournalState, PendingOperation, RecoveredState

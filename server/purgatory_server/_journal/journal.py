@@ -36,14 +36,13 @@ from typing import Any
 from purgatory_proto.v1.journal_pb2 import JournalRecord
 
 from purgatory_server._journal.compaction import CompactionResult, plan_compaction
-from purgatory_server._journal.config import (
-    FsyncPolicy,
+from purgatory_server._journal.framing import encode_frame, encode_header
+from purgatory_server._journal.journal_errors import (
     JournalClosedError,
-    JournalConfig,
     JournalError,
     JournalFailedError,
 )
-from purgatory_server._journal.framing import encode_frame, encode_header
+from purgatory_server._journal.options import FsyncPolicy, JournalConfig
 from purgatory_server._journal.recovery import RecoveryReport, fsync_directory, recover
 from purgatory_server._journal.segments import SegmentMeta, segment_name
 from purgatory_server._journal.state import JournalState, RecoveredState

@@ -29,8 +29,8 @@ from typing import cast
 from google.protobuf.message import DecodeError
 from purgatory_proto.v1.journal_pb2 import JournalRecord
 
-from purgatory_server._journal.config import JournalCorruptionError
 from purgatory_server._journal.framing import HEADER_BYTES, next_valid_frame
+from purgatory_server._journal.journal_errors import JournalCorruptionError
 from purgatory_server._journal.segments import SegmentMeta, SegmentScan, list_segments
 
 log = logging.getLogger(__name__)

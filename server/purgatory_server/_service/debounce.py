@@ -10,7 +10,8 @@ that must match), so a producer that re-sends the same request always gets the s
 behaviour. A deadline is only ever pushed later by a re-send, never earlier (an explicit
 Reschedule may have moved it further; the cap then stops further pushes).
 
-The move itself is the journaled Reschedule path (:meth:`RemoteOperation.reschedule` and
+The policy is validated with the rest of the request (:mod:`.validation`). The move
+itself is the journaled Reschedule path (:meth:`RemoteOperation.reschedule` and
 ``Journal.on_rescheduled``), so it is atomic against expiry and survives a restart; the
 policy is journaled with the registration.
 
@@ -21,45 +22,17 @@ deadline would already break it) or longer than the server's ``max_timeout_ms``.
 
 from __future__ import annotations
 
-import dataclasses
-from typing import TYPE_CHECKING, Any
+from purgatory_server._engine.timer import Timer
+from purgatory_server._service.operation import OperationDefinition, RemoteOperation
 
-from purgatory_server._service.config import Limits
-from purgatory_server._service.errors import InvalidArgument
-from purgatory_server._service.operation import OperationDefinition
-
-if TYPE_CHECKING:
-    from purgatory_server._service.purgatory import OperationRequest
-
-__all__ = ["extended_due", "with_debounce"]
+__all__ = ["extended_due", "push_back"]
 
 
-def with_debounce(
-    prefix: str, msg: Any, request: OperationRequest, limits: Limits
-) -> OperationRequest:
-    """``request`` with the debounce policy of ``msg`` (an OperationSpec or
-    TryCompleteElseWatchRequest), validated; unchanged when it asks for none."""
-    extend, cap = msg.extend_on_resend, msg.max_extend_ms
-    if not extend:
-        if cap:
-            raise InvalidArgument(f"{prefix}max_extend_ms", "needs extend_on_resend")
-        return request
-    definition = request.definition
-    if definition.due_time_ms:
-        raise InvalidArgument(
-            f"{prefix}extend_on_resend",
-            "needs timeout_ms: an absolute due_time_ms does not move on a re-send",
-        )
-    if cap and cap < definition.timeout_ms:
-        raise InvalidArgument(
-            f"{prefix}max_extend_ms", f"{cap} is below timeout_ms ({definition.timeout_ms})"
-        )
-    if cap > limits.max_timeout_ms:
-        raise InvalidArgument(
-            f"{prefix}max_extend_ms", f"{cap} exceeds max_timeout_ms ({limits.max_timeout_ms})"
-        )
-    debounced = dataclasses.replace(definition, extend_on_resend=True, max_extend_ms=cap)
-    return dataclasses.replace(request, definition=debounced)
+def push_back(op: RemoteOperation, timer: Timer, now_ms: int) -> bool:
+    """Debounce a re-send of pending ``op`` at ``now_ms``: move its deadline later (never
+    earlier) through the atomic reschedule path; True if it moved (the caller journals)."""
+    due = extended_due(op.definition, op.create_time_ms, now_ms)
+    return due > op.due_time_ms and op.reschedule(timer, due - now_ms, due)
 
 
 def extended_due(definition: OperationDefinition, create_time_ms: int, now_ms: int) -> int:

@@ -1,6 +1,6 @@
 """Durable purgatories: the journal hooks, recovery at start-up, and the store's life cycle.
 
-:class:`DurableJournal` implements the :class:`~.journal.Journal` hooks over the journal
+:class:`DurableJournal` implements the :class:`~.journal_hooks.Journal` hooks over the journal
 library (:mod:`purgatory_server._journal`). Records produced during one event-loop
 iteration are buffered and handed to the journal as one submission at the end of the
 iteration (``loop.call_soon``), so concurrent RPCs share one write and, under ``always``,
@@ -49,11 +49,14 @@ from purgatory_server._service.journal_codec import (
     signal_record,
 )
 from purgatory_server._service.operation import OperationDefinition, RemoteOperation
-from purgatory_server._service.schedules.recovery import restore_schedules, resume_schedules
+from purgatory_server._service.schedules.schedule_recovery import (
+    restore_schedules,
+    resume_schedules,
+)
 from purgatory_server._service.telemetry.counters import PurgatoryMetrics
 
 if TYPE_CHECKING:
-    from purgatory_server._service.purgatory import NamedPurgatory
+    from purgatory_server._service.named_purgatory import NamedPurgatory
 
 __all__ = ["DurableJournal", "DurableStore", "durable_factory"]
 

@@ -18,7 +18,7 @@
    (:func:`_session_frames`): a frame the token may not send is acknowledged with
    PERMISSION_DENIED and the stream goes on.
 3. **INTERNAL only for bugs, logged once.** A :class:`~.errors.ServiceError` becomes its
-   status (:func:`~.errors.status_for`); any other exception is a bug: it is logged once
+   status (:func:`~.status.status_for`); any other exception is a bug: it is logged once
    with its traceback and the caller gets INTERNAL with a fixed message (never UNKNOWN,
    never the exception text, which may hold request data).
 
@@ -37,8 +37,9 @@ from google.protobuf.message import DecodeError
 from purgatory_proto.v1 import purgatory_pb2 as pb
 
 from purgatory_server._service.auth import Authorizer, Permission, TokenGrant
-from purgatory_server._service.errors import Internal, InvalidArgument, ServiceError, abort
+from purgatory_server._service.errors import Internal, InvalidArgument, ServiceError
 from purgatory_server._service.session import RefusedFrame
+from purgatory_server._service.status import abort
 
 __all__ = ["METHOD_RULES", "Undecodable", "add_purgatory_service"]
 

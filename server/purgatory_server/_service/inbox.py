@@ -6,9 +6,9 @@ Waiters, subscribers and sequence numbers live on the loop, so every completion 
 in this inbox. Only the put that finds the inbox idle schedules a drain: at high rates
 one ``call_soon_threadsafe`` (one self-pipe write) carries a whole batch, not one per
 operation. Puts from the loop thread itself use ``call_soon`` (no wake-up needed), and
-loop-side callers may also :meth:`drain` synchronously to publish at once.
+loop-side callers may also :meth:`drain` (or :meth:`take`) synchronously to publish at once.
 
-Thread safety: :meth:`put` from any thread; :meth:`drain` only on the loop thread.
+Thread safety: :meth:`put` from any thread; :meth:`drain` and :meth:`take` only on the loop thread.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ class Inbox(Generic[T]):
 
     __slots__ = ("_handler", "_items", "_lock", "_loop", "_loop_thread", "_scheduled")
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, handler: Callable[[list[T]], None]):
+    def __init__(self, loop: asyncio.AbstractEventLoop, handler: Callable[[list[T]], object]):
         self._loop = loop
         self._loop_thread = threading.get_ident()
         self._handler = handler
@@ -54,14 +54,23 @@ class Inbox(Generic[T]):
             # The loop is closed: the server is gone and nobody can observe the outcome.
             logger.warning("outcome dropped: event loop closed")
 
-    def drain(self) -> int:
-        """Publish everything put so far; returns how many items were handled."""
+    def take(self) -> list[T]:
+        """Everything put so far, for the caller to handle (loop thread)."""
+        if not self._items:
+            # Nothing to take (read without the lock: one GIL-atomic ``len``). A put racing
+            # this read schedules its own drain, or finds one scheduled: nothing is missed.
+            return []
         with self._lock:
             items = self._items
-            if not items:
-                self._scheduled = False
-                return 0
-            self._items = []
             self._scheduled = False
-        self._handler(items)
+            if not items:
+                return items
+            self._items = []
+        return items
+
+    def drain(self) -> int:
+        """Hand everything put so far to the handler; returns how many items there were."""
+        items = self.take()
+        if items:
+            self._handler(items)
         return len(items)

@@ -7,22 +7,20 @@ naming the field.
 
 from __future__ import annotations
 
-from typing import Any
-
 from purgatory_proto.v1 import purgatory_pb2 as pb
 
 from purgatory_server._service.config import Limits
 from purgatory_server._service.convert import operation_status_with_progress
 from purgatory_server._service.errors import InvalidArgument
-from purgatory_server._service.limits import check_key, check_operation_id
 from purgatory_server._service.listing import ListQuery, list_page, make_query
-from purgatory_server._service.purgatory import NamedPurgatory
+from purgatory_server._service.named_purgatory import NamedPurgatory
 from purgatory_server._service.states import OperationState
+from purgatory_server._service.validation import check_key, check_operation_id
 
 __all__ = ["list_operations"]
 
 
-def _query(purgatory: str, request: Any, limits: Limits) -> ListQuery:
+def _query(purgatory: str, request: pb.ListOperationsRequest, limits: Limits) -> ListQuery:
     f = request.filter
     if f.key:
         check_key("filter.key", f.key, limits)
@@ -48,7 +46,9 @@ def _query(purgatory: str, request: Any, limits: Limits) -> ListQuery:
     )
 
 
-def list_operations(purgatory: NamedPurgatory, request: Any, limits: Limits) -> Any:
+def list_operations(
+    purgatory: NamedPurgatory, request: pb.ListOperationsRequest, limits: Limits
+) -> pb.ListOperationsResponse:
     """The ListOperationsResponse for ``request`` (loop thread)."""
     query = _query(purgatory.name, request, limits)
     statuses, token = list_page(query, purgatory.operations_view(), operation_status_with_progress)

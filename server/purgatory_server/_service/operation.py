@@ -16,6 +16,10 @@ serial de-duplicates) and then judges its condition. Invariants that make this s
 ``on_complete`` runs on the winning thread (loop or executor): it freezes the result and
 hands the operation to the purgatory's inbox, nothing more, so it never blocks.
 
+An operation holds only what the engine's threads need. What happens once it ended
+(its sequence, the waiters and subscribers it reaches) belongs to the purgatory's
+:class:`~.feed.Feed` on the loop thread; nothing here points at a caller.
+
 Reschedule (moving the deadline) and the race with expiry. A TimerTask's cancellation is
 permanent, so the operation cannot simply be re-added with a new delay. Instead
 :meth:`RemoteOperation.reschedule` cancels the operation's timer entry (and any earlier
@@ -35,9 +39,8 @@ Either way exactly one terminal outcome, and a lost race is reported, never half
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from purgatory_server._engine.delayed_operation import DelayedOperation
 from purgatory_server._engine.time import Time
@@ -53,11 +56,13 @@ from purgatory_server._service.conditions import (
 )
 from purgatory_server._service.states import OperationState
 
-if TYPE_CHECKING:
-    from purgatory_server._service.events import Outcome
-    from purgatory_server._service.waiters import Waiter
-
-__all__ = ["OperationDefinition", "RemoteOperation", "SignalSlot"]
+__all__ = [
+    "OperationDefinition",
+    "OperationRequest",
+    "Recovered",
+    "RemoteOperation",
+    "SignalSlot",
+]
 
 # Enum members as module constants: a class-attribute lookup on an Enum costs more than
 # a global, and these are read once or twice per operation.
@@ -81,6 +86,23 @@ class OperationDefinition:
     # compared: a re-send is the same operation whatever options it carries.
     extend_on_resend: bool = field(default=False, compare=False)
     max_extend_ms: int = field(default=0, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class OperationRequest:
+    """A validated request to register one operation ("" id: the server assigns one)."""
+
+    operation_id: str
+    definition: OperationDefinition
+
+
+@dataclass(frozen=True, slots=True)
+class Recovered:
+    """What the journal knows of a pending operation beyond its definition (restore)."""
+
+    create_time_ms: int
+    due_time_ms: int
+    signals: Sequence[tuple[str, SignalRecord]]
 
 
 class SignalSlot:
@@ -109,12 +131,10 @@ class RemoteOperation(DelayedOperation):
         "definition",
         "due_time_ms",
         "operation_id",
-        "outcome",
         "progress",
         "result",
         "state",
         "traceparent",
-        "waiters",
     )
 
     def __init__(
@@ -147,10 +167,6 @@ class RemoteOperation(DelayedOperation):
         else:
             self.due_time_ms = self.create_time_ms + definition.timeout_ms
         self.complete_time_ms = 0
-        # Set on the loop thread when the outcome is published (sequence assigned).
-        self.outcome: Outcome | None = None
-        # Long-polls waiting for the outcome; loop thread only.
-        self.waiters: list[Waiter] = []
         # The task that may expire this operation once it was rescheduled (None: its own
         # timer entry). Written under ``lock`` only.
         self._expiry: _Expiry | None = None

@@ -32,8 +32,8 @@ from purgatory_server._service.errors import (
     ShuttingDown,
 )
 from purgatory_server._service.events import EventLog
-from purgatory_server._service.journal import Journal
-from purgatory_server._service.purgatory import NamedPurgatory
+from purgatory_server._service.journal_hooks import Journal
+from purgatory_server._service.named_purgatory import NamedPurgatory
 from purgatory_server._service.quoting import quote
 from purgatory_server._service.telemetry.counters import PurgatoryMetrics
 

@@ -1,10 +1,11 @@
-"""The ``purgatory.v1.PurgatoryService`` servicer: RPCs onto the registry.
+"""The ``purgatory.v1.PurgatoryService`` servicer: typed RPCs onto the registry.
 
-Each method validates and converts its request (:mod:`.convert`), calls the loop-confined
-registry/purgatory, and builds the response. Errors are raised as
-:class:`~.errors.ServiceError` and turned into statuses by the decorators of
-:mod:`.errors` (the one mapping). All methods run on the server's event loop; nothing
-here blocks it except for microseconds of engine work, and long-polls await futures.
+Each method takes its generated request type and returns its response type: it validates
+the request (:mod:`.validation`), calls the loop-confined registry/purgatory, and builds
+the response (:mod:`.convert`). Errors are raised as plain
+:class:`~.errors.ServiceError`; the edge (:mod:`.edge`, via :mod:`.status`) ends the call
+with their status. All methods run on the server's event loop; nothing here blocks it
+except for microseconds of engine work, and long-polls await futures.
 """
 
 from __future__ import annotations
@@ -12,25 +13,19 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
-from typing import Any
 
+import grpc
 from purgatory_proto.v1 import purgatory_pb2 as pb
 from purgatory_proto.v1 import purgatory_pb2_grpc as pb_grpc
 
 from purgatory_server._journal import JournalClosedError, JournalError
 from purgatory_server._service.convert import (
-    FieldPrefixes,
     batch_status_response,
     event_to_proto,
-    filter_from_proto,
-    operation_request,
-    operation_requests,
     operation_status,
     operation_status_with_progress,
     purgatory_to_proto,
     settings_from_proto,
-    signal_from_proto,
-    signals_from_proto,
     status_fields,
 )
 from purgatory_server._service.errors import (
@@ -38,27 +33,30 @@ from purgatory_server._service.errors import (
     FailedPrecondition,
     InvalidArgument,
     ShuttingDown,
-    stream_errors,
-    unary_errors,
 )
 from purgatory_server._service.events import Outcome
-from purgatory_server._service.groups.rpc import GroupRpcs, member_stream
-from purgatory_server._service.heartbeats import heartbeat_seconds
+from purgatory_server._service.groups.group_rpc import GroupRpcs, member_stream
 from purgatory_server._service.incarnation import check_incarnation
-from purgatory_server._service.limits import (
+from purgatory_server._service.listing_wire import list_operations
+from purgatory_server._service.named_purgatory import NamedPurgatory
+from purgatory_server._service.registry import PurgatoryRegistry
+from purgatory_server._service.schedules import schedule_rpc
+from purgatory_server._service.session import ClientGone, SessionFrames, SessionStream
+from purgatory_server._service.validation import (
+    FieldPrefixes,
     check_batch,
     check_due_time,
     check_key,
-    check_operation_id,
     check_settings,
     check_timeout,
+    filter_from_proto,
+    heartbeat_interval,
+    operation_request,
+    operation_requests,
+    required_id,
+    signal_from_proto,
+    signals_from_proto,
 )
-from purgatory_server._service.listing_wire import list_operations
-from purgatory_server._service.purgatory import NamedPurgatory
-from purgatory_server._service.registry import PurgatoryRegistry
-from purgatory_server._service.schedules import rpc as schedule_rpc
-from purgatory_server._service.session import SessionStream
-from purgatory_server._service.waiters import wait_for_outcomes
 
 __all__ = ["METADATA_INCARNATION", "METADATA_START_AFTER", "PurgatoryServicer"]
 
@@ -66,10 +64,10 @@ __all__ = ["METADATA_INCARNATION", "METADATA_START_AFTER", "PurgatoryServicer"]
 METADATA_START_AFTER = "purgatory-start-after"
 
 
-async def _acknowledged(purgatory: NamedPurgatory, response: Any) -> Any:
-    """``response``, once everything this call recorded is durable.
+async def _acknowledged(purgatory: NamedPurgatory) -> None:
+    """Return once everything this call recorded is durable.
 
-    In-memory purgatories have no barrier and answer at once. A durable one answers only
+    In-memory purgatories have no barrier and return at once. A durable one returns only
     after its journal has written, under the fsync policy, every record made so far,
     which includes this call's (docs/journal.md §10). A journal that cannot write (disk
     full, I/O error) is the server's state, not a bug: FAILED_PRECONDITION, so the caller
@@ -85,7 +83,6 @@ async def _acknowledged(purgatory: NamedPurgatory, response: Any) -> Any:
             raise FailedPrecondition(
                 f"purgatory {purgatory.name!r} cannot write its journal: {str(exc)[:100]}"
             ) from exc
-    return response
 
 
 class PurgatoryServicer(GroupRpcs, pb_grpc.PurgatoryServiceServicer):
@@ -97,8 +94,9 @@ class PurgatoryServicer(GroupRpcs, pb_grpc.PurgatoryServiceServicer):
         self._limits = registry.limits
 
     # ------------------------------------------------------------------ admin
-    @unary_errors
-    async def CreatePurgatory(self, request: Any, context: Any) -> Any:
+    async def CreatePurgatory(
+        self, request: pb.CreatePurgatoryRequest, context: grpc.aio.ServicerContext
+    ) -> pb.CreatePurgatoryResponse:
         registry = self._registry
         registry.validate_name(request.name)
         overrides = settings_from_proto(request.name, request.config)
@@ -107,39 +105,45 @@ class PurgatoryServicer(GroupRpcs, pb_grpc.PurgatoryServiceServicer):
         purgatory = registry.create(settings)
         return pb.CreatePurgatoryResponse(purgatory=purgatory_to_proto(purgatory.stats()))
 
-    @unary_errors
-    async def DeletePurgatory(self, request: Any, context: Any) -> Any:
+    async def DeletePurgatory(
+        self, request: pb.DeletePurgatoryRequest, context: grpc.aio.ServicerContext
+    ) -> pb.DeletePurgatoryResponse:
         cancelled = await self._registry.delete(request.name)
         return pb.DeletePurgatoryResponse(cancelled=cancelled)
 
-    @unary_errors
-    async def ListPurgatories(self, request: Any, context: Any) -> Any:
+    async def ListPurgatories(
+        self, request: pb.ListPurgatoriesRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListPurgatoriesResponse:
         return pb.ListPurgatoriesResponse(
             purgatories=[purgatory_to_proto(p.stats()) for p in self._registry.all_purgatories()]
         )
 
-    @unary_errors
-    async def GetPurgatory(self, request: Any, context: Any) -> Any:
+    async def GetPurgatory(
+        self, request: pb.GetPurgatoryRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetPurgatoryResponse:
         purgatory = self._registry.get(request.name, "name")
         return pb.GetPurgatoryResponse(purgatory=purgatory_to_proto(purgatory.stats()))
 
     # ------------------------------------------------------------------ operations
-    @unary_errors
-    async def TryCompleteElseWatch(self, request: Any, context: Any) -> Any:
+    async def TryCompleteElseWatch(
+        self, request: pb.TryCompleteElseWatchRequest, context: grpc.aio.ServicerContext
+    ) -> pb.TryCompleteElseWatchResponse:
         purgatory = self._registry.get(request.purgatory)
         op_request = operation_request("", request, self._limits)
         ((target, created),) = purgatory.register((op_request,), ("",))
         if request.wait and not isinstance(target, Outcome):
             metrics = purgatory.metrics
             started = time.perf_counter() if metrics is not None else 0.0
-            await wait_for_outcomes(self._loop, (target,))
+            target = await purgatory.feed.wait_one(target)
             if metrics is not None:
                 metrics.longpoll.record(time.perf_counter() - started)
         response = pb.TryCompleteElseWatchResponse(**status_fields(target, created))
-        return await _acknowledged(purgatory, response)
+        await _acknowledged(purgatory)
+        return response
 
-    @unary_errors
-    async def BatchTryCompleteElseWatch(self, request: Any, context: Any) -> Any:
+    async def BatchTryCompleteElseWatch(
+        self, request: pb.BatchTryCompleteElseWatchRequest, context: grpc.aio.ServicerContext
+    ) -> pb.BatchTryCompleteElseWatchResponse:
         purgatory = self._registry.get(request.purgatory)
         check_batch("operations", len(request.operations), self._limits)
         limits = self._limits
@@ -147,21 +151,30 @@ class PurgatoryServicer(GroupRpcs, pb_grpc.PurgatoryServiceServicer):
         registered = purgatory.register(requests, FieldPrefixes("operations", len(requests)))
         if request.wait:
             live = [t for t, _ in registered if not isinstance(t, Outcome)]
-            await wait_for_outcomes(self._loop, live)
+            if live:
+                outcomes = await purgatory.feed.wait_all(live)
+                registered = [
+                    (t if isinstance(t, Outcome) else outcomes[t.operation_id], c)
+                    for t, c in registered
+                ]
         response = batch_status_response(registered)
-        return await _acknowledged(purgatory, response)
+        await _acknowledged(purgatory)
+        return response
 
-    @unary_errors
-    async def CheckAndComplete(self, request: Any, context: Any) -> Any:
+    async def CheckAndComplete(
+        self, request: pb.CheckAndCompleteRequest, context: grpc.aio.ServicerContext
+    ) -> pb.CheckAndCompleteResponse:
         purgatory = self._registry.get(request.purgatory)
         check_key("key", request.key, self._limits)
         signal = signal_from_proto("signal", request.signal, self._limits)
         (completed,) = purgatory.signal(((request.key, signal),))
         response = pb.CheckAndCompleteResponse(completed=completed)
-        return await _acknowledged(purgatory, response)
+        await _acknowledged(purgatory)
+        return response
 
-    @unary_errors
-    async def BatchCheckAndComplete(self, request: Any, context: Any) -> Any:
+    async def BatchCheckAndComplete(
+        self, request: pb.BatchCheckAndCompleteRequest, context: grpc.aio.ServicerContext
+    ) -> pb.BatchCheckAndCompleteResponse:
         purgatory = self._registry.get(request.purgatory)
         limits = self._limits
         check_batch("signals", len(request.signals), limits)
@@ -169,33 +182,34 @@ class PurgatoryServicer(GroupRpcs, pb_grpc.PurgatoryServiceServicer):
         response = pb.BatchCheckAndCompleteResponse(
             completed=sum(counts), completed_per_signal=counts
         )
-        return await _acknowledged(purgatory, response)
+        await _acknowledged(purgatory)
+        return response
 
-    @unary_errors
-    async def ForceComplete(self, request: Any, context: Any) -> Any:
+    async def ForceComplete(
+        self, request: pb.ForceCompleteRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ForceCompleteResponse:
         purgatory = self._registry.get(request.purgatory)
-        if not request.operation_id:
-            raise InvalidArgument("operation_id", "must not be empty")
-        check_operation_id("operation_id", request.operation_id, self._limits)
-        won, target = purgatory.force_complete(request.operation_id)
+        op_id = required_id("operation_id", request.operation_id, self._limits)
+        won, target = purgatory.force_complete(op_id)
         response = pb.ForceCompleteResponse(
             completed=won, operation=operation_status(target, False)
         )
-        return await _acknowledged(purgatory, response)
+        await _acknowledged(purgatory)
+        return response
 
-    @unary_errors
-    async def GetOperation(self, request: Any, context: Any) -> Any:
+    async def GetOperation(
+        self, request: pb.GetOperationRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetOperationResponse:
         purgatory = self._registry.get(request.purgatory)
-        if not request.operation_id:
-            raise InvalidArgument("operation_id", "must not be empty")
-        check_operation_id("operation_id", request.operation_id, self._limits)
-        target = purgatory.lookup(request.operation_id)
+        target = purgatory.lookup(required_id("operation_id", request.operation_id, self._limits))
         response = pb.GetOperationResponse(operation=operation_status_with_progress(target))
-        return await _acknowledged(purgatory, response)
+        await _acknowledged(purgatory)
+        return response
 
     # ------------------------------------------------------------------ delayed messages
-    @unary_errors
-    async def Cancel(self, request: Any, context: Any) -> Any:
+    async def Cancel(
+        self, request: pb.CancelRequest, context: grpc.aio.ServicerContext
+    ) -> pb.CancelResponse:
         purgatory = self._registry.get(request.purgatory)
         limits = self._limits
         target = request.WhichOneof("target")
@@ -203,75 +217,82 @@ class PurgatoryServicer(GroupRpcs, pb_grpc.PurgatoryServiceServicer):
             check_key("key", request.key, limits)
             ended = purgatory.cancel(key=request.key)
         elif target == "operation_id_prefix":
-            prefix = request.operation_id_prefix
-            if not prefix:
-                raise InvalidArgument("operation_id_prefix", "must not be empty")
-            check_operation_id("operation_id_prefix", prefix, limits)
+            prefix = required_id("operation_id_prefix", request.operation_id_prefix, limits)
             ended = purgatory.cancel(prefix=prefix)
         elif target == "operation_ids":
             ids = request.operation_ids.ids
             check_batch("operation_ids.ids", len(ids), limits)
             for i, op_id in enumerate(ids):
-                if not op_id:
-                    raise InvalidArgument(f"operation_ids.ids[{i}]", "must not be empty")
-                check_operation_id(f"operation_ids.ids[{i}]", op_id, limits)
+                required_id(f"operation_ids.ids[{i}]", op_id, limits)
             ended = purgatory.cancel(ids)
         else:
             raise InvalidArgument("target", "set one of operation_ids, key or operation_id_prefix")
-        response = pb.CancelResponse(cancelled=[operation_status(op, False) for op in ended])
-        return await _acknowledged(purgatory, response)
+        response = pb.CancelResponse(cancelled=[operation_status(o, False) for o in ended])
+        await _acknowledged(purgatory)
+        return response
 
-    @unary_errors
-    async def Reschedule(self, request: Any, context: Any) -> Any:
+    async def Reschedule(
+        self, request: pb.RescheduleRequest, context: grpc.aio.ServicerContext
+    ) -> pb.RescheduleResponse:
         purgatory = self._registry.get(request.purgatory)
-        if not request.operation_id:
-            raise InvalidArgument("operation_id", "must not be empty")
-        check_operation_id("operation_id", request.operation_id, self._limits)
+        op_id = required_id("operation_id", request.operation_id, self._limits)
         deadline = request.WhichOneof("deadline")
         if deadline == "timeout_ms":
             check_timeout("timeout_ms", request.timeout_ms, self._limits)
-            op = purgatory.reschedule(request.operation_id, request.timeout_ms, None)
+            op = purgatory.reschedule(op_id, request.timeout_ms, None)
         elif deadline == "due_time_ms":
             check_due_time(
                 "due_time_ms", request.due_time_ms, self._limits, purgatory.wall_clock_ms()
             )
-            op = purgatory.reschedule(request.operation_id, None, request.due_time_ms)
+            op = purgatory.reschedule(op_id, None, request.due_time_ms)
         else:
             raise InvalidArgument("deadline", "set one of timeout_ms or due_time_ms")
         response = pb.RescheduleResponse(operation=operation_status(op, False))
-        return await _acknowledged(purgatory, response)
+        await _acknowledged(purgatory)
+        return response
 
     # ------------------------------------------------------- issue-16c: recurring schedules
-    @unary_errors
-    async def UpsertSchedule(self, request: Any, context: Any) -> Any:
+    async def UpsertSchedule(
+        self, request: pb.UpsertScheduleRequest, context: grpc.aio.ServicerContext
+    ) -> pb.UpsertScheduleResponse:
         purgatory = self._registry.get(request.purgatory)
         response = schedule_rpc.upsert_schedule(purgatory, self._loop, request, self._limits)
-        return await _acknowledged(purgatory, response)
+        await _acknowledged(purgatory)
+        return response
 
-    @unary_errors
-    async def DeleteSchedule(self, request: Any, context: Any) -> Any:
+    async def DeleteSchedule(
+        self, request: pb.DeleteScheduleRequest, context: grpc.aio.ServicerContext
+    ) -> pb.DeleteScheduleResponse:
         purgatory = self._registry.get(request.purgatory)
         response = schedule_rpc.delete_schedule(purgatory, self._loop, request)
-        return await _acknowledged(purgatory, response)
+        await _acknowledged(purgatory)
+        return response
 
-    @unary_errors
-    async def ListSchedules(self, request: Any, context: Any) -> Any:
+    async def ListSchedules(
+        self, request: pb.ListSchedulesRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListSchedulesResponse:
         purgatory = self._registry.get(request.purgatory)
-        return await _acknowledged(purgatory, schedule_rpc.list_schedules(purgatory))
+        response = schedule_rpc.list_schedules(purgatory)
+        await _acknowledged(purgatory)
+        return response
 
-    @unary_errors
-    async def ListOperations(self, request: Any, context: Any) -> Any:
+    async def ListOperations(
+        self, request: pb.ListOperationsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListOperationsResponse:
         purgatory = self._registry.get(request.purgatory)
-        return await _acknowledged(purgatory, list_operations(purgatory, request, self._limits))
+        response = list_operations(purgatory, request, self._limits)
+        await _acknowledged(purgatory)
+        return response
 
     # ------------------------------------------------------------------ streams
-    @stream_errors
-    async def Subscribe(self, request: Any, context: Any) -> AsyncIterator[Any]:
+    async def Subscribe(
+        self, request: pb.SubscribeRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.OperationEvent]:
         purgatory = self._registry.get(request.purgatory)
         event_filter = filter_from_proto("filter", request.filter, self._limits)
         check_incarnation(request.incarnation, purgatory.incarnation)
         after = request.after_sequence if request.HasField("after_sequence") else None
-        idle_s = heartbeat_seconds("heartbeat_interval_ms", request.heartbeat_interval_ms)
+        idle_s = heartbeat_interval("heartbeat_interval_ms", request.heartbeat_interval_ms)
         if request.group:  # a worker group's member (issue 16b)
             async for event in member_stream(purgatory, request, context, self._limits, idle_s):
                 yield event
@@ -297,6 +318,23 @@ class PurgatoryServicer(GroupRpcs, pb_grpc.PurgatoryServiceServicer):
         finally:
             purgatory.unsubscribe(subscriber)
 
-    async def Session(self, request_iterator: AsyncIterator[Any], context: Any) -> None:
-        """The bidirectional session (see :mod:`.session`)."""
-        await SessionStream(self._registry, self._loop).run(request_iterator, context)
+    async def Session(
+        self, request_iterator: SessionFrames, context: grpc.aio.ServicerContext
+    ) -> None:
+        """The bidirectional session (see :mod:`.session`); the transport's failures
+        (the client went away) reach it as :class:`~.session.ClientGone`."""
+
+        async def frames() -> SessionFrames:
+            try:
+                async for frame in request_iterator:
+                    yield frame
+            except (grpc.RpcError, asyncio.InvalidStateError) as exc:
+                raise ClientGone() from exc
+
+        async def send(message: pb.SessionResponse) -> None:
+            try:
+                await context.write(message)
+            except (grpc.RpcError, asyncio.InvalidStateError, ConnectionError) as exc:
+                raise ClientGone() from exc
+
+        await SessionStream(self._registry, self._loop).run(frames(), send)

@@ -24,7 +24,7 @@ those that ended answer at once from the finished-operation memory). Shutdown fa
 session's waiter, which ends the stream with UNAVAILABLE.
 
 Thread safety: loop-confined, like the purgatories it calls. Outcomes reach the session
-through a :class:`~.waiters.Waiter` that the purgatory calls on the loop thread.
+through a :class:`~.feed.Waiter` that the purgatory's feed calls on the loop thread.
 """
 
 from __future__ import annotations
@@ -33,35 +33,37 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable
 
-import grpc
+from purgatory_proto.v1 import purgatory_pb2 as pb
 
-from purgatory_server._service.convert import (
-    FieldPrefixes,
-    operation_requests,
-    signals_from_proto,
-    status_fields,
-)
+from purgatory_server._service.convert import status_fields
 from purgatory_server._service.errors import (
-    InvalidArgument,
+    Code,
     LimitExceeded,
     ServiceError,
-    abort,
 )
 from purgatory_server._service.events import Outcome
-from purgatory_server._service.heartbeats import heartbeat_seconds, session_heartbeat
-from purgatory_server._service.limits import check_batch, check_operation_id
-from purgatory_server._service.operation import RemoteOperation
-from purgatory_server._service.purgatory import NamedPurgatory
+from purgatory_server._service.feed import Feed, Waiter
+from purgatory_server._service.heartbeats import session_heartbeat
+from purgatory_server._service.named_purgatory import NamedPurgatory
 from purgatory_server._service.registry import PurgatoryRegistry
 from purgatory_server._service.session_messages import Ack, OpKey, pack
-from purgatory_server._service.waiters import Waiter
+from purgatory_server._service.validation import (
+    FieldPrefixes,
+    check_batch,
+    heartbeat_interval,
+    operation_requests,
+    required_id,
+    signals_from_proto,
+)
 
 __all__ = [
     "METADATA_SESSION_BUFFER",
+    "ClientGone",
     "RefusedFrame",
+    "Send",
+    "SessionFrames",
     "SessionOverflow",
     "SessionStream",
 ]
@@ -70,6 +72,17 @@ logger = logging.getLogger("purgatory_server.service")
 
 # Trailing metadata of a session cut for not reading: the bound it went past.
 METADATA_SESSION_BUFFER = "purgatory-session-buffer"
+
+
+class ClientGone(Exception):
+    """The client went away (reading a frame or writing a message failed); the edge
+    raises it in place of its transport's own exceptions."""
+
+
+# The frames as the edge hands them over: decoded, each authorized or refused.
+SessionFrames = AsyncIterator["pb.SessionRequest | RefusedFrame"]
+# Sends one message on the stream (raises ClientGone when the client is gone).
+Send = Callable[[pb.SessionResponse], Awaitable[None]]
 
 
 class SessionOverflow(LimitExceeded):
@@ -122,7 +135,7 @@ class SessionStream:
         self._limits = registry.limits
         self._bound = max(1, self._limits.session_buffer)
         self._waiter = _SessionWaiter(self)
-        self._watching: dict[OpKey, RemoteOperation] = {}
+        self._watching: dict[OpKey, Feed] = {}  # watched operation -> its feed
         self._unacked: dict[OpKey, Ack] = {}
         self._acks: deque[Ack] = deque()  # waiting for their barrier, in frame order
         self._out: deque[Ack | Outcome] = deque()  # ready to send
@@ -136,8 +149,9 @@ class SessionStream:
         self._heartbeat_s: float | None = None
 
     # ------------------------------------------------------------------ life cycle
-    async def run(self, requests: AsyncIterator[Any], context: Any) -> None:
-        """Serve the stream until the client is done and owed nothing, or an error.
+    async def run(self, requests: SessionFrames, send: Send) -> None:
+        """Serve the stream until the client is done and owed nothing, or raise the error
+        that ended it (the edge turns it into the stream's status).
 
         On an error the reader stops, the waiters are detached and what was queued is
         dropped (so memory stops growing at once), but a message already being written
@@ -146,7 +160,7 @@ class SessionStream:
         never, if it goes away), exactly like a slow Subscribe stream.
         """
         reader = asyncio.ensure_future(self._read(requests))
-        writer = asyncio.ensure_future(self._write(context))
+        writer = asyncio.ensure_future(self._write(send))
         try:
             error = await self._ended
             reader.cancel()
@@ -164,7 +178,7 @@ class SessionStream:
                     await task
             self._detach()
         if error is not None:
-            await abort(context, error)
+            raise error
 
     def end(self, error: ServiceError | None) -> None:
         if not self._ended.done():
@@ -172,9 +186,8 @@ class SessionStream:
 
     def _detach(self) -> None:
         waiter = self._waiter
-        for op in self._watching.values():
-            if op.outcome is None and waiter in op.waiters:
-                op.waiters.remove(waiter)
+        for (_, op_id), feed in self._watching.items():
+            feed.detach(op_id, waiter)
         self._watching.clear()
 
     def _maybe_finished(self) -> None:
@@ -183,7 +196,7 @@ class SessionStream:
             self.end(None)
 
     # ------------------------------------------------------------------ reading
-    async def _read(self, requests: AsyncIterator[Any]) -> None:
+    async def _read(self, requests: SessionFrames) -> None:
         try:
             async for frame in requests:
                 self._apply(frame)
@@ -193,13 +206,13 @@ class SessionStream:
         except ServiceError as exc:
             self.end(exc)
             return
-        except (grpc.RpcError, asyncio.InvalidStateError):
-            self.end(None)  # the client went away
+        except ClientGone:
+            self.end(None)
             return
         self._input_done = True
         self._maybe_finished()
 
-    def _apply(self, frame: Any) -> None:
+    def _apply(self, frame: pb.SessionRequest | RefusedFrame) -> None:
         ack = Ack(frame.request_id)
         try:
             if isinstance(frame, RefusedFrame):
@@ -211,12 +224,12 @@ class SessionStream:
             purgatory = self._registry.get(frame.purgatory)
             self._apply_to(purgatory, frame, ack)
         except ServiceError as exc:
-            if exc.code is grpc.StatusCode.UNAVAILABLE:
+            if exc.code is Code.UNAVAILABLE:
                 raise  # shutting down: the stream ends
             del ack.message.operations[:]
             del ack.message.completed_per_signal[:]
             del ack.message.force_completed[:]
-            ack.message.code = exc.code.value[0]
+            ack.message.code = int(exc.code)
             ack.message.message = exc.message
             ack.keys.clear()
             ack.stash.clear()
@@ -231,15 +244,15 @@ class SessionStream:
             self._queue_ack(ack)
             self._after(barrier(), ack)
 
-    def _set_heartbeat(self, frame: Any) -> bool:
+    def _set_heartbeat(self, frame: pb.SessionRequest) -> bool:
         """Take the frame's heartbeat interval; True if the frame carries nothing else."""
-        interval = heartbeat_seconds("heartbeat_interval_ms", frame.heartbeat_interval_ms)
+        interval = heartbeat_interval("heartbeat_interval_ms", frame.heartbeat_interval_ms)
         if interval != self._heartbeat_s:
             self._heartbeat_s = interval
             self._wake_writer.set()  # the writer re-arms its idle wait with the new interval
         return not (frame.watches or frame.signals or frame.force_complete)
 
-    def _apply_to(self, purgatory: NamedPurgatory, frame: Any, ack: Ack) -> None:
+    def _apply_to(self, purgatory: NamedPurgatory, frame: pb.SessionRequest, ack: Ack) -> None:
         """Validate everything, then register, signal and force-complete (all or nothing
         up to the first change: nothing after validation can fail but a shutdown)."""
         limits = self._limits
@@ -252,9 +265,7 @@ class SessionStream:
         if forced:
             watched = {r.operation_id for r in requests}
             for i, op_id in enumerate(forced):
-                if not op_id:
-                    raise InvalidArgument(f"force_complete[{i}]", "must not be empty")
-                check_operation_id(f"force_complete[{i}]", op_id, limits)
+                required_id(f"force_complete[{i}]", op_id, limits)
                 if op_id not in watched:
                     purgatory.lookup(op_id)  # NOT_FOUND before anything changes
         msg = ack.message
@@ -269,14 +280,10 @@ class SessionStream:
                     self._count(1)
                     continue
                 add(payload=target.definition.payload, **status_fields(target, created))
-                if target.outcome is not None:
-                    ack.stash.append(target.outcome)
-                    self._count(1)
-                    continue
                 key = (name, target.operation_id)
                 if key not in self._watching:
-                    target.waiters.append(self._waiter)
-                    self._watching[key] = target
+                    purgatory.feed.attach(target.operation_id, self._waiter)
+                    self._watching[key] = purgatory.feed
                     ack.keys.append(key)
                     self._unacked[key] = ack
         if records:
@@ -337,7 +344,7 @@ class SessionStream:
         if self._buffered > self._bound:
             self.end(SessionOverflow(self._bound))
 
-    async def _write(self, context: Any) -> None:
+    async def _write(self, send: Send) -> None:
         ended = self._ended
         try:
             while not ended.done():
@@ -349,24 +356,24 @@ class SessionStream:
                     except TimeoutError:  # idle that long: tell the client we are alive
                         if ended.done():
                             return
-                        await context.write(session_heartbeat())
+                        await send(session_heartbeat())
                         continue
                 self._wake_writer.clear()
                 for message in pack(self._out):
                     if ended.done():
                         return
-                    await context.write(message)
+                    await send(message)
                     sent = len(message.outcomes) + (1 if message.HasField("ack") else 0)
                     self._buffered -= sent
                     if self._buffered * 2 < self._bound:
                         self._room.set()
                 self._maybe_finished()
-        except (grpc.RpcError, asyncio.InvalidStateError, ConnectionError):
-            self.end(None)  # the client went away
+        except ClientGone:
+            self.end(None)
 
 
 class _JournalFailed(ServiceError):
-    code = grpc.StatusCode.UNAVAILABLE
+    code = Code.UNAVAILABLE
 
     def __init__(self) -> None:
         super().__init__("journal write failed; re-send the watches on a new session")

@@ -8,11 +8,10 @@ owns every instance (loop-confined).
 from __future__ import annotations
 
 from collections import deque
-from typing import Any
 
 from purgatory_proto.v1 import purgatory_pb2 as pb
 
-from purgatory_server._service.convert import result_fields
+from purgatory_server._service.convert import event_fields
 from purgatory_server._service.events import Outcome
 
 __all__ = ["MESSAGE_BYTES", "OUTCOMES_PER_MESSAGE", "Ack", "OpKey", "pack"]
@@ -44,7 +43,7 @@ class Ack:
         self.stash: list[Outcome] = []  # their outcomes that ended before the ack left
 
 
-def pack(out: deque[Ack | Outcome]) -> list[Any]:
+def pack(out: deque[Ack | Outcome]) -> list[pb.SessionResponse]:
     """Everything in ``out`` (emptied), as SessionResponse messages.
 
     An acknowledgement joins the message being filled when that has none yet (the
@@ -84,29 +83,9 @@ def pack(out: deque[Ack | Outcome]) -> list[Any]:
         message = group_ack.response if group_ack is not None else pb.SessionResponse()
         add = message.outcomes.add
         for outcome in group_events:
-            add(**_event_fields(outcome))
+            add(**event_fields(outcome))
         messages.append(message)
     return messages
-
-
-def _event_fields(outcome: Outcome) -> dict[str, Any]:
-    """An OperationEvent as constructor keywords (see convert.result_fields for why)."""
-    fields: dict[str, Any] = {
-        "sequence": outcome.sequence,
-        "purgatory": outcome.purgatory,
-        "operation_id": outcome.operation_id,
-        "state": outcome.state,
-        "keys": outcome.keys,
-        "create_time_ms": outcome.create_time_ms,
-        "due_time_ms": outcome.due_time_ms,
-        "complete_time_ms": outcome.complete_time_ms,
-    }
-    if outcome.payload:
-        fields["payload"] = outcome.payload
-    result = result_fields(outcome.result)
-    if result:
-        fields["result"] = result
-    return fields
 
 
 def _outcome_size(outcome: Outcome) -> int:
@@ -114,5 +93,5 @@ def _outcome_size(outcome: Outcome) -> int:
     return 96 + len(outcome.payload) + len(outcome.result.data) + 40 * len(outcome.keys)
 
 
-def _ack_size(ack: Any) -> int:
+def _ack_size(ack: pb.SessionAck) -> int:
     return 64 + sum(96 + len(s.payload) + len(s.result.data) for s in ack.operations)

@@ -10,8 +10,8 @@
 - :mod:`.rpc`: the RPCs (a servicer mix-in).
 """
 
-from purgatory_server._service.groups.config import GroupConfig
 from purgatory_server._service.groups.group import WorkerGroup
+from purgatory_server._service.groups.group_config import GroupConfig
 from purgatory_server._service.groups.manager import GroupSet
 from purgatory_server._service.groups.member import Delivery, GroupMember
 

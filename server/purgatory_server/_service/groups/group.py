@@ -34,8 +34,8 @@ from purgatory_server._engine.time import Time
 from purgatory_server._engine.timer import Timer
 from purgatory_server._service.errors import FailedPrecondition, NotFound, ServiceError
 from purgatory_server._service.events import Outcome
-from purgatory_server._service.groups.config import GroupConfig
 from purgatory_server._service.groups.entry import EntryState, GroupEntry
+from purgatory_server._service.groups.group_config import GroupConfig
 from purgatory_server._service.groups.lease import LeaseTask
 from purgatory_server._service.groups.member import Delivery, GroupMember
 

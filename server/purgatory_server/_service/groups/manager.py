@@ -1,6 +1,6 @@
 """The worker groups of one purgatory: creation on first join, limits, lease expiries.
 
-:class:`GroupSet` is what a :class:`~purgatory_server._service.purgatory.NamedPurgatory`
+:class:`GroupSet` is what a :class:`~purgatory_server._service.named_purgatory.NamedPurgatory`
 holds: it creates a group on its first join (checking ``max_groups``), hands each
 published outcome to every group, refuses new registrations while a group holds
 ``max_group_backlog`` outcomes (capacity that frees up as members ack), and applies lease
@@ -31,8 +31,8 @@ from purgatory_server._service.errors import (
     ServiceError,
 )
 from purgatory_server._service.events import Outcome
-from purgatory_server._service.groups.config import GroupConfig
 from purgatory_server._service.groups.group import WorkerGroup
+from purgatory_server._service.groups.group_config import GroupConfig
 from purgatory_server._service.groups.lease import LeaseTask
 from purgatory_server._service.groups.member import GroupMember
 from purgatory_server._service.groups.records import GroupRecords, RestoredGroup

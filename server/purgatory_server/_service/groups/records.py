@@ -15,8 +15,8 @@ from collections.abc import Callable
 
 from purgatory_proto.v1.journal_pb2 import JournalRecord
 
-from purgatory_server._service.groups.config import GroupConfig
 from purgatory_server._service.groups.entry import GroupEntry
+from purgatory_server._service.groups.group_config import GroupConfig
 
 __all__ = ["GroupRecords", "RestoredGroup"]
 

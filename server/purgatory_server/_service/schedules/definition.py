@@ -19,7 +19,6 @@ from purgatory_server._service.config import MAX_TIMEOUT_MS, Limits
 from purgatory_server._service.convert import condition_from_proto
 from purgatory_server._service.errors import InvalidArgument
 from purgatory_server._service.journal_codec import condition_to_proto
-from purgatory_server._service.limits import check_condition, check_keys, check_payload
 from purgatory_server._service.operation import OperationDefinition
 from purgatory_server._service.quoting import quote
 from purgatory_server._service.schedules.timing import (
@@ -30,6 +29,7 @@ from purgatory_server._service.schedules.timing import (
     parse_cron,
     zone,
 )
+from purgatory_server._service.validation import check_condition, check_keys, check_payload
 
 __all__ = [
     "ScheduleDefinition",

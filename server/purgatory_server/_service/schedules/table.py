@@ -38,8 +38,9 @@ from purgatory_server._service.errors import (
     NotFound,
     ServiceError,
 )
+from purgatory_server._service.events import Outcome
+from purgatory_server._service.named_purgatory import NamedPurgatory, OperationRequest
 from purgatory_server._service.operation import RemoteOperation
-from purgatory_server._service.purgatory import NamedPurgatory, OperationRequest
 from purgatory_server._service.quoting import quote
 from purgatory_server._service.schedules.definition import (
     ScheduleDefinition,
@@ -144,7 +145,7 @@ class ScheduleTable:
             self._ticks[entry.occurrence_id] = sid
         return entry, old is None, True
 
-    def delete(self, schedule_id: str) -> RemoteOperation | None:
+    def delete(self, schedule_id: str) -> Outcome | None:
         """Forget a schedule; its armed occurrence ends CANCELLED (returned if it did)."""
         purgatory = self._purgatory
         entry = self._entries.get(schedule_id)
@@ -162,7 +163,7 @@ class ScheduleTable:
         return self._disarm(entry)
 
     # ----------------------------------------------------------------- arming
-    def _disarm(self, entry: ScheduleEntry) -> RemoteOperation | None:
+    def _disarm(self, entry: ScheduleEntry) -> Outcome | None:
         op_id = entry.occurrence_id
         if not op_id:
             return None

@@ -38,7 +38,7 @@ from opentelemetry.sdk.metrics.export import Histogram as HistogramData
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.util.types import Attributes
 
-from purgatory_server._service.purgatory import NamedPurgatory
+from purgatory_server._service.named_purgatory import NamedPurgatory
 from purgatory_server._service.telemetry.counters import FINAL_STATES, PurgatoryMetrics
 from purgatory_server._service.telemetry.histogram import Histogram
 from purgatory_server._service.telemetry.rpc import RpcStats

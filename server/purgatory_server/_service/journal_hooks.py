@@ -15,8 +15,10 @@ Durability contract (a journal that makes acknowledgements durable): ``barrier()
 completes once everything recorded so far is written under the fsync policy, and the
 RPC handlers of a purgatory built with a journal await it before answering;
 ``after_write(callback)`` runs ``callback`` on the loop once everything recorded so far is
-written, which is when the purgatory offers outcomes to waiters and subscribers. The
-in-memory path never calls either (the purgatory keeps ``barrier = None``).
+written, which is when the feed (:mod:`.feed`) offers outcomes to waiters and
+subscribers. Every outcome takes that path: :class:`NullJournal` runs the callback at
+once. Only ``barrier()`` is skipped in memory (the purgatory keeps ``barrier = None``,
+so an in-memory RPC answers without awaiting anything).
 
 To restore after a restart, build the purgatory with the journal's
 :class:`~purgatory_server._service.events.EventLog` (last sequence + retained window).

@@ -8,14 +8,13 @@ servicer's decorators), and leaves awaiting the journal barrier to the servicer.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from purgatory_proto.v1 import purgatory_pb2 as pb
 
 from purgatory_server._service.config import Limits
 from purgatory_server._service.convert import operation_status
 from purgatory_server._service.errors import InvalidArgument
-from purgatory_server._service.purgatory import NamedPurgatory
+from purgatory_server._service.named_purgatory import NamedPurgatory
 from purgatory_server._service.schedules.definition import (
     definition_from_proto,
     definition_to_proto,
@@ -25,7 +24,7 @@ from purgatory_server._service.schedules.table import ScheduleEntry, schedule_ta
 __all__ = ["delete_schedule", "list_schedules", "schedule_to_proto", "upsert_schedule"]
 
 
-def schedule_to_proto(entry: ScheduleEntry) -> Any:
+def schedule_to_proto(entry: ScheduleEntry) -> pb.Schedule:
     armed = bool(entry.occurrence_id)
     return pb.Schedule(
         spec=definition_to_proto(entry.definition),
@@ -36,8 +35,11 @@ def schedule_to_proto(entry: ScheduleEntry) -> Any:
 
 
 def upsert_schedule(
-    purgatory: NamedPurgatory, loop: asyncio.AbstractEventLoop, request: Any, limits: Limits
-) -> Any:
+    purgatory: NamedPurgatory,
+    loop: asyncio.AbstractEventLoop,
+    request: pb.UpsertScheduleRequest,
+    limits: Limits,
+) -> pb.UpsertScheduleResponse:
     if not request.HasField("schedule"):
         raise InvalidArgument("schedule", "must be set")
     definition = definition_from_proto(request.schedule, limits)
@@ -48,8 +50,8 @@ def upsert_schedule(
 
 
 def delete_schedule(
-    purgatory: NamedPurgatory, loop: asyncio.AbstractEventLoop, request: Any
-) -> Any:
+    purgatory: NamedPurgatory, loop: asyncio.AbstractEventLoop, request: pb.DeleteScheduleRequest
+) -> pb.DeleteScheduleResponse:
     if not request.schedule_id:
         raise InvalidArgument("schedule_id", "must not be empty")
     cancelled = schedule_table(purgatory, loop).delete(request.schedule_id)
@@ -58,7 +60,7 @@ def delete_schedule(
     return pb.DeleteScheduleResponse(cancelled=operation_status(cancelled, False))
 
 
-def list_schedules(purgatory: NamedPurgatory) -> Any:
+def list_schedules(purgatory: NamedPurgatory) -> pb.ListSchedulesResponse:
     table = purgatory.schedules
     entries = [] if table is None else table.entries()
     return pb.ListSchedulesResponse(schedules=[schedule_to_proto(e) for e in entries])

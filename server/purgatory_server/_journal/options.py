@@ -1,14 +1,13 @@
-"""Journal configuration and the errors it raises.
+"""Journal options: the fsync policy and the per-journal tuning.
 
-Why together: both are small, plain and imported by every other journal module; keeping
-them apart from the I/O code avoids import cycles.
+Plain values imported by every other journal module; kept apart from the I/O code (and
+from :mod:`.journal_errors`) so nothing here can form an import cycle.
 """
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from pathlib import Path
 
 
 class FsyncPolicy(enum.Enum):
@@ -69,37 +68,3 @@ class JournalConfig:
             raise ValueError("max_key_values must be >= 0")
         if not 0.0 < self.compaction_max_carry_ratio <= 1.0:
             raise ValueError("compaction_max_carry_ratio must be in (0, 1]")
-
-
-class JournalError(Exception):
-    """Base class of the journal's own errors."""
-
-
-class JournalCorruptionError(JournalError):
-    """A record that is not a torn tail failed its checks; start-up must stop.
-
-    ``path`` and ``offset`` name the first bad byte. Opening again with ``repair=True``
-    truncates the journal there (see docs/journal.md, "Repair").
-    """
-
-    def __init__(self, path: Path, offset: int, reason: str) -> None:
-        super().__init__(
-            f"journal corrupt in {path} at byte offset {offset}: {reason}; "
-            "refusing to start (open with repair=True to truncate the journal there)"
-        )
-        self.path = path
-        self.offset = offset
-        self.reason = reason
-
-
-class JournalClosedError(JournalError):
-    """An append or request after :meth:`Journal.close`."""
-
-
-class JournalFailedError(JournalError):
-    """An I/O error hit the writer; the journal accepts nothing more.
-
-    After a failed write or fsync the page cache's state is unknown (a later fsync may
-    report success for data that never reached the disk), so the only safe continuation is
-    to close and re-open, which re-reads what is really on disk.
-    """

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 
 from purgatory_proto.v1.journal_pb2 import JournalRecord
 
-from purgatory_server._service.purgatory import NamedPurgatory
+from purgatory_server._service.named_purgatory import NamedPurgatory
 from purgatory_server._service.schedules.definition import decode_upserted
 from purgatory_server._service.schedules.table import schedule_table
 

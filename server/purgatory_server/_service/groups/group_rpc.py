@@ -11,34 +11,36 @@ Thread safety: runs on the server's event loop, like the servicer.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+import grpc
 from purgatory_proto.v1 import purgatory_pb2 as pb
 
 from purgatory_server._service.convert import event_to_proto
-from purgatory_server._service.errors import (
-    InvalidArgument,
-    NotFound,
-    unary_errors,
-)
-from purgatory_server._service.groups.config import (
+from purgatory_server._service.errors import InvalidArgument, NotFound
+from purgatory_server._service.groups.entry import GroupEntry
+from purgatory_server._service.groups.group import WorkerGroup
+from purgatory_server._service.groups.group_config import (
     DEFAULT_PREFETCH,
     MAX_ATTEMPTS,
     MAX_PREFETCH,
     MAX_VISIBILITY_TIMEOUT_MS,
     MIN_VISIBILITY_TIMEOUT_MS,
 )
-from purgatory_server._service.groups.entry import GroupEntry
-from purgatory_server._service.groups.group import WorkerGroup
 from purgatory_server._service.groups.member import Delivery
 from purgatory_server._service.registry import NAME_PATTERN
 
 if TYPE_CHECKING:
     from purgatory_server._service.config import Limits
-    from purgatory_server._service.purgatory import NamedPurgatory
+    from purgatory_server._service.named_purgatory import NamedPurgatory
     from purgatory_server._service.registry import PurgatoryRegistry
 
 __all__ = ["GroupRpcs", "member_stream"]
+
+# The requests that name one group of one purgatory.
+_GroupRequest = (
+    pb.AckRequest | pb.ExtendLeaseRequest | pb.ListDeadLettersRequest | pb.RedriveRequest
+)
 
 DEFAULT_PAGE_SIZE = 100
 # Response header of a group member's Subscribe: the group's cursor when it joined.
@@ -65,7 +67,7 @@ def _check_sequence(field: str, value: int) -> None:
         raise InvalidArgument(field, "must be a sequence (1 or more)")
 
 
-def delivery_to_proto(delivery: Delivery) -> Any:
+def delivery_to_proto(delivery: Delivery) -> pb.OperationEvent:
     event = event_to_proto(delivery.outcome)
     event.delivery_attempt = delivery.attempt
     event.lease_deadline_ms = delivery.lease_deadline_ms
@@ -73,7 +75,7 @@ def delivery_to_proto(delivery: Delivery) -> Any:
     return event
 
 
-def dead_letter_to_proto(group: WorkerGroup, entry: GroupEntry) -> Any:
+def dead_letter_to_proto(group: WorkerGroup, entry: GroupEntry) -> pb.OperationEvent:
     event = event_to_proto(entry.outcome)
     event.delivery_attempt = entry.attempts
     event.group = group.name
@@ -82,8 +84,12 @@ def dead_letter_to_proto(group: WorkerGroup, entry: GroupEntry) -> Any:
 
 
 async def member_stream(
-    purgatory: NamedPurgatory, request: Any, context: Any, limits: Limits, idle_s: float | None
-) -> AsyncIterator[Any]:
+    purgatory: NamedPurgatory,
+    request: pb.SubscribeRequest,
+    context: grpc.aio.ServicerContext,
+    limits: Limits,
+    idle_s: float | None,
+) -> AsyncIterator[pb.OperationEvent]:
     """A Subscribe stream that joined ``request.group``: its deliveries, heartbeats.
 
     The response headers are sent once the member has joined (header
@@ -132,22 +138,25 @@ class GroupRpcs:
     _registry: PurgatoryRegistry
     _limits: Limits
     # The servicer's durability barrier (answer once the change is journaled).
-    _acknowledge: Callable[[NamedPurgatory, Any], Awaitable[Any]]
+    _acknowledge: Callable[[NamedPurgatory], Awaitable[None]]
 
-    def _group(self, request: Any) -> tuple[NamedPurgatory, WorkerGroup]:
+    def _group(self, request: _GroupRequest) -> tuple[NamedPurgatory, WorkerGroup]:
         purgatory = self._registry.get(request.purgatory)
         _check_group("group", request.group, self._limits)
         return purgatory, purgatory.groups.get(request.group)
 
-    @unary_errors
-    async def Ack(self, request: Any, context: Any) -> Any:
+    async def Ack(
+        self, request: pb.AckRequest, context: grpc.aio.ServicerContext
+    ) -> pb.AckResponse:
         _check_sequence("sequence", request.sequence)
         purgatory, group = self._group(request)
         group.ack(request.sequence, request.attempt)
-        return await self._acknowledge(purgatory, pb.AckResponse())
+        await self._acknowledge(purgatory)
+        return pb.AckResponse()
 
-    @unary_errors
-    async def ExtendLease(self, request: Any, context: Any) -> Any:
+    async def ExtendLease(
+        self, request: pb.ExtendLeaseRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ExtendLeaseResponse:
         _check_sequence("sequence", request.sequence)
         if request.attempt == 0:
             raise InvalidArgument("attempt", "must be the delivery_attempt holding the lease")
@@ -159,12 +168,12 @@ class GroupRpcs:
         )
         purgatory, group = self._group(request)
         deadline = group.extend(request.sequence, request.attempt, request.visibility_timeout_ms)
-        return await self._acknowledge(
-            purgatory, pb.ExtendLeaseResponse(lease_deadline_ms=deadline)
-        )
+        await self._acknowledge(purgatory)
+        return pb.ExtendLeaseResponse(lease_deadline_ms=deadline)
 
-    @unary_errors
-    async def ListDeadLetters(self, request: Any, context: Any) -> Any:
+    async def ListDeadLetters(
+        self, request: pb.ListDeadLettersRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListDeadLettersResponse:
         limit = request.page_size or DEFAULT_PAGE_SIZE
         _check_range("page_size", limit, 1, self._limits.max_batch_size)
         purgatory, group = self._group(request)
@@ -173,10 +182,12 @@ class GroupRpcs:
             dead_letters=[dead_letter_to_proto(group, e) for e in page],
             next_after_sequence=next_after,
         )
-        return await self._acknowledge(purgatory, response)
+        await self._acknowledge(purgatory)
+        return response
 
-    @unary_errors
-    async def Redrive(self, request: Any, context: Any) -> Any:
+    async def Redrive(
+        self, request: pb.RedriveRequest, context: grpc.aio.ServicerContext
+    ) -> pb.RedriveResponse:
         if len(request.sequences) > self._limits.max_batch_size:
             raise InvalidArgument(
                 "sequences",
@@ -185,10 +196,12 @@ class GroupRpcs:
             )
         purgatory, group = self._group(request)
         redriven = group.redrive(list(request.sequences) if request.sequences else None)
-        return await self._acknowledge(purgatory, pb.RedriveResponse(redriven=redriven))
+        await self._acknowledge(purgatory)
+        return pb.RedriveResponse(redriven=redriven)
 
-    @unary_errors
-    async def ListGroups(self, request: Any, context: Any) -> Any:
+    async def ListGroups(
+        self, request: pb.ListGroupsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListGroupsResponse:
         purgatory = self._registry.get(request.purgatory)
         out = []
         for group in purgatory.groups.all():
@@ -205,12 +218,15 @@ class GroupRpcs:
                     last_sequence=group.last_sequence,
                 )
             )
-        return await self._acknowledge(purgatory, pb.ListGroupsResponse(groups=out))
+        await self._acknowledge(purgatory)
+        return pb.ListGroupsResponse(groups=out)
 
-    @unary_errors
-    async def DeleteGroup(self, request: Any, context: Any) -> Any:
+    async def DeleteGroup(
+        self, request: pb.DeleteGroupRequest, context: grpc.aio.ServicerContext
+    ) -> pb.DeleteGroupResponse:
         purgatory = self._registry.get(request.purgatory)
         _check_group("group", request.group, self._limits)
         gone = NotFound(f"group {request.group!r} was deleted", "group", request.group)
         dropped = purgatory.groups.delete(request.group, gone)
-        return await self._acknowledge(purgatory, pb.DeleteGroupResponse(dropped=dropped))
+        await self._acknowledge(purgatory)
+        return pb.DeleteGroupResponse(dropped=dropped)

@@ -1,0 +1,123 @@
+"""The server package's shape: the core loads without grpc (only the edge, that is the
+servicer and its worker-group mix-in, edge, status mapping, app, TLS and RPC telemetry,
+imports it), no two modules
+share a name, no import cycle, and service modules stay small (~400 lines)."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import purgatory_server
+
+PACKAGE = Path(purgatory_server.__file__).parent
+SERVICE = PACKAGE / "_service"
+# The guide's "~400 lines": the bound leaves room for small hooks, not a new concern.
+MAX_LINES = 450
+# groups/group_rpc.py: the worker-group handlers, a mix-in of the servicer (its context type).
+EDGE = {
+    "app.py",
+    "edge.py",
+    "groups/group_rpc.py",
+    "servicer.py",
+    "status.py",
+    "tls.py",
+    "telemetry/rpc.py",
+}
+
+
+def _imports_grpc(path: Path) -> bool:
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module]
+        if any(n == "grpc" or n.startswith(("grpc.", "grpc_")) for n in names):
+            return True
+    return False
+
+
+def test_only_the_edge_imports_grpc() -> None:
+    importers = {
+        p.relative_to(SERVICE).as_posix() for p in SERVICE.rglob("*.py") if _imports_grpc(p)
+    }
+    assert importers <= EDGE, importers - EDGE
+    assert "errors.py" not in importers
+
+
+def test_the_core_runs_without_grpc_loaded() -> None:
+    code = (
+        "import sys, asyncio\n"
+        "from purgatory_server._service.named_purgatory import NamedPurgatory\n"
+        "from purgatory_server._service.registry import PurgatoryRegistry\n"
+        "from purgatory_server._service.validation import operation_requests\n"
+        "from purgatory_server._service.durable import durable_factory\n"
+        "from purgatory_server._service.config import Limits, PurgatorySettings\n"
+        "async def main():\n"
+        "    r = PurgatoryRegistry(Limits(), PurgatorySettings(), asyncio.get_running_loop())\n"
+        "    r.create(r.settings_for('p', None))\n"
+        "    await r.shutdown()\n"
+        "asyncio.run(main())\n"
+        "loaded = sorted(m for m in sys.modules if m == 'grpc' or m.startswith('grpc'))\n"
+        "assert not loaded, loaded\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def _module(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _runtime_imports(path: Path) -> set[str]:
+    """Modules of this package imported when ``path`` loads (not under TYPE_CHECKING)."""
+    found: set[str] = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            continue
+        for n in ast.walk(node):
+            if isinstance(n, ast.ImportFrom) and n.module and n.module.startswith("purgatory_"):
+                found.add(n.module)
+                found.update(f"{n.module}.{a.name}" for a in n.names)
+            elif isinstance(n, ast.Import):
+                found.update(a.name for a in n.names)
+    return found
+
+
+def test_no_import_cycle_and_no_two_modules_share_a_name() -> None:
+    paths = {_module(p): p for p in PACKAGE.rglob("*.py")}
+    names = [p.name for p in paths.values() if p.name != "__init__.py"]
+    assert sorted({n for n in names if names.count(n) > 1}) == []
+    graph = {
+        mod: {
+            dep
+            for dep in _runtime_imports(path)
+            if dep in paths and dep != mod and not mod.startswith(dep + ".")
+        }
+        for mod, path in paths.items()
+    }
+    done: set[str] = set()
+
+    def visit(mod: str, stack: list[str]) -> None:
+        if mod in stack:
+            raise AssertionError("import cycle: " + " -> ".join([*stack, mod]))
+        if mod in done:
+            return
+        for dep in sorted(graph[mod]):
+            visit(dep, [*stack, mod])
+        done.add(mod)
+
+    for mod in sorted(graph):
+        visit(mod, [])
+
+
+def test_service_modules_stay_small() -> None:
+    sizes = {
+        p.relative_to(SERVICE).as_posix(): len(p.read_text().splitlines())
+        for p in SERVICE.rglob("*.py")
+    }
+    assert {m: n for m, n in sizes.items() if n > MAX_LINES} == {}

@@ -46,6 +46,16 @@ async def traced() -> AsyncIterator[tuple[AsyncPurgatoryClient, InMemorySpanExpo
         await server.stop(0.5)
 
 
+async def finished_spans(exporter: InMemorySpanExporter, n: int) -> tuple[ReadableSpan, ...]:
+    """The finished spans once there are ``n``: the server ends an RPC's span after it has
+    sent the answer, so the client can see the answer a moment before the span ends."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 10
+    while len(exporter.get_finished_spans()) < n and loop.time() < deadline:
+        await asyncio.sleep(0.01)
+    return exporter.get_finished_spans()
+
+
 def server_spans(exporter: InMemorySpanExporter, method: str) -> list[ReadableSpan]:
     return [s for s in exporter.get_finished_spans() if s.name == SERVICE + method]
 
@@ -57,7 +67,7 @@ async def test_one_server_span_per_rpc_with_its_status(traced: Any) -> None:
     await client.check_and_complete("a")
     with pytest.raises(NotFoundError):
         await client.get_operation("missing")
-    spans = exporter.get_finished_spans()
+    spans = await finished_spans(exporter, 4)
     names = sorted(s.name.removeprefix(SERVICE) for s in spans)
     assert names == ["CheckAndComplete", "CheckAndComplete", "GetOperation", "TryCompleteElseWatch"]
     for span in spans:

@@ -182,6 +182,36 @@ class DelayedOperationPurgatory(Generic[T]):
                     operation.cancel()
         return results
 
+    def watch_and_arm_all(self, items: Iterable[tuple[T, Iterable[Hashable]]]) -> None:
+        """Watch and arm operations known not to be completable yet, without trying them.
+
+        For re-arming operations at start-up (a restart recovering them from a journal):
+        each operation's ``try_complete`` would answer False, and nothing can signal its
+        keys or reach the operation before this call returns, so Kafka's try / watch / try
+        sequence, which closes the race with a signal arriving between the first try and
+        the watch, has no race to close. Each operation is watched on its keys, then the
+        batch is armed in one timer round (as :meth:`try_complete_else_watch_all`). An
+        operation that something completed meanwhile (its timer already due, say) is
+        cancelled again, so it never lingers in the wheel. Why: at a million operations the
+        two tries and the lock round per operation were a fifth of the restart.
+        """
+        armed: list[T] = []
+        watch = self._watch
+        for operation, watch_keys in items:
+            watch(operation, list(watch_keys))
+            if not operation._completed.locked():
+                armed.append(operation)
+        if armed:
+            add_all = getattr(self._timer, "add_all", None)
+            if add_all is not None:
+                add_all(armed)
+            else:
+                for operation in armed:
+                    self._timer.add(operation)
+            for operation in armed:
+                if operation._completed.locked():
+                    operation.cancel()
+
     def check_and_complete(self, key: Hashable) -> int:
         """Try every operation watching ``key``; return how many this call completed.
 

@@ -47,7 +47,12 @@ from purgatory_server._service.events import EventLog, Outcome
 from purgatory_server._service.inbox import Inbox
 from purgatory_server._service.incarnation import new_incarnation
 from purgatory_server._service.journal import NULL_JOURNAL, Journal
-from purgatory_server._service.operation import OperationDefinition, RemoteOperation, SignalSlot
+from purgatory_server._service.operation import (
+    OperationDefinition,
+    RemoteOperation,
+    RestoredOperation,
+    SignalSlot,
+)
 from purgatory_server._service.quoting import quote
 from purgatory_server._service.states import OperationState
 from purgatory_server._service.subscriptions import EventFilter, Subscriber
@@ -415,27 +420,40 @@ class NamedPurgatory:
         due_time_ms: int,
         signals: Sequence[tuple[str, SignalRecord]],
     ) -> None:
-        """Re-arm an operation recovered from the journal (start-up, before serving).
+        """Re-arm one operation recovered from the journal; see :meth:`restore_operations`."""
+        self.restore_operations([(op_id, definition, create_time_ms, due_time_ms, signals)])
 
-        Progress is rebuilt by replaying ``signals``; the timer fires at the original
-        ``due_time_ms`` (wall clock), at once if that has passed. Nothing is journaled:
-        the operation is already in the journal.
+    def restore_operations(self, items: Sequence[RestoredOperation]) -> None:
+        """Re-arm operations recovered from the journal (start-up, before serving).
+
+        Progress is rebuilt by replaying each one's signals; its timer fires at the original
+        ``due_time_ms`` (wall clock, read once for the batch), at once if that has passed.
+        The batch is armed in one engine call (one timer lock round). Nothing is
+        journaled: the operations are already in the journal.
         """
         self._check_open()
-        keys = definition.keys
-        progress = self._new_progress(definition)
-        for key, sig in signals:
-            progress.add(key, sig)
-        op = RemoteOperation(
-            op_id, definition, progress, slot=self._slot, clock=self._time, on_end=self._inbox.put
-        )
-        op.create_time_ms = create_time_ms
-        op.due_time_ms = due_time_ms
-        op.delay_ms = max(0, due_time_ms - self._time.wall_clock_ms())
-        self._active[op_id] = op
-        self._budget.restored(len(definition.payload))
-        self._values.watch(keys)
-        self._engine.try_complete_else_watch(op, keys)
+        now_ms = self._time.wall_clock_ms()
+        slot, clock, on_end = self._slot, self._time, self._inbox.put
+        active, watch, restored = self._active, self._values.watch, self._budget.restored
+        waiting: list[tuple[RemoteOperation, tuple[str, ...]]] = []
+        satisfied: list[tuple[RemoteOperation, tuple[str, ...]]] = []
+        for op_id, definition, created, due, signals in items:
+            progress = self._new_progress(definition)
+            for key, sig in signals:
+                progress.add(key, sig)
+            times = (created, due, now_ms)
+            op = RemoteOperation(
+                op_id, definition, progress, slot=slot, clock=clock, on_end=on_end, restored=times
+            )
+            active[op_id] = op
+            restored(len(definition.payload))
+            watch(definition.keys)
+            (satisfied if progress.satisfied() else waiting).append((op, definition.keys))
+        # Not serving yet: nothing can signal a key meanwhile, so an operation whose
+        # replayed progress does not satisfy it needs no try (the engine's restart path).
+        self._engine.watch_and_arm_all(waiting)
+        if satisfied:
+            self._engine.try_complete_else_watch_all(satisfied)
 
     def restore_finished(self, definition: OperationDefinition, outcome: Outcome) -> None:
         """Remember a journaled outcome so re-sends of its id stay idempotent (start-up)."""

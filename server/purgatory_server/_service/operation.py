@@ -11,7 +11,8 @@ serial de-duplicates) and then judges its condition. Invariants that make this s
   the timer's executor thread only calls ``run`` (expiry), which never reads the slot;
 - every path that completes an operation holds ``self.lock`` (``try_complete`` and
   ``run`` are called with it by the engine, :meth:`end` takes it), so the reason
-  recorded just before ``force_complete`` is the reason of the single winner.
+  recorded just before ``force_complete`` is the reason of the single winner. That lock
+  is the purgatory's, shared by all its operations (:class:`SignalSlot`).
 
 ``on_complete`` runs on the winning thread (loop or executor): it freezes the result and
 hands the operation to the purgatory's inbox, nothing more, so it never blocks.
@@ -35,6 +36,7 @@ Either way exactly one terminal outcome, and a lost race is reported, never half
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -88,14 +90,23 @@ RestoredOperation = tuple[str, OperationDefinition, int, int, Sequence[tuple[str
 
 
 class SignalSlot:
-    """The signal currently being delivered by ``check_and_complete`` (loop thread only)."""
+    """The signal currently being delivered by ``check_and_complete`` (loop thread only),
+    and the lock every operation of the purgatory shares (any thread)."""
 
-    __slots__ = ("key", "serial", "signal")
+    __slots__ = ("key", "lock", "serial", "signal")
 
     def __init__(self) -> None:
         self.key: str | None = None
         self.signal: SignalRecord | None = None
         self.serial = 0
+        # One re-entrant lock for all the purgatory's operations instead of one each (96
+        # bytes per pending operation). Sound because every holder is short and takes
+        # nothing that waits for another operation's lock: the loop thread holds it around
+        # one operation's try_complete / end / reschedule, the timer's executor around one
+        # expiry; what they take inside (a watch shard, a timer bucket, the timer, the
+        # inbox) is never held while waiting for this lock. Under the GIL the loop and the
+        # executor do not run Python at once anyway, so sharing costs no parallelism.
+        self.lock = threading.RLock()
 
 
 class RemoteOperation(DelayedOperation):
@@ -135,7 +146,7 @@ class RemoteOperation(DelayedOperation):
         """``restored``: (create_time_ms, due_time_ms, now_ms) of an operation recovered
         from the journal, which keeps its times and fires at its due time (wall clock,
         read once per recovery batch as ``now_ms``), at once if that has passed."""
-        super().__init__(definition.timeout_ms)
+        super().__init__(definition.timeout_ms, slot.lock)
         self.operation_id = operation_id
         self.definition = definition
         self.progress = progress
@@ -183,7 +194,7 @@ class RemoteOperation(DelayedOperation):
             self._seen = slot.serial
             key = slot.key
             if key is not None and slot.signal is not None:
-                progress.add(key, slot.signal)
+                progress = self.progress = progress.add(key, slot.signal)
         if progress.satisfied():
             self._reason = _COMPLETED
             return self.force_complete()

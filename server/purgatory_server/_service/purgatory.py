@@ -440,7 +440,7 @@ class NamedPurgatory:
         for op_id, definition, created, due, signals in items:
             progress = self._new_progress(definition)
             for key, sig in signals:
-                progress.add(key, sig)
+                progress = progress.add(key, sig)
             times = (created, due, now_ms)
             op = RemoteOperation(
                 op_id, definition, progress, slot=slot, clock=clock, on_end=on_end, restored=times

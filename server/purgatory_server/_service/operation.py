@@ -89,6 +89,13 @@ class OperationDefinition(NamedTuple):
 RestoredOperation = tuple[str, OperationDefinition, int, int, Sequence[tuple[str, SignalRecord]]]
 
 
+# RemoteOperation's completion flag (see RemoteOperation.force_complete): shared, never
+# acquired or released after this.
+_PENDING = threading.Lock()
+_DONE = threading.Lock()
+_DONE.acquire()
+
+
 class SignalSlot:
     """The signal currently being delivered by ``check_and_complete`` (loop thread only),
     and the lock every operation of the purgatory shares (any thread)."""
@@ -147,6 +154,7 @@ class RemoteOperation(DelayedOperation):
         from the journal, which keeps its times and fires at its due time (wall clock,
         read once per recovery batch as ``now_ms``), at once if that has passed."""
         super().__init__(definition.timeout_ms, slot.lock)
+        self._completed = _PENDING  # see force_complete
         self.operation_id = operation_id
         self.definition = definition
         self.progress = progress
@@ -199,6 +207,27 @@ class RemoteOperation(DelayedOperation):
             self._reason = _COMPLETED
             return self.force_complete()
         return False
+
+    def force_complete(self) -> bool:
+        """The engine's one-shot completion, with the flag kept without a lock of its own.
+
+        The engine's flag is a ``threading.Lock`` per operation (88 bytes with its
+        semaphore). Here ``_completed`` is one of two shared locks that are never acquired
+        or released: ``_PENDING`` (unlocked) until this swaps in ``_DONE`` (locked for
+        good), so ``_completed.locked()`` still answers "completed?" for the engine. The
+        check-and-swap is atomic because it runs under ``self.lock`` (re-entrant, and
+        already held by every caller: ``try_complete``, ``run``, :meth:`end`).
+        """
+        with self.lock:
+            if self._completed is _DONE:
+                return False
+            self._completed = _DONE
+        self.cancel()
+        watcher = self._watcher
+        if watcher is not None:
+            watcher.unwatch(self)
+        self.on_complete()
+        return True
 
     def end(self, reason: OperationState) -> bool:
         """Force-complete with ``reason`` (FORCE_COMPLETED, CANCELLED); True if this won."""

@@ -6,7 +6,9 @@ two keys out of ``--keys`` shared ones, ANY_KEY, due in an hour) is opened by a 
 ``python -m purgatory_server`` from each source tree in turn (this tree, and
 ``--compare-src DIR`` if given, e.g. ``git archive <commit> | tar -x -C DIR``); the time
 from spawning the process to its ``--port-file`` appearing (written once it serves) is
-the recovery, next to the same for an empty data directory. Then the server's RSS
+the recovery, next to the same for an empty data directory; the server's CPU time up to
+serving (all threads, from ``/proc``) is reported beside it, since on a shared machine
+the wall time also counts other processes' turns. Then the server's RSS
 (``VmRSS``) is read and compared with the empty server's: bytes per recovered operation.
 
 Memory of live registrations (``--live N``): an in-memory server from each tree is sent N
@@ -80,6 +82,11 @@ def write_journal(data_dir: Path, count: int, keys: int) -> None:
         journal.flush()
 
 
+def cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def rss_bytes(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -109,6 +116,9 @@ class Server:
                 raise RuntimeError(f"server exited with {self.proc.returncode}")
             time.sleep(0.005)
         self.ready_s = time.perf_counter() - started
+        # CPU seconds (all threads) up to serving: unlike the wall time, not inflated by
+        # other processes on a shared machine.
+        self.ready_cpu_s = cpu_s(self.proc.pid)
         time.sleep(0.05)
         self.port = int(self.port_file.read_text().split()[0])
 
@@ -190,14 +200,17 @@ def main() -> None:
                         server.stop()
                     row["serving_s"] = server.ready_s
                     row["recovery_s"] = server.ready_s - empty.ready_s
+                    row["serving_cpu_s"] = server.ready_cpu_s
+                    row["recovery_cpu_s"] = server.ready_cpu_s - empty.ready_cpu_s
                     row["recovered_bytes_per_op"] = (rss - empty_rss) / a.pending
                 rows.append(row)
                 print(row, file=sys.stderr)
     headers = ["tree", "round", "empty start (s)"]
     keys = ["tree", "round", "empty_s"]
     if a.pending:
-        headers += ["start to serving (s)", "recovery (s)", "RSS per recovered op (B)"]
-        keys += ["serving_s", "recovery_s", "recovered_bytes_per_op"]
+        headers += ["start to serving (s)", "recovery (s)", "recovery CPU (s)"]
+        headers += ["RSS per recovered op (B)"]
+        keys += ["serving_s", "recovery_s", "recovery_cpu_s", "recovered_bytes_per_op"]
     if a.live:
         headers += ["register (s)", "RSS per live op (B)"]
         keys += ["live_register_s", "live_bytes_per_op"]

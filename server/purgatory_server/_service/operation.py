@@ -121,22 +121,22 @@ class RemoteOperation(DelayedOperation):
 
     __slots__ = (
         "_clock",
+        "_due",
         "_expiry",
         "_on_end",
         "_reason",
         "_seen",
         "_slot",
+        "_waiters",
         "complete_time_ms",
         "create_time_ms",
         "definition",
-        "due_time_ms",
         "operation_id",
         "outcome",
         "progress",
         "result",
         "state",
         "traceparent",
-        "waiters",
     )
 
     def __init__(
@@ -165,23 +165,28 @@ class RemoteOperation(DelayedOperation):
         self._reason = _EXPIRED  # what ``run`` (the timer) means
         self.state = _WATCHING
         self.result: ResultSnapshot = EMPTY_RESULT
+        # ``due_time_ms`` is create_time_ms + timeout_ms unless ``_due`` says otherwise (a
+        # caller's due time, a reschedule, a recovered one): an int object fewer per
+        # pending operation in the usual case.
+        self._due = 0
         if restored is not None:
-            self.create_time_ms, self.due_time_ms, now_ms = restored
-            self.delay_ms = max(0, self.due_time_ms - now_ms)
+            created, due, now_ms = restored
+            self.create_time_ms = created
+            if due != created + definition.timeout_ms:
+                self._due = due
+            self.delay_ms = max(0, due - now_ms)
         else:
             self.create_time_ms = clock.wall_clock_ms()
             due = definition.due_time_ms
             if due:
                 # Judged on the server's wall clock when it arrives; a past one fires at once.
                 self.delay_ms = max(0, due - self.create_time_ms)
-                self.due_time_ms = due
-            else:
-                self.due_time_ms = self.create_time_ms + definition.timeout_ms
+                self._due = due
         self.complete_time_ms = 0
         # Set on the loop thread when the outcome is published (sequence assigned).
         self.outcome: Outcome | None = None
         # Long-polls waiting for the outcome; loop thread only.
-        self.waiters: list[Waiter] = []
+        self._waiters: list[Waiter] | None = None  # see the ``waiters`` property
         # The task that may expire this operation once it was rescheduled (None: its own
         # timer entry). Written under ``lock`` only.
         self._expiry: _Expiry | None = None
@@ -191,6 +196,33 @@ class RemoteOperation(DelayedOperation):
     @property
     def keys(self) -> tuple[str, ...]:
         return self.definition.keys
+
+    @property
+    def due_time_ms(self) -> int:
+        """When the operation expires (wall-clock epoch ms)."""
+        due = self._due
+        return due if due else self.create_time_ms + self.definition.timeout_ms
+
+    @due_time_ms.setter
+    def due_time_ms(self, value: int) -> None:
+        self._due = value
+
+    @property
+    def waiters(self) -> list[Waiter]:
+        """Long-polls waiting for the outcome (loop thread only).
+
+        Created on first use and dropped again when emptied by assignment: most pending
+        operations never get a long-poll (or have it answered at once), and an empty list
+        each would cost 56 bytes per pending operation.
+        """
+        waiters = self._waiters
+        if waiters is None:
+            waiters = self._waiters = []
+        return waiters
+
+    @waiters.setter
+    def waiters(self, value: list[Waiter]) -> None:
+        self._waiters = value or None
 
     def try_complete(self) -> bool:
         # ``is_completed()`` inlined: this runs for every watcher of every signalled key.

@@ -156,3 +156,42 @@ def test_watch_all_falls_back_to_add_for_other_timers(clock: MockTime) -> None:
         assert p.num_delayed() == 3
     finally:
         p.shutdown()
+
+
+def test_watch_and_arm_all_watches_and_arms_without_trying(
+    purgatory: DelayedOperationPurgatory[FlagOperation], clock: MockTime
+) -> None:
+    """The restart path: no tries, but watched and armed exactly like the batch form."""
+    a, b, keyless = FlagOperation(100), FlagOperation(50), FlagOperation(30)
+    purgatory.watch_and_arm_all([(a, ["k1", "k2"]), (b, ("k2",)), (keyless, [])])
+    assert (a.tries, b.tries, keyless.tries) == (0, 0, 0)
+    assert purgatory.watched() == 3 and purgatory.watched_keys() == 2
+    assert purgatory.num_delayed() == 3
+    a.ready = True
+    assert purgatory.check_and_complete("k1") == 1
+    assert a.completions == 1 and purgatory.num_delayed() == 2
+    # a left every key it watched (unwatch on complete); b still watches k2.
+    assert purgatory.watched() == 1
+    timer = purgatory.timer
+    assert isinstance(timer, SystemTimer)
+    step(timer, clock, 30)
+    assert keyless.expirations == 1 and b.expirations == 0
+    step(timer, clock, 20)
+    assert b.expirations == 1 and a.expirations == 0
+    assert purgatory.num_delayed() == 0 and purgatory.watched() == 0
+
+
+def test_watch_and_arm_all_due_and_completed_operations(
+    purgatory: DelayedOperationPurgatory[FlagOperation], clock: MockTime
+) -> None:
+    """A zero delay expires at once on the executor; an operation completed before it is
+    armed is watched nowhere and never armed."""
+    due, done = FlagOperation(0), FlagOperation(100)
+    done.ready = True
+    assert done.safe_try_complete()
+    purgatory.watch_and_arm_all([(due, ["k"]), (done, ["k"])])
+    timer = purgatory.timer
+    assert isinstance(timer, SystemTimer)
+    assert timer._wait_executor_idle(10.0)
+    assert due.expirations == 1 and done.expirations == 0
+    assert purgatory.num_delayed() == 0 and purgatory.watched() == 0

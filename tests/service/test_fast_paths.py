@@ -57,17 +57,28 @@ def test_first_signal_snapshots_like_progress(signal: SignalRecord, sources_limi
     assert isinstance(light, FirstSignal)
     assert not light.satisfied() and not full.satisfied()
     assert light.snapshot() == full.snapshot()
-    light.add("j", signal)
-    full.add("j", signal)
+    light = light.add("j", signal)
+    full = full.add("j", signal)
     assert light.satisfied() and full.satisfied()
     assert light.snapshot() == full.snapshot()
 
 
 def test_first_signal_keeps_the_first_signal_only() -> None:
     light = FirstSignal(data_limit=10, sources_limit=10)
-    light.add("a", SignalRecord(amount=1))
-    light.add("b", SignalRecord(amount=2))
+    light = light.add("a", SignalRecord(amount=1))
+    light = light.add("b", SignalRecord(amount=2))
     assert light.snapshot() == ResultSnapshot(1, (), ("a",), 1)
+
+
+def test_unsignalled_first_signal_is_shared_and_never_changes() -> None:
+    """Every pending ANY_KEY operation shares one unsignalled progress: a signal makes a
+    new one for the operation that got it and leaves the shared one as it was."""
+    a = make_progress(ConditionSpec(), ("k",), {}, data_limit=4, sources_limit=2)
+    b = make_progress(ConditionSpec(), ("j",), {}, data_limit=4, sources_limit=2)
+    assert a is b
+    signalled = a.add("k", SignalRecord(amount=3))
+    assert signalled is not a and signalled.snapshot().amount_sum == 3
+    assert not a.satisfied() and a.snapshot() == b.snapshot() == ResultSnapshot()
 
 
 def _spec(**kw: Any) -> Any:

@@ -139,7 +139,9 @@ async def test_restore_takes_the_creation_path_of_a_live_registration(
 ) -> None:
     wall = purgatory.wall_clock_ms()
     definition = request("r", "k", "j", kind=ConditionKind.MIN_SIGNALS, count=2).definition
-    purgatory.restore_operation("r", definition, wall - 100, wall + 400, [("k", SignalRecord())])
+    purgatory.restore_operations(
+        [("r", definition, wall - 100, wall + 400, [("k", SignalRecord())])]
+    )
     op = purgatory.lookup("r")
     assert isinstance(op, RemoteOperation)
     assert (op.create_time_ms, op.due_time_ms) == (wall - 100, wall + 400)

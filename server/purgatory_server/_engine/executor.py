@@ -38,12 +38,12 @@ class TaskExecutor:
     def __init__(self, name: str) -> None:
         self._queue: SimpleQueue[_Item] = SimpleQueue()
         self._closed = False
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._thread.start()
+        self._worker = threading.Thread(target=self._run, name=name, daemon=True)
+        self._worker.start()
 
     @property
     def thread(self) -> threading.Thread:
-        return self._thread
+        return self._worker
 
     def submit(self, entries: Sequence[TimerTaskEntry]) -> None:
         if not self._closed:
@@ -78,7 +78,7 @@ class TaskExecutor:
         queue is FIFO, so a barrier put behind the pending batches is reached only after
         they ran.
         """
-        if self._closed or not self._thread.is_alive():
+        if self._closed or not self._worker.is_alive():
             return True
         barrier = threading.Event()
         self._queue.put(barrier)
@@ -88,5 +88,5 @@ class TaskExecutor:
         """Discard queued tasks, let the running one finish, and join the thread."""
         self._closed = True
         self._queue.put(None)
-        if threading.current_thread() is not self._thread:
-            self._thread.join(timeout_s)
+        if threading.current_thread() is not self._worker:
+            self._worker.join(timeout_s)

@@ -16,16 +16,31 @@ T = TypeVar("T", bound=DelayedOperation)
 class Watchers(Generic[T]):
     """Operations watching ``key``, in insertion order, keyed by identity.
 
-    Keyed by ``id(op)`` (not the op) so that removal is O(1) and an operation subclass
-    that defines ``__eq__`` (a dataclass, say) can still be watched. All mutation happens
-    under the owning shard's lock.
+    Keyed by identity (:func:`identity`) so that removal is O(1) and an operation
+    subclass that defines ``__eq__`` (a dataclass, say) can still be watched. All mutation
+    happens under the owning shard's lock.
     """
 
     __slots__ = ("key", "ops")
 
     def __init__(self, key: Hashable) -> None:
         self.key = key
-        self.ops: dict[int, T] = {}
+        self.ops: dict[Hashable, T] = {}
+
+
+_OBJECT_HASH = object.__hash__
+_OBJECT_EQ = object.__eq__
+
+
+def identity(op: DelayedOperation) -> Hashable:
+    """The operation's key in a :class:`Watchers` map: itself where its hash and equality
+    are object identity (the usual case), else ``id(op)``.
+
+    Why not always ``id(op)``: the id is an int object of its own (32 bytes) per watched
+    key per pending operation, while the operation is already there as the value.
+    """
+    cls = type(op)
+    return op if cls.__hash__ is _OBJECT_HASH and cls.__eq__ is _OBJECT_EQ else id(op)
 
 
 class WatcherShard(Generic[T]):
@@ -49,7 +64,7 @@ class WatcherShard(Generic[T]):
             if w is None:
                 w = self.watchers[key] = Watchers(key)
             n = len(w.ops)
-            w.ops[id(op)] = op
+            w.ops[identity(op)] = op
             self.count += len(w.ops) - n
 
     def remove(self, key: Hashable, op: DelayedOperation) -> None:
@@ -59,7 +74,7 @@ class WatcherShard(Generic[T]):
             if w is None:
                 return
             d = w.ops
-            if d.pop(id(op), None) is not None:
+            if d.pop(identity(op), None) is not None:
                 self.count -= 1
                 if not d:
                     del self.watchers[key]
@@ -77,7 +92,7 @@ class WatcherShard(Generic[T]):
             d = w.ops
             n = len(d)
             for op in ops:
-                d.pop(id(op), None)
+                d.pop(identity(op), None)
             self.count -= n - len(d)
             if not d and self.watchers.get(w.key) is w:
                 del self.watchers[w.key]

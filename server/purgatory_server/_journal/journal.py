@@ -29,7 +29,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -133,6 +133,16 @@ class Journal:
             target=self._run, name=f"journal-writer-{directory.name}", daemon=True
         )
         self._thread.start()
+
+    def release_recovered(self) -> None:
+        """Forget the start-up snapshot's pending operations once the reader has them.
+
+        The snapshot wraps every pending operation once more than the journal's own state
+        does; kept for the journal's lifetime it would cost about 150 bytes per pending
+        operation for nothing once the server has re-armed them. Everything else in
+        ``recovered`` (events, key values, sequences) stays.
+        """
+        self.recovered = replace(self.recovered, pending={})
 
     @classmethod
     def open(

@@ -37,6 +37,7 @@ from purgatory_server._service.catalog import read_catalog
 from purgatory_server._service.config import ServerConfig
 from purgatory_server._service.durable import durable_factory
 from purgatory_server._service.edge import add_purgatory_service
+from purgatory_server._service.gc_tuning import settle_heap
 from purgatory_server._service.listen import check_bindable, parse_listen
 from purgatory_server._service.registry import JournalFactory, PurgatoryRegistry
 from purgatory_server._service.servicer import PurgatoryServicer
@@ -191,6 +192,7 @@ async def create_server(
 async def serve(config: ServerConfig) -> None:
     """Run until SIGTERM or SIGINT, then shut down gracefully."""
     server, port = await create_server(config.listen, config)
+    settle_heap()  # issue 15: start-up's heap out of the collector's way (gc_tuning.py)
     if config.port_file:
         tmp = Path(config.port_file + ".tmp")
         tmp.write_text(f"{port}\n")

@@ -145,8 +145,8 @@ class Progress:
     def _target(self, key: str) -> int:
         return self._targets.get(key, self.spec.default_target)
 
-    def add(self, key: str, signal: SignalRecord) -> None:
-        """Account for ``signal`` received on ``key``."""
+    def add(self, key: str, signal: SignalRecord) -> Progress:
+        """Account for ``signal`` received on ``key``; the progress to keep (``self``)."""
         self.signal_count += 1
         self.signalled[key] = None
         total = self.amount_sum + signal.amount
@@ -171,6 +171,7 @@ class Progress:
             else:
                 self._data += signal.data[: max(room, 0)]
                 self._truncated = True
+        return self
 
     def counted(self) -> int:
         """Signals that count: distinct sources (plus anonymous ones) if asked, else all."""
@@ -212,21 +213,35 @@ class FirstSignal:
     an operation that completes on its first signal never accumulates anything, so the
     general :class:`Progress` (five containers and a dozen fields per operation) is pure
     overhead on the hottest path. Same interface and same snapshot as :class:`Progress`
-    fed the same single signal. Thread safety: as :class:`Progress` (operation lock).
+    fed the same single signal.
+
+    Immutable: :meth:`add` returns the progress to keep, a new one for the first signal
+    and ``self`` after it. So every pending ``ANY_KEY`` operation of a purgatory shares
+    one unsignalled instance (:func:`make_progress`) instead of owning 64 bytes of its
+    own. Thread safety: as :class:`Progress` (the operation's lock guards its field).
     """
 
     __slots__ = ("_data_limit", "_sources_limit", "key", "signal")
 
-    def __init__(self, *, data_limit: int, sources_limit: int) -> None:
+    def __init__(
+        self,
+        *,
+        data_limit: int,
+        sources_limit: int,
+        key: str | None = None,
+        signal: SignalRecord = EMPTY_SIGNAL,
+    ) -> None:
         self._data_limit = data_limit
         self._sources_limit = sources_limit
-        self.key: str | None = None
-        self.signal: SignalRecord = EMPTY_SIGNAL
+        self.key = key
+        self.signal = signal
 
-    def add(self, key: str, signal: SignalRecord) -> None:
-        if self.key is None:  # later signals cannot change an ANY_KEY outcome
-            self.key = key
-            self.signal = signal
+    def add(self, key: str, signal: SignalRecord) -> FirstSignal:
+        if self.key is not None:  # later signals cannot change an ANY_KEY outcome
+            return self
+        return FirstSignal(
+            data_limit=self._data_limit, sources_limit=self._sources_limit, key=key, signal=signal
+        )
 
     def satisfied(self) -> bool:
         return self.key is not None
@@ -251,6 +266,10 @@ class FirstSignal:
         )
 
 
+# The unsignalled FirstSignal per (data_limit, sources_limit): a server has one or two.
+_UNSIGNALLED: dict[tuple[int, int], FirstSignal] = {}
+
+
 def make_progress(
     spec: ConditionSpec,
     keys: Sequence[str],
@@ -259,7 +278,13 @@ def make_progress(
     data_limit: int,
     sources_limit: int,
 ) -> Progress | FirstSignal:
-    """The progress object for ``spec``: :class:`FirstSignal` for ``ANY_KEY``."""
+    """The progress object for ``spec``: the shared unsignalled :class:`FirstSignal` for
+    ``ANY_KEY``. Callers keep what ``add`` returns."""
     if spec.kind is ConditionKind.ANY_KEY:
-        return FirstSignal(data_limit=data_limit, sources_limit=sources_limit)
+        shared = _UNSIGNALLED.get((data_limit, sources_limit))
+        if shared is None:
+            shared = FirstSignal(data_limit=data_limit, sources_limit=sources_limit)
+            if len(_UNSIGNALLED) < 64:
+                _UNSIGNALLED[(data_limit, sources_limit)] = shared
+        return shared
     return Progress(spec, keys, known_values, data_limit=data_limit, sources_limit=sources_limit)

@@ -40,15 +40,19 @@ from purgatory_server._service.events import EventLog, Outcome
 from purgatory_server._service.groups.restore import decode_groups
 from purgatory_server._service.incarnation import durable_incarnation
 from purgatory_server._service.journal_codec import (
+    PendingDecoder,
     condition_to_proto,
     decode_outcome,
-    decode_pending,
     outcome_record,
     registered_record,
     rescheduled_record,
     signal_record,
 )
-from purgatory_server._service.operation import OperationDefinition, RemoteOperation
+from purgatory_server._service.operation import (
+    OperationDefinition,
+    RemoteOperation,
+    RestoredOperation,
+)
 from purgatory_server._service.schedules.schedule_recovery import (
     restore_schedules,
     resume_schedules,
@@ -61,6 +65,12 @@ if TYPE_CHECKING:
 __all__ = ["DurableJournal", "DurableStore", "durable_factory"]
 
 logger = logging.getLogger("purgatory_server.service")
+
+# Operations re-armed per engine call at start-up (one timer lock round and one clock
+# reading each): large enough to amortise both, small enough to keep the lists short-lived.
+RESTORE_BATCH = 4096
+# A recovery of at least this many pending operations freezes them out of the GC (restore).
+FREEZE_AFTER = 10_000
 
 
 class DurableJournal:
@@ -76,8 +86,9 @@ class DurableJournal:
         self._buffer: list[JournalRecord] = []
         self._batch: asyncio.Future[None] | None = None  # the buffered, unsubmitted batch
         self._last: asyncio.Future[None] | None = None  # the latest submitted batch
-        # Pending operation id -> (condition message, timeout), for its outcome record.
-        self._definitions: dict[str, tuple[Any, int, int]] = {}
+        # Pending operation id -> its definition (shared with the operation, so the entry
+        # costs only its dict slot), for the condition and timeout its outcome repeats.
+        self._definitions: dict[str, OperationDefinition] = {}
         self._conditions: dict[ConditionSpec, tuple[Any, bytes]] = {}
 
     # -- hooks (loop thread) -----------------------------------------------------------
@@ -92,28 +103,26 @@ class DurableJournal:
 
     def remember(self, op_id: str, definition: OperationDefinition) -> None:
         """Note a restored operation's definition (its outcome record repeats it)."""
-        self._definitions[op_id] = (
-            self._condition(definition.condition)[0],
-            definition.timeout_ms,
-            definition.due_time_ms,
-        )
+        self._definitions[op_id] = definition
 
     def on_registered(self, purgatory: str, operation: RemoteOperation) -> None:
         definition = operation.definition
-        msg, raw = self._condition(definition.condition)
-        self._definitions[operation.operation_id] = (
-            msg,
-            definition.timeout_ms,
-            definition.due_time_ms,
-        )
+        raw = self._condition(definition.condition)[1]
+        self._definitions[operation.operation_id] = definition
         self._record(registered_record(purgatory, operation, raw))
 
     def on_signal(self, purgatory: str, key: str, signal: SignalRecord) -> None:
         self._record(signal_record(purgatory, key, signal, self._clock.wall_clock_ms()))
 
     def on_outcome(self, purgatory: str, outcome: Outcome) -> None:
-        condition, timeout_ms, due = self._definitions.pop(outcome.operation_id, (None, 0, 0))
-        self._record(outcome_record(outcome, condition, timeout_ms, due))
+        definition = self._definitions.pop(outcome.operation_id, None)
+        if definition is None:
+            self._record(outcome_record(outcome, None, 0, 0))
+            return
+        condition = self._condition(definition.condition)[0]
+        self._record(
+            outcome_record(outcome, condition, definition.timeout_ms, definition.due_time_ms)
+        )
 
     def on_rescheduled(self, purgatory: str, operation_id: str, due_time_ms: int) -> None:
         self._record(rescheduled_record(purgatory, operation_id, due_time_ms))
@@ -250,12 +259,20 @@ class DurableStore:
         gc_was_enabled = gc.isenabled()
         gc.disable()
         try:
-            self._restore(purgatory)
+            restored = self._restore(purgatory)
+            self._wal.release_recovered()
+            if restored >= FREEZE_AFTER:
+                # Left in the young generations, the recovered objects would be traversed
+                # by the next collections (gen 0, then 1, then 2: the whole heap three
+                # times, seconds for a million operations, right after we start serving).
+                # They are long-lived by nature: move them out of the collector's view.
+                # Refcounting still frees each one when its operation ends.
+                gc.freeze()
         finally:
             if gc_was_enabled:
                 gc.enable()
 
-    def _restore(self, purgatory: NamedPurgatory) -> None:
+    def _restore(self, purgatory: NamedPurgatory) -> int:
         recovered = self._wal.recovered
         started = time.monotonic()
         for key, value in recovered.key_values.items():
@@ -263,14 +280,21 @@ class DurableStore:
         for record in recovered.events:
             definition, outcome = decode_outcome(record)
             purgatory.restore_finished(definition, outcome)
-        restore_schedules(purgatory, self._loop, recovered.schedules.values())  # issue-16c
-        journal = self.journal
+        restore_schedules(purgatory, self._loop, recovered.schedules.values())
+        remember = self.journal.remember
+        decode = PendingDecoder()
+        batch: list[RestoredOperation] = []
         order = rearm_order(recovered.pending, purgatory.wall_clock_ms(), self._settings.tick_ms)
         for op_id, pending in order:  # late ones first, in due-time order (.downtime)
-            definition, created, due, signals = decode_pending(pending)
-            journal.remember(op_id, definition)
-            purgatory.restore_operation(op_id, definition, created, due, signals)
-        resume_schedules(purgatory, recovered.pending)  # issue-16c
+            definition, created, due, signals = decode(pending)
+            remember(op_id, definition)
+            batch.append((op_id, definition, created, due, signals))
+            if len(batch) == RESTORE_BATCH:
+                purgatory.restore_operations(batch)
+                batch = []
+        if batch:
+            purgatory.restore_operations(batch)
+        resume_schedules(purgatory, recovered.pending)
         if recovered.groups:
             purgatory.groups.restore(decode_groups(recovered.groups))
         logger.info(
@@ -283,6 +307,7 @@ class DurableStore:
             recovered.last_sequence,
             time.monotonic() - started,
         )
+        return len(recovered.pending)
 
     def instrument(self, metrics: PurgatoryMetrics) -> None:
         """Report fsync latency and group size, and the journal's size, to ``metrics``."""

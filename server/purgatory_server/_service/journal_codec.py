@@ -35,6 +35,7 @@ from purgatory_server._service.operation import OperationDefinition, RemoteOpera
 from purgatory_server._service.states import OperationState
 
 __all__ = [
+    "PendingDecoder",
     "condition_to_proto",
     "decode_outcome",
     "decode_pending",
@@ -156,6 +157,54 @@ def decode_pending(
     )
     signals = [_signal(sig) for sig in pending.signals]
     return definition, reg.created_wall_ms, reg.due_wall_ms, signals
+
+
+class PendingDecoder:
+    """:func:`decode_pending` for a whole recovery, sharing what operations have in common.
+
+    Why: a restart re-arms up to millions of operations that mostly share a handful of
+    conditions and keys. Decoding each condition (a protobuf parse plus a
+    :class:`ConditionSpec`) once per distinct encoding, and keeping one ``str`` per
+    distinct key instead of one per operation, cuts the per-operation work of recovery and
+    the memory each recovered operation keeps. Equal results to :func:`decode_pending`.
+    Thread-safety: one recovery (the loop thread at start-up) owns an instance.
+    """
+
+    __slots__ = ("_conditions", "_keys")
+
+    # Keys are shared while there are few of them; past this many distinct keys the
+    # table costs more than it saves and new keys are kept as they come.
+    MAX_KEYS = 1_000_000
+
+    def __init__(self) -> None:
+        self._conditions: dict[bytes, ConditionSpec] = {}
+        self._keys: dict[str, str] = {}
+
+    def __call__(
+        self, pending: PendingOperation
+    ) -> tuple[OperationDefinition, int, int, list[tuple[str, SignalRecord]]]:
+        reg = pending.registration
+        raw = reg.condition
+        spec = self._conditions.get(raw)
+        if spec is None:
+            spec = condition_from_proto("condition", pb.Condition.FromString(raw))
+            if len(self._conditions) < 1000:
+                self._conditions[raw] = spec
+        shared = self._keys
+        keys = tuple([shared.setdefault(k, k) for k in reg.keys])
+        if len(shared) > self.MAX_KEYS:
+            shared.clear()
+        definition = OperationDefinition(
+            keys,
+            reg.timeout_ms,
+            spec,
+            reg.payload,
+            reg.requested_due_wall_ms,
+            reg.extend_on_resend,
+            reg.max_extend_ms,
+        )
+        signals = [_signal(sig) for sig in pending.signals] if pending.signals else []
+        return definition, reg.created_wall_ms, reg.due_wall_ms, signals
 
 
 def _result(msg: Any) -> ResultSnapshot:

@@ -15,7 +15,7 @@ outcomes from there in batches. Public methods that can complete operations publ
 its sequence) of every operation that ended meanwhile.
 
 Recovery: a durable purgatory's pending operations come back through
-:meth:`NamedPurgatory.restore_operation`, which builds them by
+:meth:`NamedPurgatory.restore_operations`, which builds them by
 :meth:`~.operation_table.OperationTable.create` like a live registration (only the journal
 record is skipped: it is already in the journal).
 """
@@ -50,8 +50,8 @@ from purgatory_server._service.listing import OperationsView
 from purgatory_server._service.operation import (
     OperationDefinition,
     OperationRequest,
-    Recovered,
     RemoteOperation,
+    RestoredOperation,
     SignalSlot,
 )
 from purgatory_server._service.operation_table import (
@@ -354,26 +354,21 @@ class NamedPurgatory:
         self._check_open()
         return self._table.lookup(op_id)
 
-    def restore_operation(
-        self,
-        op_id: str,
-        definition: OperationDefinition,
-        create_time_ms: int,
-        due_time_ms: int,
-        signals: Sequence[tuple[str, SignalRecord]],
-    ) -> None:
-        """Re-arm an operation recovered from the journal (start-up, before serving).
+    def restore_operations(self, items: Sequence[RestoredOperation]) -> None:
+        """Re-arm operations recovered from the journal (start-up, before serving).
 
-        Progress is rebuilt by replaying ``signals``; the timer fires at the original
-        ``due_time_ms`` (wall clock), at once if that has passed. Nothing is journaled:
-        the operation is already in the journal.
+        Built by the creation path of a live registration, without journal records (they
+        are in the journal already); progress is rebuilt by replaying their signals; each
+        fires at its original due time (wall clock, read once per batch), at once if it
+        has passed. The batch is armed in one engine call (one timer lock round).
         """
         self._check_open()
-        self._budget.restored(len(definition.payload))
-        # The creation path of a live registration, without its journal record.
-        recovered = Recovered(create_time_ms, due_time_ms, tuple(signals))
-        op = self._table.create(op_id, definition, recovered)
-        self._engine.try_complete_else_watch(op, definition.keys)
+        waiting, satisfied = self._table.restore(items, self._time.wall_clock_ms())
+        # Not serving yet: nothing can signal a key meanwhile, so an operation whose
+        # replayed progress does not satisfy it needs no try (the engine's restart path).
+        self._engine.watch_and_arm_all(waiting)
+        if satisfied:
+            self._engine.try_complete_else_watch_all(satisfied)
 
     def restore_finished(self, definition: OperationDefinition, outcome: Outcome) -> None:
         """Remember a journaled outcome so re-sends of its id stay idempotent (start-up)."""

@@ -11,7 +11,8 @@ serial de-duplicates) and then judges its condition. Invariants that make this s
   the timer's executor thread only calls ``run`` (expiry), which never reads the slot;
 - every path that completes an operation holds ``self.lock`` (``try_complete`` and
   ``run`` are called with it by the engine, :meth:`end` takes it), so the reason
-  recorded just before ``force_complete`` is the reason of the single winner.
+  recorded just before ``force_complete`` is the reason of the single winner. That lock
+  is the purgatory's, shared by all its operations (:class:`SignalSlot`).
 
 ``on_complete`` runs on the winning thread (loop or executor): it freezes the result and
 hands the operation to the purgatory's inbox, nothing more, so it never blocks.
@@ -39,8 +40,10 @@ Either way exactly one terminal outcome, and a lost race is reported, never half
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import NamedTuple
 
 from purgatory_server._engine.delayed_operation import DelayedOperation
 from purgatory_server._engine.time import Time
@@ -61,6 +64,7 @@ __all__ = [
     "OperationRequest",
     "Recovered",
     "RemoteOperation",
+    "RestoredOperation",
     "SignalSlot",
 ]
 
@@ -71,9 +75,14 @@ _COMPLETED = OperationState.COMPLETED
 _EXPIRED = OperationState.EXPIRED
 
 
-@dataclass(frozen=True, slots=True)
-class OperationDefinition:
-    """What a caller asked for; equal definitions make a re-send idempotent."""
+class OperationDefinition(NamedTuple):
+    """What a caller asked for; equal definitions make a re-send idempotent.
+
+    A NamedTuple rather than a frozen dataclass: one is built per registration and per
+    recovered operation, and a tuple is built in one step where a frozen dataclass sets
+    each field through ``object.__setattr__`` (a third of the cost of decoding a
+    recovered operation).
+    """
 
     keys: tuple[str, ...]
     timeout_ms: int
@@ -84,8 +93,22 @@ class OperationDefinition:
     due_time_ms: int = 0
     # Debounce (:mod:`.debounce`): the operation's policy, fixed when it is created. Not
     # compared: a re-send is the same operation whatever options it carries.
-    extend_on_resend: bool = field(default=False, compare=False)
-    max_extend_ms: int = field(default=0, compare=False)
+    extend_on_resend: bool = False
+    max_extend_ms: int = 0
+
+    # Equality (and so idempotence) covers the first five fields only: see above.
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, OperationDefinition):
+            return NotImplemented
+        return self[:5] == other[:5]
+
+    def __ne__(self, other: object) -> bool:
+        if not isinstance(other, OperationDefinition):
+            return NotImplemented
+        return self[:5] != other[:5]
+
+    def __hash__(self) -> int:
+        return hash(self[:5])
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,22 +121,44 @@ class OperationRequest:
 
 @dataclass(frozen=True, slots=True)
 class Recovered:
-    """What the journal knows of a pending operation beyond its definition (restore)."""
+    """What the journal knows of a pending operation beyond its definition (restore),
+    and the wall clock read once for its recovery batch (``now_ms``)."""
 
     create_time_ms: int
     due_time_ms: int
     signals: Sequence[tuple[str, SignalRecord]]
+    now_ms: int
+
+
+# A recovered operation: (id, definition, create_time_ms, due_time_ms, signals so far).
+RestoredOperation = tuple[str, OperationDefinition, int, int, Sequence[tuple[str, SignalRecord]]]
+
+
+# RemoteOperation's completion flag (see RemoteOperation.force_complete): shared, never
+# acquired or released after this.
+_PENDING = threading.Lock()
+_DONE = threading.Lock()
+_DONE.acquire()
 
 
 class SignalSlot:
-    """The signal currently being delivered by ``check_and_complete`` (loop thread only)."""
+    """The signal currently being delivered by ``check_and_complete`` (loop thread only),
+    and the lock every operation of the purgatory shares (any thread)."""
 
-    __slots__ = ("key", "serial", "signal")
+    __slots__ = ("key", "lock", "serial", "signal")
 
     def __init__(self) -> None:
         self.key: str | None = None
         self.signal: SignalRecord | None = None
         self.serial = 0
+        # One re-entrant lock for all the purgatory's operations instead of one each (96
+        # bytes per pending operation). Sound because every holder is short and takes
+        # nothing that waits for another operation's lock: the loop thread holds it around
+        # one operation's try_complete / end / reschedule, the timer's executor around one
+        # expiry; what they take inside (a watch shard, a timer bucket, the timer, the
+        # inbox) is never held while waiting for this lock. Under the GIL the loop and the
+        # executor do not run Python at once anyway, so sharing costs no parallelism.
+        self.lock = threading.RLock()
 
 
 class RemoteOperation(DelayedOperation):
@@ -121,6 +166,7 @@ class RemoteOperation(DelayedOperation):
 
     __slots__ = (
         "_clock",
+        "_due",
         "_expiry",
         "_on_end",
         "_reason",
@@ -129,7 +175,6 @@ class RemoteOperation(DelayedOperation):
         "complete_time_ms",
         "create_time_ms",
         "definition",
-        "due_time_ms",
         "operation_id",
         "progress",
         "result",
@@ -146,8 +191,13 @@ class RemoteOperation(DelayedOperation):
         slot: SignalSlot,
         clock: Time,
         on_end: Callable[[RemoteOperation], None],
+        restored: tuple[int, int, int] | None = None,
     ) -> None:
-        super().__init__(definition.timeout_ms)
+        """``restored``: (create_time_ms, due_time_ms, now_ms) of an operation recovered
+        from the journal, which keeps its times and fires at its due time (wall clock,
+        read once per recovery batch as ``now_ms``), at once if that has passed."""
+        super().__init__(definition.timeout_ms, slot.lock)
+        self._completed = _PENDING  # see force_complete
         self.operation_id = operation_id
         self.definition = definition
         self.progress = progress
@@ -158,14 +208,23 @@ class RemoteOperation(DelayedOperation):
         self._reason = _EXPIRED  # what ``run`` (the timer) means
         self.state = _WATCHING
         self.result: ResultSnapshot = EMPTY_RESULT
-        self.create_time_ms = clock.wall_clock_ms()
-        due = definition.due_time_ms
-        if due:
-            # Judged on the server's wall clock when it arrives; a past one fires at once.
-            self.delay_ms = max(0, due - self.create_time_ms)
-            self.due_time_ms = due
+        # ``due_time_ms`` is create_time_ms + timeout_ms unless ``_due`` says otherwise (a
+        # caller's due time, a reschedule, a recovered one): an int object fewer per
+        # pending operation in the usual case.
+        self._due = 0
+        if restored is not None:
+            created, due, now_ms = restored
+            self.create_time_ms = created
+            if due != created + definition.timeout_ms:
+                self._due = due
+            self.delay_ms = max(0, due - now_ms)
         else:
-            self.due_time_ms = self.create_time_ms + definition.timeout_ms
+            self.create_time_ms = clock.wall_clock_ms()
+            due = definition.due_time_ms
+            if due:
+                # Judged on the server's wall clock when it arrives; a past one fires at once.
+                self.delay_ms = max(0, due - self.create_time_ms)
+                self._due = due
         self.complete_time_ms = 0
         # The task that may expire this operation once it was rescheduled (None: its own
         # timer entry). Written under ``lock`` only.
@@ -177,6 +236,16 @@ class RemoteOperation(DelayedOperation):
     def keys(self) -> tuple[str, ...]:
         return self.definition.keys
 
+    @property
+    def due_time_ms(self) -> int:
+        """When the operation expires (wall-clock epoch ms)."""
+        due = self._due
+        return due if due else self.create_time_ms + self.definition.timeout_ms
+
+    @due_time_ms.setter
+    def due_time_ms(self, value: int) -> None:
+        self._due = value
+
     def try_complete(self) -> bool:
         # ``is_completed()`` inlined: this runs for every watcher of every signalled key.
         if self._completed.locked():
@@ -187,11 +256,32 @@ class RemoteOperation(DelayedOperation):
             self._seen = slot.serial
             key = slot.key
             if key is not None and slot.signal is not None:
-                progress.add(key, slot.signal)
+                progress = self.progress = progress.add(key, slot.signal)
         if progress.satisfied():
             self._reason = _COMPLETED
             return self.force_complete()
         return False
+
+    def force_complete(self) -> bool:
+        """The engine's one-shot completion, with the flag kept without a lock of its own.
+
+        The engine's flag is a ``threading.Lock`` per operation (88 bytes with its
+        semaphore). Here ``_completed`` is one of two shared locks that are never acquired
+        or released: ``_PENDING`` (unlocked) until this swaps in ``_DONE`` (locked for
+        good), so ``_completed.locked()`` still answers "completed?" for the engine. The
+        check-and-swap is atomic because it runs under ``self.lock`` (re-entrant, and
+        already held by every caller: ``try_complete``, ``run``, :meth:`end`).
+        """
+        with self.lock:
+            if self._completed is _DONE:
+                return False
+            self._completed = _DONE
+        self.cancel()
+        watcher = self._watcher
+        if watcher is not None:
+            watcher.unwatch(self)
+        self.on_complete()
+        return True
 
     def end(self, reason: OperationState) -> bool:
         """Force-complete with ``reason`` (FORCE_COMPLETED, CANCELLED); True if this won."""

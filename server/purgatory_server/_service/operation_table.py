@@ -17,7 +17,7 @@ from __future__ import annotations
 import itertools
 import secrets
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from purgatory_server._engine.time import Time
@@ -31,6 +31,7 @@ from purgatory_server._service.operation import (
     OperationRequest,
     Recovered,
     RemoteOperation,
+    RestoredOperation,
     SignalSlot,
 )
 from purgatory_server._service.quoting import quote
@@ -46,6 +47,8 @@ __all__ = ["OperationTable", "Registration", "Target", "resolve"]
 Target = RemoteOperation | Outcome
 # A registration's target, and whether this call created it.
 Registration = tuple[Target, bool]
+# An operation and the keys it watches, as the engine's batch calls take them.
+Armed = tuple[RemoteOperation, tuple[str, ...]]
 
 
 class OperationTable:
@@ -191,21 +194,39 @@ class OperationTable:
         readings (created, due) are the journaled ones.
         """
         progress = self._new_progress(definition)
-        clock = self._clock
-        op = RemoteOperation(
-            op_id, definition, progress, slot=self._slot, clock=clock, on_end=self._on_end
-        )
+        restored = None
         if recovered is not None:
             for key, sig in recovered.signals:
-                progress.add(key, sig)
-            op.create_time_ms = recovered.create_time_ms
-            op.due_time_ms = due = recovered.due_time_ms
-            op.delay_ms = max(0, due - clock.wall_clock_ms())
+                progress = progress.add(key, sig)  # (a shared FirstSignal is replaced)
+            restored = (recovered.create_time_ms, recovered.due_time_ms, recovered.now_ms)
+        op = RemoteOperation(
+            op_id,
+            definition,
+            progress,
+            slot=self._slot,
+            clock=self._clock,
+            on_end=self._on_end,
+            restored=restored,
+        )
         self.pending[op_id] = op
         if self.pending_ids is not None:
             self.pending_ids.add(op_id)
         self.values.watch(definition.keys)
         return op
+
+    def restore(
+        self, items: Iterable[RestoredOperation], now_ms: int
+    ) -> tuple[list[Armed], list[Armed]]:
+        """Recreate operations recovered from the journal through :meth:`create`
+        (start-up): (those still waiting, those their replayed progress satisfies)."""
+        waiting: list[Armed] = []
+        satisfied: list[Armed] = []
+        restored = self._budget.restored
+        for op_id, definition, created, due, signals in items:
+            restored(len(definition.payload))
+            op = self.create(op_id, definition, Recovered(created, due, signals, now_ms))
+            (satisfied if op.progress.satisfied() else waiting).append((op, definition.keys))
+        return waiting, satisfied
 
     def _new_progress(self, definition: OperationDefinition) -> Progress | FirstSignal:
         """Fresh progress for a new or recovered operation.

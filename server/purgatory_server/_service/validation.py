@@ -25,7 +25,6 @@ identically (tests/service/test_fast_paths.py).
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Sequence
 from typing import overload
@@ -309,7 +308,7 @@ def _debounce(
         raise InvalidArgument(
             f"{prefix}max_extend_ms", f"{cap} exceeds max_timeout_ms ({limits.max_timeout_ms})"
         )
-    return dataclasses.replace(definition, extend_on_resend=True, max_extend_ms=cap)
+    return definition._replace(extend_on_resend=True, max_extend_ms=cap)
 
 
 def operation_request(prefix: str, msg: SpecMessage, limits: Limits) -> OperationRequest:

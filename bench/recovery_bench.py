@@ -1,0 +1,224 @@
+"""Recovery time and memory per pending operation, before/after in one run.
+
+Recovery: one data directory holding N pending durable operations (registration records
+written with the journal library, as the server writes them: a 32-byte payload, one or
+two keys out of ``--keys`` shared ones, ANY_KEY, due in an hour) is opened by a fresh
+``python -m purgatory_server`` from each source tree in turn (this tree, and
+``--compare-src DIR`` if given, e.g. ``git archive <commit> | tar -x -C DIR``); the time
+from spawning the process to its ``--port-file`` appearing (written once it serves) is
+the recovery, next to the same for an empty data directory; the server's CPU time up to
+serving (all threads, from ``/proc``) is reported beside it, since on a shared machine
+the wall time also counts other processes' turns. Then the server's RSS
+(``VmRSS``) is read and compared with the empty server's: bytes per recovered operation.
+
+Memory of live registrations (``--live N``): an in-memory server from each tree is sent N
+operations in ``BatchTryCompleteElseWatch`` batches (no wait; same payload and keys), then
+its RSS growth per pending operation is read the same way.
+
+Trees alternate within each of ``--rounds`` rounds so drifting machine load hits them alike.
+
+    python -m bench.recovery_bench [--pending 1000000] [--live 1000000] [--rounds 1]
+                                   [--compare-src DIR] [--compare-label base] [--json out]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import grpc
+from purgatory_proto.v1 import purgatory_pb2 as pb
+from purgatory_proto.v1 import purgatory_pb2_grpc as pb_grpc
+from purgatory_proto.v1.journal_pb2 import JournalRecord
+from purgatory_server._journal import FsyncPolicy, Journal, JournalConfig
+from purgatory_server._service.catalog import journal_dir, write_settings
+from purgatory_server._service.conditions import ConditionSpec
+from purgatory_server._service.config import PurgatorySettings
+from purgatory_server._service.journal_codec import condition_to_proto
+
+from bench._common import markdown_table, run_context, write_json
+
+NAME = "bench"
+PAYLOAD = bytes(range(32))
+
+
+def keys_of(i: int, keys: int) -> list[str]:
+    """One key for even operations, two for odd ones, out of ``keys`` shared keys."""
+    first = f"key-{i % keys}"
+    return [first] if i % 2 == 0 else [first, f"key-{(i * 7 + 1) % keys}"]
+
+
+def write_journal(data_dir: Path, count: int, keys: int) -> None:
+    write_settings(data_dir, PurgatorySettings(name=NAME, durable=True, max_pending=4_000_000))
+    condition = condition_to_proto(ConditionSpec()).SerializeToString()
+    now = time.time_ns() // 1_000_000
+    config = JournalConfig(fsync=FsyncPolicy.NEVER, auto_compact=False)
+    with Journal.open(journal_dir(data_dir, NAME), config) as journal:
+        batch: list[JournalRecord] = []
+        for i in range(count):
+            reg = JournalRecord.OperationRegistered(
+                purgatory=NAME,
+                operation_id=f"op-{i}",
+                keys=keys_of(i, keys),
+                timeout_ms=3_600_000,
+                condition=condition,
+                payload=PAYLOAD,
+                due_wall_ms=now + 3_600_000,
+                created_wall_ms=now,
+            )
+            batch.append(JournalRecord(registered=reg))
+            if len(batch) == 10_000:
+                journal.submit(batch)
+                batch = []
+        if batch:
+            journal.submit(batch)
+        journal.flush()
+
+
+def cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmRSS")
+
+
+class Server:
+    """A server subprocess from source tree ``src`` (None: this one); ``ready_s``.
+
+    Always given a data directory: the default one is relative to the working directory,
+    where it could find another run's journal.
+    """
+
+    def __init__(self, src: str | None, data_dir: Path, tmp: Path) -> None:
+        self.port_file = tmp / f"port-{time.monotonic_ns()}"
+        args = [sys.executable, "-m", "purgatory_server", "--listen", "127.0.0.1:0"]
+        args += ["--port-file", str(self.port_file), "--log-level", "WARNING"]
+        args += ["--data-dir", str(data_dir)]
+        env = dict(os.environ, PURGATORY_DEFAULTS_MAX_PENDING="4000000")
+        if src is not None:
+            env["PYTHONPATH"] = f"{src}/server{os.pathsep}{src}/proto"
+        started = time.perf_counter()
+        self.proc = subprocess.Popen(args, env=env, cwd=tmp)
+        while not self.port_file.exists():
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited with {self.proc.returncode}")
+            time.sleep(0.005)
+        self.ready_s = time.perf_counter() - started
+        # CPU seconds (all threads) up to serving: unlike the wall time, not inflated by
+        # other processes on a shared machine.
+        self.ready_cpu_s = cpu_s(self.proc.pid)
+        time.sleep(0.05)
+        self.port = int(self.port_file.read_text().split()[0])
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(120)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+async def _pending(port: int, purgatory: str) -> int:
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        stub = pb_grpc.PurgatoryServiceStub(channel)  # type: ignore[no-untyped-call]
+        info = await stub.GetPurgatory(pb.GetPurgatoryRequest(name=purgatory))
+        return int(info.purgatory.pending)
+
+
+async def _register(port: int, n: int, keys: int, batch: int = 1000) -> None:
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        stub = pb_grpc.PurgatoryServiceStub(channel)  # type: ignore[no-untyped-call]
+        queue = list(range(0, n, batch))
+
+        async def worker() -> None:
+            while queue:
+                start = queue.pop()
+                ops = [
+                    pb.OperationSpec(keys=keys_of(i, keys), timeout_ms=3_600_000, payload=PAYLOAD)
+                    for i in range(start, min(n, start + batch))
+                ]
+                await stub.BatchTryCompleteElseWatch(
+                    pb.BatchTryCompleteElseWatchRequest(purgatory="default", operations=ops)
+                )
+
+        await asyncio.gather(*(worker() for _ in range(4)))
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--pending", type=int, default=1_000_000, help="recovered operations")
+    p.add_argument("--live", type=int, default=0, help="live-registered operations (memory)")
+    p.add_argument("--keys", type=int, default=10_000, help="distinct keys")
+    p.add_argument("--rounds", type=int, default=1)
+    p.add_argument("--compare-src", help="also run the server from this source tree")
+    p.add_argument("--compare-label", default="baseline")
+    p.add_argument("--json", help="write raw numbers here (default bench/results/)")
+    a = p.parse_args()
+    print(f"recovery bench: {os.cpu_count()} CPUs, load {os.getloadavg()}", file=sys.stderr)
+    trees: dict[str, str | None] = {"this tree": None}
+    if a.compare_src:
+        trees[a.compare_label] = os.path.abspath(a.compare_src)
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        data = tmp / "data"
+        if a.pending:
+            started = time.perf_counter()
+            write_journal(data, a.pending, a.keys)
+            print(f"journal written in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+        for r in range(a.rounds):
+            for label, src in trees.items():
+                empty = Server(src, tmp / f"empty-{label}-{r}", tmp)
+                empty_rss = rss_bytes(empty.proc.pid)
+                row: dict[str, Any] = {"tree": label, "round": r + 1, "empty_s": empty.ready_s}
+                if a.live:
+                    started = time.perf_counter()
+                    asyncio.run(_register(empty.port, a.live, a.keys))
+                    row["live_register_s"] = time.perf_counter() - started
+                    assert asyncio.run(_pending(empty.port, "default")) == a.live
+                    row["live_bytes_per_op"] = (rss_bytes(empty.proc.pid) - empty_rss) / a.live
+                empty.stop()
+                if a.pending:
+                    server = Server(src, data, tmp)
+                    try:
+                        assert asyncio.run(_pending(server.port, NAME)) == a.pending
+                        rss = rss_bytes(server.proc.pid)
+                    finally:
+                        server.stop()
+                    row["serving_s"] = server.ready_s
+                    row["recovery_s"] = server.ready_s - empty.ready_s
+                    row["serving_cpu_s"] = server.ready_cpu_s
+                    row["recovery_cpu_s"] = server.ready_cpu_s - empty.ready_cpu_s
+                    row["recovered_bytes_per_op"] = (rss - empty_rss) / a.pending
+                rows.append(row)
+                print(row, file=sys.stderr)
+    headers = ["tree", "round", "empty start (s)"]
+    keys = ["tree", "round", "empty_s"]
+    if a.pending:
+        headers += ["start to serving (s)", "recovery (s)", "recovery CPU (s)"]
+        headers += ["RSS per recovered op (B)"]
+        keys += ["serving_s", "recovery_s", "recovery_cpu_s", "recovered_bytes_per_op"]
+    if a.live:
+        headers += ["register (s)", "RSS per live op (B)"]
+        keys += ["live_register_s", "live_bytes_per_op"]
+    print(f"\npending {a.pending:,}, live {a.live:,}, {a.keys:,} keys, 32-byte payloads\n")
+    print(markdown_table(headers, [[row[k] for k in keys] for row in rows]))
+    out = {"context": run_context(), "args": vars(a), "rows": rows}
+    print(f"\nraw numbers: {write_json('recovery_bench', out, a.json)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -31,15 +31,10 @@ from purgatory_server._engine.purgatory import DelayedOperationPurgatory
 from purgatory_server._engine.system_timer import SystemTimer
 from purgatory_server._engine.time import SYSTEM_TIME, Time
 from purgatory_server._service.budget import ServerBudget
-from purgatory_server._service.conditions import (
-    SignalRecord,
-)
+from purgatory_server._service.conditions import SignalRecord
 from purgatory_server._service.config import Limits, PurgatorySettings
 from purgatory_server._service.debounce import push_back
-from purgatory_server._service.errors import (
-    FailedPrecondition,
-    ServiceError,
-)
+from purgatory_server._service.errors import FailedPrecondition, ServiceError
 from purgatory_server._service.events import EventLog, Outcome
 from purgatory_server._service.feed import Feed
 from purgatory_server._service.groups import GroupSet
@@ -54,15 +49,9 @@ from purgatory_server._service.operation import (
     RestoredOperation,
     SignalSlot,
 )
-from purgatory_server._service.operation_table import (
-    OperationTable,
-    Registration,
-    Target,
-    resolve,
-)
+from purgatory_server._service.operation_table import OperationTable, Registration, Target, resolve
 from purgatory_server._service.purgatory_stats import Gauges, PurgatoryStats
 from purgatory_server._service.quoting import quote
-from purgatory_server._service.sorted_ids import SortedIds
 from purgatory_server._service.states import OperationState
 from purgatory_server._service.subscriptions import EventFilter, Subscriber
 from purgatory_server._service.telemetry.context import current_traceparent
@@ -342,12 +331,7 @@ class NamedPurgatory:
         """This purgatory's tables for one ListOperations page (:mod:`.listing`)."""
         self._check_open()
         self._settle()  # operations that ended are listed as ended
-        table = self._table
-        if table.pending_ids is None:
-            table.pending_ids = SortedIds(self._active)
-        return OperationsView(
-            table.pending_ids, self._active, table.finished, self._engine.watchers
-        )
+        return self._table.view(self._engine.watchers)
 
     def lookup(self, op_id: str) -> Target:
         """The pending operation or, once published, its outcome; NotFound if unknown."""

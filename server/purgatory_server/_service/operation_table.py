@@ -17,7 +17,7 @@ from __future__ import annotations
 import itertools
 import secrets
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from purgatory_server._engine.time import Time
@@ -26,6 +26,7 @@ from purgatory_server._service.conditions import ConditionKind, FirstSignal, Pro
 from purgatory_server._service.config import Limits
 from purgatory_server._service.errors import AlreadyExists, InvalidArgument, LimitExceeded, NotFound
 from purgatory_server._service.events import Outcome
+from purgatory_server._service.listing import OperationsView
 from purgatory_server._service.operation import (
     OperationDefinition,
     OperationRequest,
@@ -105,10 +106,12 @@ class OperationTable:
     def __len__(self) -> int:
         return len(self.pending)
 
-    @property
-    def finished(self) -> Mapping[str, tuple[OperationDefinition, Outcome]]:
-        """Recently finished ids, oldest first (read-only view for listings)."""
-        return self._finished
+    def view(self, watchers: Callable[[str], list[RemoteOperation]]) -> OperationsView:
+        """The tables one ListOperations page reads (:mod:`.listing`); builds the ordered
+        index of pending ids on first use (kept up to date by create and retire)."""
+        if self.pending_ids is None:
+            self.pending_ids = SortedIds(self.pending)
+        return OperationsView(self.pending_ids, self.pending, self._finished, watchers)
 
     # ----------------------------------------------------------------- lookups
     def find(self, op_id: str) -> tuple[OperationDefinition, Target] | None:

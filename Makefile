@@ -4,6 +4,8 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 EXTRAS := dev,server,client,observability
+# Replicated purgatories' NATS client and nats-server binary (docs/scale-out.md).
+EXTRAS := $(EXTRAS),cluster
 
 .PHONY: help install serve test lint typecheck unit stubs check-stubs bench clean system-deps
 .PHONY: node-deps buf-lint buf-breaking node-build node-test clean-node

@@ -32,12 +32,16 @@ __all__ = ["MAX_HOPS", "METADATA_OWNER", "Router", "owner_hint", "purgatory_of"]
 
 METADATA_OWNER = "purgatory-owner"
 MAX_HOPS = 3
+# Admin requests whose purgatory is their `name` field.
+_NAMED_BY_NAME = frozenset(
+    {"GetPurgatoryRequest", "CreatePurgatoryRequest", "DeletePurgatoryRequest"}
+)
 
 
 def purgatory_of(request: Any) -> str:
     """The purgatory a request is about ("" for calls that name none)."""
     name = getattr(request, "purgatory", "")
-    if not name and type(request).__name__ in ("GetPurgatoryRequest",):
+    if not name and type(request).__name__ in _NAMED_BY_NAME:
         name = getattr(request, "name", "")
     return name if isinstance(name, str) else ""
 

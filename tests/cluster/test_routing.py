@@ -20,7 +20,7 @@ from pathlib import Path
 
 from purgatory_client import AsyncPurgatoryClient, PurgatoryClient
 from purgatory_client._models import OperationState
-from purgatory_client.errors import UnavailableError
+from purgatory_client.errors import AlreadyExistsError, UnavailableError
 from purgatory_server._cluster.natsd import LocalNatsCluster
 
 from tests.cluster.servers import ReplicatedServer, wait_owner
@@ -49,6 +49,12 @@ async def test_clients_follow_the_owner_and_survive_a_hand_over(
         assert (await client.get_operation("async-1")).state is OperationState.COMPLETED
         info = await asyncio.to_thread(sync.get_purgatory)
         assert info.pending == 0 and info.last_sequence == 2
+        # A standby never creates a replicated name itself: the call reaches the owner.
+        try:
+            await client.create_purgatory(NAME)
+            raise AssertionError("a replicated purgatory was created a second time")
+        except AlreadyExistsError:
+            pass
 
         # A long-poll waits at A while A hands the purgatory over to B.
         poll = asyncio.ensure_future(

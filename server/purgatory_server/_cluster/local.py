@@ -27,6 +27,11 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+import grpc
+from purgatory_proto.v1 import purgatory_pb2 as pb
+from purgatory_proto.v1 import purgatory_pb2_grpc as pb_grpc
+
+from purgatory_server._cluster.errors import METADATA_OWNER
 from purgatory_server._cluster.natsd import LocalNatsCluster
 
 __all__ = ["main"]
@@ -87,6 +92,26 @@ def _wait_port(proc: subprocess.Popen[bytes], port_file: Path, timeout_s: float)
     raise TimeoutError("purgatory server did not start in time")
 
 
+def _wait_routed(addresses: list[str], timeout_s: float) -> None:
+    """Until one server serves the purgatory and every other names it as the owner."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        owners = set()
+        for address in addresses:
+            with grpc.insecure_channel(address) as channel:
+                stub = pb_grpc.PurgatoryServiceStub(channel)  # type: ignore[no-untyped-call]
+                try:
+                    stub.GetPurgatory(pb.GetPurgatoryRequest(name=PURGATORY), timeout=2)
+                    owners.add(address)
+                except grpc.RpcError as exc:
+                    trailers = dict(exc.trailing_metadata() or ())
+                    owners.add(str(trailers.get(METADATA_OWNER, "")))
+        if len(owners) == 1 and "" not in owners:
+            return
+        time.sleep(0.1)
+    raise TimeoutError(f"no server owns {PURGATORY!r}")
+
+
 def _say(line: str) -> None:
     sys.stdout.write(line + "\n")
     sys.stdout.flush()
@@ -115,9 +140,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             proc, port_file = _spawn(root, f"server{i + 1}", nats.urls, port, args.lease_ms)
             servers.append(proc)
             spawned.append((proc, port_file))
+        addresses = []
         for i, (proc, port_file) in enumerate(spawned):
             bound = _wait_port(proc, port_file, 90.0)
+            addresses.append(f"127.0.0.1:{bound}")
             _say(f"purgatory server{i + 1}: 127.0.0.1:{bound} (log {root}/server{i + 1}.log)")
+        _wait_routed(addresses, 90.0)
         _say(f"ready: replicated purgatory {PURGATORY!r}; Ctrl-C stops everything")
         while all(p.poll() is None for p in servers):
             time.sleep(0.2)

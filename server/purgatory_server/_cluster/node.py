@@ -123,8 +123,12 @@ class ClusterNode:
         return factory
 
     def route(self, name: str) -> None:
-        """Raise NotOwner for a replicated purgatory this server does not serve."""
-        if name in self._settings:
+        """Raise NotOwner for a replicated purgatory this server does not serve.
+
+        The registry asks on every lookup of a name it does not hold and before creating
+        one, so a replicated name is never created here except by a takeover.
+        """
+        if name in self._settings and name not in self._prepared:
             known = self._routes.get(name)
             if known is None or known.address == self.address:
                 raise NotOwner(name)
@@ -154,6 +158,7 @@ class ClusterNode:
         async with asyncio.timeout(_SETUP_TIMEOUT_S):
             await self._ensure_layout()
         for name in self._settings:
+            await self._learn_owner(name)  # route from the first request on
             self._lost[name] = asyncio.Event()
             self._tasks.append(self._loop.create_task(self._cycle(name)))
         logger.info(
@@ -243,19 +248,24 @@ class ClusterNode:
         finally:
             await self._evict(name, lease, log)
 
+    async def _learn_owner(self, name: str) -> LeaseValue | None:
+        """Read the lease key; remember its holder as the route (None: nobody holds it)."""
+        try:
+            entry = await self._owners_kv.get(token(name))
+            value = LeaseValue.decode(entry.value)
+        except KeyNotFoundError:
+            value = None
+        if value is None:
+            self._routes.pop(name, None)  # expired: do not send clients to a dead owner
+        else:
+            self._routes[name] = _Route(value.address, int(entry.revision or 0))
+        return value
+
     async def _stand_by(self, name: str, lease: OwnerLease) -> None:
         poll = min(0.5, max(0.02, self._lease_s / 10))
         while True:
-            try:
-                entry = await self._owners_kv.get(lease.key)
-            except KeyNotFoundError:
-                entry = None
-            value = None if entry is None else LeaseValue.decode(entry.value)
-            if value is None:
-                if await lease.try_acquire():
-                    return
-            else:
-                self._routes[name] = _Route(value.address, int(entry.revision or 0))
+            if await self._learn_owner(name) is None and await lease.try_acquire():
+                return
             await asyncio.sleep(poll)
 
     async def _take_over(  # noqa: PLR0917 - one call site, names kept apart

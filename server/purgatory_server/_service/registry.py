@@ -134,6 +134,8 @@ class PurgatoryRegistry:
         self.validate_name(settings.name)
         if settings.name in self._purgatories:
             raise AlreadyExists(f"purgatory {settings.name!r} already exists")
+        if self.router is not None:
+            self.router(settings.name)  # a replicated name: only its takeover creates it
         if len(self._purgatories) >= self.limits.max_purgatories:
             raise LimitExceeded(
                 f"{len(self._purgatories)} purgatories exist; "

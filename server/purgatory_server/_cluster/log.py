@@ -160,7 +160,9 @@ class ReplicatedLog:
             EPOCH_HEADER: str(self.epoch),
         }
         deadline = time.monotonic() + self._append_timeout_s
+        attempt = 0
         while True:
+            attempt += 1
             if not self._lease_valid():
                 self.fence("the owner lease was not renewed in time")
                 return False
@@ -186,7 +188,10 @@ class ReplicatedLog:
             if time.monotonic() >= deadline:
                 self.fence(f"append not acknowledged in {self._append_timeout_s:.0f}s: {problem}")
                 return False
-            logger.warning("purgatory %s: append retried: %s", self.name, problem)
+            if attempt % 20 == 1:  # about once a second while JetStream elects a leader
+                logger.warning(
+                    "purgatory %s: append retried (attempt %d): %s", self.name, attempt, problem
+                )
             await asyncio.sleep(0.05)
 
     # -- losing ownership --------------------------------------------------------------

@@ -29,29 +29,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import nats
 import nats.errors
-from nats.js.api import KeyValueConfig, StorageType, StreamConfig
 from nats.js.errors import APIError, KeyNotFoundError, KeyWrongLastSequenceError
 
 from purgatory_server._cluster.errors import NotOwner
 from purgatory_server._cluster.layout import (
     EPOCH_HEADER,
     EXPECTED_SUBJECT_SEQ,
-    LEASE_BUCKET,
-    META_BUCKET,
     MSG_ID,
     journal_stream,
     journal_subject,
-    stream_subjects,
     token,
 )
 from purgatory_server._cluster.lease import LeaseValue, OwnerLease
 from purgatory_server._cluster.log import WRONG_LAST_SEQUENCE, ReplicatedLog
+from purgatory_server._cluster.setup import SETUP_TIMEOUT_S, ensure_layout
 from purgatory_server._cluster.shadow import Shadow, last_subject_sequence
 from purgatory_server._cluster.store import ReplicatedStore
 from purgatory_server._engine.time import SYSTEM_TIME, Time
@@ -68,8 +64,6 @@ if TYPE_CHECKING:
 __all__ = ["ClusterNode"]
 
 logger = logging.getLogger("purgatory_server.cluster")
-
-_SETUP_TIMEOUT_S = 60.0  # a fresh JetStream cluster elects its meta leader in ~5 s
 
 
 @dataclass(slots=True)
@@ -155,8 +149,10 @@ class ClusterNode:
             connect_timeout=5,
         )
         self._js = self._nc.jetstream(timeout=5)
-        async with asyncio.timeout(_SETUP_TIMEOUT_S):
-            await self._ensure_layout()
+        async with asyncio.timeout(SETUP_TIMEOUT_S):
+            self._owners_kv, self._meta_kv, self._lease_s = await ensure_layout(
+                self._js, cluster, self._lease_s
+            )
         for name in self._settings:
             await self._learn_owner(name)  # route from the first request on
             self._lost[name] = asyncio.Event()
@@ -168,27 +164,6 @@ class ClusterNode:
             ", ".join(self._settings) or "(none)",
             ",".join(cluster.nats_urls),
         )
-
-    async def _ensure_layout(self) -> None:
-        cluster = self._cluster
-        js = self._js
-        for k in range(cluster.journal_streams):
-            config = StreamConfig(
-                name=f"PURGATORY_J{k}",
-                subjects=stream_subjects(k),
-                num_replicas=cluster.replicas,
-                storage=StorageType.FILE,
-                duplicate_window=120.0,
-            )
-            await _retry(lambda c=config: js.add_stream(c))  # type: ignore[misc]
-        owners = KeyValueConfig(
-            bucket=LEASE_BUCKET, ttl=self._lease_s, replicas=cluster.replicas, history=1
-        )
-        meta = KeyValueConfig(bucket=META_BUCKET, replicas=cluster.replicas, history=1)
-        await _retry(lambda: js.create_key_value(owners))
-        await _retry(lambda: js.create_key_value(meta))
-        self._owners_kv = await _retry(lambda: js.key_value(LEASE_BUCKET))
-        self._meta_kv = await _retry(lambda: js.key_value(META_BUCKET))
 
     def begin_stop(self) -> None:
         """Stop the cycles (no more takeovers); owned purgatories keep their leases."""
@@ -390,21 +365,3 @@ class ClusterNode:
         logger.warning(
             "cluster: %s no longer owns purgatory %s: %s", self.server_id, name, log.lost
         )
-
-
-async def _retry(call: Callable[[], Any], timeout_s: float = _SETUP_TIMEOUT_S) -> Any:
-    """Run a JetStream admin call until it succeeds (the meta leader may not exist yet)."""
-    delay = 0.1
-    while True:
-        try:
-            return await call()
-        except (nats.errors.TimeoutError, nats.errors.NoRespondersError) as exc:
-            logger.info("cluster: JetStream not ready (%s); retrying", type(exc).__name__)
-        except Exception as exc:
-            # "stream name already in use with a different configuration": keep the old one.
-            if "already in use" in str(exc):
-                logger.warning("cluster: keeping the existing %s", exc)
-                return None
-            raise
-        await asyncio.sleep(delay)
-        delay = min(1.0, delay * 2)

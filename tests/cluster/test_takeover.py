@@ -72,9 +72,10 @@ async def test_owner_killed_under_load_standby_takes_over(
     finally:
         for server in servers:
             server.stop()
-    # The lease must expire first (its last renewal was at most lease/3 before the kill):
-    # a takeover faster than that would mean a standby did not wait for the lease.
-    assert min(takeovers) >= LEASE_MS / 1000 * 2 / 3 * 0.9, takeovers
+    # The lease must expire first. Its last renewal was about lease/3 before the kill (later
+    # if the loaded owner renewed late), so a takeover takes well over 0.3 leases; one
+    # within the standby's poll (lease/10) would mean it did not wait for the lease.
+    assert min(takeovers) >= LEASE_MS / 1000 * 0.3, takeovers
     summary = ", ".join(f"{n} {what}" for what, n in sorted(acks.stats.items()))
     logger.info(
         "takeover test: seed %d, %d kills, takeover %s s, zero losses; %s",

@@ -5,7 +5,8 @@ de-duplication window for re-sent appends), the lease bucket (TTL = the lease) a
 meta bucket (incarnations). Every server does this at start; a second creation with the
 same configuration is a no-op, and one with another configuration keeps the existing one
 (logged). A fresh JetStream cluster has no meta leader for its first seconds, so each
-call is retried until :data:`SETUP_TIMEOUT_S`.
+call is retried until :data:`SETUP_TIMEOUT_S` (the caller's bound), as is a bucket that
+another server created a moment ago and this node does not show yet.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 import nats.errors
+import nats.js.errors
 from nats.js.api import KeyValueConfig, StorageType, StreamConfig
 
 from purgatory_server._cluster.config import ClusterConfig
@@ -67,7 +69,13 @@ async def _retry(call: Callable[[], Any]) -> Any:
     while True:
         try:
             return await call()
-        except (nats.errors.TimeoutError, nats.errors.NoRespondersError) as exc:
+        except (
+            nats.errors.TimeoutError,
+            nats.errors.NoRespondersError,
+            # A stream another server has just created may not be visible here yet.
+            nats.js.errors.NotFoundError,
+            nats.js.errors.ServiceUnavailableError,
+        ) as exc:
             logger.info("cluster: JetStream not ready (%s); retrying", type(exc).__name__)
         except Exception as exc:
             # "stream name already in use with a different configuration": keep the old one.

@@ -4,9 +4,12 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 EXTRAS := dev,server,client,observability
+# Replicated purgatories' NATS client and nats-server binary (docs/scale-out.md).
+EXTRAS := $(EXTRAS),cluster
 
 .PHONY: help install serve test lint typecheck unit stubs check-stubs bench clean system-deps
 .PHONY: node-deps buf-lint buf-breaking node-build node-test clean-node
+.PHONY: cluster
 
 # Debian packages that some tests need (each feature appends its own line below).
 # `make test` installs the missing ones when it runs as root; otherwise it says which are
@@ -21,6 +24,7 @@ help:
 	@echo "make test    - lint, type-check, stub check and the full test suite"
 	@echo "make stubs   - regenerate gRPC stubs from proto/"
 	@echo "make bench   - run the benchmarks (slow; not part of make test)"
+	@echo "make cluster - 3 nats-server nodes + 2 purgatory servers sharing replicated 'orders'"
 	@echo "make pipeline - Spark ingest + report over make serve's data directory"
 
 $(STAMP): pyproject.toml
@@ -71,6 +75,12 @@ system-deps:
 	fi
 
 test: system-deps lint typecheck check-stubs buf-lint buf-breaking unit node-test
+
+# A replicated deployment on loopback (docs/scale-out.md §12): three nats-server nodes
+# (JetStream, R3) and two purgatory servers on 127.0.0.1:50051-50052 sharing the replicated
+# purgatory `orders`; runs in the foreground, Ctrl-C stops everything. State in .cluster/.
+cluster: $(STAMP)
+	$(BIN)/python -m purgatory_server._cluster.local --dir .cluster
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.timer_scaling

@@ -35,6 +35,7 @@ from purgatory_client._models import (
     PurgatoryInfo,
     Signal,
 )
+from purgatory_client._routing import Router, purgatory_of
 from purgatory_client._schedules import Schedule, ScheduleUpsert
 from purgatory_client._security import resolve_security
 from purgatory_client._session_base import DEFAULT_FRAME_SIZE, Backoff, WatchSet
@@ -86,6 +87,16 @@ class AsyncPurgatoryClient(AsyncGroupMethods):
         self.purgatory = purgatory
         self.timeout = timeout
         self._resume = resume or ResumePolicy()
+        # Replicated purgatories: follow `purgatory-owner` and cache the route (_routing).
+        self._router = Router(
+            self._stub,
+            lambda address: (
+                grpc.aio.secure_channel(address, credentials, channel_options(options))
+                if credentials is not None
+                else grpc.aio.insecure_channel(address, channel_options(options))
+            ),
+            pb_grpc.PurgatoryServiceStub,
+        )
 
     # ------------------------------------------------------------ plumbing
     async def __aenter__(self) -> AsyncPurgatoryClient:
@@ -102,14 +113,23 @@ class AsyncPurgatoryClient(AsyncGroupMethods):
     async def close(self) -> None:
         if self._owns_channel:
             await self._channel.close()
+        for channel in self._router.channels():
+            await channel.close()
 
     async def _call(
         self, method: Callable[..., Awaitable[Any]], request: Any, timeout: float | None
     ) -> Any:
-        try:
-            return await method(request, timeout=timeout, metadata=with_trace(self._metadata))
-        except grpc.RpcError as exc:
-            raise from_rpc_error(exc) from None
+        purgatory = purgatory_of(request)
+        hop = 0
+        while True:
+            try:
+                return await self._router.method(purgatory, method)(
+                    request, timeout=timeout, metadata=with_trace(self._metadata)
+                )
+            except grpc.RpcError as exc:
+                if not self._router.reroute(purgatory, method, exc, hop):
+                    raise from_rpc_error(exc) from None
+                hop += 1
 
     def _name(self, purgatory: str | None) -> str:
         return self.purgatory if purgatory is None else purgatory

@@ -36,6 +36,7 @@ from purgatory_client._models import (
     PurgatoryInfo,
     Signal,
 )
+from purgatory_client._routing import Router, purgatory_of
 from purgatory_client._schedules import Schedule, ScheduleUpsert
 from purgatory_client._security import resolve_security
 from purgatory_client._session_base import DEFAULT_FRAME_SIZE, Backoff, WatchSet
@@ -105,6 +106,16 @@ class PurgatoryClient(GroupMethods):
         self.purgatory = purgatory
         self.timeout = timeout
         self._resume = resume or ResumePolicy()
+        # Replicated purgatories: follow `purgatory-owner` and cache the route (_routing).
+        self._router = Router(
+            self._stub,
+            lambda address: (
+                grpc.secure_channel(address, credentials, channel_options(options))
+                if credentials is not None
+                else grpc.insecure_channel(address, channel_options(options))
+            ),
+            pb_grpc.PurgatoryServiceStub,
+        )
 
     # ------------------------------------------------------------ plumbing
     def __enter__(self) -> PurgatoryClient:
@@ -121,12 +132,21 @@ class PurgatoryClient(GroupMethods):
     def close(self) -> None:
         if self._owns_channel:
             self._channel.close()
+        for channel in self._router.channels():
+            channel.close()
 
     def _call(self, method: Callable[..., Any], request: Any, timeout: float | None) -> Any:
-        try:
-            return method(request, timeout=timeout, metadata=with_trace(self._metadata))
-        except grpc.RpcError as exc:
-            raise from_rpc_error(exc) from None
+        purgatory = purgatory_of(request)
+        hop = 0
+        while True:
+            try:
+                return self._router.method(purgatory, method)(
+                    request, timeout=timeout, metadata=with_trace(self._metadata)
+                )
+            except grpc.RpcError as exc:
+                if not self._router.reroute(purgatory, method, exc, hop):
+                    raise from_rpc_error(exc) from None
+                hop += 1
 
     def _name(self, purgatory: str | None) -> str:
         return self.purgatory if purgatory is None else purgatory

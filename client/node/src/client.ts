@@ -37,6 +37,7 @@ import {
 } from "./connection";
 import * as wire from "./convert";
 import { fromGrpcError, INCARNATION, SlowSubscriberError, UnavailableError } from "./errors";
+import { purgatoryOf, Router } from "./routing";
 import type {
   BatchSignalResult,
   Condition,
@@ -119,6 +120,8 @@ export class PurgatoryClient {
   private readonly auth: Metadata | undefined;
   private readonly resume: Required<RetryPolicy>;
   private readonly retry: Required<RetryPolicy>;
+  /** Replicated purgatories: routes to owners (routing.ts). */
+  private readonly router: Router<Client & Record<string, unknown>>;
 
   constructor(target = "127.0.0.1:50051", options: ClientOptions = {}) {
     this.purgatory = options.purgatory ?? DEFAULT_PURGATORY;
@@ -130,16 +133,17 @@ export class PurgatoryClient {
     const channelOptions: ChannelOptions = { ...(options.channelOptions ?? {}) };
     if (tls?.serverName) channelOptions["grpc.ssl_target_name_override"] = tls.serverName;
     const Ctor = wire.serviceClient();
-    this.stub = new Ctor(
-      target,
-      options.credentials ?? channelCredentials(tls),
-      channelOptions,
-    ) as Client & Record<string, unknown>;
+    const creds = options.credentials ?? channelCredentials(tls);
+    this.stub = new Ctor(target, creds, channelOptions) as Client & Record<string, unknown>;
+    this.router = new Router(
+      (address) => new Ctor(address, creds, channelOptions) as Client & Record<string, unknown>,
+    );
   }
 
   /** Close the channel: new calls fail; calls in flight go on (abort them with `signal`). */
   close(): void {
     this.stub.close();
+    this.router.close();
   }
 
   // ------------------------------------------------------------ plumbing
@@ -156,14 +160,19 @@ export class PurgatoryClient {
     request: unknown,
     deadlineMs: number | null,
     signal?: AbortSignal,
+    hop = 0,
   ): Promise<wire.WireMessage> {
-    const fn = this.stub[method] as Unary;
+    const purgatory = purgatoryOf(method, request);
+    const stub = this.router.stubFor(purgatory) ?? this.stub;
+    const fn = stub[method] as Unary;
     const options: CallOptions = deadlineMs === null ? {} : { deadline: Date.now() + deadlineMs };
     return new Promise((resolve, reject) => {
       const onAbort = (): void => call.cancel();
-      const call = fn.call(this.stub, request, this.metadata(), options, (err, response) => {
+      const call = fn.call(stub, request, this.metadata(), options, (err, response) => {
         signal?.removeEventListener("abort", onAbort);
-        if (err) reject(fromGrpcError(err));
+        if (err && this.router.reroute(purgatory, err, hop)) {
+          this.call(method, request, deadlineMs, signal, hop + 1).then(resolve, reject);
+        } else if (err) reject(fromGrpcError(err));
         else resolve(response);
       });
       if (signal?.aborted) call.cancel();

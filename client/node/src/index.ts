@@ -31,3 +31,4 @@ export {
   type RetryPolicy,
   type Signal,
 } from "./models";
+export { MAX_HOPS, OWNER } from "./routing";

@@ -31,6 +31,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from purgatory_proto.v1 import purgatory_pb2 as pb
 
+from purgatory_server._cluster.loader import cluster_node
 from purgatory_server._engine.time import Time
 from purgatory_server._service.auth import Authorizer
 from purgatory_server._service.catalog import read_catalog
@@ -79,6 +80,8 @@ class PurgatoryServer:
     port: int
     config: ServerConfig
     telemetry: Telemetry | None = None
+    # Replicated purgatories' owner/standby cycles (issue 14); None without [cluster].
+    cluster: Any = None
     _stopped: bool = False
 
     async def stop(self, grace: float | None = None) -> None:
@@ -88,11 +91,15 @@ class PurgatoryServer:
         self._stopped = True
         grace = self.config.grace_s if grace is None else grace
         await self.health.enter_graceful_shutdown()
+        if self.cluster is not None:
+            self.cluster.begin_stop()
         self.registry.begin_shutdown()
         await self.grpc_server.stop(grace)
         if self.telemetry is not None:
             await asyncio.to_thread(self.telemetry.flush)
         await self.registry.shutdown()
+        if self.cluster is not None:
+            await self.cluster.stop()
         if self.telemetry is not None:
             await asyncio.to_thread(self.telemetry.shutdown)
         logger.info("server on port %d stopped", self.port)
@@ -126,6 +133,9 @@ async def create_server(
     loop = asyncio.get_running_loop()
     if journal_factory is None:
         journal_factory = durable_factory(config, loop, time)
+    cluster = cluster_node(config, loop, time)
+    if cluster is not None:
+        journal_factory = cluster.wrap_factory(journal_factory)
     if telemetry is None:
         telemetry = telemetry_from_config(config)
     registry = PurgatoryRegistry(
@@ -138,6 +148,8 @@ async def create_server(
         metrics=telemetry is not None and telemetry.metrics,
         traced=telemetry is not None and telemetry.tracing,
     )
+    if cluster is not None:
+        registry.router = cluster.route
     if telemetry is not None:
         telemetry.bind(registry)
     server = grpc.aio.server(
@@ -168,6 +180,8 @@ async def create_server(
         logger.warning("tokens are configured but TLS is off: tokens travel in plaintext")
     try:
         for settings in config.purgatories:
+            if cluster is not None and cluster.is_replicated(settings.name):
+                continue  # owned or stood by once the cluster starts, below
             registry.create(registry.settings_for(settings.name, settings))
         configured = {p.name for p in config.purgatories}
         for settings in read_catalog(Path(config.data_dir), config.limits):
@@ -176,7 +190,11 @@ async def create_server(
             if settings.durable:
                 registry.create(settings)
         await server.start()
+        if cluster is not None:
+            await cluster.start(registry, port)
     except BaseException:
+        if cluster is not None:
+            await cluster.stop()
         await registry.shutdown()
         await server.stop(None)
         if telemetry is not None:
@@ -185,7 +203,9 @@ async def create_server(
     serving = health_pb2.HealthCheckResponse.SERVING
     await health_servicer.set("", serving)
     await health_servicer.set(SERVICE_NAME, serving)
-    purgatory_server = PurgatoryServer(server, registry, health_servicer, port, config, telemetry)
+    purgatory_server = PurgatoryServer(
+        server, registry, health_servicer, port, config, telemetry, cluster
+    )
     return purgatory_server, port
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from purgatory_server._cluster.config import ClusterConfig, parse_cluster
 from purgatory_server._service.auth import AuthConfig, parse_auth
 from purgatory_server._service.settings_spec import (
     DEFAULT_MAX_RETAINED_EVENTS,
@@ -125,6 +126,8 @@ class ServerConfig:
     # A server span per RPC, its context carried by the outcomes it registers; on by
     # itself when otlp_endpoint is set.
     tracing: bool = False
+    # Replicated purgatories on NATS JetStream (``[cluster]``; docs/scale-out.md).
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
     limits: Limits = field(default_factory=Limits)
     defaults: PurgatorySettings = field(default_factory=PurgatorySettings)
     purgatories: tuple[PurgatorySettings, ...] = (PurgatorySettings(),)
@@ -157,6 +160,10 @@ class ServerConfig:
             raise ConfigError(f"purgatory names must be unique, got {names}")
         for p in (self.defaults, *self.purgatories):
             p.validate(self.limits)
+        try:
+            self.cluster.validate({p.name: p.durable for p in self.purgatories})
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
 
 
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -218,7 +225,7 @@ def from_mapping(
     ``env`` is where ``[auth]`` tokens given by ``token_env`` are read (os.environ).
     """
     config: ServerConfig = base if base is not None else ServerConfig()
-    sections = ("limits", "defaults", "purgatories", "auth")
+    sections = ("limits", "defaults", "purgatories", "auth", "cluster")
     top = {k: v for k, v in data.items() if k not in sections}
     config = _merge(config, top, "")
     if "auth" in data:
@@ -227,6 +234,11 @@ def from_mapping(
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
         config = replace(config, auth=auth)
+    if "cluster" in data:
+        try:
+            config = replace(config, cluster=parse_cluster(data["cluster"], config.cluster))
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
     if "limits" in data:
         config = replace(config, limits=_merge(config.limits, data["limits"], "limits."))
     if "defaults" in data:
@@ -254,7 +266,7 @@ def apply_env(config: ServerConfig, env: Mapping[str, str]) -> ServerConfig:
     """Apply ``PURGATORY_<OPTION>``, ``PURGATORY_LIMITS_<LIMIT>``, ``PURGATORY_DEFAULTS_<X>``
     and ``PURGATORY_PURGATORIES`` (comma-separated names) from ``env``."""
     top: dict[str, Any] = {}
-    nested: dict[str, dict[str, Any]] = {"limits": {}, "defaults": {}}
+    nested: dict[str, dict[str, Any]] = {"limits": {}, "defaults": {}, "cluster": {}}
     names: list[str] | None = None
     for var, value in env.items():
         if not var.startswith(ENV_PREFIX):

@@ -97,6 +97,9 @@ class PurgatoryRegistry:
         self._durable: dict[str, Durability] = {}
         self._closed: ServiceError | None = None
         self.budget = ServerBudget(limits)
+        # Replicated purgatories (issue 14): raises a routing error for a name this server
+        # does not serve but knows the owner of; None without a cluster.
+        self.router: Callable[[str], None] | None = None
 
     def validate_name(self, name: str, field: str = "name") -> None:
         if not name:
@@ -121,6 +124,8 @@ class PurgatoryRegistry:
         self.validate_name(settings.name)
         if settings.name in self._purgatories:
             raise AlreadyExists(f"purgatory {settings.name!r} already exists")
+        if self.router is not None:
+            self.router(settings.name)  # a replicated name: only its takeover creates it
         if len(self._purgatories) >= self.limits.max_purgatories:
             raise LimitExceeded(
                 f"{len(self._purgatories)} purgatories exist; "
@@ -180,6 +185,8 @@ class PurgatoryRegistry:
         if purgatory is None:
             if not name:
                 raise InvalidArgument(field, "must not be empty")
+            if self.router is not None:
+                self.router(name)
             raise NotFound(f"purgatory {quote(name)} not found", "purgatory", name)
         return purgatory
 
@@ -205,6 +212,22 @@ class PurgatoryRegistry:
             await store.destroy()
         logger.info("purgatory %s deleted: %d pending operations cancelled", name, cancelled)
         return cancelled
+
+    async def evict(self, name: str, error: ServiceError) -> None:
+        """Stop serving ``name`` without ending its operations (issue 14: another server
+        owns it now): waiting calls and streams end with ``error``, the store is closed."""
+        purgatory = self._purgatories.pop(name, None)
+        if purgatory is None:
+            return
+        self.budget.release_retained(purgatory.settings.retained_events)
+        purgatory.close(error)
+        await asyncio.to_thread(purgatory.shutdown_engine)
+        for operation in list(purgatory._active.values()):  # they live on at the new owner
+            self.budget.release(len(operation.definition.payload))
+        store = self._durable.pop(name, None)
+        if store is not None:
+            await store.close()
+        logger.info("purgatory %s evicted: %s", name, error.message)
 
     def begin_shutdown(self, error: ServiceError | None = None) -> None:
         """Refuse new work and end waiting long-polls and streams (UNAVAILABLE)."""

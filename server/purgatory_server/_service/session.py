@@ -301,7 +301,8 @@ class SessionStream:
             exc = f.exception()
             if exc is not None:
                 logger.error("session: journal write failed: %s", exc)
-                self.end(_JournalFailed())
+                # A replicated purgatory's owner that lost it says so (UNAVAILABLE + owner).
+                self.end(exc if isinstance(exc, ServiceError) else _JournalFailed())
                 return
             ack.ready = True
             self._flush_acks()

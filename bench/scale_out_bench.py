@@ -1,0 +1,353 @@
+"""Scale-out benchmark: replicated vs local-journal vs in-memory, and takeover time.
+
+Two parts, in one run on one machine (docs/benchmarks.md "Scale-out"):
+
+1. **Pairs/s.** Three purgatory servers run as subprocesses side by side: an in-memory
+   purgatory, a durable one on the local journal (fsync ``always``), and a replicated one
+   on a three-node NATS JetStream cluster started here (nats-server 2.15.1,
+   ``sync_interval: always``, R3). Against each in turn (rounds interleaved), ``--clients``
+   concurrent clients each loop: register an operation on a private key
+   (``TryCompleteElseWatch``) then signal that key (``CheckAndComplete``); one pair is one
+   acknowledged registration plus one acknowledged signal that completed it (three
+   journal records for the durable kinds). Reported: pairs/s per kind and the ratios.
+2. **Takeover.** Two servers replicate purgatory ``t``; ``--kills`` times: load it with
+   registrations (ids recorded when acknowledged), SIGKILL the owner, start a fresh
+   standby, and time from the kill to the first successful registration through the new
+   owner. Then every acknowledged id must be found there (pending or with an outcome).
+   Reported: takeover p50/max and acknowledged registrations lost (must be 0).
+
+Run: ``python -m bench.scale_out_bench`` (``--seconds 5 --rounds 2 --clients 32 --kills 10
+--lease-ms 1500``). Needs the ``cluster`` extra.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import grpc
+from purgatory_proto.v1 import purgatory_pb2 as pb
+from purgatory_proto.v1 import purgatory_pb2_grpc as pb_grpc
+from purgatory_server._cluster.natsd import LocalNatsCluster
+
+
+def _config(kind: str, name: str, data_dir: Path, urls: list[str], lease_ms: int) -> str:
+    text = f'data_dir = "{data_dir}"\nlog_level = "INFO"\n\n[[purgatories]]\nname = "{name}"\n'
+    if kind != "in-memory":
+        text += "durable = true\n"
+    if kind == "replicated":
+        quoted = ", ".join(f'"{u}"' for u in urls)
+        text += (
+            f'\n[cluster]\nnats_urls = [{quoted}]\nreplicated = ["{name}"]\nlease_ms = {lease_ms}\n'
+        )
+    return text
+
+
+class Server:
+    def __init__(self, root: Path, label: str, text: str) -> None:
+        root.mkdir(parents=True, exist_ok=True)
+        conf = root / f"{label}.toml"
+        conf.write_text(text)
+        self.port_file = root / f"{label}.port"
+        self.port_file.unlink(missing_ok=True)
+        log = (root / f"{label}.log").open("ab")
+        self.proc = subprocess.Popen(
+            [
+                *(sys.executable, "-m", "purgatory_server", "--config", str(conf)),
+                *("--listen", "127.0.0.1:0", "--port-file", str(self.port_file)),
+            ],
+            stdout=log,
+            stderr=log,
+        )
+        log.close()
+        self.port = 0
+
+    def wait_port(self, timeout_s: float = 60) -> int:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.port_file.exists():
+                self.port = int(self.port_file.read_text())
+                return self.port
+            if self.proc.poll() is not None:
+                raise RuntimeError("server exited")
+            time.sleep(0.02)
+        raise TimeoutError("server did not start")
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+
+async def _serves(address: str, name: str) -> bool:
+    async with grpc.aio.insecure_channel(address) as channel:
+        stub: Any = pb_grpc.PurgatoryServiceStub(channel)  # type: ignore[no-untyped-call]
+        try:
+            await stub.GetPurgatory(pb.GetPurgatoryRequest(name=name), timeout=1)
+            return True
+        except grpc.aio.AioRpcError:
+            return False
+
+
+async def _wait_serving(address: str, name: str, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not await _serves(address, name):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{address} does not serve {name}")
+        await asyncio.sleep(0.05)
+
+
+async def pairs_per_second(
+    address: str, name: str, clients: int, seconds: float, batch: int = 1
+) -> float:
+    channel = grpc.aio.insecure_channel(address)
+    stub: Any = pb_grpc.PurgatoryServiceStub(channel)  # type: ignore[no-untyped-call]
+    done = 0
+    stop_at = 0.0
+
+    async def worker(i: int) -> None:
+        nonlocal done
+        n = 0
+        while time.monotonic() < stop_at:
+            n += 1
+            if batch == 1:
+                key = f"w{i}-{n}"
+                await stub.TryCompleteElseWatch(
+                    pb.TryCompleteElseWatchRequest(purgatory=name, keys=[key], timeout_ms=60_000)
+                )
+                response = await stub.CheckAndComplete(
+                    pb.CheckAndCompleteRequest(purgatory=name, key=key)
+                )
+                assert response.completed == 1
+                done += 1
+                continue
+            keys = [f"w{i}-{n}-{j}" for j in range(batch)]
+            await stub.BatchTryCompleteElseWatch(
+                pb.BatchTryCompleteElseWatchRequest(
+                    purgatory=name,
+                    operations=[pb.OperationSpec(keys=[k], timeout_ms=60_000) for k in keys],
+                )
+            )
+            signalled = await stub.BatchCheckAndComplete(
+                pb.BatchCheckAndCompleteRequest(
+                    purgatory=name, signals=[pb.KeySignal(key=k) for k in keys]
+                )
+            )
+            assert signalled.completed == batch
+            done += batch
+
+    try:
+        stop_at = time.monotonic() + 0.5  # warm-up
+        await asyncio.gather(*(worker(i) for i in range(clients)))
+        done = 0
+        started = time.monotonic()
+        stop_at = started + seconds
+        await asyncio.gather(*(worker(i) for i in range(clients)))
+        return done / (time.monotonic() - started)
+    finally:
+        await channel.close()
+
+
+async def _load_until_killed(
+    address: str, name: str, acked: set[str], tag: str, duration: float
+) -> None:
+    channel = grpc.aio.insecure_channel(address)
+    stub: Any = pb_grpc.PurgatoryServiceStub(channel)  # type: ignore[no-untyped-call]
+    stop_at = time.monotonic() + duration
+
+    async def worker(i: int) -> None:
+        n = 0
+        while time.monotonic() < stop_at:
+            n += 1
+            op_id = f"{tag}-{i}-{n}"
+            try:
+                await stub.TryCompleteElseWatch(
+                    pb.TryCompleteElseWatchRequest(
+                        purgatory=name, operation_id=op_id, keys=["k"], timeout_ms=600_000
+                    ),
+                    timeout=10,
+                )
+            except grpc.aio.AioRpcError:
+                return
+            acked.add(op_id)
+
+    try:
+        await asyncio.gather(*(worker(i) for i in range(8)))
+    finally:
+        await channel.close()
+
+
+async def _first_success(servers: list[Server], name: str, timeout_s: float) -> Server:
+    deadline = time.monotonic() + timeout_s
+    n = 0
+    while time.monotonic() < deadline:
+        for server in servers:
+            if not server.port and server.port_file.exists():
+                server.port = int(server.port_file.read_text())  # a replacement just started
+            if server.proc.poll() is not None or not server.port:
+                continue
+            n += 1
+            async with grpc.aio.insecure_channel(server.address) as channel:
+                stub: Any = pb_grpc.PurgatoryServiceStub(channel)  # type: ignore[no-untyped-call]
+                try:
+                    await stub.TryCompleteElseWatch(
+                        pb.TryCompleteElseWatchRequest(
+                            purgatory=name, operation_id=f"probe-{n}", timeout_ms=600_000
+                        ),
+                        timeout=2,
+                    )
+                    return server
+                except grpc.aio.AioRpcError:
+                    pass
+        await asyncio.sleep(0.01)
+    raise TimeoutError("no new owner")
+
+
+async def _lost(address: str, name: str, acked: set[str]) -> int:
+    async with grpc.aio.insecure_channel(address) as channel:
+        stub: Any = pb_grpc.PurgatoryServiceStub(channel)  # type: ignore[no-untyped-call]
+        lost = 0
+        for op_id in sorted(acked):
+            try:
+                await stub.GetOperation(
+                    pb.GetOperationRequest(purgatory=name, operation_id=op_id), timeout=10
+                )
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() != grpc.StatusCode.NOT_FOUND:
+                    raise
+                lost += 1
+        return lost
+
+
+async def takeovers(root: Path, urls: list[str], kills: int, lease_ms: int) -> dict[str, Any]:
+    name = "t"
+    count = 0
+
+    def fresh() -> Server:
+        nonlocal count
+        count += 1
+        return Server(
+            root, f"t{count}", _config("replicated", name, root / f"t{count}", urls, lease_ms)
+        )
+
+    servers = [fresh(), fresh()]
+    for server in servers:
+        server.wait_port()
+    times: list[float] = []
+    acked: set[str] = set()
+    lost_total = 0
+    try:
+        owner = await _first_success(servers, name, 60)
+        for kill in range(kills):
+            await _load_until_killed(owner.address, name, acked, f"k{kill}", 0.5)
+            owner.kill()
+            killed = time.monotonic()
+            servers[servers.index(owner)] = replacement = fresh()
+            owner = await _first_success(servers, name, 60)
+            times.append(time.monotonic() - killed)
+            lost_total += await _lost(owner.address, name, acked)
+            replacement.wait_port()
+            print(f"  kill {kill + 1}: takeover {times[-1]:.2f} s, {len(acked)} acked so far")
+    finally:
+        for server in servers:
+            server.stop()
+    return {
+        "kills": kills,
+        "p50": statistics.median(times),
+        "max": max(times),
+        "min": min(times),
+        "acked": len(acked),
+        "lost": lost_total,
+    }
+
+
+async def compare(root: Path, urls: list[str], args: argparse.Namespace) -> None:
+    servers: dict[str, Server] = {}
+    try:
+        for kind in ("in-memory", "local-journal", "replicated"):
+            text = _config(kind, "p", root / kind, urls, args.lease_ms)
+            servers[kind] = Server(root, kind, text)
+        for server in servers.values():
+            server.wait_port()
+        for server in servers.values():
+            await _wait_serving(server.address, "p")
+        for batch in (1, args.batch):
+            rates: dict[str, list[float]] = {kind: [] for kind in servers}
+            for r in range(args.rounds):
+                for kind, server in servers.items():
+                    rate = await pairs_per_second(
+                        server.address, "p", args.clients, args.seconds, batch
+                    )
+                    rates[kind].append(rate)
+                    print(f"  batch {batch} round {r + 1} {kind}: {rate:,.0f} pairs/s")
+            best = {kind: statistics.median(values) for kind, values in rates.items()}
+            print(
+                f"\nwatch+signal pairs/s, {args.clients} clients, {batch} pairs per call pair, "
+                f"median of {args.rounds}:"
+            )
+            for kind, rate in best.items():
+                print(f"  {kind:14s} {rate:8,.0f}  ({rate / best['in-memory']:.2f} x in-memory)")
+            ratio = best["replicated"] / best["local-journal"]
+            print(f"  replicated / local-journal: {ratio:.2f}\n")
+    finally:
+        for server in servers.values():
+            server.stop()
+
+
+async def main_async(args: argparse.Namespace) -> None:
+    with tempfile.TemporaryDirectory(prefix="scale-out-bench-", dir=args.dir) as tmp:
+        root = Path(tmp)
+        nats = LocalNatsCluster(root / "nats").start()
+        try:
+            if not args.skip_pairs:
+                await compare(root, nats.urls, args)
+            if args.kills:
+                print(f"\ntakeover, {args.kills} kills, lease_ms {args.lease_ms}:")
+                result = await takeovers(root / "takeover", nats.urls, args.kills, args.lease_ms)
+                print(
+                    f"  takeover p50 {result['p50']:.2f} s, max {result['max']:.2f} s, "
+                    f"min {result['min']:.2f} s; {result['acked']} acknowledged "
+                    f"registrations, {result['lost']} lost"
+                )
+        finally:
+            nats.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--clients", type=int, default=32)
+    parser.add_argument("--batch", type=int, default=100, help="pairs per batch call pair")
+    parser.add_argument("--kills", type=int, default=10)
+    parser.add_argument("--lease-ms", type=int, default=1500)
+    parser.add_argument("--dir", default=None, help="where the temporary directory goes")
+    parser.add_argument("--skip-pairs", action="store_true", help="only the takeover part")
+    args = parser.parse_args()
+    print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
+    asyncio.run(main_async(args))
+
+
+if __name__ == "__main__":
+    main()

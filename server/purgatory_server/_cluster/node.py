@@ -1,0 +1,367 @@
+"""One server's part in a replicated deployment: owner or standby of each replicated purgatory.
+
+docs/scale-out.md §4-§6. For every purgatory named in ``[cluster] replicated`` a task runs
+this cycle for the life of the server:
+
+1. **standby**: tail the purgatory's subject into a :class:`~.shadow.Shadow`; poll the
+   lease key every ``lease / 10``: while someone holds it, remember the owner's address
+   (routing); once it is absent (expired or released), try to create it;
+2. **takeover** (the key was created here; its revision is the new epoch): read the
+   subject's last sequence ``L``, wait until the shadow has applied ``L``, then append an
+   empty *fence* message with ``Nats-Expected-Last-Subject-Sequence: L``. If that is
+   rejected, the old owner appended meanwhile: catch up and try again. Once it is
+   accepted, no append of the old owner can ever succeed. Then build the purgatory from
+   the shadow's state through the registry (same restore code as a local restart: timers
+   re-armed at their original due times, overdue ones expire at once);
+3. **owner**: renew the lease every ``lease / 3``; on a failed renewal, an expired lease,
+   or a fenced/failed append, stop: evict the purgatory from the registry (its waiting
+   calls end UNAVAILABLE naming the new owner when known), release the key if it is still
+   ours, and go back to 1.
+
+Requests for a replicated purgatory this server does not serve are answered by
+:meth:`route` with :class:`~.errors.NotOwner` (UNAVAILABLE + ``purgatory-owner``).
+
+Thread-safety: loop-confined (the server's event loop); NATS callbacks run there too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import nats
+import nats.errors
+from nats.js.errors import APIError, KeyNotFoundError, KeyWrongLastSequenceError
+
+from purgatory_server._cluster.errors import NotOwner
+from purgatory_server._cluster.layout import (
+    EPOCH_HEADER,
+    EXPECTED_SUBJECT_SEQ,
+    MSG_ID,
+    journal_stream,
+    journal_subject,
+    token,
+)
+from purgatory_server._cluster.lease import LeaseValue, OwnerLease
+from purgatory_server._cluster.log import WRONG_LAST_SEQUENCE, ReplicatedLog
+from purgatory_server._cluster.setup import SETUP_TIMEOUT_S, ensure_layout
+from purgatory_server._cluster.shadow import Shadow, last_subject_sequence
+from purgatory_server._cluster.store import ReplicatedStore
+from purgatory_server._engine.time import SYSTEM_TIME, Time
+from purgatory_server._service.config import PurgatorySettings, ServerConfig
+from purgatory_server._service.incarnation import new_incarnation
+
+if TYPE_CHECKING:
+    from purgatory_server._service.registry import (
+        Durability,
+        JournalFactory,
+        PurgatoryRegistry,
+    )
+
+__all__ = ["ClusterNode"]
+
+logger = logging.getLogger("purgatory_server.cluster")
+
+
+@dataclass(slots=True)
+class _Route:
+    address: str
+    epoch: int
+
+
+class ClusterNode:
+    """Owner/standby cycles of this server's replicated purgatories (see module docstring)."""
+
+    def __init__(
+        self, config: ServerConfig, loop: asyncio.AbstractEventLoop, clock: Time | None = None
+    ) -> None:
+        self._config = config
+        self._cluster = config.cluster
+        self._loop = loop
+        self._clock = clock if clock is not None else SYSTEM_TIME
+        self._lease_s = self._cluster.lease_ms / 1000.0
+        self._settings = {
+            p.name: p for p in config.purgatories if p.name in set(self._cluster.replicated)
+        }
+        self._registry: PurgatoryRegistry | None = None
+        self._prepared: dict[str, ReplicatedStore] = {}
+        self._routes: dict[str, _Route] = {}
+        self._logs: dict[str, ReplicatedLog] = {}
+        self._leases: dict[str, OwnerLease] = {}
+        self._lost: dict[str, asyncio.Event] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stopping = False
+        self._nc: Any = None
+        self._js: Any = None
+        self._owners_kv: Any = None
+        self._meta_kv: Any = None
+        self.address = ""
+        self.server_id = ""
+
+    # -- hooks the app installs --------------------------------------------------------
+    def is_replicated(self, name: str) -> bool:
+        return name in self._settings
+
+    def wrap_factory(self, inner: JournalFactory) -> JournalFactory:
+        """The registry's journal factory: prepared replicated stores first."""
+
+        def factory(settings: PurgatorySettings) -> Durability | None:
+            store = self._prepared.pop(settings.name, None)
+            if store is not None:
+                return store
+            return inner(settings)
+
+        return factory
+
+    def route(self, name: str) -> None:
+        """Raise NotOwner for a replicated purgatory this server does not serve.
+
+        The registry asks on every lookup of a name it does not hold and before creating
+        one, so a replicated name is never created here except by a takeover.
+        """
+        if name in self._settings and name not in self._prepared:
+            known = self._routes.get(name)
+            if known is None or known.address == self.address:
+                raise NotOwner(name)
+            raise NotOwner(name, known.address, known.epoch)
+
+    def owner(self, name: str) -> str:
+        """Another server's address that owns ``name`` as far as this one knows, or ""."""
+        known = self._routes.get(name)
+        return "" if known is None or known.address == self.address else known.address
+
+    # -- life cycle ----------------------------------------------------------------------
+    async def start(self, registry: PurgatoryRegistry, port: int) -> None:
+        """Connect, create the streams and buckets if needed, start the cycles."""
+        self._registry = registry
+        cluster = self._cluster
+        host = self._config.listen.rsplit(":", 1)[0]
+        self.address = cluster.advertise or f"{host}:{port}"
+        self.server_id = cluster.server_id or self.address
+        self._nc = await nats.connect(
+            servers=list(cluster.nats_urls),
+            name=f"purgatory {self.server_id}",
+            max_reconnect_attempts=-1,
+            reconnect_time_wait=0.2,
+            connect_timeout=5,
+        )
+        self._js = self._nc.jetstream(timeout=5)
+        async with asyncio.timeout(SETUP_TIMEOUT_S):
+            self._owners_kv, self._meta_kv, self._lease_s = await ensure_layout(
+                self._js, cluster, self._lease_s
+            )
+        for name in self._settings:
+            await self._learn_owner(name)  # route from the first request on
+            self._lost[name] = asyncio.Event()
+            self._tasks.append(self._loop.create_task(self._cycle(name)))
+        logger.info(
+            "cluster: %s (%s) serves replicated purgatories %s on %s",
+            self.server_id,
+            self.address,
+            ", ".join(self._settings) or "(none)",
+            ",".join(cluster.nats_urls),
+        )
+
+    def begin_stop(self) -> None:
+        """Stop the cycles (no more takeovers); owned purgatories keep their leases."""
+        self._stopping = True
+        for task in self._tasks:
+            task.cancel()
+
+    async def stop(self) -> None:
+        """After the registry closed (logs drained): release leases, disconnect."""
+        self.begin_stop()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+        for lease in list(self._leases.values()):
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(lease.release(), 2.0)
+        self._leases.clear()
+        if self._nc is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._nc.close(), 5.0)
+
+    # -- the cycle -------------------------------------------------------------------------
+    async def _cycle(self, name: str) -> None:
+        while not self._stopping:
+            try:
+                await self._one_cycle(name)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.exception("cluster: purgatory %s: cycle failed; retrying", name)
+                await asyncio.sleep(min(1.0, self._lease_s / 3))
+
+    async def _one_cycle(self, name: str) -> None:
+        settings = self._settings[name]
+        limits = self._config.limits
+        stream = journal_stream(name, self._cluster.journal_streams)
+        subject = journal_subject(name, self._cluster.journal_streams)
+        shadow = Shadow(
+            self._js, stream, subject, settings.retained_events, limits.max_tracked_values
+        )
+        lease = OwnerLease(
+            self._owners_kv, token(name), LeaseValue(self.server_id, self.address), self._lease_s
+        )
+        await shadow.start()
+        try:
+            await self._stand_by(name, lease)
+            try:
+                log = await self._take_over(name, settings, stream, subject, shadow, lease)
+            except BaseException:
+                self._leases.pop(name, None)
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(lease.release(), 2.0)
+                raise
+        finally:
+            await shadow.stop()
+        try:
+            await self._hold(name, lease, log)
+        finally:
+            await self._evict(name, lease, log)
+
+    async def _learn_owner(self, name: str) -> LeaseValue | None:
+        """Read the lease key; remember its holder as the route (None: nobody holds it)."""
+        try:
+            entry = await self._owners_kv.get(token(name))
+            value = LeaseValue.decode(entry.value)
+        except KeyNotFoundError:
+            value = None
+        if value is None:
+            self._routes.pop(name, None)  # expired: do not send clients to a dead owner
+        else:
+            self._routes[name] = _Route(value.address, int(entry.revision or 0))
+        return value
+
+    async def _stand_by(self, name: str, lease: OwnerLease) -> None:
+        poll = min(0.5, max(0.02, self._lease_s / 10))
+        while True:
+            if await self._learn_owner(name) is None and await lease.try_acquire():
+                return
+            await asyncio.sleep(poll)
+
+    async def _take_over(  # noqa: PLR0917 - one call site, names kept apart
+        self,
+        name: str,
+        settings: PurgatorySettings,
+        stream: str,
+        subject: str,
+        shadow: Shadow,
+        lease: OwnerLease,
+    ) -> ReplicatedLog:
+        started = self._loop.time()
+        self._leases[name] = lease
+        epoch = lease.epoch
+        fence_seq = 0
+        while fence_seq == 0:
+            if not lease.valid():
+                raise RuntimeError("lease expired during takeover")
+            last = await last_subject_sequence(self._js, stream, subject)
+            await shadow.catch_up(last, self._lease_s)
+            try:
+                ack = await self._js.publish(
+                    subject,
+                    b"",
+                    stream=stream,
+                    headers={
+                        EXPECTED_SUBJECT_SEQ: str(shadow.applied_sequence),
+                        MSG_ID: f"{token(name)}/{epoch}/0",
+                        EPOCH_HEADER: str(epoch),
+                    },
+                )
+            except APIError as exc:
+                if exc.err_code != WRONG_LAST_SEQUENCE:
+                    raise
+                continue  # the old owner appended after we read L: catch up again
+            fence_seq = int(ack.seq)
+        recovered = shadow.snapshot()
+        incarnation = await self._incarnation(name)
+        lost = self._lost[name]
+        lost.clear()
+        log = ReplicatedLog(
+            self._js,
+            name=name,
+            stream=stream,
+            subject=subject,
+            msg_id_prefix=token(name),
+            epoch=epoch,
+            last_sequence=fence_seq,
+            recovered=recovered,
+            loop=self._loop,
+            lease_valid=lease.valid,
+            on_lost=lambda _reason: lost.set(),
+            not_owner=lambda: NotOwner(name, self.owner(name)),
+            append_timeout_s=self._cluster.append_timeout_ms / 1000.0,
+        )
+        self._logs[name] = log
+        store = ReplicatedStore(settings, log, self._loop, incarnation, clock=self._clock)
+        self._prepared[name] = store
+        self._routes[name] = _Route(self.address, epoch)
+        registry = self._registry
+        assert registry is not None
+        try:
+            registry.create(registry.settings_for(name, settings))
+        finally:
+            self._prepared.pop(name, None)
+        logger.info(
+            "cluster: %s owns purgatory %s (epoch %d, fence at %d, %d pending, %d messages "
+            "tailed, %.3fs takeover)",
+            self.server_id,
+            name,
+            epoch,
+            fence_seq,
+            len(recovered.pending),
+            shadow.messages,
+            self._loop.time() - started,
+        )
+        return log
+
+    async def _incarnation(self, name: str) -> str:
+        key = token(name)
+        fresh = new_incarnation()
+        try:
+            await self._meta_kv.create(key, fresh.encode())
+            return fresh
+        except KeyWrongLastSequenceError:
+            entry = await self._meta_kv.get(key)
+            return bytes(entry.value or b"").decode("ascii")
+
+    async def _hold(self, name: str, lease: OwnerLease, log: ReplicatedLog) -> None:
+        lost = self._lost[name]
+        interval = self._lease_s / 3
+        while log.lost is None:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(interval):
+                    await lost.wait()
+            if log.lost is not None:
+                return
+            try:
+                async with asyncio.timeout(interval):
+                    renewed = await lease.renew()
+            except (TimeoutError, nats.errors.Error, OSError) as exc:
+                logger.warning("cluster: purgatory %s: lease renewal failed: %s", name, exc)
+                renewed = True  # unknown: validity decides below
+            if not renewed:
+                log.fence("another server acquired the lease")
+            elif not lease.valid():
+                log.fence("the lease expired before it could be renewed")
+
+    async def _evict(self, name: str, lease: OwnerLease, log: ReplicatedLog) -> None:
+        if self._stopping:
+            return  # server shutdown: the registry closes the store, stop() releases
+        log.fence("stopping")
+        self._logs.pop(name, None)
+        self._leases.pop(name, None)
+        if self._routes.get(name, _Route("", 0)).address == self.address:
+            del self._routes[name]
+        registry = self._registry
+        assert registry is not None
+        await registry.evict(name, NotOwner(name, self.owner(name)))
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(lease.release(), 2.0)
+        logger.warning(
+            "cluster: %s no longer owns purgatory %s: %s", self.server_id, name, log.lost
+        )

@@ -1,0 +1,53 @@
+"""The durable store of an owned replicated purgatory: the local store over the stream.
+
+:class:`ReplicatedStore` is the service's :class:`~.._service.durable.DurableStore`
+(journal hooks, event-log and pending-operation restore) built on a
+:class:`~.log.ReplicatedLog` instead of a local write-ahead log, so a takeover rebuilds
+a purgatory with exactly the code a local restart uses: key values, finished ids, pending
+operations with their progress re-armed at their original due wall times (overdue ones
+expire at once), the event sequence and retained window.
+
+Thread-safety: as DurableStore (loop-confined).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import cast
+
+from purgatory_server._cluster.log import ReplicatedLog
+from purgatory_server._engine.time import SYSTEM_TIME, Time
+from purgatory_server._journal import Journal as WriteAheadLog
+from purgatory_server._service.config import PurgatorySettings
+from purgatory_server._service.durable import DurableStore
+from purgatory_server._service.telemetry.counters import PurgatoryMetrics
+
+__all__ = ["ReplicatedStore"]
+
+
+class ReplicatedStore(DurableStore):
+    """A DurableStore whose records go to JetStream (see module docstring)."""
+
+    def __init__(
+        self,
+        settings: PurgatorySettings,
+        log: ReplicatedLog,
+        loop: asyncio.AbstractEventLoop,
+        incarnation: str,
+        *,
+        clock: Time = SYSTEM_TIME,
+    ) -> None:
+        # The log has the writer's shape (submit/close/recovered/directory); no data_dir.
+        super().__init__(Path(), settings, cast(WriteAheadLog, log), loop, incarnation, clock=clock)
+        self.log = log
+
+    def instrument(self, metrics: PurgatoryMetrics) -> None:
+        """Append latency and records per append as the fsync metrics; bytes appended."""
+        log = self.log
+        log.on_fsync = metrics.on_fsync
+        metrics.journal_bytes = lambda: log.bytes_appended
+
+    async def destroy(self) -> None:
+        """DeletePurgatory: the stream keeps the history; this server stops appending."""
+        await self.close()

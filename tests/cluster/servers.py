@@ -1,0 +1,144 @@
+"""Purgatory server processes in a replicated deployment, for the cluster tests.
+
+:class:`ReplicatedServer` runs ``python -m purgatory_server`` with a ``[cluster]`` table
+naming the test's NATS cluster and replicated purgatory; it learns its port from
+``--port-file`` and can be SIGKILLed, SIGSTOPped and resumed. Each test names its own
+purgatory, so tests share one NATS cluster (starting one costs ~5 s of leader election).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import grpc
+from purgatory_proto.v1 import purgatory_pb2 as pb
+from purgatory_proto.v1 import purgatory_pb2_grpc as pb_grpc
+
+LEASE_MS = 1500
+
+
+def config_text(urls: list[str], name: str, data_dir: Path, lease_ms: int = LEASE_MS) -> str:
+    quoted = ", ".join(f'"{u}"' for u in urls)
+    return f"""data_dir = "{data_dir}"
+log_level = "INFO"
+
+[defaults]
+retained_events = 100000
+
+[[purgatories]]
+name = "{name}"
+durable = true
+
+[cluster]
+nats_urls = [{quoted}]
+replicated = ["{name}"]
+lease_ms = {lease_ms}
+journal_streams = 2
+"""
+
+
+class ReplicatedServer:
+    """One server subprocess (see module docstring); bounded waits everywhere."""
+
+    def __init__(self, root: Path, label: str, urls: list[str], name: str) -> None:
+        root.mkdir(parents=True, exist_ok=True)
+        self.label = label
+        self.name = name
+        self.port_file = root / f"{label}.port"
+        self.port_file.unlink(missing_ok=True)
+        conf = root / f"{label}.toml"
+        conf.write_text(config_text(urls, name, root / f"{label}-data"))
+        self.log_path = root / f"{label}.log"
+        log = self.log_path.open("ab")
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "purgatory_server",
+                "--config",
+                str(conf),
+                "--listen",
+                "127.0.0.1:0",
+                "--port-file",
+                str(self.port_file),
+            ],
+            stdout=log,
+            stderr=log,
+            env=dict(os.environ),
+        )
+        log.close()
+        self.port = 0
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def wait_port(self, timeout_s: float = 30.0) -> int:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.port_file.exists():
+                self.port = int(self.port_file.read_text())
+                return self.port
+            if self.proc.poll() is not None:
+                raise AssertionError(f"{self.label} exited: {self.tail()}")
+            time.sleep(0.02)
+        raise AssertionError(f"{self.label} did not report its port: {self.tail()}")
+
+    def tail(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-3000:]
+        except OSError:
+            return ""
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+
+    def pause(self) -> None:
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self.proc.send_signal(signal.SIGCONT)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+
+def stub(address: str) -> tuple[grpc.aio.Channel, Any]:
+    channel = grpc.aio.insecure_channel(address)
+    return channel, pb_grpc.PurgatoryServiceStub(channel)
+
+
+async def wait_owner(servers: list[ReplicatedServer], name: str, timeout_s: float) -> int:
+    """Index of the server that answers GetPurgatory-like calls for ``name``."""
+    import asyncio
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for i, server in enumerate(servers):
+            if server.proc.poll() is not None or not server.port:
+                continue
+            channel, client = stub(server.address)
+            try:
+                await client.GetPurgatory(pb.GetPurgatoryRequest(name=name), timeout=1.0)
+                return i
+            except grpc.aio.AioRpcError:
+                pass
+            finally:
+                await channel.close()
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"no server serves {name} after {timeout_s}s")

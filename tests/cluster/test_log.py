@@ -12,15 +12,15 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import grpc
 import nats
 from nats.js.api import StorageType, StreamConfig
 from purgatory_proto.v1.journal_pb2 import JournalRecord
-from purgatory_server._cluster.errors import NotOwner
 from purgatory_server._cluster.log import ReplicatedLog
 from purgatory_server._cluster.natsd import LocalNatsCluster
+from purgatory_server._cluster.not_owner import NotOwner
 from purgatory_server._cluster.shadow import Shadow, last_subject_sequence
 from purgatory_server._journal import JournalState
+from purgatory_server._service.errors import Code
 
 STREAM = "PURGATORY_LOGTEST"
 SUBJECT = "purgatory.logtest.p"
@@ -96,7 +96,7 @@ async def test_group_commit_fencing_and_replay(nats_cluster: LocalNatsCluster) -
             await asyncio.wrap_future(rejected)
             raise AssertionError("the stale owner's append was accepted")
         except NotOwner as exc:
-            assert exc.code is grpc.StatusCode.UNAVAILABLE
+            assert exc.code is Code.UNAVAILABLE
         await asyncio.sleep(0)
         assert old.lost is not None and "fenced" in old.lost
         assert lost_old == [old.lost]

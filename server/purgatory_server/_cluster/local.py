@@ -31,8 +31,8 @@ import grpc
 from purgatory_proto.v1 import purgatory_pb2 as pb
 from purgatory_proto.v1 import purgatory_pb2_grpc as pb_grpc
 
-from purgatory_server._cluster.errors import METADATA_OWNER
 from purgatory_server._cluster.natsd import LocalNatsCluster
+from purgatory_server._cluster.not_owner import METADATA_OWNER
 
 __all__ = ["main"]
 

@@ -28,6 +28,7 @@ worker thread calls (``DurableJournal.close`` runs it with ``asyncio.to_thread``
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections import deque
@@ -39,8 +40,8 @@ import nats.errors
 from nats.js.errors import APIError
 from purgatory_proto.v1.journal_pb2 import JournalRecord
 
-from purgatory_server._cluster.errors import NotOwner
 from purgatory_server._cluster.layout import EPOCH_HEADER, EXPECTED_SUBJECT_SEQ, MSG_ID
+from purgatory_server._cluster.not_owner import NotOwner
 from purgatory_server._journal import RecoveredState
 from purgatory_server._journal.framing import encode_frame
 
@@ -96,6 +97,11 @@ class ReplicatedLog:
         self.bytes_appended = 0
         # The metrics hook of a local journal's fsync: (seconds per append, records).
         self.on_fsync: Callable[[float, int], None] | None = None
+
+    def release_recovered(self) -> None:
+        """Forget the start-up snapshot's pending operations once the purgatory has them
+        (as the local journal does: they are kept by the purgatory, not twice)."""
+        self.recovered = dataclasses.replace(self.recovered, pending={})
 
     @property
     def lost(self) -> str | None:

@@ -36,7 +36,7 @@ import nats
 import nats.errors
 from nats.js.errors import APIError, KeyNotFoundError, KeyWrongLastSequenceError
 
-from purgatory_server._cluster.errors import NotOwner
+from purgatory_server._cluster.jetstream_setup import SETUP_TIMEOUT_S, ensure_layout
 from purgatory_server._cluster.layout import (
     EPOCH_HEADER,
     EXPECTED_SUBJECT_SEQ,
@@ -45,9 +45,9 @@ from purgatory_server._cluster.layout import (
     journal_subject,
     token,
 )
-from purgatory_server._cluster.lease import LeaseValue, OwnerLease
 from purgatory_server._cluster.log import WRONG_LAST_SEQUENCE, ReplicatedLog
-from purgatory_server._cluster.setup import SETUP_TIMEOUT_S, ensure_layout
+from purgatory_server._cluster.not_owner import NotOwner
+from purgatory_server._cluster.owner_lease import LeaseValue, OwnerLease
 from purgatory_server._cluster.shadow import Shadow, last_subject_sequence
 from purgatory_server._cluster.store import ReplicatedStore
 from purgatory_server._engine.time import SYSTEM_TIME, Time

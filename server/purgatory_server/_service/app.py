@@ -31,7 +31,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from purgatory_proto.v1 import purgatory_pb2 as pb
 
-from purgatory_server._cluster.loader import cluster_node
+from purgatory_server._cluster.node_loader import cluster_node
 from purgatory_server._engine.time import Time
 from purgatory_server._service.auth import Authorizer
 from purgatory_server._service.catalog import read_catalog

@@ -11,12 +11,7 @@ route; a ``RetryInfo`` detail says retry at once (owner known) or after a short 
 
 from __future__ import annotations
 
-import grpc
-from google.protobuf.duration_pb2 import Duration
-from google.protobuf.message import Message
-from google.rpc import error_details_pb2
-
-from purgatory_server._service.errors import ServiceError
+from purgatory_server._service.errors import Code, ServiceError
 
 __all__ = ["METADATA_OWNER", "METADATA_OWNER_EPOCH", "NotOwner"]
 
@@ -27,7 +22,7 @@ METADATA_OWNER_EPOCH = "purgatory-owner-epoch"
 class NotOwner(ServiceError):
     """This server does not serve ``purgatory``; ``owner`` (if known) does."""
 
-    code = grpc.StatusCode.UNAVAILABLE
+    code = Code.UNAVAILABLE
 
     def __init__(self, purgatory: str, owner: str = "", epoch: int = 0) -> None:
         where = f"; its owner is {owner}" if owner else "; a new owner is being chosen"
@@ -35,16 +30,11 @@ class NotOwner(ServiceError):
         self.purgatory = purgatory
         self.owner = owner
         self.epoch = epoch
+        # RetryInfo (status.py): at once when the owner is known, after a short wait while
+        # a takeover is under way.
+        self.retry_after_s = 0.0 if owner else 0.2
 
     def trailing_metadata(self) -> tuple[tuple[str, str], ...]:
         if not self.owner:
             return ()
         return ((METADATA_OWNER, self.owner), (METADATA_OWNER_EPOCH, str(self.epoch)))
-
-    def error_details(self) -> tuple[Message, ...]:
-        delay = 0.0 if self.owner else 0.2
-        seconds = int(delay)
-        info: Message = error_details_pb2.RetryInfo(
-            retry_delay=Duration(seconds=seconds, nanos=int((delay - seconds) * 1e9))
-        )
-        return (info,)

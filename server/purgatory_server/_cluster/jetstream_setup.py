@@ -20,7 +20,7 @@ import nats.errors
 import nats.js.errors
 from nats.js.api import KeyValueConfig, StorageType, StreamConfig
 
-from purgatory_server._cluster.config import ClusterConfig
+from purgatory_server._cluster.cluster_config import ClusterConfig
 from purgatory_server._cluster.layout import LEASE_BUCKET, META_BUCKET, stream_subjects
 
 __all__ = ["SETUP_TIMEOUT_S", "ensure_layout"]

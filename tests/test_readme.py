@@ -54,6 +54,8 @@ NOT_RUN = {
     "tests/test_install_profiles.py checks what each installs",
     "docker build -t purgatory .": "needs a Docker engine, which the test machines lack; "
     "tests/test_install_profiles.py lints the Dockerfile",
+    "make cluster   #": "`make cluster` runs until Ctrl-C; tests/cluster/test_make_cluster.py "
+    "starts the same module and registers a watch on `orders` through the second server",
 }
 
 

@@ -12,7 +12,7 @@ kind are null. See docs/pipeline.md for the column list.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Final
 
 import pyarrow as pa
@@ -30,6 +30,12 @@ KINDS: Final = (
     "carried_operation",
     "carried_key_value",
     "compaction",
+    "rescheduled",
+    "group_state",
+    "group_delivered",
+    "group_settled",
+    "schedule_upserted",
+    "schedule_deleted",
     "unknown",
     "torn_tail",
 )
@@ -43,6 +49,13 @@ _STATES: Final = {
 
 _STR, _LONG, _BOOL = pa.string(), pa.int64(), pa.bool_()
 _STRS = pa.list_(pa.string())
+_LONGS = pa.list_(pa.int64())
+
+_DISPOSITIONS: Final = {
+    journal_pb2.JournalRecord.GroupSettled.DISPOSITION_ACKED: "ACKED",
+    journal_pb2.JournalRecord.GroupSettled.DISPOSITION_DEAD_LETTERED: "DEAD_LETTERED",
+    journal_pb2.JournalRecord.GroupSettled.DISPOSITION_REDRIVEN: "REDRIVEN",
+}
 
 SCHEMA: Final = pa.schema(
     [
@@ -75,6 +88,21 @@ SCHEMA: Final = pa.schema(
         ("carried_signals", _LONG),
         ("source_index", _LONG),
         ("torn_bytes", _LONG),
+        ("extend_on_resend", _BOOL),  # registered, carried_operation: debounce policy
+        ("max_extend_ms", _LONG),
+        ("group_name", _STR),  # group_state, group_delivered, group_settled
+        ("visibility_timeout_ms", _LONG),  # group_state
+        ("max_attempts", _LONG),  # group_state
+        ("group_entries", _LONG),  # group_state: outcomes it holds (carried state)
+        ("deleted", _BOOL),  # group_state
+        ("attempt", _LONG),  # group_delivered
+        ("sequences", _LONGS),  # group_settled
+        ("disposition", _STR),  # group_settled: ACKED, DEAD_LETTERED, REDRIVEN
+        ("schedule_id", _STR),  # schedule_upserted, schedule_deleted
+        ("every_ms", _LONG),  # schedule_upserted: fixed interval
+        ("cron", _STR),  # schedule_upserted: cron expression
+        ("time_zone", _STR),  # schedule_upserted
+        ("carried", _BOOL),  # schedule_upserted: compaction's copy
     ]
 )
 COLUMNS: Final = tuple(SCHEMA.names)
@@ -87,14 +115,18 @@ def spark_ddl() -> str:
     parts = []
     for field in SCHEMA:
         if pa.types.is_list(field.type):
-            parts.append(f"{field.name} ARRAY<STRING>")
+            item = _SPARK_TYPES[str(field.type.value_type)]
+            parts.append(f"{field.name} ARRAY<{item}>")
         else:
             parts.append(f"{field.name} {_SPARK_TYPES[str(field.type)]}")
     return ", ".join(parts)
 
 
-def _condition(raw: bytes) -> tuple[str, int | None, bool | None]:
-    condition = purgatory_pb2.Condition.FromString(raw)
+def _condition(raw: bytes | purgatory_pb2.Condition) -> tuple[str, int | None, bool | None]:
+    if isinstance(raw, purgatory_pb2.Condition):
+        condition = raw
+    else:
+        condition = purgatory_pb2.Condition.FromString(raw)
     kind = condition.WhichOneof("kind") or "any_key"
     if kind == "min_signals":
         return kind, condition.min_signals.count, condition.min_signals.distinct_sources
@@ -118,6 +150,8 @@ _REGISTRATION_COLUMNS: Final = (
     "condition_kind",
     "condition_target",
     "distinct_sources",
+    "extend_on_resend",
+    "max_extend_ms",
 )
 KIND_COLUMNS: Final[dict[str, tuple[str, ...]]] = {
     "registered": _REGISTRATION_COLUMNS,
@@ -143,6 +177,34 @@ KIND_COLUMNS: Final[dict[str, tuple[str, ...]]] = {
     "carried_operation": (*_REGISTRATION_COLUMNS, "carried_signals", "source_index"),
     "carried_key_value": ("purgatory", "key", "value", "source_index"),
     "compaction": ("sequence", "applied_wall_ms", "source_index"),
+    "rescheduled": ("purgatory", "operation_id", "due_wall_ms"),
+    "group_state": (
+        "purgatory",
+        "group_name",
+        "visibility_timeout_ms",
+        "max_attempts",
+        "sequence",
+        "group_entries",
+        "source_index",
+        "deleted",
+    ),
+    "group_delivered": ("purgatory", "group_name", "sequence", "attempt", "due_wall_ms"),
+    "group_settled": ("purgatory", "group_name", "sequences", "disposition"),
+    "schedule_upserted": (
+        "purgatory",
+        "schedule_id",
+        "every_ms",
+        "cron",
+        "time_zone",
+        "keys",
+        "condition_kind",
+        "condition_target",
+        "distinct_sources",
+        "applied_wall_ms",
+        "carried",
+        "source_index",
+    ),
+    "schedule_deleted": ("purgatory", "schedule_id", "applied_wall_ms"),
     "unknown": (),
     "torn_tail": ("torn_bytes", "source"),
 }
@@ -157,6 +219,8 @@ def _registration(reg: Any) -> tuple[Any, ...]:
         reg.created_wall_ms,
         reg.due_wall_ms,
         *_condition(reg.condition),
+        reg.extend_on_resend,
+        reg.max_extend_ms,
     )
 
 
@@ -223,7 +287,65 @@ def decode_record(payload: bytes | memoryview) -> tuple[str, tuple[Any, ...]]:
     if kind == "compaction":
         cp = record.compaction
         return kind, (cp.last_sequence, cp.written_wall_ms, cp.dropped_before_index)
+    if kind == "rescheduled":
+        moved = record.rescheduled
+        return kind, (moved.purgatory, moved.operation_id, moved.due_wall_ms)
+    if kind in _GROUP_AND_SCHEDULE:
+        return kind, _GROUP_AND_SCHEDULE[kind](getattr(record, kind))
     return "unknown", ()
+
+
+def _group_state(gs: Any) -> tuple[Any, ...]:
+    return (
+        gs.purgatory,
+        gs.group,
+        gs.visibility_timeout_ms,
+        gs.max_attempts,
+        gs.last_sequence,
+        len(gs.entries),
+        gs.source_index,
+        gs.deleted,
+    )
+
+
+def _group_delivered(gd: Any) -> tuple[Any, ...]:
+    return (gd.purgatory, gd.group, gd.sequence, gd.attempt, gd.lease_deadline_wall_ms)
+
+
+def _group_settled(gs: Any) -> tuple[Any, ...]:
+    disposition = _DISPOSITIONS.get(gs.disposition, "UNSPECIFIED")
+    return (gs.purgatory, gs.group, list(gs.sequences), disposition)
+
+
+def _schedule_upserted(su: Any) -> tuple[Any, ...]:
+    spec = purgatory_pb2.ScheduleSpec.FromString(su.definition)
+    timing = spec.WhichOneof("timing")
+    template = spec.template
+    return (
+        su.purgatory,
+        su.schedule_id,
+        spec.every_ms if timing == "every_ms" else None,
+        spec.cron if timing == "cron" else None,
+        spec.time_zone or None,
+        list(template.keys),
+        *_condition(template.condition),
+        su.upserted_wall_ms,
+        su.carried,
+        su.source_index,
+    )
+
+
+def _schedule_deleted(sd: Any) -> tuple[Any, ...]:
+    return (sd.purgatory, sd.schedule_id, sd.deleted_wall_ms)
+
+
+_GROUP_AND_SCHEDULE: Final[dict[str, Callable[[Any], tuple[Any, ...]]]] = {
+    "group_state": _group_state,
+    "group_delivered": _group_delivered,
+    "group_settled": _group_settled,
+    "schedule_upserted": _schedule_upserted,
+    "schedule_deleted": _schedule_deleted,
+}
 
 
 class _Batcher:

@@ -12,13 +12,14 @@ kind are null. See docs/pipeline.md for the column list.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any, Final
 
 import pyarrow as pa
 from google.protobuf.message import DecodeError
 from purgatory_proto.v1 import journal_pb2, purgatory_pb2
 
+from purgatory_pipeline.record_decoders import GROUP_AND_SCHEDULE, condition_columns
 from purgatory_pipeline.segment import SegmentReader
 
 BATCH_ROWS: Final = 8192
@@ -51,11 +52,6 @@ _STR, _LONG, _BOOL = pa.string(), pa.int64(), pa.bool_()
 _STRS = pa.list_(pa.string())
 _LONGS = pa.list_(pa.int64())
 
-_DISPOSITIONS: Final = {
-    journal_pb2.JournalRecord.GroupSettled.DISPOSITION_ACKED: "ACKED",
-    journal_pb2.JournalRecord.GroupSettled.DISPOSITION_DEAD_LETTERED: "DEAD_LETTERED",
-    journal_pb2.JournalRecord.GroupSettled.DISPOSITION_REDRIVEN: "REDRIVEN",
-}
 
 SCHEMA: Final = pa.schema(
     [
@@ -120,21 +116,6 @@ def spark_ddl() -> str:
         else:
             parts.append(f"{field.name} {_SPARK_TYPES[str(field.type)]}")
     return ", ".join(parts)
-
-
-def _condition(raw: bytes | purgatory_pb2.Condition) -> tuple[str, int | None, bool | None]:
-    if isinstance(raw, purgatory_pb2.Condition):
-        condition = raw
-    else:
-        condition = purgatory_pb2.Condition.FromString(raw)
-    kind = condition.WhichOneof("kind") or "any_key"
-    if kind == "min_signals":
-        return kind, condition.min_signals.count, condition.min_signals.distinct_sources
-    if kind == "sum_at_least":
-        return kind, condition.sum_at_least.threshold, None
-    if kind == "values_at_least":
-        return kind, condition.values_at_least.default_target, None
-    return kind, None, None
 
 
 # Each kind fills a fixed set of columns, in this order, after (index, byte_offset). Rows of
@@ -218,7 +199,7 @@ def _registration(reg: Any) -> tuple[Any, ...]:
         reg.timeout_ms,
         reg.created_wall_ms,
         reg.due_wall_ms,
-        *_condition(reg.condition),
+        *condition_columns(reg.condition),
         reg.extend_on_resend,
         reg.max_extend_ms,
     )
@@ -290,62 +271,9 @@ def decode_record(payload: bytes | memoryview) -> tuple[str, tuple[Any, ...]]:
     if kind == "rescheduled":
         moved = record.rescheduled
         return kind, (moved.purgatory, moved.operation_id, moved.due_wall_ms)
-    if kind in _GROUP_AND_SCHEDULE:
-        return kind, _GROUP_AND_SCHEDULE[kind](getattr(record, kind))
+    if kind in GROUP_AND_SCHEDULE:
+        return kind, GROUP_AND_SCHEDULE[kind](getattr(record, kind))
     return "unknown", ()
-
-
-def _group_state(gs: Any) -> tuple[Any, ...]:
-    return (
-        gs.purgatory,
-        gs.group,
-        gs.visibility_timeout_ms,
-        gs.max_attempts,
-        gs.last_sequence,
-        len(gs.entries),
-        gs.source_index,
-        gs.deleted,
-    )
-
-
-def _group_delivered(gd: Any) -> tuple[Any, ...]:
-    return (gd.purgatory, gd.group, gd.sequence, gd.attempt, gd.lease_deadline_wall_ms)
-
-
-def _group_settled(gs: Any) -> tuple[Any, ...]:
-    disposition = _DISPOSITIONS.get(gs.disposition, "UNSPECIFIED")
-    return (gs.purgatory, gs.group, list(gs.sequences), disposition)
-
-
-def _schedule_upserted(su: Any) -> tuple[Any, ...]:
-    spec = purgatory_pb2.ScheduleSpec.FromString(su.definition)
-    timing = spec.WhichOneof("timing")
-    template = spec.template
-    return (
-        su.purgatory,
-        su.schedule_id,
-        spec.every_ms if timing == "every_ms" else None,
-        spec.cron if timing == "cron" else None,
-        spec.time_zone or None,
-        list(template.keys),
-        *_condition(template.condition),
-        su.upserted_wall_ms,
-        su.carried,
-        su.source_index,
-    )
-
-
-def _schedule_deleted(sd: Any) -> tuple[Any, ...]:
-    return (sd.purgatory, sd.schedule_id, sd.deleted_wall_ms)
-
-
-_GROUP_AND_SCHEDULE: Final[dict[str, Callable[[Any], tuple[Any, ...]]]] = {
-    "group_state": _group_state,
-    "group_delivered": _group_delivered,
-    "group_settled": _group_settled,
-    "schedule_upserted": _schedule_upserted,
-    "schedule_deleted": _schedule_deleted,
-}
 
 
 class _Batcher:

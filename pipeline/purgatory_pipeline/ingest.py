@@ -5,7 +5,8 @@ Tables (partitioned by ``purgatory`` and ``date``, UTC; schemas in docs/pipeline
 - ``signals``: one row per ``signal`` record.
 - ``events``: one row per ``outcome`` record (what subscribers received).
 - ``operations``: one row per operation: its registration (or, when compaction deleted
-  that, its carried copy, or the definition the outcome repeats) joined with its outcome.
+  that, its carried copy, or the definition the outcome repeats) joined with its outcome;
+  ``due_wall_ms`` is its latest deadline (after ``rescheduled`` records).
 
 Counting rule (docs/journal.md §2): registrations come from ``registered`` records,
 signals from ``signal`` records, outcomes from ``outcome`` records only; compaction's
@@ -110,6 +111,34 @@ _DEFINITION = (
 )
 
 
+def _deadlines(raw: DataFrame, first_def: DataFrame, first_out: DataFrame) -> DataFrame:
+    """Per operation: its latest deadline and how many ``rescheduled`` records moved it.
+
+    The deadline is the ``due_wall_ms`` of the last record, in journal order, that states it
+    while the operation is pending: its definition (a registration, or a carried copy, which
+    compaction writes with the deadline current at that moment), then every ``rescheduled``
+    record (``Reschedule`` and debounced re-sends alike) after it and before its outcome.
+    """
+    moves = raw.filter(F.col("kind").isin("registered", "carried_operation", "rescheduled")).select(
+        "purgatory", "operation_id", "index", "kind", "due_wall_ms"
+    )
+    bounds = first_def.select(
+        "purgatory", "operation_id", F.col("d.index").alias("from_index")
+    ).join(
+        first_out.select("purgatory", "operation_id", F.col("o.index").alias("to_index")),
+        ["purgatory", "operation_id"],
+        "left",
+    )
+    window = moves.join(bounds, ["purgatory", "operation_id"]).filter(
+        (F.col("index") >= F.col("from_index"))
+        & (F.col("to_index").isNull() | (F.col("index") < F.col("to_index")))
+    )
+    return window.groupBy("purgatory", "operation_id").agg(
+        F.max_by("due_wall_ms", "index").alias("latest_due_wall_ms"),
+        F.count(F.when(F.col("kind") == "rescheduled", 1)).alias("rescheduled"),
+    )
+
+
 def operations_table(raw: DataFrame, events: DataFrame) -> DataFrame:
     """One row per (purgatory, operation_id): first definition joined with first outcome."""
     defs = raw.filter(F.col("kind").isin("registered", "carried_operation")).withColumn(
@@ -121,7 +150,9 @@ def operations_table(raw: DataFrame, events: DataFrame) -> DataFrame:
     first_out = events.groupBy("purgatory", "operation_id").agg(
         F.min_by(F.struct(*_EVENT_COLUMNS, "index"), F.col("index")).alias("o")
     )
-    joined = first_def.join(first_out, ["purgatory", "operation_id"], "full_outer")
+    joined = first_def.join(first_out, ["purgatory", "operation_id"], "full_outer").join(
+        _deadlines(raw, first_def, first_out), ["purgatory", "operation_id"], "left"
+    )
     ended = F.col("o.completed_wall_ms")
     created = F.coalesce(F.col("d.created_wall_ms"), F.col("o.created_wall_ms"))
     return joined.select(
@@ -135,7 +166,9 @@ def operations_table(raw: DataFrame, events: DataFrame) -> DataFrame:
         F.col("d.distinct_sources").alias("distinct_sources"),
         F.coalesce(F.col("d.timeout_ms"), F.col("o.timeout_ms")).alias("timeout_ms"),
         created.alias("created_wall_ms"),
-        F.coalesce(F.col("d.due_wall_ms"), F.col("o.due_wall_ms")).alias("due_wall_ms"),
+        F.coalesce(F.col("latest_due_wall_ms"), F.col("o.due_wall_ms")).alias("due_wall_ms"),
+        F.coalesce(F.col("d.due_wall_ms"), F.col("o.due_wall_ms")).alias("registered_due_wall_ms"),
+        F.coalesce(F.col("rescheduled"), F.lit(0)).alias("rescheduled"),
         ended.alias("ended_wall_ms"),
         F.coalesce(F.col("o.state"), F.lit("WATCHING")).alias("state"),
         (ended - created).alias("wait_ms"),

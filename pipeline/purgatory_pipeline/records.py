@@ -19,6 +19,7 @@ import pyarrow as pa
 from google.protobuf.message import DecodeError
 from purgatory_proto.v1 import journal_pb2, purgatory_pb2
 
+from purgatory_pipeline.record_decoders import GROUP_AND_SCHEDULE, condition_columns
 from purgatory_pipeline.segment import SegmentReader
 
 BATCH_ROWS: Final = 8192
@@ -30,6 +31,12 @@ KINDS: Final = (
     "carried_operation",
     "carried_key_value",
     "compaction",
+    "rescheduled",
+    "group_state",
+    "group_delivered",
+    "group_settled",
+    "schedule_upserted",
+    "schedule_deleted",
     "unknown",
     "torn_tail",
 )
@@ -43,6 +50,8 @@ _STATES: Final = {
 
 _STR, _LONG, _BOOL = pa.string(), pa.int64(), pa.bool_()
 _STRS = pa.list_(pa.string())
+_LONGS = pa.list_(pa.int64())
+
 
 SCHEMA: Final = pa.schema(
     [
@@ -75,6 +84,21 @@ SCHEMA: Final = pa.schema(
         ("carried_signals", _LONG),
         ("source_index", _LONG),
         ("torn_bytes", _LONG),
+        ("extend_on_resend", _BOOL),  # registered, carried_operation: debounce policy
+        ("max_extend_ms", _LONG),
+        ("group_name", _STR),  # group_state, group_delivered, group_settled
+        ("visibility_timeout_ms", _LONG),  # group_state
+        ("max_attempts", _LONG),  # group_state
+        ("group_entries", _LONG),  # group_state: outcomes it holds (carried state)
+        ("deleted", _BOOL),  # group_state
+        ("attempt", _LONG),  # group_delivered
+        ("sequences", _LONGS),  # group_settled
+        ("disposition", _STR),  # group_settled: ACKED, DEAD_LETTERED, REDRIVEN
+        ("schedule_id", _STR),  # schedule_upserted, schedule_deleted
+        ("every_ms", _LONG),  # schedule_upserted: fixed interval
+        ("cron", _STR),  # schedule_upserted: cron expression
+        ("time_zone", _STR),  # schedule_upserted
+        ("carried", _BOOL),  # schedule_upserted: compaction's copy
     ]
 )
 COLUMNS: Final = tuple(SCHEMA.names)
@@ -87,22 +111,11 @@ def spark_ddl() -> str:
     parts = []
     for field in SCHEMA:
         if pa.types.is_list(field.type):
-            parts.append(f"{field.name} ARRAY<STRING>")
+            item = _SPARK_TYPES[str(field.type.value_type)]
+            parts.append(f"{field.name} ARRAY<{item}>")
         else:
             parts.append(f"{field.name} {_SPARK_TYPES[str(field.type)]}")
     return ", ".join(parts)
-
-
-def _condition(raw: bytes) -> tuple[str, int | None, bool | None]:
-    condition = purgatory_pb2.Condition.FromString(raw)
-    kind = condition.WhichOneof("kind") or "any_key"
-    if kind == "min_signals":
-        return kind, condition.min_signals.count, condition.min_signals.distinct_sources
-    if kind == "sum_at_least":
-        return kind, condition.sum_at_least.threshold, None
-    if kind == "values_at_least":
-        return kind, condition.values_at_least.default_target, None
-    return kind, None, None
 
 
 # Each kind fills a fixed set of columns, in this order, after (index, byte_offset). Rows of
@@ -118,6 +131,8 @@ _REGISTRATION_COLUMNS: Final = (
     "condition_kind",
     "condition_target",
     "distinct_sources",
+    "extend_on_resend",
+    "max_extend_ms",
 )
 KIND_COLUMNS: Final[dict[str, tuple[str, ...]]] = {
     "registered": _REGISTRATION_COLUMNS,
@@ -143,6 +158,34 @@ KIND_COLUMNS: Final[dict[str, tuple[str, ...]]] = {
     "carried_operation": (*_REGISTRATION_COLUMNS, "carried_signals", "source_index"),
     "carried_key_value": ("purgatory", "key", "value", "source_index"),
     "compaction": ("sequence", "applied_wall_ms", "source_index"),
+    "rescheduled": ("purgatory", "operation_id", "due_wall_ms"),
+    "group_state": (
+        "purgatory",
+        "group_name",
+        "visibility_timeout_ms",
+        "max_attempts",
+        "sequence",
+        "group_entries",
+        "source_index",
+        "deleted",
+    ),
+    "group_delivered": ("purgatory", "group_name", "sequence", "attempt", "due_wall_ms"),
+    "group_settled": ("purgatory", "group_name", "sequences", "disposition"),
+    "schedule_upserted": (
+        "purgatory",
+        "schedule_id",
+        "every_ms",
+        "cron",
+        "time_zone",
+        "keys",
+        "condition_kind",
+        "condition_target",
+        "distinct_sources",
+        "applied_wall_ms",
+        "carried",
+        "source_index",
+    ),
+    "schedule_deleted": ("purgatory", "schedule_id", "applied_wall_ms"),
     "unknown": (),
     "torn_tail": ("torn_bytes", "source"),
 }
@@ -156,7 +199,9 @@ def _registration(reg: Any) -> tuple[Any, ...]:
         reg.timeout_ms,
         reg.created_wall_ms,
         reg.due_wall_ms,
-        *_condition(reg.condition),
+        *condition_columns(reg.condition),
+        reg.extend_on_resend,
+        reg.max_extend_ms,
     )
 
 
@@ -223,6 +268,11 @@ def decode_record(payload: bytes | memoryview) -> tuple[str, tuple[Any, ...]]:
     if kind == "compaction":
         cp = record.compaction
         return kind, (cp.last_sequence, cp.written_wall_ms, cp.dropped_before_index)
+    if kind == "rescheduled":
+        moved = record.rescheduled
+        return kind, (moved.purgatory, moved.operation_id, moved.due_wall_ms)
+    if kind in GROUP_AND_SCHEDULE:
+        return kind, GROUP_AND_SCHEDULE[kind](getattr(record, kind))
     return "unknown", ()
 
 

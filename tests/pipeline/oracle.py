@@ -36,8 +36,17 @@ def operations(records: list[tuple[int, JournalRecord]]) -> dict[str, dict[str, 
                     "reg_index": index,
                     "state": "WATCHING",
                     "out_index": None,
+                    "registered_due": reg.due_wall_ms,
+                    "due": reg.due_wall_ms,
+                    "rescheduled": 0,
                 },
             )
+        elif kind == "rescheduled":
+            moved = record.rescheduled
+            op = ops[moved.operation_id]
+            if op["out_index"] is None:  # only a pending operation's deadline moves
+                op["due"] = moved.due_wall_ms
+                op["rescheduled"] += 1
         elif kind == "outcome":
             out = record.outcome
             op = ops[out.operation_id]

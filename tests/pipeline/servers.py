@@ -104,7 +104,16 @@ class Client:
     def close(self) -> None:
         self.channel.close()
 
-    def watch(self, op_id: str, keys: list[str], timeout_ms: int, condition: Any = None) -> Any:
+    def watch(
+        self,
+        op_id: str,
+        keys: list[str],
+        timeout_ms: int,
+        condition: Any = None,
+        *,
+        extend_on_resend: bool = False,
+        max_extend_ms: int = 0,
+    ) -> Any:
         return self.stub.TryCompleteElseWatch(
             pb.TryCompleteElseWatchRequest(
                 purgatory=NAME,
@@ -112,9 +121,17 @@ class Client:
                 keys=keys,
                 timeout_ms=timeout_ms,
                 condition=condition if condition is not None else pb.Condition(),
+                extend_on_resend=extend_on_resend,
+                max_extend_ms=max_extend_ms,
             ),
             timeout=10,
         )
+
+    def reschedule(self, op_id: str, due_time_ms: int) -> Any:
+        return self.stub.Reschedule(
+            pb.RescheduleRequest(purgatory=NAME, operation_id=op_id, due_time_ms=due_time_ms),
+            timeout=10,
+        ).operation
 
     def signal(
         self, key: str, *, source: str = "", amount: int = 0, value: int | None = None

@@ -46,6 +46,47 @@ def test_operations_per_state(spark: Any, work: Workload) -> None:
     assert {r["purgatory"] for r in table.select("purgatory").distinct().collect()} == {"d"}
 
 
+def test_rescheduled_operations_take_their_latest_deadline(spark: Any, work: Workload) -> None:
+    expected = oracle.operations(work.oracle.records)
+    table = spark.read.parquet(str(work.tables / "operations"))
+    got = {
+        r["operation_id"]: r
+        for r in table.select(
+            "operation_id", "due_wall_ms", "registered_due_wall_ms", "rescheduled"
+        ).collect()
+    }
+    assert {
+        op_id: (r["due_wall_ms"], r["registered_due_wall_ms"], r["rescheduled"])
+        for op_id, r in got.items()
+    } == {
+        op_id: (op["due"], op["registered_due"], op["rescheduled"])
+        for op_id, op in expected.items()
+    }
+    # The workload's own numbers: the last move wins, the registration's deadline is kept.
+    for op_id, by_ms in workload.RESCHEDULED_BY_MS.items():
+        assert got[op_id]["due_wall_ms"] == expected[op_id]["created"] + by_ms, op_id
+    assert got["any-after"]["rescheduled"] == 1
+    assert got["pending-0"]["rescheduled"] == 2  # the debounced re-send, then Reschedule
+    pending = expected["pending-0"]
+    assert got["pending-0"]["registered_due_wall_ms"] == pending["created"] + 600_000
+    assert sum(r["rescheduled"] for r in got.values()) == 3
+    records = spark.read.format("purgatory-journal").load(str(work.journal_dir))
+    moved = records.filter(F.col("kind") == "rescheduled")
+    rows = [
+        (r["index"], r["purgatory"], r["operation_id"], r["due_wall_ms"])
+        for r in moved.select("index", "purgatory", "operation_id", "due_wall_ms").collect()
+    ]
+    assert sorted(rows) == [
+        (i, r.rescheduled.purgatory, r.rescheduled.operation_id, r.rescheduled.due_wall_ms)
+        for i, r in work.oracle.records
+        if r.WhichOneof("record") == "rescheduled"
+    ]
+    debounced = records.filter(
+        (F.col("kind") == "registered") & (F.col("operation_id") == "pending-0")
+    ).collect()
+    assert [(r["extend_on_resend"], r["max_extend_ms"]) for r in debounced] == [(True, 0)]
+
+
 def test_signals_and_events_tables(spark: Any, work: Workload) -> None:
     records = work.oracle.records
     signals = spark.read.parquet(str(work.tables / "signals"))

@@ -4,8 +4,9 @@ Phase 1 (first server process): every condition kind, signals from several sourc
 a force-complete, short timers that expire while the server runs, and two long timers that
 are still pending when the server stops. The server stays down past their due time, so on
 restart they expire at once with a lateness of about the downtime. Phase 2 (second
-process): a few more operations. Afterwards a torn frame is appended to the last segment,
-as a crash in the middle of a write would leave it.
+process): a few more operations, two of them rescheduled (one before it completes; the
+pending one by a debounced re-send and then by ``Reschedule``). Afterwards a torn frame
+is appended to the last segment, as a crash in the middle of a write would leave it.
 """
 
 from __future__ import annotations
@@ -69,10 +70,19 @@ def phase_one(c: Client) -> None:
         c.watch(f"late-{i}", ["slow"], 800)
 
 
+# Reschedule targets, relative to each operation's creation (server wall clock).
+RESCHEDULED_BY_MS = {"any-after": 120_000, "pending-0": 1_000_000}
+
+
 def phase_two(c: Client) -> None:
-    c.watch("any-after", ["hot"], 60_000)
+    created = int(c.watch("any-after", ["hot"], 60_000).create_time_ms)
+    c.reschedule("any-after", created + RESCHEDULED_BY_MS["any-after"])
     c.signal("hot", source="r1")
-    c.watch("pending-0", ["quiet"], 600_000)  # still watching at the end
+    # Still watching at the end; its deadline moved twice.
+    created = int(c.watch("pending-0", ["quiet"], 600_000, extend_on_resend=True).create_time_ms)
+    time.sleep(0.02)  # so the re-send's now + timeout lies past the first deadline
+    c.watch("pending-0", ["quiet"], 600_000, extend_on_resend=True)  # debounced re-send
+    c.reschedule("pending-0", created + RESCHEDULED_BY_MS["pending-0"])
 
 
 def produce(data_dir: Path) -> Server:

@@ -179,18 +179,22 @@ class DelayedOperationPurgatory(Generic[T]):
             if not operation.is_completed():
                 armed.append(operation)
         if armed:
-            # The Timer interface stays Kafka's four methods; a timer that also offers a
-            # batch add (SystemTimer.add_all) gets the batch in one lock round.
-            add_all = getattr(self._timer, "add_all", None)
-            if add_all is not None:
-                add_all(armed)
-            else:
-                for operation in armed:
-                    self._timer.add(operation)
-            for operation in armed:
-                if operation.is_completed():
-                    operation.cancel()
+            self._arm_all(armed)
         return results
+
+    def _arm_all(self, armed: list[T]) -> None:
+        """Arm ``armed`` in one timer round; cancel again any that completed meanwhile."""
+        # The Timer interface stays Kafka's four methods; a timer that also offers a
+        # batch add (SystemTimer.add_all) gets the batch in one lock round.
+        add_all = getattr(self._timer, "add_all", None)
+        if add_all is not None:
+            add_all(armed)
+        else:
+            for operation in armed:
+                self._timer.add(operation)
+        for operation in armed:
+            if operation.is_completed():
+                operation.cancel()
 
     def watch_and_arm_all(self, items: Iterable[tuple[T, Iterable[Hashable]]]) -> None:
         """Watch and arm operations known not to be completable yet, without trying them.
@@ -212,15 +216,7 @@ class DelayedOperationPurgatory(Generic[T]):
             if not operation._completed.locked():
                 armed.append(operation)
         if armed:
-            add_all = getattr(self._timer, "add_all", None)
-            if add_all is not None:
-                add_all(armed)
-            else:
-                for operation in armed:
-                    self._timer.add(operation)
-            for operation in armed:
-                if operation._completed.locked():
-                    operation.cancel()
+            self._arm_all(armed)
 
     def check_and_complete(self, key: Hashable) -> int:
         """Try every operation watching ``key``; return how many this call completed.

@@ -368,14 +368,17 @@ def _watch(
         emit(register(args.id, False))
         return
     operation_id = args.id
+    created: bool | None = None
     if not operation_id:
         status = register("", False)
         if status.state.is_final:
             emit(status)
             return
         operation_id = status.operation_id
+        created = status.created  # the wait below is a re-send: it reports created=False
     try:
-        emit(register(operation_id, True))
+        result = register(operation_id, True)
+        emit(result if created is None else dataclasses.replace(result, created=created))
     except KeyboardInterrupt:
         again = list(argv) if args.id else [*argv, "--id", operation_id]
         sys.stderr.write(

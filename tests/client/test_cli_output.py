@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -41,6 +42,22 @@ def test_bytes_print_as_base64_by_default_and_utf8_with_text(
     assert main([*t, "--text", "get", "b1"]) == 0
     (shown,) = _lines(capsys)
     assert (shown["payload"], shown["result"]["data"]) == ("é\\x", "dätä")
+
+
+def test_a_waiting_watch_without_id_reports_that_it_created_the_operation(
+    target: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # It registers first (to learn the id), then waits by re-sending that id; the
+    # answer still says this command created the operation.
+    t = ["--target", target]
+    signaller = threading.Timer(0.5, lambda: main([*t, "signal", "ck"]))
+    signaller.start()
+    try:
+        assert main([*t, "watch", "ck", "--timeout-ms", "60000"]) == 0
+    finally:
+        signaller.join(10)
+    watched = [line for line in _lines(capsys) if "operation_id" in line]
+    assert [(w["state"], w["created"]) for w in watched] == [("COMPLETED", True)]
 
 
 def test_interrupted_watch_says_it_is_pending_and_how_to_wait_again(

@@ -205,12 +205,7 @@ class NamedPurgatory:
         leaves nothing behind.
         """
         self._check_open()
-        plan = self._table.plan(requests, fields)
-        for step in plan:  # debounce re-sends, once every check has passed (.debounce)
-            if not isinstance(step, str):
-                resent = step[0]
-                if isinstance(resent, RemoteOperation) and resent.definition.extend_on_resend:
-                    self._push_back(resent)
+        plan = self._table.plan(requests, fields)  # every check; nothing changed yet
         create = self._table.create
         on_registered = self._journal.on_registered
         name = self.name
@@ -223,6 +218,9 @@ class NamedPurgatory:
                 created.append((op, op.keys))
                 out.append((op, True))
             else:
+                resent = step[0]
+                if isinstance(resent, RemoteOperation) and resent.definition.extend_on_resend:
+                    self._push_back(resent)  # debounce a pending re-send (.debounce)
                 out.append(step)
         if self._traced and created:
             # The registering request's W3C trace context travels with the outcome.

@@ -16,15 +16,14 @@ Thread safety: loop-confined (offers come from the publisher on the loop thread)
 
 from __future__ import annotations
 
-import asyncio
-from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from purgatory_server._service.errors import ServiceError, SlowSubscriber
+from purgatory_server._service.errors import SlowSubscriber
 from purgatory_server._service.events import Outcome
 from purgatory_server._service.logs import log_subscriber_cut_off
 from purgatory_server._service.states import OperationState
+from purgatory_server._service.stream_queue import StreamQueue
 
 __all__ = ["EventFilter", "Subscriber"]
 
@@ -48,16 +47,13 @@ class EventFilter:
 MATCH_ALL = EventFilter()
 
 
-class Subscriber:
+class Subscriber(StreamQueue[Outcome]):
     """One open Subscribe stream: replayed events, then a bounded live buffer."""
 
     __slots__ = (
         "_buffer",
-        "_error",
         "_filter",
-        "_queue",
         "_replay",
-        "_wake",
         "caught_up",
         "start_after",
     )
@@ -68,9 +64,7 @@ class Subscriber:
         self._filter = event_filter
         self._buffer = buffer
         self._replay: list[Outcome] | None = [o for o in replay if event_filter.matches(o)]
-        self._queue: deque[Outcome] = deque()
-        self._wake = asyncio.Event()
-        self._error: ServiceError | None = None
+        super().__init__()
         self.start_after = start_after
         # The highest sequence this stream has considered (sent, buffered or filtered out):
         # once the buffer is empty, the stream is caught up to it (heartbeats report it).
@@ -91,13 +85,7 @@ class Subscriber:
             log_subscriber_cut_off(self._buffer, outcome.sequence - 1)
             self.close(SlowSubscriber(outcome.sequence - 1, self._buffer))
             return
-        self._queue.append(outcome)
-        self._wake.set()
-
-    def close(self, error: ServiceError) -> None:
-        """End the stream with ``error`` once the buffered events are sent."""
-        if self._error is None:
-            self._error = error
+        self._queue.append(outcome)  # _put, inlined: once per outcome per subscriber
         self._wake.set()
 
     async def next_batch(self, idle_s: float | None = None) -> list[Outcome]:
@@ -110,17 +98,4 @@ class Subscriber:
             replay, self._replay = self._replay, None
             if replay:
                 return replay
-        while not self._queue:
-            if self._error is not None:
-                raise self._error
-            self._wake.clear()
-            if idle_s is None:
-                await self._wake.wait()
-                continue
-            try:
-                await asyncio.wait_for(self._wake.wait(), idle_s)
-            except TimeoutError:
-                return []
-        batch = list(self._queue)
-        self._queue.clear()
-        return batch
+        return await self._take(idle_s)

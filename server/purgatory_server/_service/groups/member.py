@@ -10,12 +10,10 @@ Thread safety: loop-confined (the group pushes on the loop thread; the stream aw
 
 from __future__ import annotations
 
-import asyncio
-from collections import deque
 from typing import NamedTuple
 
-from purgatory_server._service.errors import ServiceError
 from purgatory_server._service.events import Outcome
+from purgatory_server._service.stream_queue import StreamQueue
 
 __all__ = ["Delivery", "GroupMember"]
 
@@ -29,17 +27,15 @@ class Delivery(NamedTuple):
     lease_deadline_ms: int
 
 
-class GroupMember:
+class GroupMember(StreamQueue[Delivery]):
     """A member's buffer of deliveries to send and the sequences it holds leases on."""
 
-    __slots__ = ("_error", "_queue", "_wake", "leases", "prefetch")
+    __slots__ = ("leases", "prefetch")
 
     def __init__(self, prefetch: int) -> None:
         self.prefetch = prefetch
         self.leases: set[int] = set()
-        self._queue: deque[Delivery] = deque()
-        self._wake = asyncio.Event()
-        self._error: ServiceError | None = None
+        super().__init__()
 
     @property
     def room(self) -> int:
@@ -47,28 +43,8 @@ class GroupMember:
 
     def push(self, delivery: Delivery) -> None:
         self.leases.add(delivery.outcome.sequence)
-        self._queue.append(delivery)
-        self._wake.set()
-
-    def close(self, error: ServiceError) -> None:
-        """End the stream with ``error`` once the queued deliveries are sent."""
-        if self._error is None:
-            self._error = error
-        self._wake.set()
+        self._put(delivery)
 
     async def next_batch(self, idle_s: float | None = None) -> list[Delivery]:
         """The deliveries to send next; [] after ``idle_s`` idle; raises once closed."""
-        while not self._queue:
-            if self._error is not None:
-                raise self._error
-            self._wake.clear()
-            if idle_s is None:
-                await self._wake.wait()
-                continue
-            try:
-                await asyncio.wait_for(self._wake.wait(), idle_s)
-            except TimeoutError:
-                return []
-        batch = list(self._queue)
-        self._queue.clear()
-        return batch
+        return await self._take(idle_s)

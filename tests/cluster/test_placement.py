@@ -181,6 +181,7 @@ async def test_purgatory_follows_the_top_ranked_member_on_join_and_leave(
         c = start("c", c_id)
         assert await wait_owner([c], NAME, 20) == 0
         assert not poll.done()  # still waiting: at A until the move, then at C
+        await _eventually_named(a, c.address, 10)  # A names C from its eviction on
         assert await client.check_and_complete("moved") == 1  # at C (routed there)
         done = await asyncio.wait_for(poll, 20)
         assert done.operation_id == "lp" and done.state is OperationState.COMPLETED

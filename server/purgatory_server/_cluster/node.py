@@ -249,7 +249,8 @@ class ClusterNode:
         except KeyNotFoundError:
             value = None
         if value is None:
-            self._routes.pop(name, None)  # expired: do not send clients to a dead owner
+            if self._routes.get(name, _Route("", 1)).epoch != 0:  # keep a hand-over's hint
+                self._routes.pop(name, None)  # expired: do not send clients to a dead owner
         else:
             self._routes[name] = _Route(value.address, int(entry.revision or 0))
         return value

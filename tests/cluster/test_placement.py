@@ -78,6 +78,9 @@ def test_standby_acquires_at_once_only_when_preferred() -> None:
     assert not at_low.may_acquire("p", absent_since=100.0)
     clock.now += 0.01  # the preferred member had its grace: never left unowned
     assert at_low.may_acquire("p", absent_since=100.0)
+    # The preferred member's own lease expired (killed): the next one does not wait.
+    assert at_low.may_acquire("p", absent_since=clock.now, lost=top)
+    assert at_top.may_acquire("p", absent_since=clock.now, lost=top)
     # A member that does not name the purgatory is never preferred for it.
     view.members[0] = _member(top, names=("other",))
     assert at_low.may_acquire("p", absent_since=clock.now)

@@ -260,13 +260,14 @@ class ClusterNode:
         placement = self._placement
         assert placement is not None
         absent_since: float | None = None
+        last = ""  # the server id that held the key when last seen
         while True:
-            if await self._learn_owner(name) is None:
+            if (holder := await self._learn_owner(name)) is None:
                 absent_since = placement.clock() if absent_since is None else absent_since
-                if placement.may_acquire(name, absent_since) and await lease.try_acquire():
+                if placement.may_acquire(name, absent_since, last) and await lease.try_acquire():
                     return
             else:
-                absent_since = None
+                absent_since, last = None, holder.server_id
             await asyncio.sleep(poll)
 
     async def _take_over(  # noqa: PLR0917 - one call site, names kept apart

@@ -99,27 +99,30 @@ class Placement:
         self.settle_s = settle_s
         self.clock = clock  # the clock of Member.since and of the callers' readings
 
-    def preferred(self, purgatory: str) -> Member | None:
-        """The live member that should own ``purgatory`` (None: no live member serves it)."""
+    def preferred(self, purgatory: str, lost: str = "") -> Member | None:
+        """The live member that should own ``purgatory`` (None: no live member serves it),
+        leaving out ``lost``, the server id whose lease just ended."""
         best: tuple[int, str] | None = None
         chosen: Member | None = None
         ph = h64(purgatory)
         for member in self._members.live():
-            if purgatory not in member.purgatories:
+            if purgatory not in member.purgatories or member.server_id == lost:
                 continue
             key = (mix(ph, h64(member.server_id)), member.server_id)
             if best is None or key > best:
                 best, chosen = key, member
         return chosen
 
-    def may_acquire(self, purgatory: str, absent_since: float) -> bool:
+    def may_acquire(self, purgatory: str, absent_since: float, lost: str = "") -> bool:
         """May this standby create the absent lease key now?
 
         At once if it is the preferred member (or nobody live is: its own key may not be
         visible yet); otherwise once the key has been absent since ``absent_since`` for
-        ``grace_s``, the preferred member's chance to notice and acquire first.
+        ``grace_s``, the preferred member's chance to notice and acquire first. ``lost``
+        is the server whose lease expired: usually the preferred member itself, dead or
+        cut off while its member key has not lapsed yet, so it is not waited for.
         """
-        best = self.preferred(purgatory)
+        best = self.preferred(purgatory, "" if lost == self.server_id else lost)
         if best is None or best.server_id == self.server_id:
             return True
         return self.clock() - absent_since >= self.grace_s

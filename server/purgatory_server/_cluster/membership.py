@@ -14,7 +14,11 @@ live while its key was last seen rewritten less than one lease ago. ``since`` is
 server saw the member become live (first put, or a put after it had lapsed): placement
 hands a purgatory over only to a member live for a while (:class:`~.placement.Placement`).
 Members seen when the watch starts count as live since then, which only delays a
-hand-over, never hastens one.
+hand-over, never hastens one. The watch also shows this server's own renewals, so a
+lease without any update means it is stuck, and it is started again. If the view is
+lost altogether, each server sees only itself: placement degrades to first-come (every
+standby acquires an absent key at once, no owner hands over), never to an unowned
+purgatory.
 
 Thread-safety: loop-confined (the server's event loop); the watch callback runs there.
 """
@@ -26,7 +30,7 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -132,11 +136,24 @@ class Membership:
 
     # -- life cycle ----------------------------------------------------------------------
     async def start(self, initial_timeout_s: float = 5.0) -> None:
-        """Write this server's key, read the current members, then keep both up to date."""
-        await self._kv.put(self._key, _encode(self._me))
-        self._watcher = await self._kv.watchall()
+        """Write this server's key, read the current members, then keep both up to date.
+
+        Retried until it succeeds (a bucket created a moment ago may have no leader yet);
+        the caller bounds the wait.
+        """
+        await _until_done(lambda: self._kv.put(self._key, _encode(self._me)))
+        await self._watch(initial_timeout_s)
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._renew()), loop.create_task(self._follow())]
+
+    async def _watch(self, initial_timeout_s: float) -> None:
+        """(Re)start the watch and apply the current keys (until the "no more" marker)."""
+        if self._watcher is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._watcher.stop(), 2.0)
+        self._watcher = await _until_done(self._kv.watchall)
         deadline = self._clock() + initial_timeout_s
-        while self._clock() < deadline:  # until the "no more initial values" marker
+        while self._clock() < deadline:
             try:
                 entry = await self._watcher.updates(max(0.01, deadline - self._clock()))
             except nats.errors.TimeoutError:
@@ -144,8 +161,6 @@ class Membership:
             if entry is None:
                 break
             self._apply(entry)
-        loop = asyncio.get_running_loop()
-        self._tasks = [loop.create_task(self._renew()), loop.create_task(self._follow())]
 
     async def stop(self) -> None:
         """Stop renewing and delete this server's key (the others re-rank at once)."""
@@ -175,9 +190,27 @@ class Membership:
 
     async def _follow(self) -> None:
         while True:
-            entry = await self._watcher.updates(None)
+            try:
+                entry = await self._watcher.updates(self._lease_s)
+            except nats.errors.TimeoutError:
+                # This server's own key is rewritten every lease / 3 and the watch shows
+                # it too: a lease of silence means the watch is stuck (a consumer lost
+                # with a NATS node). A new one re-reads every key.
+                logger.warning("cluster: membership watch silent for a lease; restarting it")
+                await self._watch(self._lease_s)
+                continue
             if hasattr(entry, "operation"):  # not the "initial values done" marker
                 self._apply(entry)
+
+
+async def _until_done(call: Callable[[], Awaitable[Any]], pause_s: float = 0.1) -> Any:
+    """``call()`` until it does not fail with a NATS or network error."""
+    while True:
+        try:
+            return await call()
+        except (TimeoutError, nats.errors.Error, OSError) as exc:
+            logger.info("cluster: membership: %s; retrying", exc)
+        await asyncio.sleep(pause_s)
 
 
 async def join(

@@ -4,8 +4,10 @@ A simulation for docs/scale-out.md §6, not a benchmark of the server: it needs 
 no network and no engine. It places P purgatories on N servers with three rules and
 applies a seeded sequence of joins and leaves:
 
-- ``rendezvous``: highest-random-weight hashing, the rule the design picks. A purgatory
-  goes to the live member with the highest ``score(purgatory, member)``. A join takes
+- ``rendezvous``: highest-random-weight hashing, the rule the servers use: the score is
+  the server's own (``purgatory_server._cluster.placement``: ``mix(h64(purgatory),
+  h64(member))``, hashes precomputed per name), so the paper and the code agree. A
+  purgatory goes to the live member with the highest score. A join takes
   exactly the purgatories whose new top score is the newcomer's; a leave moves exactly
   the leaver's purgatories, each to its second choice. Both are O(P) to recompute.
 - ``ring``: a consistent-hash ring with ``--vnodes`` points per member (Dynamo style).
@@ -24,33 +26,15 @@ from __future__ import annotations
 
 import argparse
 import bisect
-import hashlib
 import random
 import statistics
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 
+from purgatory_server._cluster.placement import h64, mix
+
 from bench._common import markdown_table
-
-MASK64 = (1 << 64) - 1
-
-
-def h64(text: str) -> int:
-    """A stable 64-bit hash of a name (Python's ``hash`` is salted per process)."""
-    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")
-
-
-def mix(a: int, b: int) -> int:
-    """SplitMix64's finaliser over ``a ^ b``: the rendezvous score of a (purgatory, member).
-
-    Hashing the pair with blake2b for every (purgatory, member) would dominate the run;
-    mixing two precomputed 64-bit hashes gives the same uniformity for this purpose.
-    """
-    z = (a ^ b) & MASK64
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
-    return z ^ (z >> 31)
 
 
 class Placement:

@@ -38,9 +38,12 @@ import grpc
 from purgatory_proto.v1 import purgatory_pb2 as pb
 from purgatory_proto.v1 import purgatory_pb2_grpc as pb_grpc
 from purgatory_server._cluster.natsd import LocalNatsCluster
+from purgatory_server._cluster.placement import ranked
 
 
-def _config(kind: str, name: str, data_dir: Path, urls: list[str], lease_ms: int) -> str:
+def _config(  # noqa: PLR0917 - the bench's own helper
+    kind: str, name: str, data_dir: Path, urls: list[str], lease_ms: int, server_id: str = ""
+) -> str:
     text = f'data_dir = "{data_dir}"\nlog_level = "INFO"\n\n[[purgatories]]\nname = "{name}"\n'
     if kind != "in-memory":
         text += "durable = true\n"
@@ -48,6 +51,7 @@ def _config(kind: str, name: str, data_dir: Path, urls: list[str], lease_ms: int
         quoted = ", ".join(f'"{u}"' for u in urls)
         text += (
             f'\n[cluster]\nnats_urls = [{quoted}]\nreplicated = ["{name}"]\nlease_ms = {lease_ms}\n'
+            f'server_id = "{server_id}"\n'
         )
     return text
 
@@ -243,17 +247,20 @@ async def _lost(address: str, name: str, acked: set[str]) -> int:
 async def takeovers(root: Path, urls: list[str], kills: int, lease_ms: int) -> dict[str, Any]:
     name = "t"
     count = 0
+    # Each replacement ranks below every earlier server (rendezvous placement), so only the
+    # kills move the purgatory, never a hand-over to a newcomer.
+    ids = ranked(name, [f"id{i}" for i in range(kills + 2)])
 
     def fresh() -> Server:
         nonlocal count
         count += 1
-        return Server(
-            root, f"t{count}", _config("replicated", name, root / f"t{count}", urls, lease_ms)
-        )
+        text = _config("replicated", name, root / f"t{count}", urls, lease_ms, ids[count - 1])
+        return Server(root, f"t{count}", text)
 
-    servers = [fresh(), fresh()]
-    for server in servers:
-        server.wait_port()
+    servers = []
+    for _ in range(2):  # one after the other: the first is a member before the second starts
+        servers.append(fresh())
+        servers[-1].wait_port()
     times: list[float] = []
     acked: set[str] = set()
     lost_total = 0

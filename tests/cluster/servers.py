@@ -1,7 +1,8 @@
 """Purgatory server processes in a replicated deployment, for the cluster tests.
 
 :class:`ReplicatedServer` runs ``python -m purgatory_server`` with a ``[cluster]`` table
-naming the test's NATS cluster and replicated purgatory; it learns its port from
+naming the test's NATS cluster and replicated purgatory (and, where placement matters, a
+server id from :func:`by_rank`, so the test knows who should own it); it learns its port from
 ``--port-file`` and can be SIGKILLed, SIGSTOPped and resumed. Each test names its own
 purgatory, so tests share one NATS cluster (starting one costs ~5 s of leader election).
 """
@@ -19,11 +20,19 @@ from typing import Any
 import grpc
 from purgatory_proto.v1 import purgatory_pb2 as pb
 from purgatory_proto.v1 import purgatory_pb2_grpc as pb_grpc
+from purgatory_server._cluster.placement import ranked
 
 LEASE_MS = 1500
 
 
-def config_text(urls: list[str], name: str, data_dir: Path, lease_ms: int = LEASE_MS) -> str:
+def by_rank(name: str, count: int) -> list[str]:
+    """``count`` server ids, best first for purgatory ``name`` by the servers' own rule."""
+    return ranked(name, [f"id{i}" for i in range(count)])
+
+
+def config_text(
+    urls: list[str], name: str, data_dir: Path, lease_ms: int = LEASE_MS, server_id: str = ""
+) -> str:
     quoted = ", ".join(f'"{u}"' for u in urls)
     return f"""data_dir = "{data_dir}"
 log_level = "INFO"
@@ -40,20 +49,23 @@ nats_urls = [{quoted}]
 replicated = ["{name}"]
 lease_ms = {lease_ms}
 journal_streams = 2
+server_id = "{server_id}"
 """
 
 
 class ReplicatedServer:
     """One server subprocess (see module docstring); bounded waits everywhere."""
 
-    def __init__(self, root: Path, label: str, urls: list[str], name: str) -> None:
+    def __init__(
+        self, root: Path, label: str, urls: list[str], name: str, server_id: str = ""
+    ) -> None:
         root.mkdir(parents=True, exist_ok=True)
         self.label = label
         self.name = name
         self.port_file = root / f"{label}.port"
         self.port_file.unlink(missing_ok=True)
         conf = root / f"{label}.toml"
-        conf.write_text(config_text(urls, name, root / f"{label}-data"))
+        conf.write_text(config_text(urls, name, root / f"{label}-data", server_id=server_id))
         self.log_path = root / f"{label}.log"
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen(

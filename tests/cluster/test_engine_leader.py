@@ -20,7 +20,7 @@ from purgatory_proto.v1 import purgatory_pb2 as pb
 from purgatory_server._cluster.layout import journal_stream
 from purgatory_server._cluster.natsd import LocalNatsCluster
 
-from tests.cluster.servers import ReplicatedServer, stub, wait_owner
+from tests.cluster.servers import ReplicatedServer, by_rank, stub, wait_owner
 
 NAME = "led"
 
@@ -64,9 +64,10 @@ async def test_stream_leader_killed_under_load(tmp_path: Path) -> None:
     cluster = LocalNatsCluster(tmp_path / "nats").start()
     servers: list[ReplicatedServer] = []
     try:
-        servers = [ReplicatedServer(tmp_path, label, cluster.urls, NAME) for label in ("a", "b")]
-        for server in servers:
-            server.wait_port(60)
+        # A ranks first and starts first, so placement moves nothing during the test.
+        for label, server_id in zip(("a", "b"), by_rank(NAME, 2), strict=True):
+            servers.append(ReplicatedServer(tmp_path, label, cluster.urls, NAME, server_id))
+            servers[-1].wait_port(60)
         await wait_owner(servers, NAME, 60)
         acked: set[str] = set()
         load = asyncio.ensure_future(_register(servers, acked, time.monotonic() + 14))

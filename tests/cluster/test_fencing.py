@@ -26,7 +26,7 @@ from purgatory_server._cluster.layout import EPOCH_HEADER, journal_stream, journ
 from purgatory_server._cluster.natsd import LocalNatsCluster
 from purgatory_server._cluster.shadow import decode_message
 
-from tests.cluster.servers import LEASE_MS, ReplicatedServer, stub, wait_owner
+from tests.cluster.servers import LEASE_MS, ReplicatedServer, by_rank, stub, wait_owner
 
 NAME = "fenced"
 STREAMS = 2  # tests/cluster/servers.py: journal_streams
@@ -55,10 +55,14 @@ async def _messages(urls: list[str]) -> list[tuple[int, int, list[Any]]]:
 async def test_paused_owner_is_fenced_and_stops_answering(
     nats_cluster: LocalNatsCluster, tmp_path: Path
 ) -> None:
-    a = ReplicatedServer(tmp_path, "a", nats_cluster.urls, NAME)
+    # Placement ranks B first, so A never takes the purgatory back once resumed; A, alone
+    # at first, owns it until it is paused (a hand-over to B waits for B to be live two
+    # leases, and the calls before the pause take a fraction of that).
+    first, second = by_rank(NAME, 2)
+    a = ReplicatedServer(tmp_path, "a", nats_cluster.urls, NAME, second)
     a.wait_port()
     assert await wait_owner([a], NAME, 30) == 0
-    b = ReplicatedServer(tmp_path, "b", nats_cluster.urls, NAME)
+    b = ReplicatedServer(tmp_path, "b", nats_cluster.urls, NAME, first)
     b.wait_port()
     channel_a, client_a = stub(a.address)
     channel_b, client_b = stub(b.address)

@@ -1,6 +1,7 @@
 """Routing: both Python clients pointed at a standby reach the owner and cache the route.
 
-Servers A (owner of ``routed``) and B (standby). Clients are given B's address only:
+Servers A (owner of ``routed``: placement ranks it first) and B (standby). Clients are
+given B's address only:
 
 - the sync and the async client register, signal and read operations through B; each
   call is answered by A (B answers UNAVAILABLE + ``purgatory-owner``, the client re-sends
@@ -23,7 +24,7 @@ from purgatory_client._models import OperationState
 from purgatory_client.errors import AlreadyExistsError, UnavailableError
 from purgatory_server._cluster.natsd import LocalNatsCluster
 
-from tests.cluster.servers import ReplicatedServer, wait_owner
+from tests.cluster.servers import ReplicatedServer, by_rank, wait_owner
 
 NAME = "routed"
 
@@ -31,10 +32,11 @@ NAME = "routed"
 async def test_clients_follow_the_owner_and_survive_a_hand_over(
     nats_cluster: LocalNatsCluster, tmp_path: Path
 ) -> None:
-    a = ReplicatedServer(tmp_path, "a", nats_cluster.urls, NAME)
+    first, second = by_rank(NAME, 2)  # so B never takes the purgatory from A by placement
+    a = ReplicatedServer(tmp_path, "a", nats_cluster.urls, NAME, first)
     a.wait_port()
     assert await wait_owner([a], NAME, 30) == 0
-    b = ReplicatedServer(tmp_path, "b", nats_cluster.urls, NAME)
+    b = ReplicatedServer(tmp_path, "b", nats_cluster.urls, NAME, second)
     b.wait_port()
     sync = PurgatoryClient(b.address, purgatory=NAME, timeout=10)
     client = AsyncPurgatoryClient(b.address, purgatory=NAME, timeout=10)

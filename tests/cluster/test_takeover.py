@@ -24,7 +24,7 @@ from pathlib import Path
 import grpc
 from purgatory_server._cluster.natsd import LocalNatsCluster
 
-from tests.cluster.servers import LEASE_MS, ReplicatedServer, stub, wait_owner
+from tests.cluster.servers import LEASE_MS, ReplicatedServer, by_rank, stub, wait_owner
 from tests.durability.crash_load import NAME, Acks, now_ms, run_load
 from tests.durability.test_crash import verify
 
@@ -40,17 +40,23 @@ async def test_owner_killed_under_load_standby_takes_over(
     rng = random.Random(seed)
     acks = Acks()
     started = 0
+    # Each fresh server ranks below every earlier one, so placement never moves the
+    # purgatory to a newcomer: only the kills do.
+    ids = by_rank(NAME, 2 + CYCLES)
 
     def fresh() -> ReplicatedServer:
         nonlocal started
         started += 1
-        return ReplicatedServer(tmp_path, f"s{started}", nats_cluster.urls, NAME)
+        server = ReplicatedServer(
+            tmp_path, f"s{started}", nats_cluster.urls, NAME, ids[started - 1]
+        )
+        server.wait_port()
+        return server
 
-    servers = [fresh(), fresh()]
+    servers: list[ReplicatedServer] = []
     takeovers: list[float] = []
     try:
-        for server in servers:
-            server.wait_port()
+        servers.extend((fresh(), fresh()))
         for cycle in range(CYCLES):
             owner = await wait_owner(servers, NAME, TAKEOVER_BOUND_S)
             victim = servers[owner]
@@ -58,7 +64,6 @@ async def test_owner_killed_under_load_standby_takes_over(
             killed = time.monotonic()
             assert acks.watches or acks.outcomes, f"seed {seed}: no load was acknowledged"
             servers[owner] = fresh()  # the next standby; either server may take over
-            servers[owner].wait_port()
             survivor = servers[await wait_owner(servers, NAME, TAKEOVER_BOUND_S)]
             takeovers.append(time.monotonic() - killed)
             ready_ms = now_ms()

@@ -31,7 +31,7 @@ class ClusterConfig:
     replicated: tuple[str, ...] = ()
     # host:port clients are told to dial to reach this server; "" = listen host + port.
     advertise: str = ""
-    # Stable id of this server in leases; "" = the advertised address.
+    # Stable id of this server in leases and placement; "" = the advertised address.
     server_id: str = ""
     # Owner lease: a lost owner is replaced this long after its last renewal.
     lease_ms: int = 3000

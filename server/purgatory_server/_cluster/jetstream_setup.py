@@ -1,12 +1,13 @@
 """Creating what replicated purgatories need in JetStream, idempotently, at start-up.
 
 The journal streams (``PURGATORY_J<k>``, file storage, ``replicas`` replicas, a 2-minute
-de-duplication window for re-sent appends), the lease bucket (TTL = the lease) and the
-meta bucket (incarnations). Every server does this at start; a second creation with the
-same configuration is a no-op, and one with another configuration keeps the existing one
-(logged). A fresh JetStream cluster has no meta leader for its first seconds, so each
-call is retried until :data:`SETUP_TIMEOUT_S` (the caller's bound), as is a bucket that
-another server created a moment ago and this node does not show yet.
+de-duplication window for re-sent appends), the lease bucket (TTL = the lease), the
+meta bucket (incarnations) and the members bucket (TTL = the lease, placement). Every
+server does this at start; a second creation with the same configuration is a no-op, and
+one with another configuration keeps the existing one (logged). A fresh JetStream cluster
+has no meta leader for its first seconds, so each call is retried until
+:data:`SETUP_TIMEOUT_S` (the caller's bound), as is a bucket that another server created
+a moment ago and this node does not show yet.
 """
 
 from __future__ import annotations
@@ -21,9 +22,14 @@ import nats.js.errors
 from nats.js.api import KeyValueConfig, StorageType, StreamConfig
 
 from purgatory_server._cluster.cluster_config import ClusterConfig
-from purgatory_server._cluster.layout import LEASE_BUCKET, META_BUCKET, stream_subjects
+from purgatory_server._cluster.layout import (
+    LEASE_BUCKET,
+    MEMBERS_BUCKET,
+    META_BUCKET,
+    stream_subjects,
+)
 
-__all__ = ["SETUP_TIMEOUT_S", "ensure_layout"]
+__all__ = ["SETUP_TIMEOUT_S", "ensure_layout", "ensure_members"]
 
 logger = logging.getLogger("purgatory_server.cluster")
 
@@ -61,6 +67,15 @@ async def ensure_layout(js: Any, cluster: ClusterConfig, lease_s: float) -> tupl
         )
         lease_s = ttl
     return owners_kv, meta_kv, lease_s
+
+
+async def ensure_members(js: Any, cluster: ClusterConfig, lease_s: float) -> Any:
+    """Create the members bucket (TTL = the lease, docs/scale-out.md §7) if needed; its KV."""
+    members = KeyValueConfig(
+        bucket=MEMBERS_BUCKET, ttl=lease_s, replicas=cluster.replicas, history=1
+    )
+    await _retry(lambda: js.create_key_value(members))
+    return await _retry(lambda: js.key_value(MEMBERS_BUCKET))
 
 
 async def _retry(call: Callable[[], Any]) -> Any:

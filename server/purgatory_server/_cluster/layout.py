@@ -15,6 +15,7 @@ import zlib
 
 __all__ = [
     "LEASE_BUCKET",
+    "MEMBERS_BUCKET",
     "META_BUCKET",
     "journal_stream",
     "journal_subject",
@@ -24,6 +25,7 @@ __all__ = [
 
 LEASE_BUCKET = "purgatory-owners"
 META_BUCKET = "purgatory-meta"
+MEMBERS_BUCKET = "purgatory-members"
 # Headers of a journal message (besides NATS's own).
 EPOCH_HEADER = "Purgatory-Epoch"
 EXPECTED_SUBJECT_SEQ = "Nats-Expected-Last-Subject-Sequence"

@@ -1,8 +1,9 @@
 """``make cluster``: a replicated deployment on loopback to try, stopped with Ctrl-C.
 
 Starts three ``nats-server`` processes (JetStream, ``sync_interval: always``, R3) and two
-purgatory servers that both name the replicated durable purgatory ``orders``: the first
-to start owns it, the other stands by, and either answers for it (the standby with
+purgatory servers (ids ``server1`` and ``server2``, started in that order) that both name
+the replicated durable purgatory ``orders``: ``server1``, which rendezvous placement ranks
+first for ``orders``, owns it, the other stands by, and either answers for it (the standby with
 UNAVAILABLE + ``purgatory-owner``, which the Python clients follow). Everything lives
 under ``--dir`` (configs, logs, NATS stores, data directories) and is kept after exit.
 
@@ -39,7 +40,7 @@ __all__ = ["main"]
 PURGATORY = "orders"
 
 
-def _config(urls: list[str], data_dir: Path, lease_ms: int) -> str:
+def _config(urls: list[str], data_dir: Path, lease_ms: int, server_id: str) -> str:
     quoted = ", ".join(f'"{u}"' for u in urls)
     return f"""data_dir = "{data_dir}"
 
@@ -51,6 +52,7 @@ durable = true
 nats_urls = [{quoted}]
 replicated = ["{PURGATORY}"]
 lease_ms = {lease_ms}
+server_id = "{server_id}"
 """
 
 
@@ -58,7 +60,7 @@ def _spawn(
     root: Path, label: str, urls: list[str], port: int, lease_ms: int
 ) -> tuple[subprocess.Popen[bytes], Path]:
     conf = root / f"{label}.toml"
-    conf.write_text(_config(urls, root / f"{label}-data", lease_ms))
+    conf.write_text(_config(urls, root / f"{label}-data", lease_ms, label))
     port_file = root / f"{label}.port"
     port_file.unlink(missing_ok=True)
     log = (root / f"{label}.log").open("ab")
@@ -134,14 +136,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         nats.start()
         for node in nats.nodes:
             _say(f"nats-server {node.name}: {node.url} (log {root / 'nats' / node.name}.log)")
-        spawned = []
-        for i in range(2):
+        addresses = []
+        for i in range(2):  # one after the other: server1 is a member before server2 starts
             port = args.port + i if args.port else 0
             proc, port_file = _spawn(root, f"server{i + 1}", nats.urls, port, args.lease_ms)
             servers.append(proc)
-            spawned.append((proc, port_file))
-        addresses = []
-        for i, (proc, port_file) in enumerate(spawned):
             bound = _wait_port(proc, port_file, 90.0)
             addresses.append(f"127.0.0.1:{bound}")
             _say(f"purgatory server{i + 1}: 127.0.0.1:{bound} (log {root}/server{i + 1}.log)")

@@ -5,7 +5,9 @@ this cycle for the life of the server:
 
 1. **standby**: tail the purgatory's subject into a :class:`~.shadow.Shadow`; poll the
    lease key every ``lease / 10``: while someone holds it, remember the owner's address
-   (routing); once it is absent (expired or released), try to create it;
+   (routing); once it is absent (expired or released), try to create it: at once if
+   placement (rendezvous over live members, ``placement.py``) prefers this server, else
+   after a grace period;
 2. **takeover** (the key was created here; its revision is the new epoch): read the
    subject's last sequence ``L``, wait until the shadow has applied ``L``, then append an
    empty *fence* message with ``Nats-Expected-Last-Subject-Sequence: L``. If that is
@@ -16,7 +18,8 @@ this cycle for the life of the server:
 3. **owner**: renew the lease every ``lease / 3``; on a failed renewal, an expired lease,
    or a fenced/failed append, stop: evict the purgatory from the registry (its waiting
    calls end UNAVAILABLE naming the new owner when known), release the key if it is still
-   ours, and go back to 1.
+   ours, and go back to 1. When placement prefers another live member (it joined), hand
+   over the same way, after the last append's ack, naming that member; it acquires at once.
 
 Requests for a replicated purgatory this server does not serve are answered by
 :meth:`route` with :class:`~.errors.NotOwner` (UNAVAILABLE + ``purgatory-owner``).
@@ -36,7 +39,11 @@ import nats
 import nats.errors
 from nats.js.errors import APIError, KeyNotFoundError, KeyWrongLastSequenceError
 
-from purgatory_server._cluster.jetstream_setup import SETUP_TIMEOUT_S, ensure_layout
+from purgatory_server._cluster.jetstream_setup import (
+    SETUP_TIMEOUT_S,
+    ensure_layout,
+    ensure_members,
+)
 from purgatory_server._cluster.layout import (
     EPOCH_HEADER,
     EXPECTED_SUBJECT_SEQ,
@@ -46,8 +53,10 @@ from purgatory_server._cluster.layout import (
     token,
 )
 from purgatory_server._cluster.log import WRONG_LAST_SEQUENCE, ReplicatedLog
+from purgatory_server._cluster.membership import Membership, join
 from purgatory_server._cluster.not_owner import NotOwner
 from purgatory_server._cluster.owner_lease import LeaseValue, OwnerLease
+from purgatory_server._cluster.placement import Member, Placement
 from purgatory_server._cluster.shadow import Shadow, last_subject_sequence
 from purgatory_server._cluster.store import ReplicatedStore
 from purgatory_server._engine.time import SYSTEM_TIME, Time
@@ -98,6 +107,9 @@ class ClusterNode:
         self._js: Any = None
         self._owners_kv: Any = None
         self._meta_kv: Any = None
+        self._membership: Membership | None = None
+        self._placement: Placement | None = None
+        self._handover: dict[str, Member] = {}  # owned purgatory -> the member it goes to
         self.address = ""
         self.server_id = ""
 
@@ -153,6 +165,10 @@ class ClusterNode:
             self._owners_kv, self._meta_kv, self._lease_s = await ensure_layout(
                 self._js, cluster, self._lease_s
             )
+            members_kv = await ensure_members(self._js, cluster, self._lease_s)
+            self._membership, self._placement = await join(
+                members_kv, self.server_id, self.address, self._settings, self._lease_s
+            )
         for name in self._settings:
             await self._learn_owner(name)  # route from the first request on
             self._lost[name] = asyncio.Event()
@@ -176,6 +192,8 @@ class ClusterNode:
         self.begin_stop()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
+        if self._membership is not None:  # first, so the others re-rank without us
+            await self._membership.stop()
         for lease in list(self._leases.values()):
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(lease.release(), 2.0)
@@ -231,16 +249,25 @@ class ClusterNode:
         except KeyNotFoundError:
             value = None
         if value is None:
-            self._routes.pop(name, None)  # expired: do not send clients to a dead owner
+            if self._routes.get(name, _Route("", 1)).epoch != 0:  # keep a hand-over's hint
+                self._routes.pop(name, None)  # expired: do not send clients to a dead owner
         else:
             self._routes[name] = _Route(value.address, int(entry.revision or 0))
         return value
 
     async def _stand_by(self, name: str, lease: OwnerLease) -> None:
         poll = min(0.5, max(0.02, self._lease_s / 10))
+        placement = self._placement
+        assert placement is not None
+        absent_since: float | None = None
+        last = ""  # the server id that held the key when last seen
         while True:
-            if await self._learn_owner(name) is None and await lease.try_acquire():
-                return
+            if (holder := await self._learn_owner(name)) is None:
+                absent_since = placement.clock() if absent_since is None else absent_since
+                if placement.may_acquire(name, absent_since, last) and await lease.try_acquire():
+                    return
+            else:
+                absent_since, last = None, holder.server_id
             await asyncio.sleep(poll)
 
     async def _take_over(  # noqa: PLR0917 - one call site, names kept apart
@@ -332,6 +359,9 @@ class ClusterNode:
     async def _hold(self, name: str, lease: OwnerLease, log: ReplicatedLog) -> None:
         lost = self._lost[name]
         interval = self._lease_s / 3
+        placement = self._placement
+        assert placement is not None
+        owned_since = placement.clock()
         while log.lost is None:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(interval):
@@ -348,15 +378,23 @@ class ClusterNode:
                 log.fence("another server acquired the lease")
             elif not lease.valid():
                 log.fence("the lease expired before it could be renewed")
+            elif (target := placement.hand_over_to(name, owned_since)) is not None:
+                self._handover[name] = target
+                log.fence(f"handing over to {target.server_id} ({target.address}), placement")
 
     async def _evict(self, name: str, lease: OwnerLease, log: ReplicatedLog) -> None:
         if self._stopping:
             return  # server shutdown: the registry closes the store, stop() releases
         log.fence("stopping")
+        target = self._handover.pop(name, None)
+        if target is not None:  # a hand-over: its last append is acknowledged first
+            await log.drain(self._lease_s)
         self._logs.pop(name, None)
         self._leases.pop(name, None)
         if self._routes.get(name, _Route("", 0)).address == self.address:
             del self._routes[name]
+        if target is not None:  # until its lease key names it (epoch unknown yet)
+            self._routes[name] = _Route(target.address, 0)
         registry = self._registry
         assert registry is not None
         await registry.evict(name, NotOwner(name, self.owner(name)))

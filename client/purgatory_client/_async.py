@@ -122,12 +122,13 @@ class AsyncPurgatoryClient(AsyncGroupMethods):
         purgatory = purgatory_of(request)
         hop = 0
         while True:
+            sent_to = self._router.routes.get(purgatory, "")
             try:
                 return await self._router.method(purgatory, method)(
                     request, timeout=timeout, metadata=with_trace(self._metadata)
                 )
             except grpc.RpcError as exc:
-                if not self._router.reroute(purgatory, method, exc, hop):
+                if not self._router.reroute(purgatory, method, exc, hop, sent_to):
                     raise from_rpc_error(exc) from None
                 hop += 1
 
@@ -464,6 +465,7 @@ class AsyncPurgatoryClient(AsyncGroupMethods):
                 incarnation=cursor.incarnation,
                 heartbeat_interval_ms=heartbeat_interval_ms,
             )
+            sent_to = self._router.routes.get(name, "")
             method = self._router.method(name, self._stub.Subscribe)
             call = method(req, metadata=with_trace(self._metadata))
             try:
@@ -482,7 +484,7 @@ class AsyncPurgatoryClient(AsyncGroupMethods):
                 assert dead_after is not None  # only wait_for with a deadline times out
                 delay = cursor.retry_delay(_base.dead_stream(dead_after))
             except grpc.RpcError as exc:
-                if self._router.reroute(name, self._stub.Subscribe, exc, hops):
+                if self._router.reroute(name, self._stub.Subscribe, exc, hops, sent_to):
                     hops += 1  # refused, or the routed owner went away: re-send at once
                     delay = 0.0
                 else:

@@ -95,14 +95,25 @@ class Router:
             self._owners[address] = owner
         return getattr(owner[1], attr)
 
-    def reroute(self, purgatory: str, method: Any, error: grpc.RpcError, hop: int) -> bool:
-        """After ``error``: True if the call should be sent again (to the new route)."""
+    def reroute(
+        self,
+        purgatory: str,
+        method: Any,
+        error: grpc.RpcError,
+        hop: int,
+        sent_to: str | None = None,
+    ) -> bool:
+        """After ``error``: True if the call should be sent again (to the new route).
+
+        ``sent_to``: the route the call went to ("" for the client's own target; None:
+        the current route), so a hint naming another server is followed even when a
+        concurrent call has cached it meanwhile."""
         if not purgatory or hop >= MAX_HOPS or id(method) not in self._attrs:
             return False
         owner = owner_hint(error)
         current = self.routes.get(purgatory)
         if owner:
-            if owner == current:
+            if owner == (current if sent_to is None else sent_to):
                 return False
             self.routes[purgatory] = owner
             self._direct.discard(purgatory)

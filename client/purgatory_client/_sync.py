@@ -139,12 +139,13 @@ class PurgatoryClient(GroupMethods):
         purgatory = purgatory_of(request)
         hop = 0
         while True:
+            sent_to = self._router.routes.get(purgatory, "")
             try:
                 return self._router.method(purgatory, method)(
                     request, timeout=timeout, metadata=with_trace(self._metadata)
                 )
             except grpc.RpcError as exc:
-                if not self._router.reroute(purgatory, method, exc, hop):
+                if not self._router.reroute(purgatory, method, exc, hop, sent_to):
                     raise from_rpc_error(exc) from None
                 hop += 1
 
@@ -496,6 +497,7 @@ class PurgatoryClient(GroupMethods):
                 incarnation=cursor.incarnation,
                 heartbeat_interval_ms=heartbeat_interval_ms,
             )
+            sent_to = self._router.routes.get(name, "")
             method = self._router.method(name, self._stub.Subscribe)
             call = method(req, metadata=with_trace(self._metadata))
             watchdog = (
@@ -516,7 +518,7 @@ class PurgatoryClient(GroupMethods):
             except grpc.RpcError as exc:
                 if watchdog is not None and watchdog.fired and dead_after is not None:
                     delay = cursor.retry_delay(_base.dead_stream(dead_after))
-                elif self._router.reroute(name, self._stub.Subscribe, exc, hops):
+                elif self._router.reroute(name, self._stub.Subscribe, exc, hops, sent_to):
                     hops += 1  # refused, or the routed owner went away: re-send at once
                     delay = 0.0
                 else:

@@ -20,7 +20,8 @@ import nats
 import pytest
 from nats.js.errors import NotFoundError
 from purgatory_client import AsyncPurgatoryClient
-from purgatory_client.errors import FailedPreconditionError, NotFoundError as PNotFound
+from purgatory_client.errors import FailedPreconditionError
+from purgatory_client.errors import NotFoundError as PNotFound
 from purgatory_proto.v1 import purgatory_pb2 as pb
 from purgatory_server._cluster.layout import META_BUCKET, journal_stream, journal_subject
 from purgatory_server._cluster.natsd import LocalNatsCluster

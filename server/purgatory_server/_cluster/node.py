@@ -164,8 +164,8 @@ class ClusterNode:
                 self._js, cluster, self._lease_s
             )
         self._tombstones = Tombstones(self._js, self._meta_kv, cluster.journal_streams)
+        await self._tombstones.load(self._settings, SETUP_TIMEOUT_S)  # deleted stays deleted
         for name in self._settings:
-            await self._tombstones.check(name)  # a deleted name stays deleted on restart
             await self._learn_owner(name)  # route from the first request on
             self._lost[name] = asyncio.Event()
             self._tasks.append(self._loop.create_task(self._cycle(name)))
@@ -254,7 +254,7 @@ class ClusterNode:
     async def _stand_by(self, name: str, lease: OwnerLease) -> None:
         poll = min(0.5, max(0.02, self._lease_s / 10))
         while True:
-            await self._tomb().ensure_alive(name)  # Buried: stop standing by
+            await self._tomb().ensure_alive(name, leader=False)  # Buried: stop standing by
             if await self._learn_owner(name) is None and await lease.try_acquire():
                 return
             await asyncio.sleep(poll)

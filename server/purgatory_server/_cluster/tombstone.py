@@ -35,10 +35,12 @@ import json
 import logging
 import sys
 import time
+from collections.abc import Iterable
 from typing import Any
 
 import nats
-from nats.js.errors import NotFoundError
+import nats.errors
+from nats.js.errors import KeyNotFoundError, NotFoundError, ServiceUnavailableError
 
 from purgatory_server._cluster.layout import META_BUCKET, journal_stream, journal_subject, token
 from purgatory_server._service.errors import Code, FailedPrecondition, NotFound, ServiceError
@@ -102,13 +104,18 @@ class Tombstones:
         self._streams = streams
         self.deleted: set[str] = set()  # names known buried: route() answers NOT_FOUND
 
-    async def check(self, name: str) -> bool:
-        """Read the tombstone from the KV stream's leader; remember and return it."""
-        subject = f"$KV.{META_BUCKET}.{tombstone_key(name)}"
+    async def check(self, name: str, *, leader: bool = True) -> bool:
+        """Read the tombstone; remember and return it. ``leader``: from the KV stream's
+        leader (authoritative), else from any replica (cheap, for the lease polls)."""
         try:
-            msg = await self._js.get_last_msg(_KV_STREAM, subject)
-            buried = not (msg.headers or {}).get(_KV_OPERATION)
-        except NotFoundError:
+            if leader:
+                subject = f"$KV.{META_BUCKET}.{tombstone_key(name)}"
+                msg = await self._js.get_last_msg(_KV_STREAM, subject)
+                buried = not (msg.headers or {}).get(_KV_OPERATION)
+            else:
+                await self._meta_kv.get(tombstone_key(name))  # a delete marker raises too
+                buried = True
+        except (NotFoundError, KeyNotFoundError):
             buried = False
         if buried:
             self.deleted.add(name)
@@ -116,9 +123,28 @@ class Tombstones:
             self.deleted.discard(name)
         return buried
 
-    async def ensure_alive(self, name: str) -> None:
+    async def load(self, names: Iterable[str], timeout_s: float) -> None:
+        """At start-up, before serving: read every tombstone, retried while JetStream is
+        not ready (a new bucket's stream may still be electing its leader)."""
+        deadline = time.monotonic() + timeout_s
+        for name in names:
+            while True:
+                try:
+                    await self.check(name)
+                    break
+                except (
+                    nats.errors.TimeoutError,
+                    nats.errors.NoRespondersError,
+                    ServiceUnavailableError,
+                ) as exc:
+                    if time.monotonic() > deadline:
+                        raise
+                    logger.info("cluster: JetStream not ready (%s); retrying", type(exc).__name__)
+                    await asyncio.sleep(0.2)
+
+    async def ensure_alive(self, name: str, *, leader: bool = True) -> None:
         """Raise :class:`Buried` if ``name`` is deleted."""
-        if await self.check(name):
+        if await self.check(name, leader=leader):
             raise Buried(name)
 
     async def wait_alive(self, name: str, poll_s: float) -> None:

@@ -5,7 +5,8 @@ Servers A (owner of ``streamed``) and B (standby); the streaming clients know on
 - an async subscriber at B (from sequence 0) gets the owner's events: B refuses the
   stream with UNAVAILABLE + ``purgatory-owner``, the client re-opens it at A;
 - a sync and an async Session opened at B register, signal and get outcomes, and so does
-  ``watch_many`` of a fresh client (the client finds the owner before opening the stream);
+  ``watch_many`` of a fresh client (the client finds the owner before opening the stream),
+  and of a client that skips that probe (B's refusal of the session names the owner);
 - A is killed (-9): the subscriber's stream breaks, it resumes at B once B has taken
   over, from its last sequence: the events it sees are 1..N with no gap and no repeat;
 - A comes back as A2 (standby); a sync subscriber at A2 (routed to B) rides B's graceful
@@ -105,14 +106,21 @@ async def test_streams_follow_the_owner_across_kill_and_hand_over(
             ops = [OperationSpec(("w",), 300, operation_id="wm-1")]
             assert [e.operation_id async for e in fresh.watch_many(ops)] == ["wm-1"]
             assert fresh._router.routes == {NAME: a.address}
-        await _until(events, 6)
+        # Without the probe (the client believes B serves it): B refuses the session's
+        # frame, ending the stream UNAVAILABLE + owner; watch_many re-opens it at A.
+        with PurgatoryClient(b.address, purgatory=NAME, timeout=10) as blind:
+            blind._router.probed(NAME)
+            ops = [OperationSpec(("w",), 300, operation_id="wm-2")]
+            done = await asyncio.to_thread(lambda: [e.operation_id for e in blind.watch_many(ops)])
+            assert done == ["wm-2"] and blind._router.routes == {NAME: a.address}
+        await _until(events, 7)
 
         # kill -9 of the owner: B takes over, the subscriber resumes there.
         a.kill()
         await wait_owner([b], NAME, 30)
-        await _complete(writer, 6, 3)
-        await _until(events, 9)
-        _gap_free(events, 9)
+        await _complete(writer, 7, 3)
+        await _until(events, 10)
+        _gap_free(events, 10)
 
         # Graceful hand-over B -> A2, with a sync subscriber routed from A2 to B.
         a2 = ReplicatedServer(tmp_path, "a2", nats_cluster.urls, NAME)
@@ -129,16 +137,16 @@ async def test_streams_follow_the_owner_across_kill_and_hand_over(
 
         thread = threading.Thread(target=sync_subscribe, daemon=True)
         thread.start()
-        await _until(seen, 9)
+        await _until(seen, 10)
         b.stop()
         await wait_owner([a2], NAME, 30)
         async with AsyncPurgatoryClient(a2.address, purgatory=NAME, timeout=10) as writer2:
-            await _complete(writer2, 9, 3)
-        await _until(seen, 12)
+            await _complete(writer2, 10, 3)
+        await _until(seen, 13)
         sub.close()
         thread.join(10)
-        _gap_free(seen, 12)
-        assert [e.operation_id for e in seen[:9]] == [e.operation_id for e in events]
+        _gap_free(seen, 13)
+        assert [e.operation_id for e in seen[:10]] == [e.operation_id for e in events]
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)

@@ -18,8 +18,10 @@ this cycle for the life of the server:
    calls end UNAVAILABLE naming the new owner when known), release the key if it is still
    ours, and go back to 1.
 
-Requests for a replicated purgatory this server does not serve are answered by
-:meth:`route` with :class:`~.errors.NotOwner` (UNAVAILABLE + ``purgatory-owner``).
+A purgatory deleted by DeletePurgatory is neither stood by nor owned while its tombstone
+stands (:mod:`.tombstone`). Requests for a replicated purgatory this server does not serve
+are answered by :meth:`route` with :class:`~.errors.NotOwner` (UNAVAILABLE +
+``purgatory-owner``).
 
 Thread-safety: loop-confined (the server's event loop); NATS callbacks run there too.
 """

@@ -15,8 +15,8 @@ and requests for it answer NOT_FOUND on every server (:class:`PurgatoryDeleted`)
 CreatePurgatory of it answers FAILED_PRECONDITION. A server restarted with the name still
 in ``[cluster] replicated`` reads the tombstone before serving, so it stays deleted. Using
 the name again takes an operator's act: ``python -m purgatory_server._cluster.tombstone
---nats URL revive NAME`` removes the tombstone; the servers' cycles then build a fresh,
-empty purgatory with a new incarnation.
+--nats URL revive NAME`` purges whatever history is left and removes the tombstone; the
+servers' cycles then build a fresh, empty purgatory with a new incarnation.
 
 Race with a standby's takeover: the owner releases its lease only after the tombstone is
 acknowledged, and a standby checks the tombstone again *after* it acquired the lease,
@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import logging
 import sys
@@ -160,11 +159,17 @@ class Tombstones:
         """Write the tombstone, then purge the history and the incarnation."""
         value = {"incarnation": incarnation, "deleted_at_ms": int(time.time() * 1000)}
         await self._meta_kv.put(tombstone_key(name), json.dumps(value).encode())
-        self.deleted.add(name)
+        self.deleted.add(name)  # recorded: from here on the deletion stands
         stream = journal_stream(name, self._streams)
-        await self._js.purge_stream(stream, subject=journal_subject(name, self._streams))
-        with contextlib.suppress(NotFoundError):
+        try:
+            await self._js.purge_stream(stream, subject=journal_subject(name, self._streams))
             await self._meta_kv.delete(token(name))  # a revive starts a new incarnation
+        except (nats.errors.Error, OSError, TimeoutError) as exc:
+            # Still deleted (the tombstone stands); a revive purges again before it lifts it.
+            logger.error(
+                "cluster: purgatory %s deleted, but its history is not purged: %s", name, exc
+            )
+            return
         logger.warning("cluster: purgatory %s deleted cluster-wide (tombstone written)", name)
 
 
@@ -178,6 +183,12 @@ async def revive(urls: list[str], name: str) -> bool:
             await kv.get(tombstone_key(name))
         except NotFoundError:
             return False
+        # Whatever a failed purge left behind goes first: the revived purgatory is fresh.
+        for info in await js.streams_info():
+            stream = info.config.name or ""
+            if stream.startswith("PURGATORY_J"):
+                await js.purge_stream(stream, subject=f"purgatory.j.*.{token(name)}")
+        await kv.delete(token(name))
         await kv.purge(tombstone_key(name))
         return True
     finally:

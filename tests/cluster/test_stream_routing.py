@@ -7,6 +7,7 @@ Servers A (owner of ``streamed``) and B (standby); the streaming clients know on
 - a sync and an async Session opened at B register, signal and get outcomes, and so does
   ``watch_many`` of a fresh client (the client finds the owner before opening the stream),
   and of a client that skips that probe (B's refusal of the session names the owner);
+  a worker-group member joining at B joins at A;
 - A is killed (-9): the subscriber's stream breaks, it resumes at B once B has taken
   over, from its last sequence: the events it sees are 1..N with no gap and no repeat;
 - A comes back as A2 (standby); a sync subscriber at A2 (routed to B) rides B's graceful
@@ -106,6 +107,16 @@ async def test_streams_follow_the_owner_across_kill_and_hand_over(
             ops = [OperationSpec(("w",), 300, operation_id="wm-1")]
             assert [e.operation_id async for e in fresh.watch_many(ops)] == ["wm-1"]
             assert fresh._router.routes == {NAME: a.address}
+        # A worker-group member joining at B joins at A, and acks there.
+        async with AsyncPurgatoryClient(b.address, purgatory=NAME, timeout=10) as member:
+            stream = await member.join_group("g")
+            assert member._router.routes == {NAME: a.address}
+            await _complete(writer, 100, 1)
+            delivery = await asyncio.wait_for(anext(stream), 10)
+            assert delivery.operation_id == "op100"
+            await delivery.ack()
+            await stream.aclose()
+        await _until(events, 7)
         # Without the probe (the client believes B serves it): B refuses the session's
         # frame, ending the stream UNAVAILABLE + owner; watch_many re-opens it at A.
         with PurgatoryClient(b.address, purgatory=NAME, timeout=10) as blind:
@@ -113,14 +124,14 @@ async def test_streams_follow_the_owner_across_kill_and_hand_over(
             ops = [OperationSpec(("w",), 300, operation_id="wm-2")]
             done = await asyncio.to_thread(lambda: [e.operation_id for e in blind.watch_many(ops)])
             assert done == ["wm-2"] and blind._router.routes == {NAME: a.address}
-        await _until(events, 7)
+        await _until(events, 8)
 
         # kill -9 of the owner: B takes over, the subscriber resumes there.
         a.kill()
         await wait_owner([b], NAME, 30)
         await _complete(writer, 7, 3)
-        await _until(events, 10)
-        _gap_free(events, 10)
+        await _until(events, 11)
+        _gap_free(events, 11)
 
         # Graceful hand-over B -> A2, with a sync subscriber routed from A2 to B.
         a2 = ReplicatedServer(tmp_path, "a2", nats_cluster.urls, NAME)
@@ -137,16 +148,16 @@ async def test_streams_follow_the_owner_across_kill_and_hand_over(
 
         thread = threading.Thread(target=sync_subscribe, daemon=True)
         thread.start()
-        await _until(seen, 10)
+        await _until(seen, 11)
         b.stop()
         await wait_owner([a2], NAME, 30)
         async with AsyncPurgatoryClient(a2.address, purgatory=NAME, timeout=10) as writer2:
             await _complete(writer2, 10, 3)
-        await _until(seen, 13)
+        await _until(seen, 14)
         sub.close()
         thread.join(10)
-        _gap_free(seen, 13)
-        assert [e.operation_id for e in seen[:10]] == [e.operation_id for e in events]
+        _gap_free(seen, 14)
+        assert [e.operation_id for e in seen[:11]] == [e.operation_id for e in events]
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)

@@ -24,9 +24,11 @@ on a purgatory whose route is not known the client *probes* it with one GetPurga
 (routed like any unary call; :meth:`Router.needs_probe`); a session that still ends
 UNAVAILABLE teaches the route (:meth:`Router.learn`) to whoever re-opens it (the
 dispatcher, ``watch_many``). Worker-group member streams join at the route and follow
-a refusal naming the owner (``_groups_sync``/``_groups_async``). Thread-safety: the sync client may call from several
-threads; dict and set operations are atomic under the GIL and a race only creates a
-second channel to the same owner, which is closed with the others.
+a refusal naming the owner (``_groups_sync``/``_groups_async``).
+
+Thread-safety: the sync client may call from several threads; dict and set operations
+are atomic under the GIL and a race only creates a second channel to the same owner,
+which is closed with the others.
 """
 
 from __future__ import annotations

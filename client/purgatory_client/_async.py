@@ -122,12 +122,13 @@ class AsyncPurgatoryClient(AsyncGroupMethods):
         purgatory = purgatory_of(request)
         hop = 0
         while True:
+            sent_to = self._router.routes.get(purgatory, "")
             try:
                 return await self._router.method(purgatory, method)(
                     request, timeout=timeout, metadata=with_trace(self._metadata)
                 )
             except grpc.RpcError as exc:
-                if not self._router.reroute(purgatory, method, exc, hop):
+                if not self._router.reroute(purgatory, method, exc, hop, sent_to):
                     raise from_rpc_error(exc) from None
                 hop += 1
 
@@ -453,6 +454,7 @@ class AsyncPurgatoryClient(AsyncGroupMethods):
         states, keys = tuple(states), tuple(keys)
         dead_after = _base.heartbeat_deadline(heartbeat_interval_ms, dead_after_s)
         cursor = ResumeCursor(after_sequence, resume or self._resume, incarnation)
+        hops = 0  # re-sends to a named owner since the last event (_routing)
         while True:
             req = _base.subscribe_request(
                 name,
@@ -463,7 +465,9 @@ class AsyncPurgatoryClient(AsyncGroupMethods):
                 incarnation=cursor.incarnation,
                 heartbeat_interval_ms=heartbeat_interval_ms,
             )
-            call = self._stub.Subscribe(req, metadata=with_trace(self._metadata))
+            sent_to = self._router.routes.get(name, "")
+            method = self._router.method(name, self._stub.Subscribe)
+            call = method(req, metadata=with_trace(self._metadata))
             try:
                 cursor.started(tuple((await call.initial_metadata()) or ()))
                 messages = call.__aiter__()
@@ -474,12 +478,17 @@ class AsyncPurgatoryClient(AsyncGroupMethods):
                         return
                     event = _base.event_from_proto(msg)
                     cursor.advance(event.caught_up_sequence if event.heartbeat else event.sequence)
+                    hops = 0
                     yield event
             except TimeoutError:
                 assert dead_after is not None  # only wait_for with a deadline times out
                 delay = cursor.retry_delay(_base.dead_stream(dead_after))
             except grpc.RpcError as exc:
-                delay = cursor.retry_delay(from_rpc_error(exc))
+                if self._router.reroute(name, self._stub.Subscribe, exc, hops, sent_to):
+                    hops += 1  # refused, or the routed owner went away: re-send at once
+                    delay = 0.0
+                else:
+                    delay = cursor.retry_delay(from_rpc_error(exc))
             finally:
                 call.cancel()
             await asyncio.sleep(delay)
@@ -501,14 +510,30 @@ class AsyncPurgatoryClient(AsyncGroupMethods):
         stream was idle that long (``session.liveness`` counts them); ``dead_after_s``
         (needs heartbeats): a stream silent that long is treated as dead and ends with
         :class:`UnavailableError`, failing its unanswered acknowledgements."""
-        return AsyncSession(
-            self._stub.Session(metadata=self._metadata),
-            self._name(purgatory),
+        name = self._name(purgatory)
+        session = AsyncSession(
+            None,
+            name,
+            connect=lambda: self._session_call(name),
             on_outcome=on_outcome,
             outcome_buffer=outcome_buffer,
             heartbeat_interval_ms=heartbeat_interval_ms,
             dead_after_s=dead_after_s,
         )
+        session.add_end_callback(lambda: self._router.learn(name, session.error))
+        return session
+
+    async def _session_call(self, name: str) -> Any:
+        """The Session call, opened where ``name`` lives (a probe first if unknown)."""
+        if self._router.needs_probe(name):
+            try:
+                await self._call(
+                    self._stub.GetPurgatory, pb.GetPurgatoryRequest(name=name), self.timeout
+                )
+                self._router.probed(name)
+            except PurgatoryError:
+                pass  # the session's frames get the error themselves
+        return self._router.method(name, self._stub.Session)(metadata=self._metadata)
 
     async def watch_many(
         self,

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from types import TracebackType
 from typing import Any
 
@@ -55,6 +55,7 @@ class AsyncSession:
         outcome_buffer: int = 10_000,
         heartbeat_interval_ms: int = 0,
         dead_after_s: float | None = None,
+        connect: Callable[[], Awaitable[Any]] | None = None,
     ) -> None:
         # Heartbeats: the server sends one whenever the stream was idle for
         # ``heartbeat_interval_ms``; ``liveness.heartbeats`` counts them and
@@ -62,7 +63,10 @@ class AsyncSession:
         # ``dead_after_s``, a stream silent that long (no message, no heartbeat) is
         # cancelled and ends with UnavailableError ("... treated as dead").
         self.liveness = SessionLiveness(heartbeat_interval_ms, dead_after_s)
-        self._call = call
+        # Without ``call``, the reader opens it with ``connect()`` (the client finds the
+        # purgatory's owner first, _routing); submitters wait for ``_opened``.
+        self._connect = connect
+        self._call: Any = call
         self.purgatory = purgatory
         self._ids = itertools.count(1)
         self._acks: dict[int, asyncio.Future[SessionAck]] = {}
@@ -75,7 +79,7 @@ class AsyncSession:
         # Set once the liveness-only frame (if any) is written: frames and done_writing
         # wait for it, so it is the stream's first message.
         self._opened = asyncio.Event()
-        if self.liveness.heartbeat_interval_ms == 0:
+        if self.liveness.heartbeat_interval_ms == 0 and self._call is not None:
             self._opened.set()
         self._reader = asyncio.ensure_future(self._read())
 
@@ -122,6 +126,8 @@ class AsyncSession:
         self._acks[request_id] = future
         try:
             await self._opened.wait()
+            if self._call is None:  # ended before it was opened
+                raise asyncio.InvalidStateError("session stream ended")
             async with self._write_lock:
                 await self._call.write(frame)
         except (grpc.RpcError, asyncio.InvalidStateError) as exc:
@@ -148,6 +154,8 @@ class AsyncSession:
         """No more frames: the server ends the stream once every outcome is sent."""
         with contextlib.suppress(grpc.RpcError, asyncio.InvalidStateError):
             await self._opened.wait()
+            if self._call is None:
+                return
             async with self._write_lock:
                 await self._call.done_writing()
 
@@ -164,7 +172,10 @@ class AsyncSession:
 
     async def close(self) -> None:
         """Cancel the stream (pending acknowledgements fail) and stop the reader."""
-        self._call.cancel()
+        if self._call is not None:
+            self._call.cancel()
+        else:
+            self._reader.cancel()  # still finding the owner
         with contextlib.suppress(BaseException):
             await self._reader
 
@@ -179,12 +190,15 @@ class AsyncSession:
         liveness = self.liveness
         dead_after = liveness.dead_after_s
         try:
+            if self._call is None and self._connect is not None:
+                self._call = await self._connect()
             opening = liveness.opening_frame()
             if opening is not None:
                 try:
                     await self._call.write(opening)
                 finally:
                     self._opened.set()  # submitters waited for it: it goes first
+            self._opened.set()
             messages = self._call.__aiter__()
             while True:
                 try:
@@ -218,7 +232,11 @@ class AsyncSession:
         except (grpc.RpcError, asyncio.InvalidStateError) as exc:
             if isinstance(exc, asyncio.InvalidStateError):
                 pass  # the call was cancelled while the opening frame was written
-            elif exc.code() != grpc.StatusCode.CANCELLED or not self._call.cancelled():
+            elif (
+                exc.code() != grpc.StatusCode.CANCELLED
+                or self._call is None
+                or not self._call.cancelled()
+            ):
                 error = from_rpc_error(exc)
         except asyncio.CancelledError:
             pass

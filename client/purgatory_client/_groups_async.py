@@ -10,6 +10,7 @@ import grpc
 
 from purgatory_client import _groups_base as gb
 from purgatory_client._base import ResumePolicy
+from purgatory_client._routing import MAX_HOPS, METADATA_OWNER, Router
 from purgatory_client._session_base import Backoff
 from purgatory_client.errors import UnavailableError, from_rpc_error
 from purgatory_client.tracing import with_trace
@@ -22,6 +23,7 @@ class AsyncGroupMethods:
 
     _stub: Any
     _metadata: Any
+    _router: Router  # replicated purgatories: members join at the owner (_routing)
     _resume: ResumePolicy
     timeout: float | None
     _call: Callable[..., Any]
@@ -127,13 +129,20 @@ class AsyncGroupStream:
 
     async def _open(self) -> None:
         client = self._client
-        call = client._stub.Subscribe(self._request, metadata=with_trace(client._metadata))
-        self._call = call
-        try:
-            if not await call.initial_metadata():
-                await call.read()  # ended before joining: raises its error
-        except grpc.RpcError as exc:
-            raise from_rpc_error(exc) from None
+        name = self._request.purgatory
+        for hop in range(MAX_HOPS + 1):  # a refusal naming the owner: join there (_routing)
+            method = client._router.method(name, client._stub.Subscribe)
+            call = method(self._request, metadata=with_trace(client._metadata))
+            self._call = call
+            try:
+                if not await call.initial_metadata():
+                    await call.read()  # ended before joining: raises its error
+                return
+            except grpc.RpcError as exc:
+                error = from_rpc_error(exc)
+            client._router.learn(name, error)
+            if hop == MAX_HOPS or not error.metadata.get(METADATA_OWNER):
+                raise error from None
 
     def __aiter__(self) -> AsyncGroupStream:
         return self
@@ -151,6 +160,8 @@ class AsyncGroupStream:
                 error = from_rpc_error(exc)
                 if self._closed or not isinstance(error, UnavailableError):
                     raise error from None
+                client = self._client
+                client._router.learn(self._request.purgatory, error)  # a new owner, if named
                 await asyncio.sleep(self._backoff.delay(error))
             try:
                 await self._open()

@@ -16,9 +16,19 @@ those with ids when exactly-once matters.)
 
 No I/O: channels to owners are created lazily by the factory the client passes in (same
 credentials and options as its own); the client closes them with :meth:`Router.channels`.
-Streams (``subscribe``, sessions) are not routed. Thread-safety: the sync client may call
-from several threads; dict operations are atomic under the GIL and a race only creates a
-second channel to the same owner, which is closed with the others.
+Streams are routed too: ``subscribe`` opens its stream on the route and follows a
+refusal like a unary call (the resume position and incarnation carry over, so a stream
+cut by a takeover resumes at the new owner with no gap and no repeat). A session names its
+purgatory per frame, and a refusal ends the whole stream, so before a session is opened
+on a purgatory whose route is not known the client *probes* it with one GetPurgatory
+(routed like any unary call; :meth:`Router.needs_probe`); a session that still ends
+UNAVAILABLE teaches the route (:meth:`Router.learn`) to whoever re-opens it (the
+dispatcher, ``watch_many``). Worker-group member streams join at the route and follow
+a refusal naming the owner (``_groups_sync``/``_groups_async``).
+
+Thread-safety: the sync client may call from several threads; dict and set operations
+are atomic under the GIL and a race only creates a second channel to the same owner,
+which is closed with the others.
 """
 
 from __future__ import annotations
@@ -27,6 +37,8 @@ from collections.abc import Callable
 from typing import Any
 
 import grpc
+
+from purgatory_client.errors import PurgatoryError, UnavailableError
 
 __all__ = ["MAX_HOPS", "METADATA_OWNER", "Router", "owner_hint", "purgatory_of"]
 
@@ -70,6 +82,8 @@ class Router:
         self._make_stub = make_stub
         self._owners: dict[str, tuple[Any, Any]] = {}  # address -> (channel, stub)
         self.routes: dict[str, str] = {}  # purgatory -> owner address
+        # Purgatories the client's own target answered for (no probe before a session).
+        self._direct: set[str] = set()
 
     def method(self, purgatory: str, method: Any) -> Any:
         """``method`` of the stub this purgatory's calls go to now."""
@@ -84,21 +98,56 @@ class Router:
             self._owners[address] = owner
         return getattr(owner[1], attr)
 
-    def reroute(self, purgatory: str, method: Any, error: grpc.RpcError, hop: int) -> bool:
-        """After ``error``: True if the call should be sent again (to the new route)."""
+    def reroute(
+        self,
+        purgatory: str,
+        method: Any,
+        error: grpc.RpcError,
+        hop: int,
+        sent_to: str | None = None,
+    ) -> bool:
+        """After ``error``: True if the call should be sent again (to the new route).
+
+        ``sent_to``: the route the call went to ("" for the client's own target; None:
+        the current route), so a hint naming another server is followed even when a
+        concurrent call has cached it meanwhile."""
         if not purgatory or hop >= MAX_HOPS or id(method) not in self._attrs:
             return False
         owner = owner_hint(error)
         current = self.routes.get(purgatory)
         if owner:
-            if owner == current:
+            if owner == (current if sent_to is None else sent_to):
                 return False
             self.routes[purgatory] = owner
+            self._direct.discard(purgatory)
             return True
+        if error.code() == grpc.StatusCode.UNAVAILABLE:
+            self._direct.discard(purgatory)
         if current is not None and error.code() == grpc.StatusCode.UNAVAILABLE:
-            del self.routes[purgatory]  # back to the client's own target
+            self.routes.pop(purgatory, None)  # back to the client's own target
             return True
         return False
+
+    def needs_probe(self, purgatory: str) -> bool:
+        """True if a session on ``purgatory`` should first learn where it lives."""
+        return bool(purgatory) and purgatory not in self.routes and purgatory not in self._direct
+
+    def probed(self, purgatory: str) -> None:
+        """The probe succeeded: with no route learned, the own target serves it."""
+        if purgatory not in self.routes:
+            self._direct.add(purgatory)
+
+    def learn(self, purgatory: str, error: PurgatoryError | None) -> None:
+        """A stream on ``purgatory`` ended with ``error``: take the owner it names, or
+        forget the route after UNAVAILABLE (the next open probes again)."""
+        if not purgatory or not isinstance(error, UnavailableError):
+            return
+        owner = error.metadata.get(METADATA_OWNER, "")
+        self._direct.discard(purgatory)
+        if owner:
+            self.routes[purgatory] = owner
+        else:
+            self.routes.pop(purgatory, None)
 
     def channels(self) -> list[Any]:
         """The owners' channels (to close with the client)."""

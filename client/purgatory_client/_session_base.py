@@ -125,7 +125,8 @@ class Backoff:
             raise error
         delay = self._policy.delay_s(self._failures)
         self._failures += 1
-        return delay
+        # A refusal naming the owner (_routing): the re-opened stream goes there at once.
+        return 0.0 if error.metadata.get("purgatory-owner") else delay
 
 
 class WatchSet:

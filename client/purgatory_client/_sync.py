@@ -139,12 +139,13 @@ class PurgatoryClient(GroupMethods):
         purgatory = purgatory_of(request)
         hop = 0
         while True:
+            sent_to = self._router.routes.get(purgatory, "")
             try:
                 return self._router.method(purgatory, method)(
                     request, timeout=timeout, metadata=with_trace(self._metadata)
                 )
             except grpc.RpcError as exc:
-                if not self._router.reroute(purgatory, method, exc, hop):
+                if not self._router.reroute(purgatory, method, exc, hop, sent_to):
                     raise from_rpc_error(exc) from None
                 hop += 1
 
@@ -485,6 +486,7 @@ class PurgatoryClient(GroupMethods):
         states, keys = tuple(states), tuple(keys)
         dead_after = _base.heartbeat_deadline(heartbeat_interval_ms, dead_after_s)
         cursor = ResumeCursor(after_sequence, resume or self._resume, incarnation)
+        hops = 0  # re-sends to a named owner since the last event (_routing)
         while True:
             req = _base.subscribe_request(
                 name,
@@ -495,7 +497,9 @@ class PurgatoryClient(GroupMethods):
                 incarnation=cursor.incarnation,
                 heartbeat_interval_ms=heartbeat_interval_ms,
             )
-            call = self._stub.Subscribe(req, metadata=with_trace(self._metadata))
+            sent_to = self._router.routes.get(name, "")
+            method = self._router.method(name, self._stub.Subscribe)
+            call = method(req, metadata=with_trace(self._metadata))
             watchdog = (
                 None
                 if dead_after is None
@@ -508,11 +512,15 @@ class PurgatoryClient(GroupMethods):
                         watchdog.alive()
                     event = _base.event_from_proto(msg)
                     cursor.advance(event.caught_up_sequence if event.heartbeat else event.sequence)
+                    hops = 0
                     yield event
                 return
             except grpc.RpcError as exc:
                 if watchdog is not None and watchdog.fired and dead_after is not None:
                     delay = cursor.retry_delay(_base.dead_stream(dead_after))
+                elif self._router.reroute(name, self._stub.Subscribe, exc, hops, sent_to):
+                    hops += 1  # refused, or the routed owner went away: re-send at once
+                    delay = 0.0
                 else:
                     delay = cursor.retry_delay(from_rpc_error(exc))
             finally:
@@ -532,15 +540,26 @@ class PurgatoryClient(GroupMethods):
         dead_after_s: float | None = None,
     ) -> SyncSession:
         """Open a Session stream (see :meth:`AsyncPurgatoryClient.session`)."""
-        return SyncSession(
-            functools.partial(self._stub.Session, metadata=self._metadata),
-            self._name(purgatory),
+        name = self._name(purgatory)
+        if self._router.needs_probe(name):  # find the owner first (_routing)
+            try:
+                self._call(self._stub.GetPurgatory, pb.GetPurgatoryRequest(name=name), self.timeout)
+                self._router.probed(name)
+            except PurgatoryError:
+                pass  # the session's frames get the error themselves
+        session = SyncSession(
+            functools.partial(
+                self._router.method(name, self._stub.Session), metadata=self._metadata
+            ),
+            name,
             on_outcome=on_outcome,
             outcome_buffer=outcome_buffer,
             heartbeat_interval_ms=heartbeat_interval_ms,
             dead_after_s=dead_after_s,
             timeout=self.timeout,
         )
+        session.add_end_callback(lambda: self._router.learn(name, session.error))
+        return session
 
     def watch_many(
         self,

@@ -69,3 +69,31 @@ def test_route_is_learned_cached_and_dropped() -> None:
     assert not router.reroute("p", method, _Error(grpc.StatusCode.NOT_FOUND, "b:1"), 0)
     assert not router.reroute("p", method, _Error(grpc.StatusCode.UNAVAILABLE, "b:1"), MAX_HOPS)
     assert router.channels() == ["a:1"]
+
+
+def test_a_hint_is_followed_when_a_concurrent_call_cached_it_first() -> None:
+    router, own, _ = _router()
+    method = own.GetOperation
+    assert router.reroute("p", method, _Error(grpc.StatusCode.UNAVAILABLE, "a:1"), 0)
+    # A call sent to the own target before the route was cached is refused naming a:1:
+    # it must go there too (only a refusal BY a:1 naming a:1 stops).
+    assert router.reroute("p", method, _Error(grpc.StatusCode.UNAVAILABLE, "a:1"), 0, "")
+    assert not router.reroute("p", method, _Error(grpc.StatusCode.UNAVAILABLE, "a:1"), 0, "a:1")
+
+
+def test_sessions_probe_once_and_learn_from_their_end() -> None:
+    from purgatory_client.errors import NotFoundError, UnavailableError
+
+    router, _, _ = _router()
+    assert router.needs_probe("p") and not router.needs_probe("")
+    router.probed("p")  # the own target answered: no route, no more probes
+    assert not router.needs_probe("p")
+    # A session ended UNAVAILABLE naming the owner: routed from now on.
+    moved = UnavailableError(grpc.StatusCode.UNAVAILABLE, "moved", {"purgatory-owner": "b:1"})
+    router.learn("p", moved)
+    assert router.routes == {"p": "b:1"} and not router.needs_probe("p")
+    # Other errors teach nothing; UNAVAILABLE without an owner drops the route.
+    router.learn("p", NotFoundError(grpc.StatusCode.NOT_FOUND, "gone"))
+    assert router.routes == {"p": "b:1"}
+    router.learn("p", UnavailableError(grpc.StatusCode.UNAVAILABLE, "down"))
+    assert router.routes == {} and router.needs_probe("p")

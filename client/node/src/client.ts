@@ -163,6 +163,7 @@ export class PurgatoryClient {
     hop = 0,
   ): Promise<wire.WireMessage> {
     const purgatory = purgatoryOf(method, request);
+    const sentTo = this.router.routes.get(purgatory) ?? "";
     const stub = this.router.stubFor(purgatory) ?? this.stub;
     const fn = stub[method] as Unary;
     const options: CallOptions = deadlineMs === null ? {} : { deadline: Date.now() + deadlineMs };
@@ -170,7 +171,7 @@ export class PurgatoryClient {
       const onAbort = (): void => call.cancel();
       const call = fn.call(stub, request, this.metadata(), options, (err, response) => {
         signal?.removeEventListener("abort", onAbort);
-        if (err && this.router.reroute(purgatory, err, hop)) {
+        if (err && this.router.reroute(purgatory, err, hop, sentTo)) {
           this.call(method, request, deadlineMs, signal, hop + 1).then(resolve, reject);
         } else if (err) reject(fromGrpcError(err));
         else resolve(response);
@@ -317,11 +318,15 @@ export class PurgatoryClient {
       keys: [...(options.keys ?? [])],
       operationIdPrefix: options.operationIdPrefix ?? "",
     };
-    for (let failures = 0; ; ) {
-      const req: Record<string, unknown> = { purgatory: this.name(options), filter, incarnation };
+    const purgatory = this.name(options);
+    // hops: re-sends to a named owner since the last event (routing.ts).
+    for (let failures = 0, hops = 0; ; ) {
+      const req: Record<string, unknown> = { purgatory, filter, incarnation };
       if (position !== undefined) req.afterSequence = position;
-      const call = (this.stub.Subscribe as (r: unknown, m: Metadata) => ClientReadableStream<unknown>)
-        .call(this.stub, req, this.metadata());
+      const sentTo = this.router.routes.get(purgatory) ?? "";
+      const stub = this.router.stubFor(purgatory) ?? this.stub;
+      const call = (stub.Subscribe as (r: unknown, m: Metadata) => ClientReadableStream<unknown>)
+        .call(stub, req, this.metadata());
       call.on("error", () => undefined); // errors reach the loop below; never unhandled
       call.on("metadata", (md: Metadata) => {
         // Where this stream starts, and which incarnation its sequences belong to: both
@@ -337,10 +342,15 @@ export class PurgatoryClient {
           const event = wire.eventFromWire(msg, incarnation);
           position = event.sequence;
           failures = 0;
+          hops = 0;
           yield event;
         }
         return;
       } catch (err) {
+        if (this.router.reroute(purgatory, err, hops, sentTo)) {
+          hops++; // refused, or the routed owner went away: re-open at once
+          continue;
+        }
         // A changed incarnation comes back as FAILED_PRECONDITION: StreamResetError.
         const error = fromGrpcError(err);
         const resumable = error instanceof SlowSubscriberError || error instanceof UnavailableError;

@@ -7,7 +7,9 @@
  * remembers the route per purgatory, and sends that purgatory's later unary calls
  * straight to the owner. A routed call that fails UNAVAILABLE without a new owner drops
  * the route and goes back to the client's own target. At most MAX_HOPS re-sends per call.
- * Streams (`subscribe`) are not routed.
+ * `subscribe` is routed the same way: its stream is opened on the route and a refusal is
+ * followed at once; the resume position and incarnation carry over, so a stream cut by a
+ * takeover resumes at the new owner with no gap and no repeat.
  */
 import { Metadata, status as Status } from "@grpc/grpc-js";
 
@@ -51,13 +53,18 @@ export class Router<S extends { close(): void }> {
     return stub;
   }
 
-  /** After `err`: true if the call should be sent again (to the new route). */
-  reroute(purgatory: string, err: unknown, hop: number): boolean {
+  /**
+   * After `err`: true if the call should be sent again (to the new route). `sentTo` is
+   * the route the call went to ("" for the client's own target; left out: the current
+   * route): a hint naming another server is followed even if a concurrent call has
+   * already cached it.
+   */
+  reroute(purgatory: string, err: unknown, hop: number, sentTo?: string): boolean {
     if (!purgatory || hop >= MAX_HOPS) return false;
     const owner = ownerHint(err);
     const current = this.routes.get(purgatory);
     if (owner) {
-      if (owner === current) return false;
+      if (owner === (sentTo === undefined ? current : sentTo)) return false;
       this.routes.set(purgatory, owner);
       return true;
     }

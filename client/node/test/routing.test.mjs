@@ -68,3 +68,26 @@ test("calls through a server that does not own the purgatory reach its owner", a
     for (const c of clients) c.close();
   }
 });
+
+test("a subscription opened at the standby gets the owner's events", async () => {
+  const clients = servers.map((target) => new PurgatoryClient(target, { purgatory: "orders" }));
+  try {
+    for (const c of clients) await c.getPurgatory();
+    const c = clients.find((x) => x.router.routes.size > 0); // the standby's client
+    const owner = c.router.routes.get("orders");
+    c.router.routes.clear(); // the stream itself must find the owner
+    const start = (await c.getPurgatory()).lastSequence;
+    c.router.routes.clear();
+    const stream = c.subscribe({ afterSequence: start });
+    const first = stream.next();
+    await c.tryCompleteElseWatch(["sub"], 60_000, { operationId: "node-sub" });
+    assert.equal(await c.checkAndComplete("sub"), 1);
+    const { value } = await first;
+    assert.equal(value.operationId, "node-sub");
+    assert.equal(value.sequence, start + 1);
+    assert.equal(c.router.routes.get("orders"), owner);
+    await stream.return(undefined);
+  } finally {
+    for (const c of clients) c.close();
+  }
+});

@@ -21,8 +21,10 @@ this cycle for the life of the server:
    ours, and go back to 1. When placement prefers another live member (it joined), hand
    over the same way, after the last append's ack, naming that member; it acquires at once.
 
-Requests for a replicated purgatory this server does not serve are answered by
-:meth:`route` with :class:`~.errors.NotOwner` (UNAVAILABLE + ``purgatory-owner``).
+A purgatory deleted by DeletePurgatory is neither stood by nor owned while its tombstone
+stands (:mod:`.tombstone`). Requests for a replicated purgatory this server does not serve
+are answered by :meth:`route` with :class:`~.errors.NotOwner` (UNAVAILABLE +
+``purgatory-owner``).
 
 Thread-safety: loop-confined (the server's event loop); NATS callbacks run there too.
 """
@@ -59,6 +61,13 @@ from purgatory_server._cluster.owner_lease import LeaseValue, OwnerLease
 from purgatory_server._cluster.placement import Member, Placement
 from purgatory_server._cluster.shadow import Shadow, last_subject_sequence
 from purgatory_server._cluster.store import ReplicatedStore
+from purgatory_server._cluster.tombstone import (
+    Buried,
+    DeleteNotRecorded,
+    PurgatoryDeleted,
+    RecreateRefused,
+    Tombstones,
+)
 from purgatory_server._engine.time import SYSTEM_TIME, Time
 from purgatory_server._service.config import PurgatorySettings, ServerConfig
 from purgatory_server._service.incarnation import new_incarnation
@@ -110,6 +119,7 @@ class ClusterNode:
         self._membership: Membership | None = None
         self._placement: Placement | None = None
         self._handover: dict[str, Member] = {}  # owned purgatory -> the member it goes to
+        self._tombstones: Tombstones | None = None  # deleted purgatories (tombstone.py)
         self.address = ""
         self.server_id = ""
 
@@ -128,13 +138,15 @@ class ClusterNode:
 
         return factory
 
-    def route(self, name: str) -> None:
+    def route(self, name: str, creating: bool = False) -> None:
         """Raise NotOwner for a replicated purgatory this server does not serve.
 
         The registry asks on every lookup of a name it does not hold and before creating
         one, so a replicated name is never created here except by a takeover.
         """
         if name in self._settings and name not in self._prepared:
+            if self._tombstones is not None and name in self._tombstones.deleted:
+                raise RecreateRefused(name) if creating else PurgatoryDeleted(name)
             known = self._routes.get(name)
             if known is None or known.address == self.address:
                 raise NotOwner(name)
@@ -169,6 +181,8 @@ class ClusterNode:
             self._membership, self._placement = await join(
                 members_kv, self.server_id, self.address, self._settings, self._lease_s
             )
+        self._tombstones = Tombstones(self._js, self._meta_kv, cluster.journal_streams)
+        await self._tombstones.load(self._settings, SETUP_TIMEOUT_S)  # deleted stays deleted
         for name in self._settings:
             await self._learn_owner(name)  # route from the first request on
             self._lost[name] = asyncio.Event()
@@ -209,6 +223,8 @@ class ClusterNode:
                 await self._one_cycle(name)
             except asyncio.CancelledError:
                 raise
+            except Buried:
+                continue  # deleted: the next cycle waits while the tombstone stays
             except Exception:
                 logger.exception("cluster: purgatory %s: cycle failed; retrying", name)
                 await asyncio.sleep(min(1.0, self._lease_s / 3))
@@ -218,6 +234,7 @@ class ClusterNode:
         limits = self._config.limits
         stream = journal_stream(name, self._cluster.journal_streams)
         subject = journal_subject(name, self._cluster.journal_streams)
+        await self._tomb().wait_alive(name, min(0.5, max(0.02, self._lease_s / 10)))
         shadow = Shadow(
             self._js, stream, subject, settings.retained_events, limits.max_tracked_values
         )
@@ -262,6 +279,7 @@ class ClusterNode:
         absent_since: float | None = None
         last = ""  # the server id that held the key when last seen
         while True:
+            await self._tomb().ensure_alive(name, leader=False)  # Buried: stop standing by
             if (holder := await self._learn_owner(name)) is None:
                 absent_since = placement.clock() if absent_since is None else absent_since
                 if placement.may_acquire(name, absent_since, last) and await lease.try_acquire():
@@ -281,6 +299,7 @@ class ClusterNode:
     ) -> ReplicatedLog:
         started = self._loop.time()
         self._leases[name] = lease
+        await self._tomb().ensure_alive(name)  # re-read at the KV leader once we hold it
         epoch = lease.epoch
         fence_seq = 0
         while fence_seq == 0:
@@ -325,6 +344,7 @@ class ClusterNode:
         )
         self._logs[name] = log
         store = ReplicatedStore(settings, log, self._loop, incarnation, clock=self._clock)
+        store.on_destroy = lambda: self._bury(name, incarnation, log)
         self._prepared[name] = store
         self._routes[name] = _Route(self.address, epoch)
         registry = self._registry
@@ -345,6 +365,19 @@ class ClusterNode:
             self._loop.time() - started,
         )
         return log
+
+    def _tomb(self) -> Tombstones:
+        assert self._tombstones is not None  # set by start()
+        return self._tombstones
+
+    async def _bury(self, name: str, incarnation: str, log: ReplicatedLog) -> None:
+        """DeletePurgatory at the owner: tombstone, then give the lease up (tombstone.py)."""
+        try:
+            await self._tomb().bury(name, incarnation)
+        except Exception as exc:
+            log.fence("deletion not recorded")  # the next owner rebuilds it from the stream
+            raise DeleteNotRecorded(name) from exc
+        log.fence("deleted")
 
     async def _incarnation(self, name: str) -> str:
         key = token(name)

@@ -13,6 +13,7 @@ Thread-safety: as DurableStore (loop-confined).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import cast
 
@@ -41,6 +42,8 @@ class ReplicatedStore(DurableStore):
         # The log has the writer's shape (submit/close/recovered/directory); no data_dir.
         super().__init__(Path(), settings, cast(WriteAheadLog, log), loop, incarnation, clock=clock)
         self.log = log
+        # DeletePurgatory: records the deletion cluster-wide (node.py -> tombstone.py).
+        self.on_destroy: Callable[[], Awaitable[None]] | None = None
 
     def instrument(self, metrics: PurgatoryMetrics) -> None:
         """Append latency and records per append as the fsync metrics; bytes appended."""
@@ -49,5 +52,8 @@ class ReplicatedStore(DurableStore):
         metrics.journal_bytes = lambda: log.bytes_appended
 
     async def destroy(self) -> None:
-        """DeletePurgatory: the stream keeps the history; this server stops appending."""
+        """DeletePurgatory: append what is buffered (the CANCELLED outcomes), then bury
+        the purgatory cluster-wide (:mod:`.tombstone`) before the RPC answers."""
         await self.close()
+        if self.on_destroy is not None:
+            await self.on_destroy()

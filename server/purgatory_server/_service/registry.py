@@ -99,7 +99,8 @@ class PurgatoryRegistry:
         self.budget = ServerBudget(limits)
         # Replicated purgatories (issue 14): raises a routing error for a name this server
         # does not serve but knows the owner of; None without a cluster.
-        self.router: Callable[[str], None] | None = None
+        # (name, creating) -> None.
+        self.router: Callable[[str, bool], None] | None = None
 
     def validate_name(self, name: str, field: str = "name") -> None:
         if not name:
@@ -125,7 +126,7 @@ class PurgatoryRegistry:
         if settings.name in self._purgatories:
             raise AlreadyExists(f"purgatory {settings.name!r} already exists")
         if self.router is not None:
-            self.router(settings.name)  # a replicated name: only its takeover creates it
+            self.router(settings.name, True)  # a replicated name: only its takeover creates it
         if len(self._purgatories) >= self.limits.max_purgatories:
             raise LimitExceeded(
                 f"{len(self._purgatories)} purgatories exist; "
@@ -186,7 +187,7 @@ class PurgatoryRegistry:
             if not name:
                 raise InvalidArgument(field, "must not be empty")
             if self.router is not None:
-                self.router(name)
+                self.router(name, False)
             raise NotFound(f"purgatory {quote(name)} not found", "purgatory", name)
         return purgatory
 

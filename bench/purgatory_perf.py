@@ -55,6 +55,11 @@ from typing import Any
 
 from purgatory_server import DelayedOperation, DelayedOperationPurgatory, SystemTimer
 
+try:  # the server's setting; a --compare-src tree without it gets CPython's
+    from purgatory_server._service.gc_tuning import YOUNG_THRESHOLD
+except ImportError:  # pragma: no cover
+    YOUNG_THRESHOLD = 700
+
 from bench._common import markdown_table, percentile, run_context, write_json
 
 Z75 = 0.6745  # the standard normal's 75th percentile
@@ -282,6 +287,10 @@ def run(args: argparse.Namespace, *, engine: bool = True) -> dict[str, Any]:
     stats = Stats()
     gc.collect()
     gc.freeze()
+    thresholds = gc.get_threshold()
+    if args.young_gc_threshold:
+        # As the server's entry point sets it (purgatory_server._service.gc_tuning).
+        gc.set_threshold(args.young_gc_threshold, *thresholds[1:])
     purgatory: DelayedOperationPurgatory[FakeOperation] | NullPurgatory
     if engine:
         purgatory = DelayedOperationPurgatory(
@@ -329,6 +338,7 @@ def run(args: argparse.Namespace, *, engine: bool = True) -> dict[str, Any]:
         stalls = monitor.stop()
         purgatory.shutdown()
         gc.unfreeze()
+        gc.set_threshold(*thresholds)
     lateness = sorted(stats.expired_lateness_ms)
     lag = sorted(stats.completer_lag_ms)
     expired = len(lateness)
@@ -510,6 +520,13 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="run expired tasks on the timer's executor thread (Kafka's way) instead of "
         "on the reaper (SystemTimer(inline_expiry=True), as the server does)",
+    )
+    p.add_argument(
+        "--young-gc-threshold",
+        type=int,
+        default=YOUNG_THRESHOLD,
+        help=f"the collector's first threshold during the run (default {YOUNG_THRESHOLD}, as "
+        "the server sets it; 0 leaves CPython's 700)",
     )
     p.add_argument(
         "--pace-ms",

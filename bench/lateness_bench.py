@@ -183,9 +183,14 @@ async def main_async(servers: list[Server], a: argparse.Namespace) -> list[Phase
     phases: list[Phase] = []
     loads = [False] if a.no_load else [False, True]
     for r in range(a.rounds):
+        # Each round starts with another server, so none always follows a loaded phase
+        # (whose server may still be finishing that load's calls).
+        order = servers[r % len(servers) :] + servers[: r % len(servers)]
         for loaded in loads:
-            for s in servers:
+            for s in order:
                 phases.append(await run_phase(s, loaded, a))
+                if loaded:
+                    await asyncio.sleep(a.settle)
         print(f"round {r + 1}/{a.rounds} done", file=sys.stderr)
     return phases
 
@@ -293,6 +298,9 @@ def main() -> None:
         action="store_false",
         help="start all long-polls at once (they then expire and return as one burst) "
         "instead of spreading their first sends over one timeout",
+    )
+    parser.add_argument(
+        "--settle", type=float, default=1.0, help="pause after each loaded phase (s)"
     )
     parser.add_argument("--no-load", action="store_true", help="idle phases only")
     parser.add_argument("--compare-src", help="also run a server from this source tree")

@@ -12,10 +12,13 @@ The structure follows Kafka's tool (``kafka.TestPurgatoryPerformance``):
   distribution fitted to ``--pct50`` and ``--pct75``: ``mu = ln(pct50)``,
   ``sigma = (ln(pct75) - ln(pct50)) / 0.6745`` (0.6745 is the standard normal's 75th
   percentile).
-- A separate **completer** thread holds a heap of ``(completes_at, op)`` for the requests
-  whose sampled latency is below the timeout and calls ``force_complete`` on each when its
-  time comes (Kafka's ``CompletionQueue``). The rest expire through the purgatory's
-  reaper (on) and timer executor, on the real monotonic clock.
+- A separate **completer** thread (Kafka's ``CompletionQueue``) takes the requests whose
+  sampled latency is below the timeout and calls ``force_complete`` on each when its time
+  comes, ticking once per millisecond (see :class:`CompletionQueue`). The rest expire
+  through the purgatory's reaper (on), on the real monotonic clock.
+- The timer and process run as the server configures them (expired tasks on the reaper,
+  a 1 ms GIL switch interval, the server's young-generation GC threshold); options give
+  Kafka's executor and CPython's defaults back.
 
 Reported: target vs achieved request rate (requests issued / time to issue them), CPU ms
 per 1,000 requests (``time.process_time`` over the whole run including the drain, all

@@ -9,18 +9,37 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from queue import SimpleQueue
 
 from purgatory_server._engine.timer_task import TimerTaskEntry
 
-__all__ = ["TaskExecutor"]
+__all__ = ["TaskExecutor", "run_entries"]
 
 logger = logging.getLogger("purgatory_server.timer")
 
 # What travels on the queue: a batch of entries, a barrier to set once everything queued
 # before it has run, or None to stop.
 _Item = Sequence[TimerTaskEntry] | threading.Event | None
+
+
+def run_entries(entries: Sequence[TimerTaskEntry], stopped: Callable[[], bool]) -> None:
+    """Run the tasks of ``entries`` in order on this thread; skip cancelled ones.
+
+    ``stopped`` is checked before every task (a shutdown discards what has not started).
+    A failing task is logged and the rest still run: one bad task must not kill the thread
+    that runs every other task (the executor's, or the reaper's with ``inline_expiry``).
+    """
+    for entry in entries:
+        if stopped():
+            return
+        task = entry.timer_task
+        if task is None or entry.cancelled:
+            continue
+        try:
+            task.run()
+        except Exception:
+            logger.exception("timer task %r raised", task)
 
 
 class TaskExecutor:
@@ -58,17 +77,10 @@ class TaskExecutor:
             if isinstance(item, threading.Event):
                 item.set()
                 continue
-            for entry in item:
-                if self._closed:
-                    break
-                task = entry.timer_task
-                if task is None or entry.cancelled:
-                    continue
-                try:
-                    task.run()
-                except Exception:
-                    # A failing task must not kill the thread that runs every other task.
-                    logger.exception("timer task %r raised", task)
+            run_entries(item, self._is_closed)
+
+    def _is_closed(self) -> bool:
+        return self._closed
 
     def wait_idle(self, timeout_s: float) -> bool:
         """Block until everything submitted before this call has run; False on timeout.

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 from purgatory_server._engine.counter import TaskCounter
 from purgatory_server._engine.delay_queue import DelayQueue
-from purgatory_server._engine.executor import TaskExecutor
+from purgatory_server._engine.executor import TaskExecutor, run_entries
 from purgatory_server._engine.time import SYSTEM_TIME, Time
 from purgatory_server._engine.timer_task import TimerTask, TimerTaskEntry
 from purgatory_server._engine.timing_wheel import TimingWheel
@@ -27,7 +27,15 @@ class SystemTimer:
     the next due bucket happens *outside* the lock, so a waiting reaper never delays an add.
 
     Expired tasks run on the ``executor-<executor_name>`` thread, never on the thread that
-    called ``add`` or ``advance_clock``.
+    called ``add`` or ``advance_clock``, unless ``inline_expiry`` is set: then the tasks a
+    clock advance expires run on the thread that advanced it (the reaper), in order, right
+    after it releases the timer lock. That departs from Kafka on purpose, for tasks that
+    only hand their operation to another thread (the service's ``on_expiration`` puts it in
+    an inbox for the event loop): each thread hop is a wake-up, and on a busy process a
+    wait for the GIL of up to the switch interval, so skipping the executor shortens the
+    expiry's way to the client (docs/benchmarks.md, "Expiry lateness"). The price is
+    Kafka's reason for the executor: a slow task then delays later expirations and the
+    clock. Tasks already due when added still go to the executor (never the adding thread).
     """
 
     def __init__(
@@ -37,8 +45,11 @@ class SystemTimer:
         wheel_size: int = 20,
         start_ms: int | None = None,
         time: Time | None = None,
+        *,
+        inline_expiry: bool = False,
     ) -> None:
         self._time: Time = time if time is not None else SYSTEM_TIME
+        self._inline_expiry = inline_expiry
         self._task_counter = TaskCounter()
         self._delay_queue = DelayQueue(self._time)
         self._timing_wheel = TimingWheel(
@@ -103,8 +114,14 @@ class SystemTimer:
                         expired.append(entry)
                 bucket = poll_due(0)
         if expired:
-            self._executor.submit(expired)
+            if self._inline_expiry:
+                run_entries(expired, self._is_shut_down)
+            else:
+                self._executor.submit(expired)
         return True
+
+    def _is_shut_down(self) -> bool:
+        return self._shutdown
 
     def size(self) -> int:
         return self._task_counter.get()

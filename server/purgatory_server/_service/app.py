@@ -42,6 +42,7 @@ from purgatory_server._service.gc_tuning import settle_heap
 from purgatory_server._service.listen import check_bindable, parse_listen
 from purgatory_server._service.registry import JournalFactory, PurgatoryRegistry
 from purgatory_server._service.servicer import PurgatoryServicer
+from purgatory_server._service.switch_interval import shorten_switch_interval
 from purgatory_server._service.telemetry import telemetry_from_config
 from purgatory_server._service.tls import server_credentials
 
@@ -213,6 +214,7 @@ async def serve(config: ServerConfig) -> None:
     """Run until SIGTERM or SIGINT, then shut down gracefully."""
     server, port = await create_server(config.listen, config)
     settle_heap()  # issue 15: start-up's heap out of the collector's way (gc_tuning.py)
+    shorten_switch_interval()  # issue 15: expiry lateness (switch_interval.py)
     if config.port_file:
         tmp = Path(config.port_file + ".tmp")
         tmp.write_text(f"{port}\n")

@@ -1,7 +1,7 @@
 """Hand-off of completed operations from engine threads to the event loop, in batches.
 
 Operations end on whichever thread completed them: the loop thread (a signal, a
-ForceComplete) or the timer's executor thread (expiry, possibly thousands per tick).
+ForceComplete) or the timer's reaper thread (expiry, possibly thousands per tick).
 Waiters, subscribers and sequence numbers live on the loop, so every completion is put
 in this inbox. Only the put that finds the inbox idle schedules a drain: at high rates
 one ``call_soon_threadsafe`` (one self-pipe write) carries a whole batch, not one per

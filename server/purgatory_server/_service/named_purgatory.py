@@ -8,8 +8,8 @@ window, subscribers, long-poll waiters) belongs to its :class:`~.feed.Feed`.
 
 Thread safety (the central contract): a NamedPurgatory is **loop-confined**. Every public
 method must be called on the event loop thread it was created on. The only code that runs
-elsewhere is ``RemoteOperation.on_complete`` on the timer's executor thread, and that
-only touches its own operation and the thread-safe :class:`Inbox`; the loop publishes
+elsewhere is ``RemoteOperation.on_complete`` on the timer's reaper (or executor) thread,
+and that only touches its own operation and the thread-safe :class:`Inbox`; the loop publishes
 outcomes from there in batches. Public methods that can complete operations publish
 (:meth:`NamedPurgatory._settle`) before returning, and answer with the outcome (with
 its sequence) of every operation that ended meanwhile.
@@ -105,8 +105,9 @@ class NamedPurgatory:
             None if journal is None else journal.barrier
         )
         timer = SystemTimer(
-            settings.name, tick_ms=settings.tick_ms, wheel_size=settings.wheel_size, time=self._time
-        )
+            settings.name, tick_ms=settings.tick_ms, wheel_size=settings.wheel_size,
+            time=self._time, inline_expiry=True,  # issue 15: expiries only put into inboxes
+        )  # fmt: skip
         self._engine: DelayedOperationPurgatory[RemoteOperation] = DelayedOperationPurgatory(
             settings.name,
             timer=timer,
@@ -363,8 +364,9 @@ class NamedPurgatory:
     def advance_clock(self, timeout_ms: int) -> None:
         """Drive the timer by hand (a MockTime purgatory without reaper); then publish.
 
-        Expired operations run on the executor thread; this waits for it to go idle so
-        that, with MockTime, "everything due has fired and been published" on return.
+        Expired operations run on this thread (``inline_expiry``), ones already due when
+        armed on the executor; this waits for it to go idle too so that, with MockTime,
+        "everything due has fired and been published" on return.
         """
         self._engine.advance_clock(timeout_ms)
         timer = self._engine.timer

@@ -8,13 +8,14 @@ serial de-duplicates) and then judges its condition. Invariants that make this s
 
 - the slot is written only on the event loop thread, around ``check_and_complete``;
 - the engine calls ``try_complete`` only on that thread too (registration and signals);
-  the timer's executor thread only calls ``run`` (expiry), which never reads the slot;
+  the timer's reaper (or executor) thread only calls ``run`` (expiry), which never reads
+  the slot;
 - every path that completes an operation holds ``self.lock`` (``try_complete`` and
   ``run`` are called with it by the engine, :meth:`end` takes it), so the reason
   recorded just before ``force_complete`` is the reason of the single winner. That lock
   is the purgatory's, shared by all its operations (:class:`SignalSlot`).
 
-``on_complete`` runs on the winning thread (loop or executor): it freezes the result and
+``on_complete`` runs on the winning thread (loop or timer): it freezes the result and
 hands the operation to the purgatory's inbox, nothing more, so it never blocks.
 
 An operation holds only what the engine's threads need. What happens once it ended
@@ -28,11 +29,11 @@ permanent, so the operation cannot simply be re-added with a new delay. Instead
 operation; ``self._expiry`` names the one task allowed to expire it. All of this happens
 under ``self.lock``, and every expiry path re-checks under the same lock:
 
-- the timer already handed the old entry to its executor, which waits for the lock while
+- the timer is already running the old entry (reaper or executor), waiting for the lock while
   we reschedule: when it gets the lock, ``run`` sees ``_expiry`` is set (the operation's own
   entry is superseded) and returns; a stale ``_Expiry`` sees it is no longer the current
   one and returns. The operation stays pending with its new deadline;
-- the executor got the lock first: the operation is EXPIRED before reschedule looks, and
+- the timer's thread got the lock first: the operation is EXPIRED before reschedule looks, and
   reschedule answers False (FAILED_PRECONDITION at the edge).
 
 Either way exactly one terminal outcome, and a lost race is reported, never half-applied.

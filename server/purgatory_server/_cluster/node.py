@@ -49,6 +49,7 @@ from purgatory_server._cluster.log import WRONG_LAST_SEQUENCE, ReplicatedLog
 from purgatory_server._cluster.not_owner import NotOwner
 from purgatory_server._cluster.owner_lease import LeaseValue, OwnerLease
 from purgatory_server._cluster.shadow import Shadow, last_subject_sequence
+from purgatory_server._cluster.snapshot import SnapshotPolicy
 from purgatory_server._cluster.store import ReplicatedStore
 from purgatory_server._engine.time import SYSTEM_TIME, Time
 from purgatory_server._service.config import PurgatorySettings, ServerConfig
@@ -295,6 +296,10 @@ class ClusterNode:
             on_lost=lambda _reason: lost.set(),
             not_owner=lambda: NotOwner(name, self.owner(name)),
             append_timeout_s=self._cluster.append_timeout_ms / 1000.0,
+            replay=shadow.replay,
+            snapshot_policy=SnapshotPolicy(
+                self._cluster.snapshot_messages, self._cluster.snapshot_bytes
+            ),
         )
         self._logs[name] = log
         store = ReplicatedStore(settings, log, self._loop, incarnation, clock=self._clock)

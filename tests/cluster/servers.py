@@ -23,13 +23,21 @@ from purgatory_proto.v1 import purgatory_pb2_grpc as pb_grpc
 LEASE_MS = 1500
 
 
-def config_text(urls: list[str], name: str, data_dir: Path, lease_ms: int = LEASE_MS) -> str:
+def config_text(
+    urls: list[str],
+    name: str,
+    data_dir: Path,
+    lease_ms: int = LEASE_MS,
+    *,
+    retained_events: int = 100_000,
+    cluster_extra: str = "",
+) -> str:
     quoted = ", ".join(f'"{u}"' for u in urls)
     return f"""data_dir = "{data_dir}"
 log_level = "INFO"
 
 [defaults]
-retained_events = 100000
+retained_events = {retained_events}
 
 [[purgatories]]
 name = "{name}"
@@ -40,20 +48,20 @@ nats_urls = [{quoted}]
 replicated = ["{name}"]
 lease_ms = {lease_ms}
 journal_streams = 2
-"""
+{cluster_extra}"""
 
 
 class ReplicatedServer:
     """One server subprocess (see module docstring); bounded waits everywhere."""
 
-    def __init__(self, root: Path, label: str, urls: list[str], name: str) -> None:
+    def __init__(self, root: Path, label: str, urls: list[str], name: str, **config: Any) -> None:
         root.mkdir(parents=True, exist_ok=True)
         self.label = label
         self.name = name
         self.port_file = root / f"{label}.port"
         self.port_file.unlink(missing_ok=True)
         conf = root / f"{label}.toml"
-        conf.write_text(config_text(urls, name, root / f"{label}-data"))
+        conf.write_text(config_text(urls, name, root / f"{label}-data", **config))
         self.log_path = root / f"{label}.log"
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen(

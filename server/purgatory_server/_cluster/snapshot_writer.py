@@ -38,12 +38,14 @@ from purgatory_server._cluster.snapshot import (
     SnapshotPolicy,
     SubjectReplay,
     marker,
+    outcome_frame,
 )
 
 __all__ = ["SnapshotWriter"]
 
 logger = logging.getLogger("purgatory_server.cluster")
 
+_WINDOW_SLICE = 500
 # submit(body, headers) -> future of the message's stream sequence.
 SubmitMarked = Callable[[bytes, dict[str, str]], "Future[int]"]
 
@@ -106,14 +108,25 @@ class SnapshotWriter:
         finally:
             self._task = None
 
+    async def _prepare_window(self) -> dict[int, bytes]:
+        """Serialize the event window a slice at a time (10k outcomes take ~60 ms)."""
+        window = self.replay.state.events_window()
+        prepared: dict[int, bytes] = {}
+        for start in range(0, len(window), _WINDOW_SLICE):
+            for outcome in window[start : start + _WINDOW_SLICE]:
+                prepared[outcome.sequence] = outcome_frame(outcome)
+            await asyncio.sleep(0)
+        return prepared
+
     async def _write_one(self) -> None:
         self._count += 1
         snapshot_id = f"{self._epoch}.{self._count}"
         started = time.monotonic()
+        prepared = await self._prepare_window()
         builder = SnapshotBuilder(self.replay.state, self._chunk_bytes)
         futures = [
             self._submit(body, marker("begin" if i == 0 else "part", snapshot_id))
-            for i, body in enumerate(builder.begin())
+            for i, body in enumerate(builder.begin(prepared))
         ]
         begin_sequence = await asyncio.wrap_future(futures[0])
         for future in futures[1:]:

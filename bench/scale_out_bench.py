@@ -40,7 +40,9 @@ from purgatory_proto.v1 import purgatory_pb2_grpc as pb_grpc
 from purgatory_server._cluster.natsd import LocalNatsCluster
 
 
-def _config(kind: str, name: str, data_dir: Path, urls: list[str], lease_ms: int) -> str:
+def _config(
+    kind: str, name: str, data_dir: Path, urls: list[str], lease_ms: int, *, snapshots: int = 0
+) -> str:
     text = f'data_dir = "{data_dir}"\nlog_level = "INFO"\n\n[[purgatories]]\nname = "{name}"\n'
     if kind != "in-memory":
         text += "durable = true\n"
@@ -49,6 +51,8 @@ def _config(kind: str, name: str, data_dir: Path, urls: list[str], lease_ms: int
         text += (
             f'\n[cluster]\nnats_urls = [{quoted}]\nreplicated = ["{name}"]\nlease_ms = {lease_ms}\n'
         )
+        if snapshots:
+            text += f"snapshot_messages = {snapshots}\n"
     return text
 
 
@@ -240,7 +244,20 @@ async def _lost(address: str, name: str, acked: set[str]) -> int:
         return lost
 
 
-async def takeovers(root: Path, urls: list[str], kills: int, lease_ms: int) -> dict[str, Any]:
+def _snapshot_lines(root: Path) -> tuple[int, list[int]]:
+    """Snapshots written and the messages each takeover tailed, from the servers' logs."""
+    written, tailed = 0, []
+    for log in root.glob("t*.log"):
+        for line in log.read_text(errors="replace").splitlines():
+            written += "purged what came before" in line
+            if "messages tailed" in line:
+                tailed.append(int(line.split(" messages tailed")[0].rsplit(" ", 1)[1]))
+    return written, tailed
+
+
+async def takeovers(
+    root: Path, urls: list[str], kills: int, lease_ms: int, snapshots: int = 0
+) -> dict[str, Any]:
     name = "t"
     count = 0
 
@@ -248,7 +265,9 @@ async def takeovers(root: Path, urls: list[str], kills: int, lease_ms: int) -> d
         nonlocal count
         count += 1
         return Server(
-            root, f"t{count}", _config("replicated", name, root / f"t{count}", urls, lease_ms)
+            root,
+            f"t{count}",
+            _config("replicated", name, root / f"t{count}", urls, lease_ms, snapshots=snapshots),
         )
 
     servers = [fresh(), fresh()]
@@ -272,7 +291,10 @@ async def takeovers(root: Path, urls: list[str], kills: int, lease_ms: int) -> d
     finally:
         for server in servers:
             server.stop()
+    written, tailed = _snapshot_lines(root)
     return {
+        "snapshots": written,
+        "tailed_max": max(tailed, default=0),
         "kills": kills,
         "p50": statistics.median(times),
         "max": max(times),
@@ -324,11 +346,14 @@ async def main_async(args: argparse.Namespace) -> None:
                 await compare(root, nats.urls, args)
             if args.kills:
                 print(f"\ntakeover, {args.kills} kills, lease_ms {args.lease_ms}:")
-                result = await takeovers(root / "takeover", nats.urls, args.kills, args.lease_ms)
+                result = await takeovers(
+                    root / "takeover", nats.urls, args.kills, args.lease_ms, args.snapshot_messages
+                )
                 print(
                     f"  takeover p50 {result['p50']:.2f} s, max {result['max']:.2f} s, "
                     f"min {result['min']:.2f} s; {result['acked']} acknowledged "
-                    f"registrations, {result['lost']} lost"
+                    f"registrations, {result['lost']} lost; {result['snapshots']} snapshots "
+                    f"written, at most {result['tailed_max']} messages tailed by a takeover"
                 )
         finally:
             nats.stop()
@@ -342,6 +367,12 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=100, help="pairs per batch call pair")
     parser.add_argument("--kills", type=int, default=10)
     parser.add_argument("--lease-ms", type=int, default=1500)
+    parser.add_argument(
+        "--snapshot-messages",
+        type=int,
+        default=0,
+        help="the takeover servers' [cluster] snapshot_messages (0: the server's default)",
+    )
     parser.add_argument("--dir", default=None, help="where the temporary directory goes")
     parser.add_argument("--skip-pairs", action="store_true", help="only the takeover part")
     args = parser.parse_args()

@@ -296,7 +296,7 @@ class ClusterNode:
             on_lost=lambda _reason: lost.set(),
             not_owner=lambda: NotOwner(name, self.owner(name)),
             append_timeout_s=self._cluster.append_timeout_ms / 1000.0,
-            replay=shadow.replay,
+            replay=shadow.handover(),
             snapshot_policy=SnapshotPolicy(
                 self._cluster.snapshot_messages, self._cluster.snapshot_bytes
             ),

@@ -55,6 +55,7 @@ class Shadow:
         self.messages = 0
         self._sub: Any = None
         self._progress = asyncio.Event()
+        self._handed_over = False
 
     async def start(self) -> None:
         self._sub = await self._js.subscribe(
@@ -63,7 +64,7 @@ class Shadow:
 
     async def _on_message(self, msg: Any) -> None:
         sequence = int(msg.metadata.sequence.stream)
-        if sequence <= self.applied_sequence:
+        if sequence <= self.applied_sequence or self._handed_over:
             return
         self.apply(sequence, msg.data, msg.headers)
 
@@ -88,6 +89,13 @@ class Shadow:
             while self.applied_sequence < sequence:
                 self._progress.clear()
                 await self._progress.wait()
+
+    def handover(self) -> SubjectReplay:
+        """The replay, for the new owner's log to keep current; from now on this shadow
+        applies nothing (the owner's own appends may still be delivered to it until it
+        stops, and must not be applied twice)."""
+        self._handed_over = True
+        return self.replay
 
     def snapshot(self) -> RecoveredState:
         return self.replay.state.snapshot(self.replay.next_index)

@@ -9,7 +9,9 @@ Two parts, in one run on one machine (docs/benchmarks.md "Scale-out"):
    concurrent clients each loop: register an operation on a private key
    (``TryCompleteElseWatch``) then signal that key (``CheckAndComplete``); one pair is one
    acknowledged registration plus one acknowledged signal that completed it (three
-   journal records for the durable kinds). Reported: pairs/s per kind and the ratios.
+   journal records for the durable kinds). Reported: pairs/s per kind and the ratios. A
+   fourth server replicates with snapshots off (``snapshot_messages = snapshot_bytes =
+   0``: no mirror of the state), which prices the owner's mirror and its snapshots.
 2. **Takeover.** Two servers replicate purgatory ``t``; ``--kills`` times: load it with
    registrations (ids recorded when acknowledged), SIGKILL the owner, start a fresh
    standby, and time from the kill to the first successful registration through the new
@@ -39,6 +41,8 @@ from purgatory_proto.v1 import purgatory_pb2 as pb
 from purgatory_proto.v1 import purgatory_pb2_grpc as pb_grpc
 from purgatory_server._cluster.natsd import LocalNatsCluster
 
+NO_SNAPSHOTS = "replicated-no-snapshots"
+
 
 def _config(
     kind: str, name: str, data_dir: Path, urls: list[str], lease_ms: int, *, snapshots: int = 0
@@ -46,13 +50,15 @@ def _config(
     text = f'data_dir = "{data_dir}"\nlog_level = "INFO"\n\n[[purgatories]]\nname = "{name}"\n'
     if kind != "in-memory":
         text += "durable = true\n"
-    if kind == "replicated":
+    if kind.startswith("replicated"):
         quoted = ", ".join(f'"{u}"' for u in urls)
         text += (
             f'\n[cluster]\nnats_urls = [{quoted}]\nreplicated = ["{name}"]\nlease_ms = {lease_ms}\n'
         )
         if snapshots:
             text += f"snapshot_messages = {snapshots}\n"
+        if kind == NO_SNAPSHOTS:
+            text += "snapshot_messages = 0\nsnapshot_bytes = 0\n"
     return text
 
 
@@ -307,19 +313,20 @@ async def takeovers(
 async def compare(root: Path, urls: list[str], args: argparse.Namespace) -> None:
     servers: dict[str, Server] = {}
     try:
-        for kind in ("in-memory", "local-journal", "replicated"):
-            text = _config(kind, "p", root / kind, urls, args.lease_ms)
+        names = {"in-memory": "p", "local-journal": "p", "replicated": "p", NO_SNAPSHOTS: "q"}
+        for kind, name in names.items():
+            text = _config(kind, name, root / kind, urls, args.lease_ms)
             servers[kind] = Server(root, kind, text)
         for server in servers.values():
             server.wait_port()
-        for server in servers.values():
-            await _wait_serving(server.address, "p")
+        for kind, server in servers.items():
+            await _wait_serving(server.address, names[kind])
         for batch in (1, args.batch):
             rates: dict[str, list[float]] = {kind: [] for kind in servers}
             for r in range(args.rounds):
                 for kind, server in servers.items():
                     rate = await pairs_per_second(
-                        server.address, "p", args.clients, args.seconds, batch
+                        server.address, names[kind], args.clients, args.seconds, batch
                     )
                     rates[kind].append(rate)
                     print(f"  batch {batch} round {r + 1} {kind}: {rate:,.0f} pairs/s")
@@ -331,7 +338,9 @@ async def compare(root: Path, urls: list[str], args: argparse.Namespace) -> None
             for kind, rate in best.items():
                 print(f"  {kind:14s} {rate:8,.0f}  ({rate / best['in-memory']:.2f} x in-memory)")
             ratio = best["replicated"] / best["local-journal"]
-            print(f"  replicated / local-journal: {ratio:.2f}\n")
+            print(f"  replicated / local-journal: {ratio:.2f}")
+            ratio = best["replicated"] / best[NO_SNAPSHOTS]
+            print(f"  replicated (snapshots on, the default) / without snapshots: {ratio:.2f}\n")
     finally:
         for server in servers.values():
             server.stop()

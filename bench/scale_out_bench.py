@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import signal
 import statistics
@@ -347,7 +348,14 @@ async def compare(root: Path, urls: list[str], args: argparse.Namespace) -> None
 
 
 async def main_async(args: argparse.Namespace) -> None:
-    with tempfile.TemporaryDirectory(prefix="scale-out-bench-", dir=args.dir) as tmp:
+    with contextlib.ExitStack() as stack:
+        if args.keep:
+            tmp = tempfile.mkdtemp(prefix="scale-out-bench-", dir=args.dir)
+            print(f"keeping configs and logs in {tmp}")
+        else:
+            tmp = stack.enter_context(
+                tempfile.TemporaryDirectory(prefix="scale-out-bench-", dir=args.dir)
+            )
         root = Path(tmp)
         nats = LocalNatsCluster(root / "nats").start()
         try:
@@ -383,6 +391,7 @@ def main() -> None:
         help="the takeover servers' [cluster] snapshot_messages (0: the server's default)",
     )
     parser.add_argument("--dir", default=None, help="where the temporary directory goes")
+    parser.add_argument("--keep", action="store_true", help="keep that directory (the logs)")
     parser.add_argument("--skip-pairs", action="store_true", help="only the takeover part")
     args = parser.parse_args()
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")

@@ -337,7 +337,7 @@ async def compare(root: Path, urls: list[str], args: argparse.Namespace) -> None
                 f"median of {args.rounds}:"
             )
             for kind, rate in best.items():
-                print(f"  {kind:14s} {rate:8,.0f}  ({rate / best['in-memory']:.2f} x in-memory)")
+                print(f"  {kind:24s} {rate:8,.0f}  ({rate / best['in-memory']:.2f} x in-memory)")
             ratio = best["replicated"] / best["local-journal"]
             print(f"  replicated / local-journal: {ratio:.2f}")
             ratio = best["replicated"] / best[NO_SNAPSHOTS]

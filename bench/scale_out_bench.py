@@ -9,7 +9,9 @@ Two parts, in one run on one machine (docs/benchmarks.md "Scale-out"):
    concurrent clients each loop: register an operation on a private key
    (``TryCompleteElseWatch``) then signal that key (``CheckAndComplete``); one pair is one
    acknowledged registration plus one acknowledged signal that completed it (three
-   journal records for the durable kinds). Reported: pairs/s per kind and the ratios.
+   journal records for the durable kinds). Reported: pairs/s per kind and the ratios. A
+   fourth server replicates with snapshots off (``snapshot_messages = snapshot_bytes =
+   0``: no mirror of the state), which prices the owner's mirror and its snapshots.
 2. **Takeover.** Two servers replicate purgatory ``t``; ``--kills`` times: load it with
    registrations (ids recorded when acknowledged), SIGKILL the owner, start a fresh
    standby, and time from the kill to the first successful registration through the new
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import signal
 import statistics
@@ -40,19 +43,32 @@ from purgatory_proto.v1 import purgatory_pb2_grpc as pb_grpc
 from purgatory_server._cluster.natsd import LocalNatsCluster
 from purgatory_server._cluster.placement import ranked
 
+NO_SNAPSHOTS = "replicated-no-snapshots"
+
 
 def _config(  # noqa: PLR0917 - the bench's own helper
-    kind: str, name: str, data_dir: Path, urls: list[str], lease_ms: int, server_id: str = ""
+    kind: str,
+    name: str,
+    data_dir: Path,
+    urls: list[str],
+    lease_ms: int,
+    server_id: str = "",
+    *,
+    snapshots: int = 0,
 ) -> str:
     text = f'data_dir = "{data_dir}"\nlog_level = "INFO"\n\n[[purgatories]]\nname = "{name}"\n'
     if kind != "in-memory":
         text += "durable = true\n"
-    if kind == "replicated":
+    if kind.startswith("replicated"):
         quoted = ", ".join(f'"{u}"' for u in urls)
         text += (
             f'\n[cluster]\nnats_urls = [{quoted}]\nreplicated = ["{name}"]\nlease_ms = {lease_ms}\n'
             f'server_id = "{server_id}"\n'
         )
+        if snapshots:
+            text += f"snapshot_messages = {snapshots}\n"
+        if kind == NO_SNAPSHOTS:
+            text += "snapshot_messages = 0\nsnapshot_bytes = 0\n"
     return text
 
 
@@ -244,7 +260,20 @@ async def _lost(address: str, name: str, acked: set[str]) -> int:
         return lost
 
 
-async def takeovers(root: Path, urls: list[str], kills: int, lease_ms: int) -> dict[str, Any]:
+def _snapshot_lines(root: Path) -> tuple[int, list[int]]:
+    """Snapshots written and the messages each takeover tailed, from the servers' logs."""
+    written, tailed = 0, []
+    for log in root.glob("t*.log"):
+        for line in log.read_text(errors="replace").splitlines():
+            written += "purged what came before" in line
+            if "messages tailed" in line:
+                tailed.append(int(line.split(" messages tailed")[0].rsplit(" ", 1)[1]))
+    return written, tailed
+
+
+async def takeovers(
+    root: Path, urls: list[str], kills: int, lease_ms: int, snapshots: int = 0
+) -> dict[str, Any]:
     name = "t"
     count = 0
     # Each replacement ranks below every earlier server (rendezvous placement), so only the
@@ -254,7 +283,15 @@ async def takeovers(root: Path, urls: list[str], kills: int, lease_ms: int) -> d
     def fresh() -> Server:
         nonlocal count
         count += 1
-        text = _config("replicated", name, root / f"t{count}", urls, lease_ms, ids[count - 1])
+        text = _config(
+            "replicated",
+            name,
+            root / f"t{count}",
+            urls,
+            lease_ms,
+            ids[count - 1],
+            snapshots=snapshots,
+        )
         return Server(root, f"t{count}", text)
 
     servers = []
@@ -279,7 +316,10 @@ async def takeovers(root: Path, urls: list[str], kills: int, lease_ms: int) -> d
     finally:
         for server in servers:
             server.stop()
+    written, tailed = _snapshot_lines(root)
     return {
+        "snapshots": written,
+        "tailed_max": max(tailed, default=0),
         "kills": kills,
         "p50": statistics.median(times),
         "max": max(times),
@@ -292,19 +332,20 @@ async def takeovers(root: Path, urls: list[str], kills: int, lease_ms: int) -> d
 async def compare(root: Path, urls: list[str], args: argparse.Namespace) -> None:
     servers: dict[str, Server] = {}
     try:
-        for kind in ("in-memory", "local-journal", "replicated"):
-            text = _config(kind, "p", root / kind, urls, args.lease_ms)
+        names = {"in-memory": "p", "local-journal": "p", "replicated": "p", NO_SNAPSHOTS: "q"}
+        for kind, name in names.items():
+            text = _config(kind, name, root / kind, urls, args.lease_ms)
             servers[kind] = Server(root, kind, text)
         for server in servers.values():
             server.wait_port()
-        for server in servers.values():
-            await _wait_serving(server.address, "p")
+        for kind, server in servers.items():
+            await _wait_serving(server.address, names[kind])
         for batch in (1, args.batch):
             rates: dict[str, list[float]] = {kind: [] for kind in servers}
             for r in range(args.rounds):
                 for kind, server in servers.items():
                     rate = await pairs_per_second(
-                        server.address, "p", args.clients, args.seconds, batch
+                        server.address, names[kind], args.clients, args.seconds, batch
                     )
                     rates[kind].append(rate)
                     print(f"  batch {batch} round {r + 1} {kind}: {rate:,.0f} pairs/s")
@@ -314,16 +355,25 @@ async def compare(root: Path, urls: list[str], args: argparse.Namespace) -> None
                 f"median of {args.rounds}:"
             )
             for kind, rate in best.items():
-                print(f"  {kind:14s} {rate:8,.0f}  ({rate / best['in-memory']:.2f} x in-memory)")
+                print(f"  {kind:24s} {rate:8,.0f}  ({rate / best['in-memory']:.2f} x in-memory)")
             ratio = best["replicated"] / best["local-journal"]
-            print(f"  replicated / local-journal: {ratio:.2f}\n")
+            print(f"  replicated / local-journal: {ratio:.2f}")
+            ratio = best["replicated"] / best[NO_SNAPSHOTS]
+            print(f"  replicated (snapshots on, the default) / without snapshots: {ratio:.2f}\n")
     finally:
         for server in servers.values():
             server.stop()
 
 
 async def main_async(args: argparse.Namespace) -> None:
-    with tempfile.TemporaryDirectory(prefix="scale-out-bench-", dir=args.dir) as tmp:
+    with contextlib.ExitStack() as stack:
+        if args.keep:
+            tmp = tempfile.mkdtemp(prefix="scale-out-bench-", dir=args.dir)
+            print(f"keeping configs and logs in {tmp}")
+        else:
+            tmp = stack.enter_context(
+                tempfile.TemporaryDirectory(prefix="scale-out-bench-", dir=args.dir)
+            )
         root = Path(tmp)
         nats = LocalNatsCluster(root / "nats").start()
         try:
@@ -331,11 +381,14 @@ async def main_async(args: argparse.Namespace) -> None:
                 await compare(root, nats.urls, args)
             if args.kills:
                 print(f"\ntakeover, {args.kills} kills, lease_ms {args.lease_ms}:")
-                result = await takeovers(root / "takeover", nats.urls, args.kills, args.lease_ms)
+                result = await takeovers(
+                    root / "takeover", nats.urls, args.kills, args.lease_ms, args.snapshot_messages
+                )
                 print(
                     f"  takeover p50 {result['p50']:.2f} s, max {result['max']:.2f} s, "
                     f"min {result['min']:.2f} s; {result['acked']} acknowledged "
-                    f"registrations, {result['lost']} lost"
+                    f"registrations, {result['lost']} lost; {result['snapshots']} snapshots "
+                    f"written, at most {result['tailed_max']} messages tailed by a takeover"
                 )
         finally:
             nats.stop()
@@ -349,7 +402,14 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=100, help="pairs per batch call pair")
     parser.add_argument("--kills", type=int, default=10)
     parser.add_argument("--lease-ms", type=int, default=1500)
+    parser.add_argument(
+        "--snapshot-messages",
+        type=int,
+        default=0,
+        help="the takeover servers' [cluster] snapshot_messages (0: the server's default)",
+    )
     parser.add_argument("--dir", default=None, help="where the temporary directory goes")
+    parser.add_argument("--keep", action="store_true", help="keep that directory (the logs)")
     parser.add_argument("--skip-pairs", action="store_true", help="only the takeover part")
     args = parser.parse_args()
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")

@@ -31,14 +31,21 @@ def by_rank(name: str, count: int) -> list[str]:
 
 
 def config_text(
-    urls: list[str], name: str, data_dir: Path, lease_ms: int = LEASE_MS, server_id: str = ""
+    urls: list[str],
+    name: str,
+    data_dir: Path,
+    lease_ms: int = LEASE_MS,
+    *,
+    server_id: str = "",
+    retained_events: int = 100_000,
+    cluster_extra: str = "",
 ) -> str:
     quoted = ", ".join(f'"{u}"' for u in urls)
     return f"""data_dir = "{data_dir}"
 log_level = "INFO"
 
 [defaults]
-retained_events = 100000
+retained_events = {retained_events}
 
 [[purgatories]]
 name = "{name}"
@@ -50,14 +57,20 @@ replicated = ["{name}"]
 lease_ms = {lease_ms}
 journal_streams = 2
 server_id = "{server_id}"
-"""
+{cluster_extra}"""
 
 
 class ReplicatedServer:
     """One server subprocess (see module docstring); bounded waits everywhere."""
 
     def __init__(
-        self, root: Path, label: str, urls: list[str], name: str, server_id: str = ""
+        self,
+        root: Path,
+        label: str,
+        urls: list[str],
+        name: str,
+        server_id: str = "",
+        **config: Any,
     ) -> None:
         root.mkdir(parents=True, exist_ok=True)
         self.label = label
@@ -65,7 +78,9 @@ class ReplicatedServer:
         self.port_file = root / f"{label}.port"
         self.port_file.unlink(missing_ok=True)
         conf = root / f"{label}.toml"
-        conf.write_text(config_text(urls, name, root / f"{label}-data", server_id=server_id))
+        conf.write_text(
+            config_text(urls, name, root / f"{label}-data", server_id=server_id, **config)
+        )
         self.log_path = root / f"{label}.log"
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen(

@@ -37,8 +37,11 @@ def test_cluster_from_the_environment() -> None:
     env = {
         "PURGATORY_CLUSTER_NATS_URLS": "nats://a:4222,nats://b:4222",
         "PURGATORY_CLUSTER_LEASE_MS": "1500",
+        "PURGATORY_CLUSTER_SNAPSHOT_MESSAGES": "500",
     }
     config = load_config(env=env)
+    assert config.cluster.snapshot_messages == 500
+    assert config.cluster.snapshot_bytes == 64 * 1024 * 1024
     assert config.cluster.nats_urls == ("nats://a:4222", "nats://b:4222")
     assert config.cluster.lease_ms == 1500
 
@@ -53,6 +56,8 @@ def test_cluster_from_the_environment() -> None:
         ({"nats_urls": ["nats://x:1"], "lease_ms": "soon"}, "cluster.lease_ms must be an integer"),
         ({"nats_url": ["nats://x:1"]}, "unknown option cluster.nats_url"),
         ({"nats_urls": "nats://x:1", "replicas": 9}, "cluster.replicas must be in [1, 5]"),
+        ({"snapshot_messages": -1}, "cluster.snapshot_messages must be >= 0"),
+        ({"snapshot_bytes": 1.5}, "cluster.snapshot_bytes must be an integer"),
     ],
 )
 def test_bad_cluster_options_are_one_line_errors(table: dict[str, object], message: str) -> None:

@@ -9,6 +9,8 @@ within a bounded time, and the new owner must pass the crash test's checks
 (:func:`tests.durability.test_crash.verify`): a gap-free sequence equal to what
 subscribers saw, every reported outcome unchanged, every acknowledged watch pending with
 its acknowledged progress or with exactly one outcome, overdue operations expired at once.
+The owners write snapshots every 100 messages or so, so the standbys that start in place
+of the killed servers replay a snapshot and its tail, and some kills interrupt one.
 
 ``PURGATORY_TAKEOVER_CYCLES`` sets the number of kills (default 3).
 """
@@ -30,6 +32,8 @@ from tests.durability.test_crash import verify
 
 logger = logging.getLogger(__name__)
 CYCLES = int(os.environ.get("PURGATORY_TAKEOVER_CYCLES", "3"))
+# Snapshots often, so kills land before, during and after them (docs/scale-out.md §5).
+SNAPSHOTS = "snapshot_messages = 100\n"
 TAKEOVER_BOUND_S = 20.0  # lease 1.5 s + catch-up, on a loaded shared 2-core machine
 
 
@@ -48,7 +52,12 @@ async def test_owner_killed_under_load_standby_takes_over(
         nonlocal started
         started += 1
         server = ReplicatedServer(
-            tmp_path, f"s{started}", nats_cluster.urls, NAME, ids[started - 1]
+            tmp_path,
+            f"s{started}",
+            nats_cluster.urls,
+            NAME,
+            ids[started - 1],
+            cluster_extra=SNAPSHOTS,
         )
         server.wait_port()
         return server

@@ -41,6 +41,10 @@ class ClusterConfig:
     journal_streams: int = 4
     # Longest time one append may take (its retries included) before the RPCs fail.
     append_timeout_ms: int = 20_000
+    # A snapshot of a purgatory's subject is written (and what it covers purged) once the
+    # subject grew by this many messages / bytes since the last one (0: that trigger off).
+    snapshot_messages: int = 10_000
+    snapshot_bytes: int = 64 * 1024 * 1024
 
     @property
     def enabled(self) -> bool:
@@ -63,10 +67,18 @@ class ClusterConfig:
             raise ValueError(
                 f"cluster.journal_streams must be in [1, 64], got {self.journal_streams}"
             )
+        for key in ("snapshot_messages", "snapshot_bytes"):
+            if getattr(self, key) < 0:
+                raise ValueError(f"cluster.{key} must be >= 0, got {getattr(self, key)}")
         if self.append_timeout_ms < 100:
             raise ValueError(
                 f"cluster.append_timeout_ms must be >= 100, got {self.append_timeout_ms}"
             )
+
+
+_INTEGERS = frozenset(
+    name for name, value in ClusterConfig.__dataclass_fields__.items() if value.type == "int"
+)
 
 
 def _strings(raw: Any, where: str) -> tuple[str, ...]:
@@ -90,7 +102,7 @@ def parse_cluster(raw: Any, base: ClusterConfig | None = None) -> ClusterConfig:
             if not isinstance(value, str):
                 raise ValueError(f"cluster.{key} must be a string")
             values[key] = value
-        elif key in ("lease_ms", "replicas", "journal_streams", "append_timeout_ms"):
+        elif key in _INTEGERS:
             try:
                 if isinstance(value, (bool, float)):
                     raise ValueError(value)

@@ -97,6 +97,9 @@ async def _retry(call: Callable[[], Any]) -> Any:
             if "already in use" in str(exc):
                 logger.warning("cluster: keeping the existing %s", exc)
                 return None
-            raise
+            # A fresh cluster's meta leader may not know every peer yet (error 10005).
+            if "no suitable peers" not in str(exc):
+                raise
+            logger.info("cluster: JetStream peers not known yet; retrying")
         await asyncio.sleep(delay)
         delay = min(1.0, delay * 2)

@@ -15,8 +15,10 @@ import zlib
 
 __all__ = [
     "LEASE_BUCKET",
+    "MAX_MESSAGE_BYTES",
     "MEMBERS_BUCKET",
     "META_BUCKET",
+    "SNAPSHOT_HEADER",
     "journal_stream",
     "journal_subject",
     "stream_subjects",
@@ -30,6 +32,10 @@ MEMBERS_BUCKET = "purgatory-members"
 EPOCH_HEADER = "Purgatory-Epoch"
 EXPECTED_SUBJECT_SEQ = "Nats-Expected-Last-Subject-Sequence"
 MSG_ID = "Nats-Msg-Id"
+# Marks a snapshot's messages: "<phase> <id>" (docs/scale-out.md §5, _cluster/snapshot.py).
+SNAPSHOT_HEADER = "Purgatory-Snapshot"
+# JetStream's default max_payload is 1 MiB; leave room for headers.
+MAX_MESSAGE_BYTES = 900 * 1024
 
 
 def token(name: str) -> str:

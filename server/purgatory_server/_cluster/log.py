@@ -11,6 +11,12 @@ in ``Nats-Expected-Last-Subject-Sequence``, so at most one message per purgatory
 unacknowledged; submissions that arrive meanwhile queue and go out together as the next
 message (up to ``MAX_MESSAGE_BYTES``). Under load the messages grow, not the queue.
 
+Snapshots (docs/scale-out.md §5): given a :class:`~.snapshot.SubjectReplay` (the
+standby's, handed over at takeover) the log keeps it current with every submission, as
+the local journal keeps its mirror, and a :class:`~.snapshot_writer.SnapshotWriter`
+appends snapshot messages through :meth:`submit_marked` (each alone in its message,
+fenced like the rest) when the subject has grown enough.
+
 Fencing: a new owner appends a marker naming the last sequence it read; from then on an
 append by this (old) owner names an older sequence and JetStream rejects it (error
 10071). The log then *fences itself*: it fails that append and every later one with
@@ -40,8 +46,15 @@ import nats.errors
 from nats.js.errors import APIError
 from purgatory_proto.v1.journal_pb2 import JournalRecord
 
-from purgatory_server._cluster.layout import EPOCH_HEADER, EXPECTED_SUBJECT_SEQ, MSG_ID
+from purgatory_server._cluster.layout import (
+    EPOCH_HEADER,
+    EXPECTED_SUBJECT_SEQ,
+    MAX_MESSAGE_BYTES,
+    MSG_ID,
+)
 from purgatory_server._cluster.not_owner import NotOwner
+from purgatory_server._cluster.snapshot import SnapshotPolicy, SubjectReplay
+from purgatory_server._cluster.snapshot_writer import SnapshotWriter
 from purgatory_server._journal import RecoveredState
 from purgatory_server._journal.framing import encode_frame
 
@@ -49,10 +62,12 @@ __all__ = ["MAX_MESSAGE_BYTES", "ReplicatedLog"]
 
 logger = logging.getLogger("purgatory_server.cluster")
 
-# JetStream's default max_payload is 1 MiB; leave room for headers.
-MAX_MESSAGE_BYTES = 900 * 1024
 WRONG_LAST_SEQUENCE = 10071
 _ATTEMPT_TIMEOUT_S = 2.0
+
+# A queued submission: payload, records, its future, and headers of a snapshot message
+# (which goes alone and resolves with its stream sequence) or None.
+_Item = tuple[bytes, int, "Future[int]", dict[str, str] | None]
 
 
 class ReplicatedLog:
@@ -74,6 +89,8 @@ class ReplicatedLog:
         on_lost: Callable[[str], None],
         not_owner: Callable[[], NotOwner],
         append_timeout_s: float,
+        replay: SubjectReplay | None = None,
+        snapshot_policy: SnapshotPolicy | None = None,
     ) -> None:
         self._js = js
         self.name = name
@@ -89,7 +106,7 @@ class ReplicatedLog:
         self._on_lost = on_lost
         self._not_owner = not_owner
         self._append_timeout_s = append_timeout_s
-        self._queue: deque[tuple[bytes, int, Future[int]]] = deque()
+        self._queue: deque[_Item] = deque()
         self._pump: asyncio.Task[None] | None = None
         self._messages = 0
         self._lost: str | None = None
@@ -97,6 +114,22 @@ class ReplicatedLog:
         self.bytes_appended = 0
         # The metrics hook of a local journal's fsync: (seconds per append, records).
         self.on_fsync: Callable[[float, int], None] | None = None
+        self._replay: SubjectReplay | None = None
+        self.snapshots: SnapshotWriter | None = None
+        if replay is not None and snapshot_policy is not None and snapshot_policy.enabled:
+            replay.drop_candidate()  # the old owner's unfinished snapshot
+            self._replay = replay
+            self.snapshots = SnapshotWriter(
+                js,
+                name=name,
+                stream=stream,
+                subject=subject,
+                epoch=epoch,
+                replay=replay,
+                policy=snapshot_policy,
+                submit=self.submit_marked,
+                loop=loop,
+            )
 
     def release_recovered(self) -> None:
         """Forget the start-up snapshot's pending operations once the purgatory has them
@@ -116,34 +149,48 @@ class ReplicatedLog:
             future.set_exception(self._not_owner())
             return future
         payload = b"".join(encode_frame(r.SerializeToString()) for r in records)
-        self._queue.append((payload, len(records), future))
+        if self._replay is not None:
+            self._replay.apply_records(records)
+        self._enqueue((payload, len(records), future, None))
+        return future
+
+    def submit_marked(self, body: bytes, headers: dict[str, str]) -> Future[int]:
+        """Queue one snapshot message; the future resolves with its stream sequence."""
+        future: Future[int] = Future()
+        if self._lost is not None or self._closed:
+            future.set_exception(self._not_owner())
+            return future
+        self._enqueue((body, 0, future, headers))
+        return future
+
+    def _enqueue(self, item: _Item) -> None:
+        self._queue.append(item)
         if self._pump is None:
             self._pump = self._loop.create_task(self._run())
-        return future
 
     async def _run(self) -> None:
         try:
             while self._queue and self._lost is None:
-                batch: list[tuple[bytes, int, Future[int]]] = []
-                size = 0
-                while self._queue and (
-                    not batch or size + len(self._queue[0][0]) <= MAX_MESSAGE_BYTES
-                ):
-                    item = self._queue.popleft()
-                    batch.append(item)
-                    size += len(item[0])
+                batch = self._next_batch()
+                headers = batch[0][3]
+                payload = b"".join(item[0] for item in batch)
                 started = time.monotonic()
-                ok = await self._append(b"".join(item[0] for item in batch))
+                ok = await self._append(payload, headers)
                 if not ok:
-                    for _, _, future in batch:
-                        if not future.done():
-                            future.set_exception(self._not_owner())
+                    for item in batch:
+                        if not item[2].done():
+                            item[2].set_exception(self._not_owner())
                     break
+                if headers is not None:  # a snapshot message: alone in its batch
+                    batch[0][2].set_result(self.last_sequence)
+                    continue
                 records = sum(item[1] for item in batch)
                 if self.on_fsync is not None:
                     self.on_fsync(time.monotonic() - started, records)
-                for _, count, future in batch:
+                for _, count, future, _ in batch:
                     future.set_result(count)
+                if self.snapshots is not None:
+                    self.snapshots.appended(len(payload))
             if self._lost is not None:
                 self._fail_queued([])
         finally:
@@ -151,19 +198,34 @@ class ReplicatedLog:
             if self._queue and self._lost is None:
                 self._pump = self._loop.create_task(self._run())
 
-    def _fail_queued(self, batch: list[tuple[bytes, int, Future[int]]]) -> None:
-        for _, _, future in [*batch, *self._queue]:
+    def _next_batch(self) -> list[_Item]:
+        """Queued submissions up to a message's size; a snapshot message goes alone."""
+        queue = self._queue
+        first = queue.popleft()
+        batch = [first]
+        if first[3] is not None:
+            return batch
+        size = len(first[0])
+        while queue and queue[0][3] is None and size + len(queue[0][0]) <= MAX_MESSAGE_BYTES:
+            item = queue.popleft()
+            batch.append(item)
+            size += len(item[0])
+        return batch
+
+    def _fail_queued(self, batch: list[_Item]) -> None:
+        for _, _, future, _ in [*batch, *self._queue]:
             if not future.done():
                 future.set_exception(self._not_owner())
         self._queue.clear()
 
-    async def _append(self, payload: bytes) -> bool:
+    async def _append(self, payload: bytes, extra: dict[str, str] | None = None) -> bool:
         """Append one message; False (and the log fenced) if it cannot be acknowledged."""
         self._messages += 1
         headers = {
             EXPECTED_SUBJECT_SEQ: str(self.last_sequence),
             MSG_ID: f"{self._msg_prefix}/{self.epoch}/{self._messages}",
             EPOCH_HEADER: str(self.epoch),
+            **(extra or {}),
         }
         deadline = time.monotonic() + self._append_timeout_s
         attempt = 0
@@ -206,6 +268,8 @@ class ReplicatedLog:
         if self._lost is not None:
             return
         self._lost = reason
+        if self.snapshots is not None:
+            self.snapshots.cancel()
         logger.warning("purgatory %s: stops appending: %s", self.name, reason)
         self._fail_queued([])
         self._loop.call_soon(self._on_lost, reason)
@@ -213,6 +277,8 @@ class ReplicatedLog:
     # -- closing -----------------------------------------------------------------------
     async def drain(self, timeout_s: float = 5.0) -> None:
         """Wait until what was submitted is acknowledged (or the log is lost)."""
+        if self.snapshots is not None:
+            self.snapshots.cancel()  # an unfinished snapshot is ignored by readers
         deadline = time.monotonic() + timeout_s
         while (self._queue or self._pump is not None) and time.monotonic() < deadline:
             await asyncio.sleep(0.01)

@@ -60,6 +60,7 @@ from purgatory_server._cluster.not_owner import NotOwner
 from purgatory_server._cluster.owner_lease import LeaseValue, OwnerLease
 from purgatory_server._cluster.placement import Member, Placement
 from purgatory_server._cluster.shadow import Shadow, last_subject_sequence
+from purgatory_server._cluster.snapshot import SnapshotPolicy
 from purgatory_server._cluster.store import ReplicatedStore
 from purgatory_server._cluster.tombstone import (
     Buried,
@@ -341,6 +342,10 @@ class ClusterNode:
             on_lost=lambda _reason: lost.set(),
             not_owner=lambda: NotOwner(name, self.owner(name)),
             append_timeout_s=self._cluster.append_timeout_ms / 1000.0,
+            replay=shadow.handover(),
+            snapshot_policy=SnapshotPolicy(
+                self._cluster.snapshot_messages, self._cluster.snapshot_bytes
+            ),
         )
         self._logs[name] = log
         store = ReplicatedStore(settings, log, self._loop, incarnation, clock=self._clock)
@@ -395,10 +400,12 @@ class ClusterNode:
         placement = self._placement
         assert placement is not None
         owned_since = placement.clock()
+        wait = 0.0  # renew at once: catching up and rebuilding used part of the lease
         while log.lost is None:
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(interval):
+                async with asyncio.timeout(wait):
                     await lost.wait()
+            wait = interval
             if log.lost is not None:
                 return
             try:

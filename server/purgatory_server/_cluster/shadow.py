@@ -8,7 +8,9 @@ RPC is served from it. At takeover :meth:`catch_up` waits until the shadow has a
 the subject's last message, so a takeover costs the tail not yet applied, not a replay.
 
 A message is a concatenation of local-journal frames; an empty message is an owner's
-fence marker and changes nothing.
+fence marker and changes nothing. Snapshots (:mod:`.snapshot`) replace the state when
+complete, so a shadow started after the owner purged the subject's old messages replays
+the latest snapshot and the tail, not the purgatory's whole history.
 
 Thread-safety: loop-confined (nats-py delivers to the callback on the loop).
 """
@@ -17,15 +19,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, cast
+from collections.abc import Mapping
+from typing import Any
 
 from nats.js.errors import NotFoundError
-from purgatory_proto.v1.journal_pb2 import JournalRecord
 
+from purgatory_server._cluster.snapshot import SubjectReplay, decode_message
 from purgatory_server._journal import JournalState, RecoveredState
-from purgatory_server._journal.framing import decode_frame
 
-__all__ = ["Shadow", "last_subject_sequence"]
+__all__ = ["Shadow", "decode_message", "last_subject_sequence"]
 
 logger = logging.getLogger("purgatory_server.cluster")
 
@@ -39,20 +41,6 @@ async def last_subject_sequence(js: Any, stream: str, subject: str) -> int:
     return int(msg.seq)
 
 
-def decode_message(data: bytes) -> list[JournalRecord]:
-    """The records of one journal message (ValueError if a frame is damaged)."""
-    view = memoryview(data)
-    records: list[JournalRecord] = []
-    offset = 0
-    while offset < len(view):
-        frame = decode_frame(view, offset)
-        record = JournalRecord()
-        record.ParseFromString(cast(bytes, frame.payload))
-        records.append(record)
-        offset = frame.end
-    return records
-
-
 class Shadow:
     """The journal state of one purgatory as its subject says (see module docstring)."""
 
@@ -62,12 +50,12 @@ class Shadow:
         self._js = js
         self._stream = stream
         self._subject = subject
-        self.state = JournalState(retain_events, max_key_values)
+        self.replay = SubjectReplay(retain_events, max_key_values)
         self.applied_sequence = 0  # stream sequence of the last message applied
         self.messages = 0
-        self._index = 0
         self._sub: Any = None
         self._progress = asyncio.Event()
+        self._handed_over = False
 
     async def start(self) -> None:
         self._sub = await self._js.subscribe(
@@ -76,21 +64,21 @@ class Shadow:
 
     async def _on_message(self, msg: Any) -> None:
         sequence = int(msg.metadata.sequence.stream)
-        if sequence <= self.applied_sequence:
+        if sequence <= self.applied_sequence or self._handed_over:
             return
-        self.apply(sequence, msg.data)
+        self.apply(sequence, msg.data, msg.headers)
 
-    def apply(self, sequence: int, data: bytes) -> None:
+    @property
+    def state(self) -> JournalState:
+        return self.replay.state
+
+    def apply(self, sequence: int, data: bytes, headers: Mapping[str, str] | None = None) -> None:
         try:
-            records = decode_message(data)
+            self.replay.apply(data, headers)
         except ValueError as exc:
             # A damaged message in a replicated stream: never skip silently.
             logger.error("%s: message %d does not decode: %s", self._subject, sequence, exc)
             raise
-        state = self.state
-        for record in records:
-            state.apply(self._index, record)
-            self._index += 1
         self.applied_sequence = sequence
         self.messages += 1
         self._progress.set()
@@ -102,8 +90,15 @@ class Shadow:
                 self._progress.clear()
                 await self._progress.wait()
 
+    def handover(self) -> SubjectReplay:
+        """The replay, for the new owner's log to keep current; from now on this shadow
+        applies nothing (the owner's own appends may still be delivered to it until it
+        stops, and must not be applied twice)."""
+        self._handed_over = True
+        return self.replay
+
     def snapshot(self) -> RecoveredState:
-        return self.state.snapshot(self._index)
+        return self.replay.state.snapshot(self.replay.next_index)
 
     async def stop(self) -> None:
         sub, self._sub = self._sub, None

@@ -255,6 +255,10 @@ class JournalState:
 
     # -- reading ------------------------------------------------------------------------
 
+    def events_window(self) -> list[Outcome]:
+        """The outcomes in the event window, in sequence order (a snapshot carries them)."""
+        return [outcome for _, outcome in self._events]
+
     def earliest_event_index(self) -> int | None:
         """Journal index of the oldest outcome still in the window (pins its segment)."""
         return self._events[0][0] if self._events else None

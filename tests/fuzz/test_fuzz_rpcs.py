@@ -486,6 +486,9 @@ def test_every_rpc_answers_only_allowed_statuses(harness: Harness, drawn: tuple[
     raw = isinstance(request, bytes)
     body = request if raw else request.SerializeToString()
     wait = not raw and method == "TryCompleteElseWatch" and request.wait
+    if wait and not request.operation_id:  # a wait cut off by its deadline stays trackable
+        request.operation_id = f"fuzz-wait-{harness.calls}"
+        body = request.SerializeToString()
     code, details, response = harness.invoke(method, body, wait)
     allowed = ALLOWED[method] | ({C.DEADLINE_EXCEEDED} if wait else set())
     assert code in allowed, f"{method} answered {code.name}: {details[:200]}"
@@ -493,6 +496,9 @@ def test_every_rpc_answers_only_allowed_statuses(harness: Harness, drawn: tuple[
     harness.codes.setdefault(method, set()).add(code.name)
     if code is OK and not raw:
         _track(harness, method, request, response)
+    elif wait and code is C.DEADLINE_EXCEEDED:  # registered, then the client gave up waiting
+        harness.operations.add((request.purgatory, request.operation_id))
+        harness.used_keys.update((request.purgatory, k) for k in request.keys)
     harness.calls += 1
     if harness.calls % 50 == 0:
         harness.health()

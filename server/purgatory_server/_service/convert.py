@@ -22,6 +22,7 @@ from purgatory_server._service.purgatory_stats import PurgatoryStats
 from purgatory_server._service.states import OperationState
 
 __all__ = [
+    "WIRE_WATCHING",
     "batch_status_response",
     "condition_from_proto",
     "event_fields",
@@ -42,7 +43,7 @@ _WIRE_STATES: dict[OperationState, pb.OperationState] = {
 }
 
 
-_WIRE_WATCHING = _WIRE_STATES[OperationState.WATCHING]
+WIRE_WATCHING = _WIRE_WATCHING = _WIRE_STATES[OperationState.WATCHING]
 
 
 def wire_state(state: OperationState) -> pb.OperationState:

@@ -231,8 +231,18 @@ class NamedPurgatory:
         if metrics is not None:
             metrics.registered += len(created)
             metrics.batch_register.record(len(requests))
-        # One engine call for the batch: Kafka's steps per operation, one timer round.
-        self._engine.try_complete_else_watch_all(created)
+        # One engine call for the batch, one timer round. An operation its progress does
+        # not satisfy yet (every fresh ANY_KEY one) is watched and armed without Kafka's
+        # try / watch / try: those tries close the race with a signal arriving between
+        # the first try and the watch, and here there is none to close, since signals,
+        # like this call, run only on the loop thread (module docstring) and the
+        # operation is armed (reachable by its expiry) only after it is watched.
+        if created:
+            ready = [item for item in created if item[0].progress.satisfied()]
+            if ready:
+                self._engine.try_complete_else_watch_all(created)
+            else:
+                self._engine.watch_and_arm_all(created)
         ended = self._settle()
         if ended:
             by_id = {o.operation_id: o for o in ended}

@@ -8,12 +8,17 @@ which builds on these.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TypedDict, cast
 
 from purgatory_proto.v1 import purgatory_pb2 as pb
 
-from purgatory_server._service.conditions import ConditionKind, ConditionSpec, ResultSnapshot
+from purgatory_server._service.conditions import (
+    EMPTY_RESULT,
+    ConditionKind,
+    ConditionSpec,
+    ResultSnapshot,
+)
 from purgatory_server._service.config import PurgatorySettings
 from purgatory_server._service.errors import InvalidArgument
 from purgatory_server._service.events import Outcome
@@ -23,6 +28,7 @@ from purgatory_server._service.states import OperationState
 
 __all__ = [
     "WIRE_WATCHING",
+    "add_event",
     "batch_status_response",
     "condition_from_proto",
     "event_fields",
@@ -247,6 +253,44 @@ def event_fields(outcome: Outcome) -> EventFields:
     if result:
         fields["result"] = result
     return fields
+
+
+def add_event(add: Callable[..., pb.OperationEvent], outcome: Outcome) -> None:
+    """``add(**event_fields(outcome))`` for a repeated OperationEvent field, cheaper.
+
+    The scalars go in as keywords (no dict per event) and the result's fields are set
+    on the sub-message in place: given as a nested dict, protobuf builds it through a
+    second keyword pass, which cost about a third of the event.
+    """
+    event = add(
+        sequence=outcome.sequence,
+        purgatory=outcome.purgatory,
+        operation_id=outcome.operation_id,
+        state=_WIRE_STATES[outcome.state],
+        keys=outcome.keys,
+        payload=outcome.payload,
+        create_time_ms=outcome.create_time_ms,
+        due_time_ms=outcome.due_time_ms,
+        complete_time_ms=outcome.complete_time_ms,
+    )
+    result = outcome.result
+    if result is EMPTY_RESULT:
+        return
+    into = event.result
+    if result.signal_count:
+        into.signal_count = result.signal_count
+    if result.sources:
+        into.sources.extend(result.sources)
+    if result.signalled_keys:
+        into.signalled_keys.extend(result.signalled_keys)
+    if result.amount_sum:
+        into.amount_sum = result.amount_sum
+    if result.values:
+        into.values.update(result.values)
+    if result.data:
+        into.data = result.data
+    if result.data_truncated:
+        into.data_truncated = True
 
 
 def event_to_proto(outcome: Outcome) -> pb.OperationEvent:

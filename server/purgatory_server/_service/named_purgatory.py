@@ -207,14 +207,16 @@ class NamedPurgatory:
         self._check_open()
         plan = self._table.plan(requests, fields)  # every check; nothing changed yet
         create = self._table.create
-        on_registered = self._journal.on_registered
+        journal = self._journal
+        on_registered = None if journal is NULL_JOURNAL else journal.on_registered
         name = self.name
         out: list[Registration] = []
         created: list[tuple[RemoteOperation, tuple[str, ...]]] = []
         for req, step in zip(requests, plan, strict=True):
             if isinstance(step, str):
                 op = create(step, req.definition)
-                on_registered(name, op)
+                if on_registered is not None:
+                    on_registered(name, op)
                 created.append((op, op.keys))
                 out.append((op, True))
             else:
@@ -255,9 +257,12 @@ class NamedPurgatory:
         slot = self._slot
         engine = self._engine
         journal = self._journal
+        on_signal = None if journal is NULL_JOURNAL else journal.on_signal
+        name = self.name
         counts: list[int] = []
         for key, sig in signals:
-            journal.on_signal(self.name, key, sig)
+            if on_signal is not None:
+                on_signal(name, key, sig)
             if sig.value is not None:
                 self._values.update(key, sig.value)
             slot.serial += 1

@@ -269,13 +269,17 @@ class OperationTable:
 
     # ----------------------------------------------------------------- retirement
     def retire(self, ops: Sequence[RemoteOperation], outcomes: Sequence[Outcome]) -> None:
-        """Ended operations leave the pending table; their outcomes are remembered."""
+        """Ended operations leave the pending table; their outcomes are remembered.
+
+        Once per published batch: the budget is released and the finished memory trimmed
+        to its bound once for the batch, not per operation.
+        """
         pending = self.pending
-        budget = self._budget
         unwatch = self.values.unwatch
         finished = self._finished
         retained = self._limits.finished_retained
         pending_ids = self.pending_ids
+        released = released_bytes = 0
         for op, outcome in zip(ops, outcomes, strict=True):
             op_id = op.operation_id
             definition = op.definition
@@ -283,12 +287,17 @@ class OperationTable:
                 del pending[op_id]
                 if pending_ids is not None:
                     pending_ids.discard(op_id)
-                budget.release(len(definition.payload))
+                released += 1
+                released_bytes += len(definition.payload)
             if retained:  # remember(), inlined: once per ended operation
                 finished[op_id] = (definition, outcome)
-                if len(finished) > retained:
-                    finished.popitem(last=False)
             unwatch(definition.keys)
+        if released:
+            self._budget.release_many(released, released_bytes)
+        if retained:
+            popitem = finished.popitem
+            for _ in range(len(finished) - retained):
+                popitem(last=False)
 
     def remember(self, definition: OperationDefinition, outcome: Outcome) -> None:
         """Keep a finished id's outcome so re-sends of it stay idempotent (bounded)."""

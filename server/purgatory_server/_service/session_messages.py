@@ -11,7 +11,7 @@ from collections import deque
 
 from purgatory_proto.v1 import purgatory_pb2 as pb
 
-from purgatory_server._service.convert import event_fields
+from purgatory_server._service.convert import add_event
 from purgatory_server._service.events import Outcome
 
 __all__ = [
@@ -66,7 +66,7 @@ def pack(out: deque[Ack | Outcome]) -> list[pb.SessionResponse]:
     acknowledgement), and carries the outcomes stashed for it while they fit. A
     message holds up to :data:`OUTCOMES_PER_MESSAGE` outcomes or about
     :data:`MESSAGE_BYTES`, so none nears a client's 4 MiB receive limit. Outcomes are
-    added in place from keywords (a message argument would be built, then copied).
+    added in place (:func:`.convert.add_event`; a message argument would be built, then copied).
     """
     groups: list[tuple[Ack | None, list[Outcome]]] = []
     ack: Ack | None = None
@@ -98,7 +98,7 @@ def pack(out: deque[Ack | Outcome]) -> list[pb.SessionResponse]:
         message = group_ack.response if group_ack is not None else pb.SessionResponse()
         add = message.outcomes.add
         for outcome in group_events:
-            add(**event_fields(outcome))
+            add_event(add, outcome)
         messages.append(message)
     return messages
 

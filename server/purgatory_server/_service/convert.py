@@ -29,6 +29,7 @@ from purgatory_server._service.states import OperationState
 __all__ = [
     "WIRE_WATCHING",
     "add_event",
+    "add_status",
     "batch_status_response",
     "condition_from_proto",
     "event_fields",
@@ -36,6 +37,7 @@ __all__ = [
     "operation_status",
     "purgatory_to_proto",
     "result_fields",
+    "set_result",
     "settings_from_proto",
     "status_fields",
     "wire_state",
@@ -228,11 +230,41 @@ def batch_status_response(
     response = pb.BatchTryCompleteElseWatchResponse()
     add = response.operations.add
     for target, created in registered:
-        if isinstance(target, Outcome):
-            add(payload=target.payload, **status_fields(target, created))
-        else:
-            add(payload=target.definition.payload, **status_fields(target, created))
+        add_status(add, target, created)
     return response
+
+
+def add_status(
+    add: Callable[..., pb.OperationStatus], target: RemoteOperation | Outcome, created: bool
+) -> pb.OperationStatus:
+    """``add(payload=..., **status_fields(target, created))``, cheaper (see
+    :func:`add_event`: keywords, the result set in place)."""
+    if not isinstance(target, Outcome):
+        return add(
+            operation_id=target.operation_id,
+            state=_WIRE_WATCHING,
+            created=created,
+            create_time_ms=target.create_time_ms,
+            due_time_ms=target.due_time_ms,
+            payload=target.definition.payload,
+        )
+    status = add(
+        operation_id=target.operation_id,
+        state=_WIRE_STATES[target.state],
+        sequence=target.sequence,
+        created=created,
+        traceparent=target.traceparent,
+        create_time_ms=target.create_time_ms,
+        due_time_ms=target.due_time_ms,
+        complete_time_ms=target.complete_time_ms,
+        payload=target.payload,
+    )
+    into = status.result
+    into.SetInParent()  # present even when empty, as status_fields() makes it
+    result = target.result
+    if result is not EMPTY_RESULT:
+        set_result(into, result)
+    return status
 
 
 def event_fields(outcome: Outcome) -> EventFields:
@@ -274,9 +306,12 @@ def add_event(add: Callable[..., pb.OperationEvent], outcome: Outcome) -> None:
         complete_time_ms=outcome.complete_time_ms,
     )
     result = outcome.result
-    if result is EMPTY_RESULT:
-        return
-    into = event.result
+    if result is not EMPTY_RESULT:
+        set_result(event.result, result)
+
+
+def set_result(into: pb.OperationResult, result: ResultSnapshot) -> None:
+    """Set ``result``'s non-default fields on ``into`` (a sub-message, in place)."""
     if result.signal_count:
         into.signal_count = result.signal_count
     if result.sources:

@@ -37,7 +37,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from purgatory_proto.v1 import purgatory_pb2 as pb
 
-from purgatory_server._service.convert import WIRE_WATCHING, status_fields
+from purgatory_server._service.convert import WIRE_WATCHING, add_status
 from purgatory_server._service.errors import (
     Code,
     LimitExceeded,
@@ -279,7 +279,7 @@ class SessionStream:
             size = 0
             for target, created in registered:
                 if isinstance(target, Outcome):
-                    add(payload=target.payload, **status_fields(target, created))
+                    add_status(add, target, created)
                     size += status_size(target.payload, target.result.data)
                     ack.stash.append(target)
                     self._count(1)

@@ -31,6 +31,7 @@ from purgatory_server._service.convert import (
     event_fields,
     operation_status,
     status_fields,
+    status_response,
 )
 from purgatory_server._service.errors import ServiceError
 from purgatory_server._service.events import Outcome
@@ -248,3 +249,6 @@ def test_in_place_event_and_status_equal_the_keyword_forms(result: ResultSnapsho
             expected = pb.OperationStatus(payload=outcome.payload, **fields)
             assert response.operations[0] == expected
             assert response.operations[0].HasField("result") == expected.HasField("result")
+            unary = status_response(outcome, created)
+            assert unary == pb.TryCompleteElseWatchResponse(**fields)
+            assert unary.HasField("result")

@@ -40,6 +40,7 @@ __all__ = [
     "set_result",
     "settings_from_proto",
     "status_fields",
+    "status_response",
     "wire_state",
 ]
 
@@ -197,6 +198,37 @@ def status_fields(target: RemoteOperation | Outcome, created: bool) -> StatusFie
         "due_time_ms": outcome.due_time_ms,
         "complete_time_ms": outcome.complete_time_ms,
     }
+
+
+def status_response(
+    target: RemoteOperation | Outcome, created: bool
+) -> pb.TryCompleteElseWatchResponse:
+    """``TryCompleteElseWatchResponse(**status_fields(target, created))``, with an
+    outcome's result set in place (see :func:`add_status`)."""
+    if not isinstance(target, Outcome):
+        return pb.TryCompleteElseWatchResponse(
+            operation_id=target.operation_id,
+            state=_WIRE_WATCHING,
+            created=created,
+            create_time_ms=target.create_time_ms,
+            due_time_ms=target.due_time_ms,
+        )
+    response = pb.TryCompleteElseWatchResponse(
+        operation_id=target.operation_id,
+        state=_WIRE_STATES[target.state],
+        sequence=target.sequence,
+        created=created,
+        traceparent=target.traceparent,
+        create_time_ms=target.create_time_ms,
+        due_time_ms=target.due_time_ms,
+        complete_time_ms=target.complete_time_ms,
+    )
+    into = response.result
+    into.SetInParent()  # present even when empty, as status_fields() makes it
+    result = target.result
+    if result is not EMPTY_RESULT:
+        set_result(into, result)
+    return response
 
 
 def operation_status(target: RemoteOperation | Outcome, created: bool) -> pb.OperationStatus:

@@ -11,9 +11,11 @@ batches inside each child; the report gives the median per-round ratio and each 
 
     python -m bench.core_compare --compare-src /tmp/base [--rounds 6] [--pairs 4000]
 
-Forms: unbatched (``TryCompleteElseWatch(wait)`` + ``CheckAndComplete``) and batch
-(``BatchTryCompleteElseWatch`` of 100 + ``BatchCheckAndComplete``), on an in-memory and
-on a durable purgatory (journal in a temp directory, fsync ``never``: CPU, not the disk).
+Forms: unbatched (``TryCompleteElseWatch(wait)`` + ``CheckAndComplete``), batch
+(``BatchTryCompleteElseWatch`` of 100 + ``BatchCheckAndComplete``) and session (one
+``Session`` stream, a frame of 100 watches then a frame of their 100 signals, frames
+decoded from bytes and every response encoded, as the transport would), on an in-memory
+and on a durable purgatory (journal in a temp directory, fsync ``never``: CPU, not the disk).
 """
 
 from __future__ import annotations

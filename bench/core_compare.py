@@ -11,9 +11,11 @@ batches inside each child; the report gives the median per-round ratio and each 
 
     python -m bench.core_compare --compare-src /tmp/base [--rounds 6] [--pairs 4000]
 
-Forms: unbatched (``TryCompleteElseWatch(wait)`` + ``CheckAndComplete``) and batch
-(``BatchTryCompleteElseWatch`` of 100 + ``BatchCheckAndComplete``), on an in-memory and
-on a durable purgatory (journal in a temp directory, fsync ``never``: CPU, not the disk).
+Forms: unbatched (``TryCompleteElseWatch(wait)`` + ``CheckAndComplete``), batch
+(``BatchTryCompleteElseWatch`` of 100 + ``BatchCheckAndComplete``) and session (one
+``Session`` stream, a frame of 100 watches then a frame of their 100 signals, frames
+decoded from bytes and every response encoded, as the transport would), on an in-memory
+and on a durable purgatory (journal in a temp directory, fsync ``never``: CPU, not the disk).
 """
 
 from __future__ import annotations
@@ -71,6 +73,51 @@ async def pairs(servicer, name, n, batch, tag):
     return (time.thread_time() - started) / n
 
 
+async def session_pairs(registry, name, n, batch, tag):
+    # The stream form: frames of `batch` watches then their signals on one Session,
+    # frames decoded from bytes and responses encoded as the transport would.
+    from purgatory_server._service.session import SessionStream
+    loop = asyncio.get_running_loop()
+    inbox, state = asyncio.Queue(), {"outcomes": 0, "acked": 0, "done": None}
+    rounds = []
+    for r in range(n // batch):
+        keys = [f"{tag}-{r}-{i}" for i in range(batch)]
+        watch = pb.SessionRequest(request_id=2 * r + 1, purgatory=name, watches=[
+            pb.OperationSpec(keys=[k], timeout_ms=600_000) for k in keys])
+        signal = pb.SessionRequest(request_id=2 * r + 2, purgatory=name,
+                                   signals=[pb.KeySignal(key=k) for k in keys])
+        rounds.append((watch.SerializeToString(), signal.SerializeToString(), 2 * r + 2))
+
+    async def frames():
+        while True:
+            data = await inbox.get()
+            if data is None:
+                return
+            yield pb.SessionRequest.FromString(data)
+
+    async def send(message):
+        message.SerializeToString()
+        state["outcomes"] += len(message.outcomes)
+        if message.HasField("ack"):
+            state["acked"] = message.ack.request_id
+        done = state["done"]
+        if state["outcomes"] >= batch and state["acked"] == done[1] and not done[0].done():
+            done[0].set_result(None)
+
+    stream = asyncio.ensure_future(SessionStream(registry, loop).run(frames(), send))
+    started = time.thread_time()
+    for watch, signal, signal_id in rounds:
+        state["outcomes"] = 0
+        state["done"] = (loop.create_future(), signal_id)
+        inbox.put_nowait(watch)
+        inbox.put_nowait(signal)
+        await state["done"][0]
+    elapsed = time.thread_time() - started
+    inbox.put_nowait(None)
+    await stream
+    return elapsed / n
+
+
 async def main():
     loop = asyncio.get_running_loop()
     with tempfile.TemporaryDirectory() as data:
@@ -88,6 +135,9 @@ async def main():
                 kind = "in memory" if name == "mem" else "durable"
                 form = "unbatched" if batch == 1 else "batch of 100"
                 out[f"{kind}, {form}"] = min(runs)
+            runs = [await session_pairs(registry, name, PAIRS, 100, f"{name}s-{i}")
+                    for i in range(REPEATS)]
+            out[f"{'in memory' if name == 'mem' else 'durable'}, session of 100"] = min(runs)
         await registry.shutdown()
     print(json.dumps(out))
 

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from purgatory_proto.v1 import purgatory_pb2 as pb
 from purgatory_server._service.conditions import (
+    EMPTY_RESULT,
     EMPTY_SIGNAL,
     ConditionSpec,
     FirstSignal,
@@ -23,7 +24,15 @@ from purgatory_server._service.conditions import (
     make_progress,
 )
 from purgatory_server._service.config import Limits
-from purgatory_server._service.convert import batch_status_response, operation_status
+from purgatory_server._service.convert import (
+    add_event,
+    add_status,
+    batch_status_response,
+    event_fields,
+    operation_status,
+    status_fields,
+    status_response,
+)
 from purgatory_server._service.errors import ServiceError
 from purgatory_server._service.events import Outcome
 from purgatory_server._service.states import OperationState
@@ -206,3 +215,40 @@ def test_batch_status_response_equals_per_operation_statuses() -> None:
     assert got == want
     assert got.SerializeToString(deterministic=True) == want.SerializeToString(deterministic=True)
     assert list(got.operations) == [operation_status(t, created) for t, created in registered]
+
+
+def _outcome(result: ResultSnapshot, payload: bytes = b"", trace: str = "") -> Outcome:
+    return Outcome(
+        7, "p", "id-1", OperationState.COMPLETED, ("k", "j"), payload, result, 1, 2, 3, trace
+    )
+
+
+RESULTS = [
+    EMPTY_RESULT,
+    ResultSnapshot(),  # all defaults, not the shared instance
+    ResultSnapshot(1, (), ("k",)),
+    ResultSnapshot(3, ("r1", "r2"), ("k", "j"), -5, (("k", 4),), b"ab", True),
+]
+
+
+@pytest.mark.parametrize("result", RESULTS)
+def test_in_place_event_and_status_equal_the_keyword_forms(result: ResultSnapshot) -> None:
+    """add_event / add_status (keywords, result set in place) build the messages that
+    event_fields / status_fields build, presence of an empty result included."""
+    for outcome in (_outcome(result), _outcome(result, b"pay", "00-ab-cd-01")):
+        fast = pb.SessionResponse()
+        add_event(fast.outcomes.add, outcome)
+        slow = pb.SessionResponse()
+        slow.outcomes.add(**event_fields(outcome))
+        assert fast == slow
+        assert fast.SerializeToString() == slow.SerializeToString()
+        for created in (True, False):
+            response = pb.BatchTryCompleteElseWatchResponse()
+            add_status(response.operations.add, outcome, created)
+            fields = status_fields(outcome, created)
+            expected = pb.OperationStatus(payload=outcome.payload, **fields)
+            assert response.operations[0] == expected
+            assert response.operations[0].HasField("result") == expected.HasField("result")
+            unary = status_response(outcome, created)
+            assert unary == pb.TryCompleteElseWatchResponse(**fields)
+            assert unary.HasField("result")

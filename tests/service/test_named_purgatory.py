@@ -107,6 +107,35 @@ async def test_an_operation_ending_during_its_registration_answers_with_its_outc
     assert (target.state, target.sequence) == (OperationState.COMPLETED, 1)
 
 
+async def test_a_batch_mixing_satisfied_and_waiting_registrations(
+    purgatory: NamedPurgatory, clock: MockTime
+) -> None:
+    """Fresh unsatisfied operations are watched and armed without Kafka's tries, a
+    satisfied one completes at registration, and both kinds then end as usual (by a
+    signal, by expiry), each exactly once."""
+    purgatory.signal([("v", SignalRecord(value=5))])
+    (done, _), (waiting, _), (timer, _) = purgatory.register(
+        [
+            request("a", "v", kind=ConditionKind.VALUES_AT_LEAST, default_target=3),
+            request("b", "k"),
+            request("c", "t", timeout_ms=10),
+        ],
+        ("", "", ""),
+    )
+    assert isinstance(done, Outcome) and done.state is OperationState.COMPLETED
+    assert isinstance(waiting, RemoteOperation) and isinstance(timer, RemoteOperation)
+    fresh, _ = register_one(purgatory, request("d", "k"))
+    assert isinstance(fresh, RemoteOperation)
+    assert purgatory.signal([("k", SignalRecord())]) == [2]  # b and d, once each
+    assert purgatory.signal([("k", SignalRecord())]) == [0]
+    assert purgatory.stats().pending == 1  # c, on its timer only
+    clock.sleep(20)
+    purgatory.advance_clock(20)
+    expired = purgatory.lookup("c")
+    assert isinstance(expired, Outcome) and expired.state is OperationState.EXPIRED
+    assert purgatory.stats().pending == 0
+
+
 async def test_force_complete_and_cancel_answer_with_outcomes(purgatory: NamedPurgatory) -> None:
     purgatory.register([request("a"), request("b"), request("c", "other")], ("", "", ""))
     won, outcome = purgatory.force_complete("a")

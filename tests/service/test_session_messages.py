@@ -65,3 +65,14 @@ def test_events_carry_every_field_of_the_outcome() -> None:
     )
     assert (event.state, list(event.keys)) == (pb.OPERATION_STATE_COMPLETED, ["k"])
     assert (event.create_time_ms, event.due_time_ms, event.complete_time_ms) == (1, 2, 3)
+
+
+def test_an_acks_size_estimate_counts_against_its_message() -> None:
+    """pack budgets an acknowledgement by ``Ack.size`` (kept by the session as it adds
+    statuses), so outcomes stashed behind a large acknowledgement spill into the next
+    message."""
+    light = _ack(1, _outcome(1), _outcome(2))
+    assert _shape(pack(deque([light]))) == [(1, ["op1", "op2"])]
+    heavy = _ack(2, _outcome(3), _outcome(4))
+    heavy.size = MESSAGE_BYTES
+    assert _shape(pack(deque([heavy]))) == [(2, ["op3"]), (None, ["op4"])]

@@ -58,6 +58,11 @@ class ServerBudget:
         self.pending -= 1
         self.payload_bytes -= payload_bytes
 
+    def release_many(self, operations: int, payload_bytes: int) -> None:
+        """``operations`` operations holding ``payload_bytes`` stopped being pending."""
+        self.pending -= operations
+        self.payload_bytes -= payload_bytes
+
     def reserve_retained(self, events: int) -> None:
         limits = self._limits
         if self.retained_events + events > limits.max_total_retained_events:

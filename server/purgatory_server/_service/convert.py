@@ -8,12 +8,17 @@ which builds on these.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TypedDict, cast
 
 from purgatory_proto.v1 import purgatory_pb2 as pb
 
-from purgatory_server._service.conditions import ConditionKind, ConditionSpec, ResultSnapshot
+from purgatory_server._service.conditions import (
+    EMPTY_RESULT,
+    ConditionKind,
+    ConditionSpec,
+    ResultSnapshot,
+)
 from purgatory_server._service.config import PurgatorySettings
 from purgatory_server._service.errors import InvalidArgument
 from purgatory_server._service.events import Outcome
@@ -22,6 +27,9 @@ from purgatory_server._service.purgatory_stats import PurgatoryStats
 from purgatory_server._service.states import OperationState
 
 __all__ = [
+    "WIRE_WATCHING",
+    "add_event",
+    "add_status",
     "batch_status_response",
     "condition_from_proto",
     "event_fields",
@@ -29,8 +37,10 @@ __all__ = [
     "operation_status",
     "purgatory_to_proto",
     "result_fields",
+    "set_result",
     "settings_from_proto",
     "status_fields",
+    "status_response",
     "wire_state",
 ]
 
@@ -42,7 +52,7 @@ _WIRE_STATES: dict[OperationState, pb.OperationState] = {
 }
 
 
-_WIRE_WATCHING = _WIRE_STATES[OperationState.WATCHING]
+WIRE_WATCHING = _WIRE_WATCHING = _WIRE_STATES[OperationState.WATCHING]
 
 
 def wire_state(state: OperationState) -> pb.OperationState:
@@ -190,6 +200,37 @@ def status_fields(target: RemoteOperation | Outcome, created: bool) -> StatusFie
     }
 
 
+def status_response(
+    target: RemoteOperation | Outcome, created: bool
+) -> pb.TryCompleteElseWatchResponse:
+    """``TryCompleteElseWatchResponse(**status_fields(target, created))``, with an
+    outcome's result set in place (see :func:`add_status`)."""
+    if not isinstance(target, Outcome):
+        return pb.TryCompleteElseWatchResponse(
+            operation_id=target.operation_id,
+            state=_WIRE_WATCHING,
+            created=created,
+            create_time_ms=target.create_time_ms,
+            due_time_ms=target.due_time_ms,
+        )
+    response = pb.TryCompleteElseWatchResponse(
+        operation_id=target.operation_id,
+        state=_WIRE_STATES[target.state],
+        sequence=target.sequence,
+        created=created,
+        traceparent=target.traceparent,
+        create_time_ms=target.create_time_ms,
+        due_time_ms=target.due_time_ms,
+        complete_time_ms=target.complete_time_ms,
+    )
+    into = response.result
+    into.SetInParent()  # present even when empty, as status_fields() makes it
+    result = target.result
+    if result is not EMPTY_RESULT:
+        set_result(into, result)
+    return response
+
+
 def operation_status(target: RemoteOperation | Outcome, created: bool) -> pb.OperationStatus:
     payload = target.payload if isinstance(target, Outcome) else target.definition.payload
     return pb.OperationStatus(payload=payload, **status_fields(target, created))
@@ -221,11 +262,41 @@ def batch_status_response(
     response = pb.BatchTryCompleteElseWatchResponse()
     add = response.operations.add
     for target, created in registered:
-        if isinstance(target, Outcome):
-            add(payload=target.payload, **status_fields(target, created))
-        else:
-            add(payload=target.definition.payload, **status_fields(target, created))
+        add_status(add, target, created)
     return response
+
+
+def add_status(
+    add: Callable[..., pb.OperationStatus], target: RemoteOperation | Outcome, created: bool
+) -> pb.OperationStatus:
+    """``add(payload=..., **status_fields(target, created))``, cheaper (see
+    :func:`add_event`: keywords, the result set in place)."""
+    if not isinstance(target, Outcome):
+        return add(
+            operation_id=target.operation_id,
+            state=_WIRE_WATCHING,
+            created=created,
+            create_time_ms=target.create_time_ms,
+            due_time_ms=target.due_time_ms,
+            payload=target.definition.payload,
+        )
+    status = add(
+        operation_id=target.operation_id,
+        state=_WIRE_STATES[target.state],
+        sequence=target.sequence,
+        created=created,
+        traceparent=target.traceparent,
+        create_time_ms=target.create_time_ms,
+        due_time_ms=target.due_time_ms,
+        complete_time_ms=target.complete_time_ms,
+        payload=target.payload,
+    )
+    into = status.result
+    into.SetInParent()  # present even when empty, as status_fields() makes it
+    result = target.result
+    if result is not EMPTY_RESULT:
+        set_result(into, result)
+    return status
 
 
 def event_fields(outcome: Outcome) -> EventFields:
@@ -246,6 +317,47 @@ def event_fields(outcome: Outcome) -> EventFields:
     if result:
         fields["result"] = result
     return fields
+
+
+def add_event(add: Callable[..., pb.OperationEvent], outcome: Outcome) -> None:
+    """``add(**event_fields(outcome))`` for a repeated OperationEvent field, cheaper.
+
+    The scalars go in as keywords (no dict per event) and the result's fields are set
+    on the sub-message in place: given as a nested dict, protobuf builds it through a
+    second keyword pass, which cost about a third of the event.
+    """
+    event = add(
+        sequence=outcome.sequence,
+        purgatory=outcome.purgatory,
+        operation_id=outcome.operation_id,
+        state=_WIRE_STATES[outcome.state],
+        keys=outcome.keys,
+        payload=outcome.payload,
+        create_time_ms=outcome.create_time_ms,
+        due_time_ms=outcome.due_time_ms,
+        complete_time_ms=outcome.complete_time_ms,
+    )
+    result = outcome.result
+    if result is not EMPTY_RESULT:
+        set_result(event.result, result)
+
+
+def set_result(into: pb.OperationResult, result: ResultSnapshot) -> None:
+    """Set ``result``'s non-default fields on ``into`` (a sub-message, in place)."""
+    if result.signal_count:
+        into.signal_count = result.signal_count
+    if result.sources:
+        into.sources.extend(result.sources)
+    if result.signalled_keys:
+        into.signalled_keys.extend(result.signalled_keys)
+    if result.amount_sum:
+        into.amount_sum = result.amount_sum
+    if result.values:
+        into.values.update(result.values)
+    if result.data:
+        into.data = result.data
+    if result.data_truncated:
+        into.data_truncated = True
 
 
 def event_to_proto(outcome: Outcome) -> pb.OperationEvent:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 from purgatory_server._service.conditions import ResultSnapshot
@@ -88,6 +88,17 @@ class EventLog:
         if outcome.sequence != self._last:
             raise ValueError(f"outcome {outcome.sequence} is not the last issued ({self._last})")
         self._events.append(outcome)
+
+    def extend(self, outcomes: Sequence[Outcome]) -> None:
+        """Append outcomes numbered ``last_sequence + 1``, ``+ 2``, ... in order (one
+        call per published batch; the caller numbered them)."""
+        if not outcomes:
+            return
+        first = self._last + 1
+        if outcomes[0].sequence != first or outcomes[-1].sequence != first + len(outcomes) - 1:
+            raise ValueError(f"outcomes must be numbered from {first} without gaps")
+        self._events.extend(outcomes)
+        self._last = outcomes[-1].sequence
 
     def after(self, sequence: int) -> list[Outcome]:
         """Every retained outcome after ``sequence``; OutOfRange if some were dropped."""

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 
 from purgatory_server._service.errors import LimitExceeded, ServiceError
 from purgatory_server._service.events import EventLog, Outcome
-from purgatory_server._service.journal_hooks import Journal
+from purgatory_server._service.journal_hooks import NULL_JOURNAL, Journal
 from purgatory_server._service.subscriptions import EventFilter, Subscriber
 
 if TYPE_CHECKING:
@@ -141,34 +141,42 @@ class Feed:
     def publish(self, ops: Sequence[RemoteOperation]) -> list[Outcome]:
         """Number, retain and journal each ended operation; deliver once written.
 
-        Returns the outcomes in the order of ``ops``.
+        Returns the outcomes in the order of ``ops``. Numbered here and appended to the
+        window once per batch (:meth:`.EventLog.extend`); the in-memory journal's no-op
+        record call is skipped.
         """
         log = self._log
         name = self.name
-        on_outcome = self._journal.on_outcome
+        journal = self._journal
+        on_outcome = None if journal is NULL_JOURNAL else journal.on_outcome
         pop_waiters = self._waiters.pop
+        sequence = log.last_sequence
         outcomes: list[Outcome] = []
         delivery: _Delivery = []
         for op in ops:
             op_id = op.operation_id
+            definition = op.definition
+            sequence += 1
             outcome = Outcome(
-                log.next_sequence(),
+                sequence,
                 name,
                 op_id,
                 op.state,
-                op.definition.keys,
-                op.definition.payload,
+                definition.keys,
+                definition.payload,
                 op.result,
                 op.create_time_ms,
                 op.due_time_ms,
                 op.complete_time_ms,
                 op.traceparent,
             )
-            log.append(outcome)
-            on_outcome(name, outcome)
             outcomes.append(outcome)
             delivery.append((outcome, pop_waiters(op_id, None)))
-        self._journal.after_write(partial(self._deliver, delivery))
+        log.extend(outcomes)
+        if on_outcome is not None:
+            for outcome in outcomes:
+                on_outcome(name, outcome)
+        journal.after_write(partial(self._deliver, delivery))
         return outcomes
 
     def _deliver(self, delivery: _Delivery) -> None:

@@ -208,14 +208,16 @@ class NamedPurgatory:
         self._check_open()
         plan = self._table.plan(requests, fields)  # every check; nothing changed yet
         create = self._table.create
-        on_registered = self._journal.on_registered
+        journal = self._journal
+        on_registered = None if journal is NULL_JOURNAL else journal.on_registered
         name = self.name
         out: list[Registration] = []
         created: list[tuple[RemoteOperation, tuple[str, ...]]] = []
         for req, step in zip(requests, plan, strict=True):
             if isinstance(step, str):
                 op = create(step, req.definition)
-                on_registered(name, op)
+                if on_registered is not None:
+                    on_registered(name, op)
                 created.append((op, op.keys))
                 out.append((op, True))
             else:
@@ -232,8 +234,18 @@ class NamedPurgatory:
         if metrics is not None:
             metrics.registered += len(created)
             metrics.batch_register.record(len(requests))
-        # One engine call for the batch: Kafka's steps per operation, one timer round.
-        self._engine.try_complete_else_watch_all(created)
+        # One engine call for the batch, one timer round. An operation its progress does
+        # not satisfy yet (every fresh ANY_KEY one) is watched and armed without Kafka's
+        # try / watch / try: those tries close the race with a signal arriving between
+        # the first try and the watch, and here there is none to close, since signals,
+        # like this call, run only on the loop thread (module docstring) and the
+        # operation is armed (reachable by its expiry) only after it is watched.
+        if created:
+            ready = [item for item in created if item[0].progress.satisfied()]
+            if ready:
+                self._engine.try_complete_else_watch_all(created)
+            else:
+                self._engine.watch_and_arm_all(created)
         ended = self._settle()
         if ended:
             by_id = {o.operation_id: o for o in ended}
@@ -246,9 +258,12 @@ class NamedPurgatory:
         slot = self._slot
         engine = self._engine
         journal = self._journal
+        on_signal = None if journal is NULL_JOURNAL else journal.on_signal
+        name = self.name
         counts: list[int] = []
         for key, sig in signals:
-            journal.on_signal(self.name, key, sig)
+            if on_signal is not None:
+                on_signal(name, key, sig)
             if sig.value is not None:
                 self._values.update(key, sig.value)
             slot.serial += 1

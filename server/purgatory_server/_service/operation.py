@@ -112,9 +112,12 @@ class OperationDefinition(NamedTuple):
         return hash(self[:5])
 
 
-@dataclass(frozen=True, slots=True)
-class OperationRequest:
-    """A validated request to register one operation ("" id: the server assigns one)."""
+class OperationRequest(NamedTuple):
+    """A validated request to register one operation ("" id: the server assigns one).
+
+    A NamedTuple for the same reason as :class:`OperationDefinition`: one per watch on
+    the hot path, where a frozen dataclass's ``__init__`` cost several times a tuple's.
+    """
 
     operation_id: str
     definition: OperationDefinition

@@ -22,7 +22,13 @@ from typing import TYPE_CHECKING
 
 from purgatory_server._engine.time import Time
 from purgatory_server._service.budget import ServerBudget
-from purgatory_server._service.conditions import ConditionKind, FirstSignal, Progress, make_progress
+from purgatory_server._service.conditions import (
+    ConditionKind,
+    ConditionSpec,
+    FirstSignal,
+    Progress,
+    make_progress,
+)
 from purgatory_server._service.config import Limits
 from purgatory_server._service.errors import AlreadyExists, InvalidArgument, LimitExceeded, NotFound
 from purgatory_server._service.events import Outcome
@@ -48,6 +54,8 @@ __all__ = ["OperationTable", "Registration", "Target", "resolve"]
 Target = RemoteOperation | Outcome
 # A registration's target, and whether this call created it.
 Registration = tuple[Target, bool]
+_ANY_KEY = ConditionKind.ANY_KEY
+
 # An operation and the keys it watches, as the engine's batch calls take them.
 Armed = tuple[RemoteOperation, tuple[str, ...]]
 
@@ -65,6 +73,7 @@ class OperationTable:
         "_max_pending",
         "_on_end",
         "_slot",
+        "_unsignalled",
         "groups",
         "name",
         "pending",
@@ -96,6 +105,13 @@ class OperationTable:
         self._clock = clock
         self._on_end = on_end
         self._id_prefix = secrets.token_hex(4) + "-"
+        self._unsignalled = make_progress(
+            ConditionSpec(),
+            (),
+            {},
+            data_limit=limits.max_result_data_bytes,
+            sources_limit=limits.max_result_sources,
+        )
         self._ids = itertools.count(1)
         # Pending ids in order, for ListOperations (:mod:`.listing`): built by the first
         # listing (a purgatory never listed pays nothing), then kept up to date here.
@@ -238,6 +254,8 @@ class OperationTable:
         latest values already known, because a value signalled before registration counts.
         """
         cond = definition.condition
+        if cond.kind is _ANY_KEY:  # the shared unsignalled progress (make_progress's)
+            return self._unsignalled
         keys = definition.keys
         known = self.values.known(keys) if cond.kind is ConditionKind.VALUES_AT_LEAST else {}
         limits = self._limits
@@ -251,13 +269,17 @@ class OperationTable:
 
     # ----------------------------------------------------------------- retirement
     def retire(self, ops: Sequence[RemoteOperation], outcomes: Sequence[Outcome]) -> None:
-        """Ended operations leave the pending table; their outcomes are remembered."""
+        """Ended operations leave the pending table; their outcomes are remembered.
+
+        Once per published batch: the budget is released and the finished memory trimmed
+        to its bound once for the batch, not per operation.
+        """
         pending = self.pending
-        budget = self._budget
         unwatch = self.values.unwatch
         finished = self._finished
         retained = self._limits.finished_retained
         pending_ids = self.pending_ids
+        released = released_bytes = 0
         for op, outcome in zip(ops, outcomes, strict=True):
             op_id = op.operation_id
             definition = op.definition
@@ -265,12 +287,17 @@ class OperationTable:
                 del pending[op_id]
                 if pending_ids is not None:
                     pending_ids.discard(op_id)
-                budget.release(len(definition.payload))
+                released += 1
+                released_bytes += len(definition.payload)
             if retained:  # remember(), inlined: once per ended operation
                 finished[op_id] = (definition, outcome)
-                if len(finished) > retained:
-                    finished.popitem(last=False)
             unwatch(definition.keys)
+        if released:
+            self._budget.release_many(released, released_bytes)
+        if retained:
+            popitem = finished.popitem
+            for _ in range(len(finished) - retained):
+                popitem(last=False)
 
     def remember(self, definition: OperationDefinition, outcome: Outcome) -> None:
         """Keep a finished id's outcome so re-sends of it stay idempotent (bounded)."""

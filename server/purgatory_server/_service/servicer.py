@@ -19,6 +19,7 @@ from purgatory_proto.v1 import purgatory_pb2 as pb
 from purgatory_proto.v1 import purgatory_pb2_grpc as pb_grpc
 
 from purgatory_server._journal import JournalClosedError, JournalError
+from purgatory_server._service.conditions import EMPTY_SIGNAL
 from purgatory_server._service.convert import (
     batch_status_response,
     event_to_proto,
@@ -26,7 +27,7 @@ from purgatory_server._service.convert import (
     operation_status_with_progress,
     purgatory_to_proto,
     settings_from_proto,
-    status_fields,
+    status_response,
 )
 from purgatory_server._service.errors import (
     METADATA_INCARNATION,
@@ -137,8 +138,9 @@ class PurgatoryServicer(GroupRpcs, pb_grpc.PurgatoryServiceServicer):
             target = await purgatory.feed.wait_one(target)
             if metrics is not None:
                 metrics.longpoll.record(time.perf_counter() - started)
-        response = pb.TryCompleteElseWatchResponse(**status_fields(target, created))
-        await _acknowledged(purgatory)
+        response = status_response(target, created)
+        if purgatory.barrier is not None:  # in memory: no coroutine to run
+            await _acknowledged(purgatory)
         return response
 
     async def BatchTryCompleteElseWatch(
@@ -158,7 +160,8 @@ class PurgatoryServicer(GroupRpcs, pb_grpc.PurgatoryServiceServicer):
                     for t, c in registered
                 ]
         response = batch_status_response(registered)
-        await _acknowledged(purgatory)
+        if purgatory.barrier is not None:  # in memory: no coroutine to run
+            await _acknowledged(purgatory)
         return response
 
     async def CheckAndComplete(
@@ -166,10 +169,14 @@ class PurgatoryServicer(GroupRpcs, pb_grpc.PurgatoryServiceServicer):
     ) -> pb.CheckAndCompleteResponse:
         purgatory = self._registry.get(request.purgatory)
         check_key("key", request.key, self._limits)
-        signal = signal_from_proto("signal", request.signal, self._limits)
+        # A bare wake-up (no signal): skip building the sub-message to find it empty.
+        signal = EMPTY_SIGNAL
+        if request.HasField("signal"):
+            signal = signal_from_proto("signal", request.signal, self._limits)
         (completed,) = purgatory.signal(((request.key, signal),))
         response = pb.CheckAndCompleteResponse(completed=completed)
-        await _acknowledged(purgatory)
+        if purgatory.barrier is not None:  # in memory: no coroutine to run
+            await _acknowledged(purgatory)
         return response
 
     async def BatchCheckAndComplete(
@@ -182,7 +189,8 @@ class PurgatoryServicer(GroupRpcs, pb_grpc.PurgatoryServiceServicer):
         response = pb.BatchCheckAndCompleteResponse(
             completed=sum(counts), completed_per_signal=counts
         )
-        await _acknowledged(purgatory)
+        if purgatory.barrier is not None:  # in memory: no coroutine to run
+            await _acknowledged(purgatory)
         return response
 
     async def ForceComplete(

@@ -37,7 +37,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from purgatory_proto.v1 import purgatory_pb2 as pb
 
-from purgatory_server._service.convert import status_fields
+from purgatory_server._service.convert import WIRE_WATCHING, add_status
 from purgatory_server._service.errors import (
     Code,
     LimitExceeded,
@@ -48,7 +48,7 @@ from purgatory_server._service.feed import Feed, Waiter
 from purgatory_server._service.heartbeats import session_heartbeat
 from purgatory_server._service.named_purgatory import NamedPurgatory
 from purgatory_server._service.registry import PurgatoryRegistry
-from purgatory_server._service.session_messages import Ack, OpKey, pack
+from purgatory_server._service.session_messages import ACK_BYTES, Ack, OpKey, pack, status_size
 from purgatory_server._service.validation import (
     FieldPrefixes,
     check_batch,
@@ -233,6 +233,7 @@ class SessionStream:
             ack.message.message = exc.message
             ack.keys.clear()
             ack.stash.clear()
+            ack.size = ACK_BYTES
             ack.ready = True
             self._queue_ack(ack)
             return
@@ -273,19 +274,35 @@ class SessionStream:
         if requests:
             registered = purgatory.register(requests, FieldPrefixes("watches", len(requests)))
             add = msg.operations.add
+            feed, waiter = purgatory.feed, self._waiter
+            watching, unacked, keys = self._watching, self._unacked, ack.keys
+            size = 0
             for target, created in registered:
                 if isinstance(target, Outcome):
-                    add(payload=target.payload, **status_fields(target, created))
+                    add_status(add, target, created)
+                    size += status_size(target.payload, target.result.data)
                     ack.stash.append(target)
                     self._count(1)
                     continue
-                add(payload=target.definition.payload, **status_fields(target, created))
-                key = (name, target.operation_id)
-                if key not in self._watching:
-                    purgatory.feed.attach(target.operation_id, self._waiter)
-                    self._watching[key] = purgatory.feed
-                    ack.keys.append(key)
-                    self._unacked[key] = ack
+                op_id = target.operation_id
+                payload = target.definition.payload
+                # status_fields() of a pending operation, as keywords: no dict per watch.
+                add(
+                    operation_id=op_id,
+                    state=WIRE_WATCHING,
+                    created=created,
+                    create_time_ms=target.create_time_ms,
+                    due_time_ms=target.due_time_ms,
+                    payload=payload,
+                )
+                size += 96 + len(payload)
+                key = (name, op_id)
+                if key not in watching:
+                    feed.attach(op_id, waiter)
+                    watching[key] = feed
+                    keys.append(key)
+                    unacked[key] = ack
+            ack.size += size
         if records:
             msg.completed_per_signal.extend(purgatory.signal(records))
         for op_id in forced:

@@ -11,10 +11,18 @@ from collections import deque
 
 from purgatory_proto.v1 import purgatory_pb2 as pb
 
-from purgatory_server._service.convert import event_fields
+from purgatory_server._service.convert import add_event
 from purgatory_server._service.events import Outcome
 
-__all__ = ["MESSAGE_BYTES", "OUTCOMES_PER_MESSAGE", "Ack", "OpKey", "pack"]
+__all__ = [
+    "ACK_BYTES",
+    "MESSAGE_BYTES",
+    "OUTCOMES_PER_MESSAGE",
+    "Ack",
+    "OpKey",
+    "pack",
+    "status_size",
+]
 
 # Loose outcomes packed into one SessionResponse (frames of ~100-1000 carry best).
 OUTCOMES_PER_MESSAGE = 1000
@@ -22,6 +30,9 @@ OUTCOMES_PER_MESSAGE = 1000
 MESSAGE_BYTES = 1 << 20
 
 OpKey = tuple[str, str]  # (purgatory name, operation id)
+
+# An acknowledgement's estimated size before its statuses (see Ack.size).
+ACK_BYTES = 64
 
 
 class Ack:
@@ -31,7 +42,7 @@ class Ack:
     ``response.ack``), so sending it copies nothing.
     """
 
-    __slots__ = ("keys", "message", "ready", "response", "stash")
+    __slots__ = ("keys", "message", "ready", "response", "size", "stash")
 
     def __init__(self, request_id: int) -> None:
         self.response = pb.SessionResponse()
@@ -39,6 +50,10 @@ class Ack:
         self.message.SetInParent()
         self.message.request_id = request_id
         self.ready = False
+        # About how many bytes the acknowledgement encodes to, kept by whoever adds to
+        # it (:func:`status_size` per status): re-reading the statuses' payloads and
+        # results from the message to estimate it cost more than building them.
+        self.size = ACK_BYTES
         self.keys: list[OpKey] = []  # operations watched by this frame
         self.stash: list[Outcome] = []  # their outcomes that ended before the ack left
 
@@ -51,7 +66,7 @@ def pack(out: deque[Ack | Outcome]) -> list[pb.SessionResponse]:
     acknowledgement), and carries the outcomes stashed for it while they fit. A
     message holds up to :data:`OUTCOMES_PER_MESSAGE` outcomes or about
     :data:`MESSAGE_BYTES`, so none nears a client's 4 MiB receive limit. Outcomes are
-    added in place from keywords (a message argument would be built, then copied).
+    added in place (:func:`.convert.add_event`; a message argument would be built, then copied).
     """
     groups: list[tuple[Ack | None, list[Outcome]]] = []
     ack: Ack | None = None
@@ -60,7 +75,7 @@ def pack(out: deque[Ack | Outcome]) -> list[pb.SessionResponse]:
     while out:
         item = out.popleft()
         if isinstance(item, Ack):
-            size = _ack_size(item.message)
+            size = item.size
             if ack is not None or (events and size > budget):
                 groups.append((ack, events))
                 events, budget = [], MESSAGE_BYTES
@@ -83,7 +98,7 @@ def pack(out: deque[Ack | Outcome]) -> list[pb.SessionResponse]:
         message = group_ack.response if group_ack is not None else pb.SessionResponse()
         add = message.outcomes.add
         for outcome in group_events:
-            add(**event_fields(outcome))
+            add_event(add, outcome)
         messages.append(message)
     return messages
 
@@ -93,5 +108,6 @@ def _outcome_size(outcome: Outcome) -> int:
     return 96 + len(outcome.payload) + len(outcome.result.data) + 40 * len(outcome.keys)
 
 
-def _ack_size(ack: pb.SessionAck) -> int:
-    return 64 + sum(96 + len(s.payload) + len(s.result.data) for s in ack.operations)
+def status_size(payload: bytes, result_data: bytes) -> int:
+    """An upper-ish estimate of one acknowledged status's encoded size (Ack.size)."""
+    return 96 + len(payload) + len(result_data)

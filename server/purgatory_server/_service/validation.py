@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import overload
 
 from purgatory_proto.v1 import purgatory_pb2 as pb
 
@@ -40,6 +39,7 @@ from purgatory_server._service.conditions import (
 from purgatory_server._service.config import Limits, PurgatorySettings, setting_bounds
 from purgatory_server._service.convert import condition_from_proto
 from purgatory_server._service.errors import InvalidArgument
+from purgatory_server._service.field_prefixes import FieldPrefixes
 from purgatory_server._service.operation import OperationDefinition, OperationRequest
 from purgatory_server._service.quoting import quote
 from purgatory_server._service.states import FINAL_STATES, OperationState
@@ -227,6 +227,17 @@ def heartbeat_interval(field: str, interval_ms: int) -> float | None:
     return interval_ms / 1000
 
 
+# A NamedTuple built by ``tuple.__new__`` skips its Python-level ``__new__`` (a frame per
+# call, half of building it). Only for the plain spec below: ``(keys, timeout_ms,
+# condition, payload)`` followed by the remaining fields' defaults, kept in step here
+# (tests/service/test_fast_paths.py compares the result with the general path's).
+_new_tuple = tuple.__new__
+_PLAIN_FIELDS = ("keys", "timeout_ms", "condition", "payload")
+_DEFAULTS = tuple(OperationDefinition._field_defaults[f] for f in OperationDefinition._fields[4:])
+if OperationDefinition._fields[:4] != _PLAIN_FIELDS or _DEFAULTS != (0, False, 0):
+    raise ImportError("validation's fast path is out of step with OperationDefinition")
+
+
 def _common_request(msg: SpecMessage, limits: Limits) -> OperationRequest | None:
     """The request for the common spec (no condition, keys and sizes within limits), or
     None when ``msg`` needs the full checks (:func:`_checked_request`).
@@ -234,6 +245,8 @@ def _common_request(msg: SpecMessage, limits: Limits) -> OperationRequest | None
     Why: almost every spec on the hot path is a plain long-poll; recognising it takes a
     few comparisons, while the full path builds a field name per check for messages it
     almost never needs. Everything accepted here the full path accepts identically.
+    (:func:`operation_requests` repeats this test inline, with the limits read once per
+    batch.)
     """
     keys = tuple(msg.keys)
     timeout = msg.timeout_ms
@@ -316,46 +329,54 @@ def operation_request(prefix: str, msg: SpecMessage, limits: Limits) -> Operatio
     return _common_request(msg, limits) or _checked_request(prefix, msg, limits)
 
 
-class FieldPrefixes(Sequence[str]):
-    """``field[i].`` for ``i`` in ``range(n)``, built only when indexed.
-
-    Error messages name the offending element; building every name up front would cost
-    a string per element of every batch, for the rare batch that is rejected.
-    """
-
-    __slots__ = ("_field", "_n")
-
-    def __init__(self, field: str, n: int) -> None:
-        self._field = field
-        self._n = n
-
-    def __len__(self) -> int:
-        return self._n
-
-    @overload
-    def __getitem__(self, index: int) -> str: ...
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[str]: ...
-    def __getitem__(self, index: int | slice) -> str | Sequence[str]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(self._n))]
-        if not -self._n <= index < self._n:
-            raise IndexError(index)
-        return f"{self._field}[{index % self._n}]."
-
-
 def operation_requests(
     field: str, msgs: Sequence[pb.OperationSpec], limits: Limits
 ) -> list[OperationRequest]:
     """Every OperationSpec of a batch, validated (errors name ``field[i].…``).
 
-    A field name is built only for a spec that needs the full checks (see
-    :func:`_common_request`), not for every element of every batch.
+    One pass per batch with the limits read once: a plain spec (:func:`_common_request`'s
+    test, inline) costs a few field reads and two tuples; only a spec that needs the full
+    checks gets a field name built (:func:`_checked_request`). Each protobuf field read
+    builds a Python object (a string is decoded on every read), so each is read once.
     """
+    max_key = limits.max_key_length
+    max_keys = limits.max_keys_per_operation
+    low, high = limits.min_timeout_ms, limits.max_timeout_ms
+    max_id = limits.max_operation_id_length
+    max_payload = limits.max_payload_bytes
+    new = _new_tuple
+    any_key = _ANY
     out: list[OperationRequest] = []
     append = out.append
     for i, msg in enumerate(msgs):
-        append(_common_request(msg, limits) or _checked_request(f"{field}[{i}].", msg, limits))
+        wire_keys = msg.keys
+        n = len(wire_keys)
+        if n == 1:  # the usual long-poll: one read, no generator, no set
+            key = wire_keys[0]
+            keys: tuple[str, ...] = (key,)
+            keys_ok = 0 < len(key) <= max_key and max_keys >= 1
+        else:
+            keys = tuple(wire_keys)
+            keys_ok = (
+                n <= max_keys and all(0 < len(k) <= max_key for k in keys) and len(set(keys)) == n
+            )
+        timeout = msg.timeout_ms
+        payload = msg.payload
+        op_id = msg.operation_id
+        if (
+            keys_ok
+            and low <= timeout <= high
+            and len(op_id) <= max_id
+            and len(payload) <= max_payload
+            and not msg.HasField("condition")
+            and not msg.due_time_ms
+            and not msg.extend_on_resend
+            and not msg.max_extend_ms
+        ):
+            definition = new(OperationDefinition, (keys, timeout, any_key, payload, 0, False, 0))
+            append(new(OperationRequest, (op_id, definition)))
+        else:
+            append(_checked_request(f"{field}[{i}].", msg, limits))
     return out
 
 

@@ -199,11 +199,12 @@ class DelayedOperationPurgatory(Generic[T]):
     def watch_and_arm_all(self, items: Iterable[tuple[T, Iterable[Hashable]]]) -> None:
         """Watch and arm operations known not to be completable yet, without trying them.
 
-        For re-arming operations at start-up (a restart recovering them from a journal):
-        each operation's ``try_complete`` would answer False, and nothing can signal its
-        keys or reach the operation before this call returns, so Kafka's try / watch / try
-        sequence, which closes the race with a signal arriving between the first try and
-        the watch, has no race to close. Each operation is watched on its keys, then the
+        For callers that know each operation's ``try_complete`` would answer False and that
+        nothing can signal its keys before this call returns: a restart re-arming what a
+        journal recovered, or a server whose signals all run on the calling thread (the
+        service's event loop, which checks its fresh registrations itself). Kafka's try /
+        watch / try sequence closes the race with a signal arriving between the first try
+        and the watch; under that contract there is no race to close. Each operation is watched on its keys, then the
         batch is armed in one timer round (as :meth:`try_complete_else_watch_all`). An
         operation that something completed meanwhile (its timer already due, say) is
         cancelled again, so it never lingers in the wheel. Why: at a million operations the

@@ -93,8 +93,15 @@ def test_plan_carries_live_operations_and_old_key_values() -> None:
     assert plan is not None
     assert plan.cutoff == 4
     assert (plan.carried_operations, plan.carried_keys) == (1, 1)
-    carried, key, checkpoint = plan.records
+    raw_carried = plan.records[0]
+    carried, key, checkpoint = (JournalRecord.FromString(r) for r in plan.records)
     assert carried.carried_operation.registration.operation_id == "long"
+    # The carry is what protobuf itself would write for it, and holds the journaled
+    # registration and signals byte for byte.
+    assert raw_carried == carried.SerializeToString()
+    assert carried.carried_operation.source_index == 0
+    journaled = reg("long", "k").registered.SerializeToString()
+    assert raw_carried.find(journaled) > 0
     assert [s.amount for s in carried.carried_operation.progress] == [3, 4]
     assert (key.carried_key_value.key, key.carried_key_value.value) == ("k", 9)
     assert checkpoint.compaction.dropped_before_index == 4

@@ -41,10 +41,12 @@ import logging
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple, cast
 
 from purgatory_proto.v1.journal_pb2 import JournalRecord
 
 from purgatory_server._journal.groups import GroupTracker, RecoveredGroup
+from purgatory_server._journal.wire import sole_field, split_carried
 
 log = logging.getLogger(__name__)
 
@@ -53,32 +55,72 @@ Signal = JournalRecord.SignalApplied
 Outcome = JournalRecord.Outcome
 ScheduleUpserted = JournalRecord.ScheduleUpserted
 
+# JournalRecord's oneof field numbers that apply_raw reads without a full parse.
+_REGISTERED = 1
+_SIGNAL = 2
+_CARRIED = 4
 
-@dataclass(slots=True)
+
 class LiveOperation:
     """A pending operation as the builder tracks it (mutable; owned by the builder).
 
-    ``anchor`` is the journal index of the record that currently defines it: its
-    registration or the latest compaction copy. Deleting the segment holding the anchor
-    requires carrying the operation forward first.
+    ``raw`` is its ``OperationRegistered`` exactly as journaled (only a ``rescheduled``
+    record rewrites it, with the new due time); ``raw_signals`` the ``SignalApplied``
+    bytes of its progress, in journal order (None while it has none). Kept serialized:
+    a parsed message per pending operation cost about 1.5 KB of memory, and compaction
+    writes these bytes back verbatim (:func:`.wire.carried_operation_payload`).
+    ``keys`` are its distinct watch keys as journaled (one shared tuple per key for the
+    usual single-key operation). ``anchor`` is the journal index of the record that
+    currently defines it: its registration or the latest compaction copy. Deleting the
+    segment holding the anchor requires carrying the operation forward first.
     """
 
-    registration: Registered
-    signals: list[Signal]
-    anchor: int
+    __slots__ = ("anchor", "keys", "raw", "raw_signals")
+
+    def __init__(
+        self, raw: bytes, keys: tuple[str, ...], raw_signals: list[bytes] | None, anchor: int
+    ) -> None:
+        self.raw = raw
+        self.keys = keys
+        self.raw_signals = raw_signals
+        self.anchor = anchor
+
+    @property
+    def registration(self) -> Registered:
+        """The registration, parsed (a new message on each access; for readers and tests)."""
+        return Registered.FromString(self.raw)
+
+    @property
+    def signals(self) -> tuple[Signal, ...]:
+        """The progress, parsed (new messages on each access)."""
+        return tuple(Signal.FromString(s) for s in self.raw_signals or ())
 
 
-@dataclass(frozen=True, slots=True)
-class PendingOperation:
+class PendingOperation(NamedTuple):
     """A pending operation handed to the server at start-up.
 
-    ``registration.due_wall_ms`` is the absolute due time (epoch ms): the server re-arms
-    the timer there, or expires the operation at once if it is already past.
-    ``signals`` are the signals applied to it so far, in the order they were applied.
+    ``raw`` is its ``OperationRegistered`` as journaled (serialized: the server parses it
+    once, into its own objects) and ``raw_signals`` the ``SignalApplied`` records applied
+    to it so far, in the order they were applied. ``due_wall_ms`` is the absolute due
+    time (epoch ms, the registration's ``due_wall_ms``): the server re-arms the timer
+    there, or expires the operation at once if it is already past. (A named tuple: one
+    is built per pending operation at start-up, several times faster than a frozen
+    dataclass.)
     """
 
-    registration: Registered
-    signals: tuple[Signal, ...]
+    raw: bytes
+    raw_signals: tuple[bytes, ...]
+    due_wall_ms: int
+
+    @property
+    def registration(self) -> Registered:
+        """The registration, parsed (a new message on each access)."""
+        return Registered.FromString(self.raw)
+
+    @property
+    def signals(self) -> tuple[Signal, ...]:
+        """The progress, parsed (new messages on each access)."""
+        return tuple(Signal.FromString(s) for s in self.raw_signals)
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,7 +161,10 @@ class JournalState:
         self.last_sequence = 0
         self.purgatory = ""  # from the latest value-setting record; compaction copies it
         self.records_applied = 0
+        # key -> ids of the pending operations watching it, and the one shared
+        # ``(key,)`` tuple that single-key operations keep as their keys (same life).
         self._watchers: dict[str, set[str]] = {}
+        self._single_keys: dict[str, tuple[str]] = {}
         self._events: deque[tuple[int, Outcome]] = deque()
         self._ended: dict[str, int] = {}
         self._ended_order: deque[tuple[int, str]] = deque()
@@ -127,30 +172,79 @@ class JournalState:
         # must carry forward before deleting its segment).
         self.schedules: dict[str, tuple[ScheduleUpserted, int]] = {}
         self.groups = GroupTracker()
+        # Pending id -> due time, only between track_due_times() and snapshot(): what a
+        # start-up snapshot hands the server without parsing every registration again.
+        self._due_times: dict[str, int] | None = None
 
     # -- applying -----------------------------------------------------------------------
 
     def apply(self, index: int, record: JournalRecord) -> None:
         """Apply the record at journal ``index``; indices must increase across calls."""
+        self._apply(index, record)
+
+    def apply_raw(
+        self, index: int, payload: bytes | memoryview, record: JournalRecord | None = None
+    ) -> None:
+        """Apply the serialized record ``payload`` at journal ``index`` (as :meth:`apply`).
+
+        ``record``, if given, is ``payload`` parsed (the writer has both); without it,
+        a registration or a signal is read without parsing the whole record, and
+        anything else is parsed. Raises ``google.protobuf.message.DecodeError`` for bytes
+        that do not parse (nothing applied then).
+        """
+        sole = sole_field(payload)
+        if sole is not None:
+            case, start = sole
+            if case == _REGISTERED:
+                raw = bytes(payload[start:])
+                reg = record.registered if record is not None else Registered.FromString(raw)
+                self.records_applied += 1
+                self._register(index, reg.operation_id, raw, reg.keys, reg.due_wall_ms)
+                return
+            if case == _SIGNAL:
+                raw = bytes(payload[start:])
+                sig = record.signal if record is not None else Signal.FromString(raw)
+                self.records_applied += 1
+                self._signal(index, sig, raw)
+                return
+            if case == _CARRIED:
+                parts = split_carried(payload[start:])
+                if parts is not None:
+                    raw, progress = parts
+                    reg = Registered.FromString(raw)
+                    self.records_applied += 1
+                    self._carried(index, reg, raw, progress)
+                    return
+        if record is None:
+            # upb parses straight from the buffer; the stub only says bytes.
+            record = JournalRecord.FromString(cast(bytes, payload))
+        self._apply(index, record)
+
+    def _apply(self, index: int, record: JournalRecord) -> None:
         self.records_applied += 1
         kind = record.WhichOneof("record")
         if kind == "registered":
-            self._register(index, record.registered)
+            reg = record.registered
+            raw = reg.SerializeToString()
+            self._register(index, reg.operation_id, raw, reg.keys, reg.due_wall_ms)
         elif kind == "signal":
-            self._signal(index, record.signal)
+            self._signal(index, record.signal, record.signal.SerializeToString())
         elif kind == "outcome":
             self._outcome(index, record.outcome)
         elif kind == "carried_operation":
-            self._carried(index, record.carried_operation)
+            carried = record.carried_operation
+            self._carried(
+                index,
+                carried.registration,
+                carried.registration.SerializeToString(),
+                [s.SerializeToString() for s in carried.progress],
+            )
         elif kind == "carried_key_value":
-            carried = record.carried_key_value
-            self._set_value(carried.key, carried.value, index)
-            self.purgatory = carried.purgatory
+            kv = record.carried_key_value
+            self._set_value(kv.key, kv.value, index)
+            self.purgatory = kv.purgatory
         elif kind == "rescheduled":
-            moved = record.rescheduled
-            live = self.pending.get(moved.operation_id)
-            if live is not None:
-                live.registration.due_wall_ms = moved.due_wall_ms
+            self._rescheduled(record.rescheduled)
         elif kind == "compaction":
             self.last_sequence = max(self.last_sequence, record.compaction.last_sequence)
         elif kind == "schedule_upserted":
@@ -167,22 +261,40 @@ class JournalState:
         else:
             log.warning("journal record %d has no record kind known to this reader", index)
 
-    def _watch(self, op_id: str, keys: Sequence[str]) -> None:
+    def _watch(self, op_id: str, keys: Sequence[str]) -> tuple[str, ...]:
+        """Add ``op_id`` to its keys' watchers; the keys to keep, made of the first ``str``
+        seen for each key (one object per key, not per operation) and, for a single-key
+        operation, that key's one shared tuple."""
         watchers = self._watchers
-        for key in keys if len(keys) == 1 else set(keys):
-            watching = watchers.get(key)
-            if watching is None:
+        singles = self._single_keys
+        if len(keys) == 1:
+            key = keys[0]
+            single = singles.get(key)
+            if single is None:
+                single = singles[key] = (key,)
                 watchers[key] = {op_id}
             else:
-                watching.add(op_id)
+                watchers[key].add(op_id)
+            return single
+        kept = []
+        for key in keys:
+            single = singles.get(key)
+            if single is None:
+                single = singles[key] = (key,)
+                watchers[key] = {op_id}
+            else:
+                watchers[key].add(op_id)  # (a key listed twice: a set adds it once)
+            kept.append(single[0])
+        return tuple(kept)
 
     def _unwatch(self, op_id: str, keys: Sequence[str]) -> None:
-        for key in set(keys):
+        for key in keys if len(keys) == 1 else set(keys):
             watching = self._watchers.get(key)
             if watching is not None:
                 watching.discard(op_id)
                 if not watching:
                     del self._watchers[key]
+                    del self._single_keys[key]
 
     def _set_value(self, key: str, value: int, index: int) -> None:
         """Record ``key``'s latest value, keeping at most ``max_key_values`` keys.
@@ -206,22 +318,31 @@ class JournalState:
             if oldest in watchers:
                 values[oldest] = kept
 
-    def _register(self, index: int, reg: Registered) -> None:
-        op_id = reg.operation_id
+    def _register(
+        self, index: int, op_id: str, raw: bytes, keys: Sequence[str], due_wall_ms: int
+    ) -> None:
         if op_id in self.pending:
             log.warning("journal record %d registers %r again; ignored", index, op_id)
             return
         if self._ended:
             self._ended.pop(op_id, None)
-        self.pending[op_id] = LiveOperation(reg, [], index)
-        self._watch(op_id, reg.keys)
+        self.pending[op_id] = LiveOperation(raw, self._watch(op_id, keys), None, index)
+        if self._due_times is not None:
+            self._due_times[op_id] = due_wall_ms
 
-    def _signal(self, index: int, sig: Signal) -> None:
+    def _signal(self, index: int, sig: Signal, raw: bytes) -> None:
         if sig.HasField("value"):
             self._set_value(sig.key, sig.value, index)
             self.purgatory = sig.purgatory
-        for op_id in self._watchers.get(sig.key, ()):
-            self.pending[op_id].signals.append(sig)
+        watching = self._watchers.get(sig.key)
+        if watching:
+            pending = self.pending
+            for op_id in watching:
+                live = pending[op_id]
+                if live.raw_signals is None:
+                    live.raw_signals = [raw]
+                else:
+                    live.raw_signals.append(raw)
 
     def _outcome(self, index: int, outcome: Outcome) -> None:
         op_id = outcome.operation_id
@@ -230,7 +351,9 @@ class JournalState:
             return
         live = self.pending.pop(op_id, None)
         if live is not None:
-            self._unwatch(op_id, live.registration.keys)
+            self._unwatch(op_id, live.keys)
+            if self._due_times is not None:
+                self._due_times.pop(op_id, None)
         self._ended[op_id] = index
         self._ended_order.append((index, op_id))
         self.last_sequence = max(self.last_sequence, outcome.sequence)
@@ -241,17 +364,36 @@ class JournalState:
         while self._events and self._events[0][1].sequence <= floor:
             self._events.popleft()
 
-    def _carried(self, index: int, carried: JournalRecord.CarriedOperation) -> None:
-        reg = carried.registration
+    def _carried(self, index: int, reg: Registered, raw: bytes, progress: list[bytes]) -> None:
         op_id = reg.operation_id
         if op_id in self._ended:
             log.warning("journal record %d carries ended operation %r; ignored", index, op_id)
             return
         old = self.pending.get(op_id)
         if old is not None:
-            self._unwatch(op_id, old.registration.keys)
-        self.pending[op_id] = LiveOperation(reg, list(carried.progress), index)
-        self._watch(op_id, reg.keys)
+            self._unwatch(op_id, old.keys)
+        keys = self._watch(op_id, reg.keys)
+        self.pending[op_id] = LiveOperation(raw, keys, progress or None, index)
+        if self._due_times is not None:
+            self._due_times[op_id] = reg.due_wall_ms
+
+    def _rescheduled(self, moved: JournalRecord.OperationRescheduled) -> None:
+        """The registration takes the new due time (re-encoded, so a compaction copy
+        carries it)."""
+        live = self.pending.get(moved.operation_id)
+        if live is None:
+            return
+        reg = Registered.FromString(live.raw)
+        reg.due_wall_ms = moved.due_wall_ms
+        live.raw = reg.SerializeToString()
+        if self._due_times is not None:
+            self._due_times[moved.operation_id] = moved.due_wall_ms
+
+    def track_due_times(self) -> None:
+        """Keep each pending operation's due time beside it until the next :meth:`snapshot`
+        (a journal opening: its snapshot then needs no parse per operation)."""
+        pending = self.pending
+        self._due_times = {op_id: live.registration.due_wall_ms for op_id, live in pending.items()}
 
     # -- reading ------------------------------------------------------------------------
 
@@ -267,10 +409,19 @@ class JournalState:
                 del self._ended[op_id]
 
     def snapshot(self, next_index: int) -> RecoveredState:
-        """An immutable copy for the server (O(pending + keys + ended))."""
+        """An immutable copy for the server (O(pending + keys + ended)).
+
+        Ends :meth:`track_due_times` (its table goes into this snapshot and is released).
+        """
+        dues, self._due_times = self._due_times, None
+        if dues is None:
+            pending = self.pending
+            dues = {op_id: live.registration.due_wall_ms for op_id, live in pending.items()}
         return RecoveredState(
             pending={
-                op_id: PendingOperation(live.registration, tuple(live.signals))
+                op_id: PendingOperation(
+                    live.raw, tuple(live.raw_signals) if live.raw_signals else (), dues[op_id]
+                )
                 for op_id, live in self.pending.items()
             },
             key_values={key: value for key, (value, _) in self.key_values.items()},

@@ -27,7 +27,7 @@ def rearm_order(pending: Mapping[str, Any], now_ms: int, tick_ms: int) -> Iterat
     late: list[tuple[int, int, str, Any]] = []
     rest: list[tuple[str, Any]] = []
     for n, (op_id, op) in enumerate(pending.items()):
-        due = op.registration.due_wall_ms
+        due = op.due_wall_ms
         if due <= horizon:
             late.append((due, n, op_id, op))
         else:

@@ -135,6 +135,10 @@ def outcome_record(
     )
 
 
+Registered = JournalRecord.OperationRegistered
+Signal = JournalRecord.SignalApplied
+
+
 def _signal(sig: JournalRecord.SignalApplied) -> tuple[str, SignalRecord]:
     value = sig.value if sig.HasField("value") else None
     return sig.key, SignalRecord(amount=sig.amount, value=value, source=sig.source, data=sig.data)
@@ -144,7 +148,7 @@ def decode_pending(
     pending: PendingOperation,
 ) -> tuple[OperationDefinition, int, int, list[tuple[str, SignalRecord]]]:
     """(definition, create_time_ms, due_time_ms, signals) of a recovered operation."""
-    reg = pending.registration
+    reg = Registered.FromString(pending.raw)
     condition = pb.Condition.FromString(reg.condition)
     definition = OperationDefinition(
         tuple(reg.keys),
@@ -155,7 +159,7 @@ def decode_pending(
         reg.extend_on_resend,
         reg.max_extend_ms,
     )
-    signals = [_signal(sig) for sig in pending.signals]
+    signals = [_signal(Signal.FromString(sig)) for sig in pending.raw_signals]
     return definition, reg.created_wall_ms, reg.due_wall_ms, signals
 
 
@@ -183,7 +187,7 @@ class PendingDecoder:
     def __call__(
         self, pending: PendingOperation
     ) -> tuple[OperationDefinition, int, int, list[tuple[str, SignalRecord]]]:
-        reg = pending.registration
+        reg = Registered.FromString(pending.raw)  # the journal keeps it serialized
         raw = reg.condition
         spec = self._conditions.get(raw)
         if spec is None:
@@ -203,7 +207,8 @@ class PendingDecoder:
             reg.extend_on_resend,
             reg.max_extend_ms,
         )
-        signals = [_signal(sig) for sig in pending.signals] if pending.signals else []
+        raw_signals = pending.raw_signals
+        signals = [_signal(Signal.FromString(s)) for s in raw_signals] if raw_signals else []
         return definition, reg.created_wall_ms, reg.due_wall_ms, signals
 
 

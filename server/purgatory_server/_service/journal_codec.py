@@ -174,7 +174,7 @@ class PendingDecoder:
     Thread-safety: one recovery (the loop thread at start-up) owns an instance.
     """
 
-    __slots__ = ("_conditions", "_keys")
+    __slots__ = ("_conditions", "_ints", "_keys", "_singles")
 
     # Keys are shared while there are few of them; past this many distinct keys the
     # table costs more than it saves and new keys are kept as they come.
@@ -183,6 +183,11 @@ class PendingDecoder:
     def __init__(self) -> None:
         self._conditions: dict[bytes, ConditionSpec] = {}
         self._keys: dict[str, str] = {}
+        # key -> the one ``(key,)`` every single-key operation on it keeps (56 bytes each
+        # otherwise), and timeouts (an int object of 32 bytes each otherwise: most
+        # operations share a few timeouts).
+        self._singles: dict[str, tuple[str]] = {}
+        self._ints: dict[int, int] = {}
 
     def __call__(
         self, pending: PendingOperation
@@ -194,13 +199,29 @@ class PendingDecoder:
             spec = condition_from_proto("condition", pb.Condition.FromString(raw))
             if len(self._conditions) < 1000:
                 self._conditions[raw] = spec
-        shared = self._keys
-        keys = tuple([shared.setdefault(k, k) for k in reg.keys])
-        if len(shared) > self.MAX_KEYS:
-            shared.clear()
+        reg_keys = reg.keys
+        keys: tuple[str, ...]
+        if len(reg_keys) == 1:
+            key = reg_keys[0]
+            single = self._singles.get(key)
+            if single is None:
+                single = (self._keys.setdefault(key, key),)
+                if len(self._singles) < self.MAX_KEYS:
+                    self._singles[key] = single
+            keys = single
+        else:
+            shared = self._keys
+            keys = tuple([shared.setdefault(k, k) for k in reg_keys])
+            if len(shared) > self.MAX_KEYS:
+                shared.clear()
+        timeout = reg.timeout_ms
+        ints = self._ints
+        timeout = ints.setdefault(timeout, timeout)
+        if len(ints) > 1000:
+            ints.clear()
         definition = OperationDefinition(
             keys,
-            reg.timeout_ms,
+            timeout,
             spec,
             reg.payload,
             reg.requested_due_wall_ms,

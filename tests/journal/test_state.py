@@ -8,6 +8,7 @@ import random
 import pytest
 from purgatory_proto.v1.journal_pb2 import JournalRecord
 from purgatory_server._journal import JournalState
+from purgatory_server._journal.wire import sole_field
 
 from tests.journal.helpers import State, out, reg, sig
 
@@ -245,3 +246,22 @@ def test_a_hot_key_keeps_no_more_dead_watchers_than_live_ones() -> None:
     for i in range(990, 1000):
         state.apply(6000 + i, out(f"op{i}", 2000 + i))
     assert "hot" not in state._watchers
+
+
+@pytest.mark.parametrize(
+    ("payload", "expected"),
+    [
+        (b"\x0a\x01x", (1, 2)),
+        (b"\x22\x80\x01" + b"x" * 128, (4, 3)),
+        (b"\x0a\x80", None),  # the length runs past the end
+        (b"\x0a\x02x", None),  # shorter than it says
+        (b"\x0a\x01xx", None),  # a second field follows
+        (b"\x08\x01", None),  # not length-delimited
+        (b"", None),
+    ],
+)
+def test_sole_field_finds_only_a_lone_length_delimited_field(
+    payload: bytes, expected: tuple[int, int] | None
+) -> None:
+    assert sole_field(payload) == expected
+    assert sole_field(memoryview(payload)) == expected

@@ -58,10 +58,14 @@ def sole_field(payload: bytes | memoryview) -> tuple[int, int] | None:
     length = payload[1]
     start = 2
     if length >= 0x80:
-        read = _read_varint(payload, 1)
-        if read is None:
-            return None
-        length, start = read
+        if len(payload) > 2 and payload[2] < 0x80:  # two length bytes: most registrations
+            length = (length & 0x7F) | (payload[2] << 7)
+            start = 3
+        else:
+            read = _read_varint(payload, 1)
+            if read is None:
+                return None
+            length, start = read
     if start + length != len(payload):
         return None
     return tag >> 3, start

@@ -8,7 +8,7 @@ the late ones first and sorted by due time makes them expire, and be published, 
 due-time order, before anything else fires. Each is re-armed once, so each expires
 exactly once (its outcome record then ends it in the journal for good).
 
-Cost: one pass over the recovered operations plus a sort of the late ones only.
+Cost: two passes over the recovered operations plus a sort of the late ones only.
 """
 
 from __future__ import annotations
@@ -24,15 +24,18 @@ def rearm_order(pending: Mapping[str, Any], now_ms: int, tick_ms: int) -> Iterat
     ``now_ms + tick_ms`` first, by due time (ties: journal order), then the rest in
     journal order."""
     horizon = now_ms + tick_ms
+    # Two passes instead of one that lists every operation: only the late ones (usually
+    # few) are held, and the rest stream out in journal order.
     late: list[tuple[int, int, str, Any]] = []
-    rest: list[tuple[str, Any]] = []
     for n, (op_id, op) in enumerate(pending.items()):
         due = op.due_wall_ms
         if due <= horizon:
             late.append((due, n, op_id, op))
-        else:
-            rest.append((op_id, op))
     late.sort(key=lambda item: (item[0], item[1]))
     for _, _, op_id, op in late:
         yield op_id, op
-    yield from rest
+    if len(late) == len(pending):
+        return
+    for op_id, op in pending.items():
+        if op.due_wall_ms > horizon:
+            yield op_id, op

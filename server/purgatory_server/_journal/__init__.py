@@ -16,7 +16,12 @@ from purgatory_server._journal.journal_errors import (
 from purgatory_server._journal.options import FsyncPolicy, JournalConfig
 from purgatory_server._journal.recovery import RecoveryReport, recover
 from purgatory_server._journal.segments import SegmentMeta, SegmentScan, list_segments
-from purgatory_server._journal.state import JournalState, PendingOperation, RecoveredState
+from purgatory_server._journal.state import (
+    JournalState,
+    PendingOperation,
+    PendingView,
+    RecoveredState,
+)
 
 __all__ = [
     "CompactionResult",
@@ -29,6 +34,7 @@ __all__ = [
     "JournalFailedError",
     "JournalState",
     "PendingOperation",
+    "PendingView",
     "RecoveredGroup",
     "RecoveredState",
     "RecoveryReport",

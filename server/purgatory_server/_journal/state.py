@@ -20,7 +20,7 @@ Replay rules (the contract docs/journal.md states for outside readers too):
   if absent). That is what makes compaction's copies idempotent. Ignored for an ended id.
 - ``carried_key_value``: sets the key's latest value.
 - ``rescheduled``: the pending operation's registration takes the new ``due_wall_ms``
-  (edited in place, so a compaction copy carries it). Ignored for an id not pending.
+  (re-encoded, so a compaction copy carries it). Ignored for an id not pending.
 - ``schedule_upserted``: *replaces* the schedule's definition (creates it if absent), so
   compaction's copies are idempotent; ``schedule_deleted`` forgets it (unknown ids are
   ignored). A schedule's occurrences are ordinary operations.
@@ -30,8 +30,16 @@ Replay rules (the contract docs/journal.md states for outside readers too):
 The event window holds outcomes with ``sequence > last_sequence - retain_events``, in
 journal order. The server appends outcomes in increasing sequence order.
 
+Memory and speed (issue 15): a pending operation's registration and its progress are
+kept as the bytes they were journaled with, never as parsed messages (about 1.5 KB each
+otherwise); :meth:`JournalState.apply_raw` reads a registration or a signal from its
+record's bytes without parsing the whole record, and compaction writes those bytes back
+verbatim. A key's watchers are a list swept lazily (:class:`_Watching`), not a set.
+
 Thread-safety: none. One thread owns a :class:`JournalState` (the writer thread, or the
-opener before the writer starts); :class:`RecoveredState` snapshots are immutable.
+opener before the writer starts); :class:`RecoveredState` snapshots are immutable, except
+that a ``lazy`` snapshot's pending operations (:class:`PendingView`) reflect the state
+only until the next record is applied.
 """
 
 from __future__ import annotations
@@ -72,7 +80,8 @@ class LiveOperation:
     ``keys`` are its distinct watch keys as journaled (one shared tuple per key for the
     usual single-key operation). ``anchor`` is the journal index of the record that
     currently defines it: its registration or the latest compaction copy. Deleting the
-    segment holding the anchor requires carrying the operation forward first.
+    segment holding the anchor requires carrying the operation forward first. Once the
+    operation ends or a copy replaces it, ``anchor`` is ``_DEAD`` (-1).
     """
 
     __slots__ = ("anchor", "keys", "raw", "raw_signals")

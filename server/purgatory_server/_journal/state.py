@@ -166,6 +166,11 @@ class PendingView(Mapping[str, PendingOperation]):
     def __contains__(self, op_id: object) -> bool:
         return op_id in self._ops
 
+    @property
+    def due_times(self) -> Mapping[str, int]:
+        """Each pending operation's due time, without building its PendingOperation."""
+        return self._dues
+
     def items(self) -> Iterator[tuple[str, PendingOperation]]:  # type: ignore[override]
         dues = self._dues
         for op_id, live in self._ops.items():

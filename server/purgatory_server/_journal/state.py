@@ -34,7 +34,7 @@ Memory and speed (issue 15): a pending operation's registration and its progress
 kept as the bytes they were journaled with, never as parsed messages (about 1.5 KB each
 otherwise); :meth:`JournalState.apply_raw` reads a registration or a signal from its
 record's bytes without parsing the whole record, and compaction writes those bytes back
-verbatim. A key's watchers are a list swept lazily (:class:`_Watching`), not a set.
+verbatim. A key's watchers are a list swept lazily (:class:`.pending.Watching`), not a set.
 
 Thread-safety: none. One thread owns a :class:`JournalState` (the writer thread, or the
 opener before the writer starts); :class:`RecoveredState` snapshots are immutable, except
@@ -47,13 +47,20 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple, cast
+from typing import cast
 
 from purgatory_proto.v1.journal_pb2 import JournalRecord
 
 from purgatory_server._journal.groups import GroupTracker, RecoveredGroup
+from purgatory_server._journal.pending import (
+    DEAD,
+    LiveOperation,
+    PendingOperation,
+    PendingView,
+    Watching,
+)
 from purgatory_server._journal.wire import sole_field, split_carried
 
 log = logging.getLogger(__name__)
@@ -67,115 +74,6 @@ ScheduleUpserted = JournalRecord.ScheduleUpserted
 _REGISTERED = 1
 _SIGNAL = 2
 _CARRIED = 4
-
-
-class LiveOperation:
-    """A pending operation as the builder tracks it (mutable; owned by the builder).
-
-    ``raw`` is its ``OperationRegistered`` exactly as journaled (only a ``rescheduled``
-    record rewrites it, with the new due time); ``raw_signals`` the ``SignalApplied``
-    bytes of its progress, in journal order (None while it has none). Kept serialized:
-    a parsed message per pending operation cost about 1.5 KB of memory, and compaction
-    writes these bytes back verbatim (:func:`.wire.carried_operation_payload`).
-    ``keys`` are its distinct watch keys as journaled (one shared tuple per key for the
-    usual single-key operation). ``anchor`` is the journal index of the record that
-    currently defines it: its registration or the latest compaction copy. Deleting the
-    segment holding the anchor requires carrying the operation forward first. Once the
-    operation ends or a copy replaces it, ``anchor`` is ``_DEAD`` (-1).
-    """
-
-    __slots__ = ("anchor", "keys", "raw", "raw_signals")
-
-    def __init__(
-        self, raw: bytes, keys: tuple[str, ...], raw_signals: list[bytes] | None, anchor: int
-    ) -> None:
-        self.raw = raw
-        self.keys = keys
-        self.raw_signals = raw_signals
-        self.anchor = anchor
-
-    @property
-    def registration(self) -> Registered:
-        """The registration, parsed (a new message on each access; for readers and tests)."""
-        return Registered.FromString(self.raw)
-
-    @property
-    def signals(self) -> tuple[Signal, ...]:
-        """The progress, parsed (new messages on each access)."""
-        return tuple(Signal.FromString(s) for s in self.raw_signals or ())
-
-
-class PendingOperation(NamedTuple):
-    """A pending operation handed to the server at start-up.
-
-    ``raw`` is its ``OperationRegistered`` as journaled (serialized: the server parses it
-    once, into its own objects) and ``raw_signals`` the ``SignalApplied`` records applied
-    to it so far, in the order they were applied. ``due_wall_ms`` is the absolute due
-    time (epoch ms, the registration's ``due_wall_ms``): the server re-arms the timer
-    there, or expires the operation at once if it is already past. (A named tuple: one
-    is built per pending operation at start-up, several times faster than a frozen
-    dataclass.)
-    """
-
-    raw: bytes
-    raw_signals: tuple[bytes, ...]
-    due_wall_ms: int
-
-    @property
-    def registration(self) -> Registered:
-        """The registration, parsed (a new message on each access)."""
-        return Registered.FromString(self.raw)
-
-    @property
-    def signals(self) -> tuple[Signal, ...]:
-        """The progress, parsed (new messages on each access)."""
-        return tuple(Signal.FromString(s) for s in self.raw_signals)
-
-
-class PendingView(Mapping[str, PendingOperation]):
-    """A start-up snapshot's pending operations, each :class:`PendingOperation` built when
-    read (``items()`` is the fast way through) from the builder's own records.
-
-    Why: a snapshot that built one object per pending operation up front added about 100
-    bytes per operation to the server's memory for good (freed after re-arming, but
-    scattered between long-lived objects, so never given back). This one holds a copy
-    of the id -> operation table (one block of memory, returned whole when released)
-    and the due times. It reflects the records applied up to :meth:`JournalState.snapshot`
-    only while nothing more is applied: a journal's opening snapshot, read before the
-    server appends anything, is exactly that; :meth:`JournalState.snapshot` copies fully
-    otherwise.
-    """
-
-    __slots__ = ("_dues", "_ops")
-
-    def __init__(self, ops: dict[str, LiveOperation], dues: dict[str, int]) -> None:
-        self._ops = ops
-        self._dues = dues
-
-    def __getitem__(self, op_id: str) -> PendingOperation:
-        live = self._ops[op_id]
-        signals = tuple(live.raw_signals) if live.raw_signals else ()
-        return PendingOperation(live.raw, signals, self._dues[op_id])
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._ops)
-
-    def __len__(self) -> int:
-        return len(self._ops)
-
-    def __contains__(self, op_id: object) -> bool:
-        return op_id in self._ops
-
-    @property
-    def due_times(self) -> Mapping[str, int]:
-        """Each pending operation's due time, without building its PendingOperation."""
-        return self._dues
-
-    def items(self) -> Iterator[tuple[str, PendingOperation]]:  # type: ignore[override]
-        dues = self._dues
-        for op_id, live in self._ops.items():
-            signals = tuple(live.raw_signals) if live.raw_signals else ()
-            yield op_id, PendingOperation(live.raw, signals, dues[op_id])
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,39 +101,6 @@ class RecoveredState:
     groups: Mapping[str, RecoveredGroup] = dataclasses.field(default_factory=dict)
 
 
-_DEAD = -1  # the anchor of a LiveOperation that ended or was replaced
-
-
-class _Watching:
-    """The pending operations watching one key, and its shared ``(key,)`` tuple.
-
-    Why a list with dead entries left in place rather than a set: a set entry costs 40
-    to 80 bytes per watching operation, a list slot 8. An operation leaving
-    (:meth:`JournalState._unwatch`) only marks itself dead (``anchor == _DEAD``) and
-    lowers ``live``; the list is swept once dead entries outnumber the live ones, so
-    each removal costs O(1) amortized and the list stays under twice the live count
-    (plus a few). Signals skip dead entries. An operation appears once per key.
-    """
-
-    __slots__ = ("live", "ops", "single")
-
-    def __init__(self, key: str) -> None:
-        self.single = (key,)
-        self.ops: list[LiveOperation] = []
-        self.live = 0
-
-    def add(self, live: LiveOperation) -> None:
-        self.ops.append(live)
-        self.live += 1
-
-    def remove(self) -> int:
-        """One watcher (already marked dead) left; the number still watching."""
-        self.live -= 1
-        if len(self.ops) > 2 * self.live + 8:
-            self.ops = [op for op in self.ops if op.anchor != _DEAD]
-        return self.live
-
-
 class JournalState:
     """Applies records in journal order and maintains the state they imply."""
 
@@ -249,8 +114,8 @@ class JournalState:
         self.last_sequence = 0
         self.purgatory = ""  # from the latest value-setting record; compaction copies it
         self.records_applied = 0
-        # key -> the pending operations watching it (see _Watching).
-        self._watchers: dict[str, _Watching] = {}
+        # key -> the pending operations watching it (see Watching).
+        self._watchers: dict[str, Watching] = {}
         self._events: deque[tuple[int, Outcome]] = deque()
         self._ended: dict[str, int] = {}
         self._ended_order: deque[tuple[int, str]] = deque()
@@ -355,21 +220,21 @@ class JournalState:
         if len(keys) == 1:
             watching = watchers.get(keys[0])
             if watching is None:
-                watching = watchers[keys[0]] = _Watching(keys[0])
+                watching = watchers[keys[0]] = Watching(keys[0])
             watching.add(live)
             return watching.single
         kept = []
         for key in dict.fromkeys(keys):  # each distinct key once, in order
             watching = watchers.get(key)
             if watching is None:
-                watching = watchers[key] = _Watching(key)
+                watching = watchers[key] = Watching(key)
             watching.add(live)
             kept.append(watching.single[0])
         return tuple(kept)
 
     def _unwatch(self, live: LiveOperation) -> None:
         """``live`` ended or was replaced: mark it dead and leave its keys' watchers."""
-        live.anchor = _DEAD
+        live.anchor = DEAD
         watchers = self._watchers
         for key in live.keys:
             watching = watchers[key]
@@ -418,7 +283,7 @@ class JournalState:
         watching = self._watchers.get(sig.key)
         if watching is not None:
             for live in watching.ops:
-                if live.anchor == _DEAD:
+                if live.anchor == DEAD:
                     continue
                 if live.raw_signals is None:
                     live.raw_signals = [raw]

@@ -13,11 +13,14 @@ the wall time also counts other processes' turns. Then the server's RSS
 
 Memory of live registrations (``--live N``): an in-memory server from each tree is sent N
 operations in ``BatchTryCompleteElseWatch`` batches (no wait; same payload and keys), then
-its RSS growth per pending operation is read the same way.
+its RSS growth per pending operation is read the same way. ``--live-durable`` sends them
+to a durable purgatory instead (created with ``CreatePurgatory``; journaled under the server's
+default fsync policy), so the journal's own state for each is counted too.
 
 Trees alternate within each of ``--rounds`` rounds so drifting machine load hits them alike.
 
-    python -m bench.recovery_bench [--pending 1000000] [--live 1000000] [--rounds 1]
+    python -m bench.recovery_bench [--pending 1000000] [--live 1000000] [--live-durable]
+                                   [--rounds 1]
                                    [--compare-src DIR] [--compare-label base] [--json out]
 """
 
@@ -138,9 +141,14 @@ async def _pending(port: int, purgatory: str) -> int:
         return int(info.purgatory.pending)
 
 
-async def _register(port: int, n: int, keys: int, batch: int = 1000) -> None:
+async def _register(
+    port: int, n: int, keys: int, batch: int = 1000, purgatory: str = "default"
+) -> None:
     async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
         stub = pb_grpc.PurgatoryServiceStub(channel)  # type: ignore[no-untyped-call]
+        if purgatory != "default":  # a durable one, journaling every registration
+            config = pb.PurgatoryConfig(durable=True, max_pending=4_000_000)
+            await stub.CreatePurgatory(pb.CreatePurgatoryRequest(name=purgatory, config=config))
         queue = list(range(0, n, batch))
 
         async def worker() -> None:
@@ -151,7 +159,7 @@ async def _register(port: int, n: int, keys: int, batch: int = 1000) -> None:
                     for i in range(start, min(n, start + batch))
                 ]
                 await stub.BatchTryCompleteElseWatch(
-                    pb.BatchTryCompleteElseWatchRequest(purgatory="default", operations=ops)
+                    pb.BatchTryCompleteElseWatchRequest(purgatory=purgatory, operations=ops)
                 )
 
         await asyncio.gather(*(worker() for _ in range(4)))
@@ -161,6 +169,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--pending", type=int, default=1_000_000, help="recovered operations")
     p.add_argument("--live", type=int, default=0, help="live-registered operations (memory)")
+    p.add_argument("--live-durable", action="store_true", help="--live into a durable purgatory")
     p.add_argument("--keys", type=int, default=10_000, help="distinct keys")
     p.add_argument("--rounds", type=int, default=1)
     p.add_argument("--compare-src", help="also run the server from this source tree")
@@ -186,9 +195,10 @@ def main() -> None:
                 row: dict[str, Any] = {"tree": label, "round": r + 1, "empty_s": empty.ready_s}
                 if a.live:
                     started = time.perf_counter()
-                    asyncio.run(_register(empty.port, a.live, a.keys))
+                    live_name = "live" if a.live_durable else "default"
+                    asyncio.run(_register(empty.port, a.live, a.keys, purgatory=live_name))
                     row["live_register_s"] = time.perf_counter() - started
-                    assert asyncio.run(_pending(empty.port, "default")) == a.live
+                    assert asyncio.run(_pending(empty.port, live_name)) == a.live
                     row["live_bytes_per_op"] = (rss_bytes(empty.proc.pid) - empty_rss) / a.live
                 empty.stop()
                 if a.pending:

@@ -43,7 +43,9 @@ def _pending(i: int, spec: ConditionSpec, keys: list[str], signals: int = 0) -> 
         JournalRecord.SignalApplied(purgatory="p", key=keys[0], amount=n + 1, source=f"s{n}")
         for n in range(signals)
     )
-    return PendingOperation(reg, sigs)
+    return PendingOperation(
+        reg.SerializeToString(), tuple(s.SerializeToString() for s in sigs), reg.due_wall_ms
+    )
 
 
 def test_pending_decoder_equals_decode_pending_and_shares_keys() -> None:

@@ -18,7 +18,9 @@ from purgatory_server._journal import (
     SegmentScan,
 )
 from purgatory_server._journal.compaction import deletable_prefix, plan_compaction
-from purgatory_server._journal.segments import SegmentMeta
+from purgatory_server._journal.framing import encode_frame, encode_header
+from purgatory_server._journal.segments import SegmentMeta, segment_name
+from purgatory_server._journal.wire import sole_field, split_carried, varint
 
 from tests.journal.helpers import out, reg, segment_paths, sig
 
@@ -93,8 +95,15 @@ def test_plan_carries_live_operations_and_old_key_values() -> None:
     assert plan is not None
     assert plan.cutoff == 4
     assert (plan.carried_operations, plan.carried_keys) == (1, 1)
-    carried, key, checkpoint = plan.records
+    raw_carried = plan.records[0]
+    carried, key, checkpoint = (JournalRecord.FromString(r) for r in plan.records)
     assert carried.carried_operation.registration.operation_id == "long"
+    # The carry is what protobuf itself would write for it, and holds the journaled
+    # registration and signals byte for byte.
+    assert raw_carried == carried.SerializeToString()
+    assert carried.carried_operation.source_index == 0
+    journaled = reg("long", "k").registered.SerializeToString()
+    assert raw_carried.find(journaled) > 0
     assert [s.amount for s in carried.carried_operation.progress] == [3, 4]
     assert (key.carried_key_value.key, key.carried_key_value.value) == ("k", 9)
     assert checkpoint.compaction.dropped_before_index == 4
@@ -298,3 +307,61 @@ def test_compaction_never_changes_what_recovery_sees(tmp_path: Path, seed: int) 
     got = reopen_summary(tmp_path, retain_events=config.retain_events)
     assert got == expected
     assert compactions > 0
+
+
+def _carried_parts(path: Path, op_id: str) -> list[tuple[bytes, list[bytes]]]:
+    """The exact registration and progress bytes of every carried copy of ``op_id``."""
+    found = []
+    for seg in segment_paths(path):
+        for _, payload in SegmentScan.read(seg):
+            sole = sole_field(payload)
+            if sole is None or sole[0] != 4:  # carried_operation
+                continue
+            parts = split_carried(payload[sole[1] :])
+            assert parts is not None
+            if JournalRecord.OperationRegistered.FromString(parts[0]).operation_id == op_id:
+                found.append(parts)
+    return found
+
+
+def test_a_compaction_after_recovery_carries_the_journaled_bytes_verbatim(
+    tmp_path: Path,
+) -> None:
+    """The journal keeps registrations and progress as the bytes it read, and compaction
+    writes those back: even an encoding protobuf would not produce itself (fields out of
+    number order) survives recovery and two compactions byte for byte."""
+    registered = JournalRecord.OperationRegistered
+    raw = (
+        registered(due_wall_ms=2_592_000_000, created_wall_ms=1).SerializeToString()
+        + registered(
+            purgatory="p", operation_id="kept", keys=["hot"], timeout_ms=30_000
+        ).SerializeToString()
+    )
+    assert raw != registered.FromString(raw).SerializeToString()
+    signal = JournalRecord.SignalApplied
+    sig_raw = (
+        signal(applied_wall_ms=5).SerializeToString()
+        + signal(purgatory="p", key="hot", amount=7).SerializeToString()
+    )
+    assert sig_raw != signal.FromString(sig_raw).SerializeToString()
+    with (tmp_path / segment_name(0)).open("wb") as f:
+        f.write(encode_header(0))
+        f.write(encode_frame(b"\x0a" + varint(len(raw)) + raw))
+        f.write(encode_frame(b"\x12" + varint(len(sig_raw)) + sig_raw))
+    config = JournalConfig(retain_events=5, **SMALL)  # type: ignore[arg-type]
+    with Journal.open(tmp_path, config) as journal:
+        recovered = journal.recovered.pending["kept"]
+        assert (recovered.raw, recovered.raw_signals) == (raw, (sig_raw,))
+        churn(journal, 0, 200, 1)
+        assert journal.compact(force=True).carried_operations == 1
+    ((carried, progress),) = _carried_parts(tmp_path, "kept")
+    assert carried == raw
+    assert progress[0] == sig_raw and len(progress) == 201
+    expected = reopen_summary(tmp_path)
+    assert expected["pending"]["kept"] == (2_592_000_000, [7] + [1] * 200)
+    with Journal.open(tmp_path, config) as journal:  # recovered from the carried copy
+        churn(journal, 200, 200, 201)
+        assert journal.compact(force=True).carried_operations == 1
+    ((carried, progress),) = _carried_parts(tmp_path, "kept")
+    assert carried == raw and progress[0] == sig_raw and len(progress) == 401
+    assert reopen_summary(tmp_path)["pending"]["kept"] == (2_592_000_000, [7] + [1] * 400)

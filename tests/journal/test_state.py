@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import logging
+import random
 
 import pytest
 from purgatory_proto.v1.journal_pb2 import JournalRecord
 from purgatory_server._journal import JournalState
+from purgatory_server._journal.wire import sole_field
 
 from tests.journal.helpers import State, out, reg, sig
 
@@ -172,3 +174,94 @@ def test_compaction_checkpoint_keeps_the_sequence_when_outcomes_are_gone() -> No
     )
     assert build(checkpoint).snapshot(1).last_sequence == 41
     assert build(reg("x"), out("x", 50), checkpoint).snapshot(3).last_sequence == 50
+
+
+def _replay_summary(state: JournalState) -> dict[str, object]:
+    snap = state.snapshot(0)
+    return {
+        "pending": {
+            op_id: (p.raw, p.raw_signals, p.due_wall_ms) for op_id, p in snap.pending.items()
+        },
+        "key_values": dict(snap.key_values),
+        "last_sequence": snap.last_sequence,
+        "ended": snap.ended,
+        "applied": state.records_applied,
+    }
+
+
+def test_replaying_serialized_records_builds_the_same_state_as_parsed_ones() -> None:
+    """apply_raw (start-up replay: registrations and signals read without a full parse)
+    and apply (parsed records) agree on every kind, carries and reschedules included."""
+    rng = random.Random(15)
+    records: list[JournalRecord] = []
+    pending: list[str] = []
+    seq = 0
+    for step in range(600):
+        roll = rng.random()
+        if roll < 0.3 or not pending:
+            keys = rng.sample(["a", "b", "c", "a"], rng.randint(0, 3))  # "a" may repeat
+            records.append(reg(f"op{step}", *keys, due=step, payload=bytes(step % 7)))
+            pending.append(f"op{step}")
+        elif roll < 0.6:
+            value = step if rng.random() < 0.5 else None
+            records.append(sig(rng.choice("abcd"), amount=step, value=value))
+        elif roll < 0.7:
+            moved = JournalRecord.OperationRescheduled(
+                purgatory="p", operation_id=rng.choice(pending), due_wall_ms=10_000 + step
+            )
+            records.append(JournalRecord(rescheduled=moved))
+        elif roll < 0.8:
+            carried = JournalRecord.CarriedOperation(
+                registration=reg(rng.choice(pending), "b", due=20_000 + step).registered,
+                progress=[sig("b", amount=step).signal],
+                source_index=step,
+            )
+            records.append(JournalRecord(carried_operation=carried))
+        else:
+            seq += 1
+            records.append(out(pending.pop(rng.randrange(len(pending))), seq))
+    parsed = JournalState(10, max_key_values=2)
+    raw = JournalState(10, max_key_values=2)
+    raw.track_due_times()
+    for index, record in enumerate(records):
+        parsed.apply(index, record)
+        raw.apply_raw(index, memoryview(record.SerializeToString()))
+    assert _replay_summary(raw) == _replay_summary(parsed)
+    assert pending and set(_replay_summary(raw)["pending"]) == set(pending)  # type: ignore[arg-type]
+
+
+def test_a_hot_key_keeps_no_more_dead_watchers_than_live_ones() -> None:
+    state = JournalState(0)
+    for i in range(1000):
+        state.apply(2 * i, reg(f"op{i}", "hot"))
+        if i >= 10:
+            state.apply(2 * i + 1, out(f"op{i - 10}", i))
+    watching = state._watchers["hot"]
+    assert watching.live == 10
+    assert len(watching.ops) <= 2 * 10 + 8
+    state.apply(5000, sig("hot", 3))
+    assert sorted(op for op, live in state.pending.items() if live.raw_signals) == [
+        f"op{i}" for i in range(990, 1000)
+    ]
+    for i in range(990, 1000):
+        state.apply(6000 + i, out(f"op{i}", 2000 + i))
+    assert "hot" not in state._watchers
+
+
+@pytest.mark.parametrize(
+    ("payload", "expected"),
+    [
+        (b"\x0a\x01x", (1, 2)),
+        (b"\x22\x80\x01" + b"x" * 128, (4, 3)),
+        (b"\x0a\x80", None),  # the length runs past the end
+        (b"\x0a\x02x", None),  # shorter than it says
+        (b"\x0a\x01xx", None),  # a second field follows
+        (b"\x08\x01", None),  # not length-delimited
+        (b"", None),
+    ],
+)
+def test_sole_field_finds_only_a_lone_length_delimited_field(
+    payload: bytes, expected: tuple[int, int] | None
+) -> None:
+    assert sole_field(payload) == expected
+    assert sole_field(memoryview(payload)) == expected

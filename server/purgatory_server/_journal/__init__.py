@@ -14,9 +14,10 @@ from purgatory_server._journal.journal_errors import (
     JournalFailedError,
 )
 from purgatory_server._journal.options import FsyncPolicy, JournalConfig
+from purgatory_server._journal.pending import PendingOperation, PendingView
 from purgatory_server._journal.recovery import RecoveryReport, recover
 from purgatory_server._journal.segments import SegmentMeta, SegmentScan, list_segments
-from purgatory_server._journal.state import JournalState, PendingOperation, RecoveredState
+from purgatory_server._journal.state import JournalState, RecoveredState
 
 __all__ = [
     "CompactionResult",
@@ -29,6 +30,7 @@ __all__ = [
     "JournalFailedError",
     "JournalState",
     "PendingOperation",
+    "PendingView",
     "RecoveredGroup",
     "RecoveredState",
     "RecoveryReport",

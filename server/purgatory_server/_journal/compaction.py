@@ -35,15 +35,18 @@ from purgatory_proto.v1.journal_pb2 import JournalRecord
 
 from purgatory_server._journal.segments import SegmentMeta
 from purgatory_server._journal.state import JournalState
+from purgatory_server._journal.wire import carried_operation_payload
 
 
 @dataclass(frozen=True, slots=True)
 class CompactionPlan:
-    """Delete ``doomed`` after appending ``records``; ``freed_bytes`` is their total size."""
+    """Delete ``doomed`` after appending ``records`` (serialized ``JournalRecord``s: a
+    carried operation's registration and progress are the journaled bytes, verbatim);
+    ``freed_bytes`` is the doomed segments' total size."""
 
     doomed: tuple[SegmentMeta, ...]
     cutoff: int
-    records: tuple[JournalRecord, ...]
+    records: tuple[bytes, ...]
     carried_operations: int
     carried_keys: int
     freed_bytes: int
@@ -83,38 +86,32 @@ def plan_compaction(segments: list[SegmentMeta], state: JournalState) -> Compact
     if not doomed:
         return None
     cutoff = doomed[-1].end_index
-    records: list[JournalRecord] = []
-    for live in state.pending.values():
-        if live.anchor < cutoff:
-            records.append(
-                JournalRecord(
-                    carried_operation=JournalRecord.CarriedOperation(
-                        registration=live.registration,
-                        progress=live.signals,
-                        source_index=live.anchor,
-                    )
-                )
-            )
+    records: list[bytes] = [
+        carried_operation_payload(live.raw, live.raw_signals or [], live.anchor)
+        for live in state.pending.values()
+        if live.anchor < cutoff
+    ]
     carried_ops = len(records)
+    others: list[JournalRecord] = []
     for key, (value, anchor) in state.key_values.items():
         if anchor < cutoff:
-            records.append(
+            others.append(
                 JournalRecord(
                     carried_key_value=JournalRecord.CarriedKeyValue(
                         purgatory=state.purgatory, key=key, value=value, source_index=anchor
                     )
                 )
             )
-    carried_keys = len(records) - carried_ops
+    carried_keys = len(others)
     for upserted, anchor in state.schedules.values():
         if anchor < cutoff:
             copy = JournalRecord.ScheduleUpserted()
             copy.CopyFrom(upserted)
             copy.carried = True
             copy.source_index = anchor
-            records.append(JournalRecord(schedule_upserted=copy))
-    records.extend(state.groups.carry(cutoff))
-    records.append(
+            others.append(JournalRecord(schedule_upserted=copy))
+    others.extend(state.groups.carry(cutoff))
+    others.append(
         JournalRecord(
             compaction=JournalRecord.CompactionCheckpoint(
                 dropped_before_index=cutoff,
@@ -125,6 +122,7 @@ def plan_compaction(segments: list[SegmentMeta], state: JournalState) -> Compact
             )
         )
     )
+    records.extend(record.SerializeToString() for record in others)
     return CompactionPlan(
         doomed=tuple(doomed),
         cutoff=cutoff,

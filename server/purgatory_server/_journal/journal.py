@@ -36,7 +36,7 @@ from typing import Any
 from purgatory_proto.v1.journal_pb2 import JournalRecord
 
 from purgatory_server._journal.compaction import CompactionResult, plan_compaction
-from purgatory_server._journal.framing import encode_frame, encode_header
+from purgatory_server._journal.framing import FRAME_OVERHEAD, encode_frame, encode_header
 from purgatory_server._journal.journal_errors import (
     JournalClosedError,
     JournalError,
@@ -98,7 +98,8 @@ class Journal:
     ) -> None:
         self.directory = directory
         self.config = config
-        self.recovered: RecoveredState = state.snapshot(report.next_index)
+        # Lazy: read by the server before it appends anything (see release_recovered).
+        self.recovered: RecoveredState = state.snapshot(report.next_index, lazy=True)
         self.report = report
         self.fsync_count = 0
         self.records_written = 0
@@ -137,10 +138,10 @@ class Journal:
     def release_recovered(self) -> None:
         """Forget the start-up snapshot's pending operations once the reader has them.
 
-        The snapshot wraps every pending operation once more than the journal's own state
-        does; kept for the journal's lifetime it would cost about 150 bytes per pending
-        operation for nothing once the server has re-armed them. Everything else in
-        ``recovered`` (events, key values, sequences) stays.
+        ``recovered.pending`` is a :class:`~.state.PendingView` over the journal's own
+        state as it was at opening: read it before the first append, then release it
+        (its table copy and due times cost about 70 bytes per pending operation).
+        Everything else in ``recovered`` (events, key values, sequences) stays.
         """
         self.recovered = replace(self.recovered, pending={})
 
@@ -179,7 +180,8 @@ class Journal:
         gc.disable()
         try:
             state = JournalState(config.retain_events, config.max_key_values)
-            report = recover(path, state.apply, repair=repair, fsync=fsync)
+            state.track_due_times()  # for the start-up snapshot (released in __init__)
+            report = recover(path, raw_sink=state.apply_raw, repair=repair, fsync=fsync)
             return cls(
                 directory=path,
                 config=config,
@@ -369,7 +371,9 @@ class Journal:
         self._write(chunk)
         return firsts
 
-    def _add_frame(self, chunk: list[bytes], record: JournalRecord, frame: bytes) -> list[bytes]:
+    def _add_frame(
+        self, chunk: list[bytes], record: JournalRecord | None, frame: bytes
+    ) -> list[bytes]:
         head = self._segments[-1]
         if head.count > 0 and head.size + len(frame) > self.config.segment_bytes:
             self._write(chunk)
@@ -379,7 +383,8 @@ class Journal:
         chunk.append(frame)
         head.size += len(frame)
         head.count += 1
-        self._state.apply(self._next_index, record)
+        # The state keeps a registration's bytes (sliced from the frame), not the message.
+        self._state.apply_raw(self._next_index, memoryview(frame)[FRAME_OVERHEAD:], record)
         self._next_index += 1
         return chunk
 
@@ -433,7 +438,7 @@ class Journal:
         if plan is None:
             return CompactionResult(skipped_reason="no deletable segment")
         try:
-            frames = [encode_frame(r.SerializeToString()) for r in plan.records]
+            frames = [encode_frame(payload) for payload in plan.records]
         except ValueError as exc:  # a carried operation larger than a record may be
             log.warning("journal compaction skipped: %s", exc)
             return CompactionResult(skipped_reason=str(exc))
@@ -445,8 +450,8 @@ class Journal:
                 skipped_reason=f"carry {carried_bytes} B > {limit:.0f} B allowed",
             )
         chunk: list[bytes] = []
-        for record, frame in zip(plan.records, frames, strict=True):
-            chunk = self._add_frame(chunk, record, frame)
+        for frame in frames:
+            chunk = self._add_frame(chunk, None, frame)
         self._write(chunk)
         self._fsync_head()
         self._wants_compaction = False  # rolls caused by the carry need no new pass

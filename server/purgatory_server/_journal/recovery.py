@@ -36,6 +36,9 @@ from purgatory_server._journal.segments import SegmentMeta, SegmentScan, list_se
 log = logging.getLogger(__name__)
 
 RecordSink = Callable[[int, JournalRecord], None]
+# Receives each record's payload (a serialized JournalRecord, CRC-checked) unparsed; raises
+# DecodeError for one that does not parse (e.g. JournalState.apply_raw).
+RawRecordSink = Callable[[int, memoryview], None]
 
 
 @dataclass(slots=True)
@@ -67,7 +70,11 @@ def _truncate(path: Path, size: int, fsync: Callable[[int], None]) -> None:
 
 class _Scanner:
     def __init__(
-        self, directory: Path, sink: RecordSink, repair: bool, fsync: Callable[[int], None]
+        self,
+        directory: Path,
+        sink: RawRecordSink,
+        repair: bool,
+        fsync: Callable[[int], None],
     ):
         self.directory = directory
         self.sink = sink
@@ -91,16 +98,14 @@ class _Scanner:
                 break
             index = name_base
             unparsable = False
+            sink = self.sink
             for offset, payload in scan:
-                record = JournalRecord()
                 try:
-                    # upb parses straight from the buffer; the stub only says bytes.
-                    record.ParseFromString(cast(bytes, payload))
+                    sink(index, payload)
                 except DecodeError:
                     scan.error, scan.valid_end = "CRC-valid record does not parse", offset
                     unparsable = True
                     break
-                self.sink(index, record)
                 index += 1
             expected = index
             if scan.error is None:
@@ -170,15 +175,30 @@ class _Scanner:
 
 def recover(
     directory: Path,
-    sink: RecordSink,
+    sink: RecordSink | None = None,
     *,
+    raw_sink: RawRecordSink | None = None,
     repair: bool = False,
     fsync: Callable[[int], None] = os.fsync,
 ) -> RecoveryReport:
     """Feed every surviving record of ``directory`` to ``sink(index, record)`` in order.
 
-    Truncates a torn tail of the last segment (logged at WARNING). Raises
+    ``raw_sink(index, payload)`` instead receives each record unparsed (a memoryview of
+    the CRC-checked ``JournalRecord`` bytes, valid only during the call) and must raise
+    ``DecodeError`` for one that does not parse: the journal's own replay reads most
+    records without building a message (:meth:`JournalState.apply_raw`). Give one of the
+    two. Truncates a torn tail of the last segment (logged at WARNING). Raises
     :class:`JournalCorruptionError` for any other damage unless ``repair`` is true. The
-    records already fed to ``sink`` when it raises are not retracted: discard the sink.
+    records already fed to the sink when it raises are not retracted: discard the sink.
     """
-    return _Scanner(directory, sink, repair, fsync).run()
+    if (sink is None) == (raw_sink is None):
+        raise TypeError("recover() needs exactly one of sink and raw_sink")
+    if raw_sink is None:
+        assert sink is not None
+        parsed = sink
+
+        def raw_sink(index: int, payload: memoryview) -> None:
+            # upb parses straight from the buffer; the stub only says bytes.
+            parsed(index, JournalRecord.FromString(cast(bytes, payload)))
+
+    return _Scanner(directory, raw_sink, repair, fsync).run()

@@ -13,12 +13,16 @@ segments by index. Other files in the directory are not segments (the ``LOCK`` f
 from __future__ import annotations
 
 import re
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from purgatory_server._journal.framing import (
+    _FRAME,
+    FRAME_OVERHEAD,
     HEADER_BYTES,
+    MAX_RECORD_BYTES,
     FrameError,
     decode_frame,
     decode_header,
@@ -91,12 +95,24 @@ class SegmentScan:
         data = self.data
         offset = self.valid_end
         end_of_data = len(data)
+        # decode_frame's checks, inlined: this loop runs once per record at start-up.
+        unpack = _FRAME.unpack_from
+        crc32 = zlib.crc32
         while offset < end_of_data:
-            try:
-                frame = decode_frame(data, offset)
+            if end_of_data - offset >= FRAME_OVERHEAD:
+                crc, length = unpack(data, offset)
+                end = offset + FRAME_OVERHEAD + length
+                if (
+                    0 < length <= MAX_RECORD_BYTES
+                    and end <= end_of_data
+                    and crc32(data[offset + 4 : end]) == crc
+                ):
+                    yield offset, data[offset + FRAME_OVERHEAD : end]
+                    offset = self.valid_end = end
+                    continue
+            try:  # not a valid frame: let decode_frame say why
+                decode_frame(data, offset)
             except FrameError as exc:
                 self.error = exc.reason
                 return
-            yield offset, frame.payload
-            offset = frame.end
-            self.valid_end = offset
+            raise AssertionError("decode_frame accepted a frame the fast path refused")

@@ -20,7 +20,7 @@ Replay rules (the contract docs/journal.md states for outside readers too):
   if absent). That is what makes compaction's copies idempotent. Ignored for an ended id.
 - ``carried_key_value``: sets the key's latest value.
 - ``rescheduled``: the pending operation's registration takes the new ``due_wall_ms``
-  (edited in place, so a compaction copy carries it). Ignored for an id not pending.
+  (re-encoded, so a compaction copy carries it). Ignored for an id not pending.
 - ``schedule_upserted``: *replaces* the schedule's definition (creates it if absent), so
   compaction's copies are idempotent; ``schedule_deleted`` forgets it (unknown ids are
   ignored). A schedule's occurrences are ordinary operations.
@@ -30,8 +30,16 @@ Replay rules (the contract docs/journal.md states for outside readers too):
 The event window holds outcomes with ``sequence > last_sequence - retain_events``, in
 journal order. The server appends outcomes in increasing sequence order.
 
+Memory and speed (issue 15): a pending operation's registration and its progress are
+kept as the bytes they were journaled with, never as parsed messages (about 1.5 KB each
+otherwise); :meth:`JournalState.apply_raw` reads a registration or a signal from its
+record's bytes without parsing the whole record, and compaction writes those bytes back
+verbatim. A key's watchers are a list swept lazily (:class:`.pending.Watching`), not a set.
+
 Thread-safety: none. One thread owns a :class:`JournalState` (the writer thread, or the
-opener before the writer starts); :class:`RecoveredState` snapshots are immutable.
+opener before the writer starts); :class:`RecoveredState` snapshots are immutable, except
+that a ``lazy`` snapshot's pending operations (:class:`PendingView`) reflect the state
+only until the next record is applied.
 """
 
 from __future__ import annotations
@@ -41,10 +49,19 @@ import logging
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 from purgatory_proto.v1.journal_pb2 import JournalRecord
 
 from purgatory_server._journal.groups import GroupTracker, RecoveredGroup
+from purgatory_server._journal.pending import (
+    DEAD,
+    LiveOperation,
+    PendingOperation,
+    PendingView,
+    Watching,
+)
+from purgatory_server._journal.wire import sole_field, split_carried
 
 log = logging.getLogger(__name__)
 
@@ -53,32 +70,10 @@ Signal = JournalRecord.SignalApplied
 Outcome = JournalRecord.Outcome
 ScheduleUpserted = JournalRecord.ScheduleUpserted
 
-
-@dataclass(slots=True)
-class LiveOperation:
-    """A pending operation as the builder tracks it (mutable; owned by the builder).
-
-    ``anchor`` is the journal index of the record that currently defines it: its
-    registration or the latest compaction copy. Deleting the segment holding the anchor
-    requires carrying the operation forward first.
-    """
-
-    registration: Registered
-    signals: list[Signal]
-    anchor: int
-
-
-@dataclass(frozen=True, slots=True)
-class PendingOperation:
-    """A pending operation handed to the server at start-up.
-
-    ``registration.due_wall_ms`` is the absolute due time (epoch ms): the server re-arms
-    the timer there, or expires the operation at once if it is already past.
-    ``signals`` are the signals applied to it so far, in the order they were applied.
-    """
-
-    registration: Registered
-    signals: tuple[Signal, ...]
+# JournalRecord's oneof field numbers that apply_raw reads without a full parse.
+_REGISTERED = 1
+_SIGNAL = 2
+_CARRIED = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,7 +114,8 @@ class JournalState:
         self.last_sequence = 0
         self.purgatory = ""  # from the latest value-setting record; compaction copies it
         self.records_applied = 0
-        self._watchers: dict[str, set[str]] = {}
+        # key -> the pending operations watching it (see Watching).
+        self._watchers: dict[str, Watching] = {}
         self._events: deque[tuple[int, Outcome]] = deque()
         self._ended: dict[str, int] = {}
         self._ended_order: deque[tuple[int, str]] = deque()
@@ -127,30 +123,79 @@ class JournalState:
         # must carry forward before deleting its segment).
         self.schedules: dict[str, tuple[ScheduleUpserted, int]] = {}
         self.groups = GroupTracker()
+        # Pending id -> due time, only between track_due_times() and snapshot(): what a
+        # start-up snapshot hands the server without parsing every registration again.
+        self._due_times: dict[str, int] | None = None
 
     # -- applying -----------------------------------------------------------------------
 
     def apply(self, index: int, record: JournalRecord) -> None:
         """Apply the record at journal ``index``; indices must increase across calls."""
+        self._apply(index, record)
+
+    def apply_raw(
+        self, index: int, payload: bytes | memoryview, record: JournalRecord | None = None
+    ) -> None:
+        """Apply the serialized record ``payload`` at journal ``index`` (as :meth:`apply`).
+
+        ``record``, if given, is ``payload`` parsed (the writer has both); without it,
+        a registration or a signal is read without parsing the whole record, and
+        anything else is parsed. Raises ``google.protobuf.message.DecodeError`` for bytes
+        that do not parse (nothing applied then).
+        """
+        sole = sole_field(payload)
+        if sole is not None:
+            case, start = sole
+            if case == _REGISTERED:
+                raw = bytes(payload[start:])
+                reg = record.registered if record is not None else Registered.FromString(raw)
+                self.records_applied += 1
+                self._register(index, reg.operation_id, raw, reg.keys, reg.due_wall_ms)
+                return
+            if case == _SIGNAL:
+                raw = bytes(payload[start:])
+                sig = record.signal if record is not None else Signal.FromString(raw)
+                self.records_applied += 1
+                self._signal(index, sig, raw)
+                return
+            if case == _CARRIED:
+                parts = split_carried(payload[start:])
+                if parts is not None:
+                    raw, progress = parts
+                    reg = Registered.FromString(raw)
+                    self.records_applied += 1
+                    self._carried(index, reg, raw, progress)
+                    return
+        if record is None:
+            # upb parses straight from the buffer; the stub only says bytes.
+            record = JournalRecord.FromString(cast(bytes, payload))
+        self._apply(index, record)
+
+    def _apply(self, index: int, record: JournalRecord) -> None:
         self.records_applied += 1
         kind = record.WhichOneof("record")
         if kind == "registered":
-            self._register(index, record.registered)
+            reg = record.registered
+            raw = reg.SerializeToString()
+            self._register(index, reg.operation_id, raw, reg.keys, reg.due_wall_ms)
         elif kind == "signal":
-            self._signal(index, record.signal)
+            self._signal(index, record.signal, record.signal.SerializeToString())
         elif kind == "outcome":
             self._outcome(index, record.outcome)
         elif kind == "carried_operation":
-            self._carried(index, record.carried_operation)
+            carried = record.carried_operation
+            self._carried(
+                index,
+                carried.registration,
+                carried.registration.SerializeToString(),
+                [s.SerializeToString() for s in carried.progress],
+            )
         elif kind == "carried_key_value":
-            carried = record.carried_key_value
-            self._set_value(carried.key, carried.value, index)
-            self.purgatory = carried.purgatory
+            kv = record.carried_key_value
+            self._set_value(kv.key, kv.value, index)
+            self.purgatory = kv.purgatory
         elif kind == "rescheduled":
-            moved = record.rescheduled
-            live = self.pending.get(moved.operation_id)
-            if live is not None:
-                live.registration.due_wall_ms = moved.due_wall_ms
+            self._rescheduled(record.rescheduled)
         elif kind == "compaction":
             self.last_sequence = max(self.last_sequence, record.compaction.last_sequence)
         elif kind == "schedule_upserted":
@@ -167,22 +212,34 @@ class JournalState:
         else:
             log.warning("journal record %d has no record kind known to this reader", index)
 
-    def _watch(self, op_id: str, keys: Sequence[str]) -> None:
+    def _watch(self, live: LiveOperation, keys: Sequence[str]) -> tuple[str, ...]:
+        """Add ``live`` to its keys' watchers; the keys for it to keep, made of the first
+        ``str`` seen for each key (one object per key, not per operation) and, for a
+        single-key operation, that key's one shared tuple."""
         watchers = self._watchers
-        for key in keys if len(keys) == 1 else set(keys):
+        if len(keys) == 1:
+            watching = watchers.get(keys[0])
+            if watching is None:
+                watching = watchers[keys[0]] = Watching(keys[0])
+            watching.add(live)
+            return watching.single
+        kept = []
+        for key in dict.fromkeys(keys):  # each distinct key once, in order
             watching = watchers.get(key)
             if watching is None:
-                watchers[key] = {op_id}
-            else:
-                watching.add(op_id)
+                watching = watchers[key] = Watching(key)
+            watching.add(live)
+            kept.append(watching.single[0])
+        return tuple(kept)
 
-    def _unwatch(self, op_id: str, keys: Sequence[str]) -> None:
-        for key in set(keys):
-            watching = self._watchers.get(key)
-            if watching is not None:
-                watching.discard(op_id)
-                if not watching:
-                    del self._watchers[key]
+    def _unwatch(self, live: LiveOperation) -> None:
+        """``live`` ended or was replaced: mark it dead and leave its keys' watchers."""
+        live.anchor = DEAD
+        watchers = self._watchers
+        for key in live.keys:
+            watching = watchers[key]
+            if watching.remove() == 0:
+                del watchers[key]
 
     def _set_value(self, key: str, value: int, index: int) -> None:
         """Record ``key``'s latest value, keeping at most ``max_key_values`` keys.
@@ -206,22 +263,32 @@ class JournalState:
             if oldest in watchers:
                 values[oldest] = kept
 
-    def _register(self, index: int, reg: Registered) -> None:
-        op_id = reg.operation_id
+    def _register(
+        self, index: int, op_id: str, raw: bytes, keys: Sequence[str], due_wall_ms: int
+    ) -> None:
         if op_id in self.pending:
             log.warning("journal record %d registers %r again; ignored", index, op_id)
             return
         if self._ended:
             self._ended.pop(op_id, None)
-        self.pending[op_id] = LiveOperation(reg, [], index)
-        self._watch(op_id, reg.keys)
+        live = self.pending[op_id] = LiveOperation(raw, (), None, index)
+        live.keys = self._watch(live, keys)
+        if self._due_times is not None:
+            self._due_times[op_id] = due_wall_ms
 
-    def _signal(self, index: int, sig: Signal) -> None:
+    def _signal(self, index: int, sig: Signal, raw: bytes) -> None:
         if sig.HasField("value"):
             self._set_value(sig.key, sig.value, index)
             self.purgatory = sig.purgatory
-        for op_id in self._watchers.get(sig.key, ()):
-            self.pending[op_id].signals.append(sig)
+        watching = self._watchers.get(sig.key)
+        if watching is not None:
+            for live in watching.ops:
+                if live.anchor == DEAD:
+                    continue
+                if live.raw_signals is None:
+                    live.raw_signals = [raw]
+                else:
+                    live.raw_signals.append(raw)
 
     def _outcome(self, index: int, outcome: Outcome) -> None:
         op_id = outcome.operation_id
@@ -230,7 +297,9 @@ class JournalState:
             return
         live = self.pending.pop(op_id, None)
         if live is not None:
-            self._unwatch(op_id, live.registration.keys)
+            self._unwatch(live)
+            if self._due_times is not None:
+                self._due_times.pop(op_id, None)
         self._ended[op_id] = index
         self._ended_order.append((index, op_id))
         self.last_sequence = max(self.last_sequence, outcome.sequence)
@@ -241,17 +310,36 @@ class JournalState:
         while self._events and self._events[0][1].sequence <= floor:
             self._events.popleft()
 
-    def _carried(self, index: int, carried: JournalRecord.CarriedOperation) -> None:
-        reg = carried.registration
+    def _carried(self, index: int, reg: Registered, raw: bytes, progress: list[bytes]) -> None:
         op_id = reg.operation_id
         if op_id in self._ended:
             log.warning("journal record %d carries ended operation %r; ignored", index, op_id)
             return
         old = self.pending.get(op_id)
         if old is not None:
-            self._unwatch(op_id, old.registration.keys)
-        self.pending[op_id] = LiveOperation(reg, list(carried.progress), index)
-        self._watch(op_id, reg.keys)
+            self._unwatch(old)
+        live = self.pending[op_id] = LiveOperation(raw, (), progress or None, index)
+        live.keys = self._watch(live, reg.keys)
+        if self._due_times is not None:
+            self._due_times[op_id] = reg.due_wall_ms
+
+    def _rescheduled(self, moved: JournalRecord.OperationRescheduled) -> None:
+        """The registration takes the new due time (re-encoded, so a compaction copy
+        carries it)."""
+        live = self.pending.get(moved.operation_id)
+        if live is None:
+            return
+        reg = Registered.FromString(live.raw)
+        reg.due_wall_ms = moved.due_wall_ms
+        live.raw = reg.SerializeToString()
+        if self._due_times is not None:
+            self._due_times[moved.operation_id] = moved.due_wall_ms
+
+    def track_due_times(self) -> None:
+        """Keep each pending operation's due time beside it until the next :meth:`snapshot`
+        (a journal opening: its snapshot then needs no parse per operation)."""
+        pending = self.pending
+        self._due_times = {op_id: live.registration.due_wall_ms for op_id, live in pending.items()}
 
     # -- reading ------------------------------------------------------------------------
 
@@ -270,13 +358,24 @@ class JournalState:
             if self._ended.get(op_id) == index:
                 del self._ended[op_id]
 
-    def snapshot(self, next_index: int) -> RecoveredState:
-        """An immutable copy for the server (O(pending + keys + ended))."""
+    def snapshot(self, next_index: int, *, lazy: bool = False) -> RecoveredState:
+        """An immutable copy for the server (O(pending + keys + ended)).
+
+        ``lazy``: the pending operations are a :class:`PendingView`, valid only until the
+        next record is applied (a journal's opening snapshot). Ends
+        :meth:`track_due_times` (its table goes into this snapshot).
+        """
+        dues, self._due_times = self._due_times, None
+        if dues is None:
+            pending = self.pending
+            dues = {op_id: live.registration.due_wall_ms for op_id, live in pending.items()}
+        ops: Mapping[str, PendingOperation]
+        if lazy:
+            ops = PendingView(dict(self.pending), dues)
+        else:
+            ops = dict(PendingView(self.pending, dues).items())
         return RecoveredState(
-            pending={
-                op_id: PendingOperation(live.registration, tuple(live.signals))
-                for op_id, live in self.pending.items()
-            },
+            pending=ops,
             key_values={key: value for key, (value, _) in self.key_values.items()},
             last_sequence=self.last_sequence,
             events=tuple(outcome for _, outcome in self._events),

@@ -135,6 +135,10 @@ def outcome_record(
     )
 
 
+Registered = JournalRecord.OperationRegistered
+Signal = JournalRecord.SignalApplied
+
+
 def _signal(sig: JournalRecord.SignalApplied) -> tuple[str, SignalRecord]:
     value = sig.value if sig.HasField("value") else None
     return sig.key, SignalRecord(amount=sig.amount, value=value, source=sig.source, data=sig.data)
@@ -144,7 +148,7 @@ def decode_pending(
     pending: PendingOperation,
 ) -> tuple[OperationDefinition, int, int, list[tuple[str, SignalRecord]]]:
     """(definition, create_time_ms, due_time_ms, signals) of a recovered operation."""
-    reg = pending.registration
+    reg = Registered.FromString(pending.raw)
     condition = pb.Condition.FromString(reg.condition)
     definition = OperationDefinition(
         tuple(reg.keys),
@@ -155,7 +159,7 @@ def decode_pending(
         reg.extend_on_resend,
         reg.max_extend_ms,
     )
-    signals = [_signal(sig) for sig in pending.signals]
+    signals = [_signal(Signal.FromString(sig)) for sig in pending.raw_signals]
     return definition, reg.created_wall_ms, reg.due_wall_ms, signals
 
 
@@ -170,7 +174,7 @@ class PendingDecoder:
     Thread-safety: one recovery (the loop thread at start-up) owns an instance.
     """
 
-    __slots__ = ("_conditions", "_keys")
+    __slots__ = ("_conditions", "_ints", "_keys", "_singles")
 
     # Keys are shared while there are few of them; past this many distinct keys the
     # table costs more than it saves and new keys are kept as they come.
@@ -179,31 +183,53 @@ class PendingDecoder:
     def __init__(self) -> None:
         self._conditions: dict[bytes, ConditionSpec] = {}
         self._keys: dict[str, str] = {}
+        # key -> the one ``(key,)`` every single-key operation on it keeps (56 bytes each
+        # otherwise), and timeouts (an int object of 32 bytes each otherwise: most
+        # operations share a few timeouts).
+        self._singles: dict[str, tuple[str]] = {}
+        self._ints: dict[int, int] = {}
 
     def __call__(
         self, pending: PendingOperation
     ) -> tuple[OperationDefinition, int, int, list[tuple[str, SignalRecord]]]:
-        reg = pending.registration
+        reg = Registered.FromString(pending.raw)  # the journal keeps it serialized
         raw = reg.condition
         spec = self._conditions.get(raw)
         if spec is None:
             spec = condition_from_proto("condition", pb.Condition.FromString(raw))
             if len(self._conditions) < 1000:
                 self._conditions[raw] = spec
-        shared = self._keys
-        keys = tuple([shared.setdefault(k, k) for k in reg.keys])
-        if len(shared) > self.MAX_KEYS:
-            shared.clear()
+        reg_keys = reg.keys
+        keys: tuple[str, ...]
+        if len(reg_keys) == 1:
+            key = reg_keys[0]
+            single = self._singles.get(key)
+            if single is None:
+                single = (self._keys.setdefault(key, key),)
+                if len(self._singles) < self.MAX_KEYS:
+                    self._singles[key] = single
+            keys = single
+        else:
+            shared = self._keys
+            keys = tuple([shared.setdefault(k, k) for k in reg_keys])
+            if len(shared) > self.MAX_KEYS:
+                shared.clear()
+        timeout = reg.timeout_ms
+        ints = self._ints
+        timeout = ints.setdefault(timeout, timeout)
+        if len(ints) > 1000:
+            ints.clear()
         definition = OperationDefinition(
             keys,
-            reg.timeout_ms,
+            timeout,
             spec,
             reg.payload,
             reg.requested_due_wall_ms,
             reg.extend_on_resend,
             reg.max_extend_ms,
         )
-        signals = [_signal(sig) for sig in pending.signals] if pending.signals else []
+        raw_signals = pending.raw_signals
+        signals = [_signal(Signal.FromString(s)) for s in raw_signals] if raw_signals else []
         return definition, reg.created_wall_ms, reg.due_wall_ms, signals
 
 

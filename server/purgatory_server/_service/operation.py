@@ -123,10 +123,10 @@ class OperationRequest(NamedTuple):
     definition: OperationDefinition
 
 
-@dataclass(frozen=True, slots=True)
-class Recovered:
+class Recovered(NamedTuple):
     """What the journal knows of a pending operation beyond its definition (restore),
-    and the wall clock read once for its recovery batch (``now_ms``)."""
+    and the wall clock read once for its recovery batch (``now_ms``). A named tuple: one
+    is built per recovered operation, several times faster than a frozen dataclass."""
 
     create_time_ms: int
     due_time_ms: int

@@ -204,10 +204,11 @@ class DelayedOperationPurgatory(Generic[T]):
         journal recovered, or a server whose signals all run on the calling thread (the
         service's event loop, which checks its fresh registrations itself). Kafka's try /
         watch / try sequence closes the race with a signal arriving between the first try
-        and the watch; under that contract there is no race to close. Each operation is watched on its keys, then the
-        batch is armed in one timer round (as :meth:`try_complete_else_watch_all`). An
-        operation that something completed meanwhile (its timer already due, say) is
-        cancelled again, so it never lingers in the wheel. Why: at a million operations the
+        and the watch; under that contract there is no race to close. Each operation is
+        watched on its keys, then the batch is armed in one timer round (as
+        :meth:`try_complete_else_watch_all`). An operation that something completed
+        meanwhile (its timer already due, say) is cancelled again, so it never lingers in
+        the wheel. Why: at a million operations the
         two tries and the lock round per operation were a fifth of the restart.
         """
         armed: list[T] = []

@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import NamedTuple
 
 from purgatory_server._engine.delayed_operation import DelayedOperation

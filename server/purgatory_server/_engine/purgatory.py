@@ -8,6 +8,7 @@ from collections.abc import Hashable, Iterable, Sequence
 from functools import partial
 from typing import Generic, TypeVar
 
+from purgatory_server._engine._native import mypyc_attr
 from purgatory_server._engine.counter import OperationEstimate
 from purgatory_server._engine.delayed_operation import DelayedOperation
 from purgatory_server._engine.system_timer import SystemTimer
@@ -37,6 +38,7 @@ def _key_sequence(keys: Iterable[Hashable]) -> Sequence[Hashable]:
     return keys if type(keys) is tuple else list(keys)
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class DelayedOperationPurgatory(Generic[T]):
     """Kafka's purgatory: watch operations by key, complete them on signal or expiry.
 

@@ -59,8 +59,13 @@ __all__ = [
 
 PURE_PYTHON_ENV = "PURGATORY_PURE_PYTHON"
 PACKAGE = __name__.rpartition(".")[0]
-# Modules that stay interpreted in every build: the package's __init__ and this module.
-_NOT_COMPILED = frozenset({"__init__", "_native"})
+# Modules that stay interpreted in every build: the package's __init__, this module, and
+# ``purgatory``, because ``DelayedOperationPurgatory`` is generic: mypyc compiles a class
+# with a ``Generic`` base like one with a Python base (the weak-reference defect above;
+# a weak reference to a purgatory crashed the interpreter), and as a non-native class
+# it refuses Python subclasses. Its watch lists (``watchers``) are compiled, and it spends
+# its time in them and in the compiled operation and timer.
+_NOT_COMPILED = frozenset({"__init__", "_native", "purgatory"})
 
 
 def pure_python_forced() -> bool:

@@ -34,7 +34,10 @@ import importlib.abc
 import importlib.machinery
 import importlib.util
 import os
+import subprocess
 import sys
+import sysconfig
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
@@ -51,6 +54,7 @@ else:
 
 __all__ = [
     "PURE_PYTHON_ENV",
+    "c_compiler_problem",
     "engine_modules",
     "install",
     "mypyc_attr",
@@ -71,6 +75,31 @@ _NOT_COMPILED = frozenset({"__init__", "_native", "purgatory"})
 def pure_python_forced() -> bool:
     """True when the environment asks for the pure-Python engine (``=1``, ``true``, ``yes``)."""
     return os.environ.get(PURE_PYTHON_ENV, "").strip().lower() in {"1", "true", "yes"}
+
+
+def c_compiler_problem() -> str | None:
+    """None if a C compiler builds against Python's headers here; else why not.
+
+    What ``setup.py`` asks before compiling, and what the tests ask to know which build
+    to expect. ``CC`` overrides the compiler Python was built with, as in setuptools.
+    """
+    cc = (os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc").split()
+    include = sysconfig.get_path("include")
+    if not Path(include, "Python.h").is_file():
+        return f"Python.h not found in {include}"
+    with tempfile.TemporaryDirectory() as tmp:
+        source = Path(tmp, "probe.c")
+        source.write_text("#include <Python.h>\nint main(void) { return 0; }\n")
+        try:
+            subprocess.run(
+                [*cc, f"-I{include}", "-c", str(source), "-o", str(Path(tmp, "probe.o"))],
+                check=True,
+                capture_output=True,
+                timeout=60,
+            )
+        except (OSError, subprocess.SubprocessError) as exc:
+            return f"C compiler {cc[0]!r} unusable ({exc.__class__.__name__})"
+    return None
 
 
 def engine_modules(package_dir: Path | None = None) -> list[str]:

@@ -1,9 +1,10 @@
 """Which build of the engine this process runs: mypyc-compiled or the pure-Python sources.
 
 Where a C compiler exists, the build (``setup.py``) compiles every module of this package
-except this one and ``__init__`` with mypyc and installs each extension next to its
-``.py``. Python's path finder prefers an extension to a source file, so the compiled
-engine is what imports by default; nothing else in the code base knows which one it got.
+except this one, ``__init__`` and ``purgatory`` (see ``_NOT_COMPILED``) with mypyc and
+installs each extension next to its ``.py``. Python's path finder prefers an extension
+to a source file, so the compiled engine is what imports by default; nothing else in the
+code base knows which one it got.
 
 ``PURGATORY_PURE_PYTHON=1`` in the environment forces the sources, both when building
 (``setup.py`` then compiles nothing: the fallback where no compiler exists) and when
@@ -25,7 +26,8 @@ with a Python base (``ABC``) ``__dict__`` and ``__weakref__`` slots but its deal
 never clears weak references, so a weak reference to a dead task (compiled or a Python
 subclass) pointed at freed memory: the segmentation fault of the first attempt
 (docs/benchmarks.md §14). With the metaclass the compiled class is fully native and Python
-subclasses get their own, correctly cleared, ``__weakref__``.
+subclasses get their own, correctly cleared, ``__weakref__``. The rule for every class in
+a compiled module: no Python base class, ``Generic[T]`` and ``ABC`` included.
 """
 
 from __future__ import annotations

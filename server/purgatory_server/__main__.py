@@ -17,7 +17,6 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from purgatory_server._engine import COMPILED as ENGINE_COMPILED
 from purgatory_server._journal import JournalCorruptionError, JournalError
 from purgatory_server._service.app import serve
 from purgatory_server._service.config import ConfigError, load_config
@@ -138,9 +137,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Log lines carry the call's trace and span ids when tracing is on.
     traced = config.tracing or bool(config.otlp_endpoint)
     configure_logging(config.log_level, config.log_format, TraceLogFilter() if traced else None)
-    # Which engine build runs (docs/benchmarks.md §14, "mypyc"); PURGATORY_PURE_PYTHON=1 forces
-    # the pure-Python one.
-    logger.info("engine: %s", "compiled (mypyc)" if ENGINE_COMPILED else "pure Python")
     try:
         asyncio.run(serve(config))
     except JournalCorruptionError as exc:

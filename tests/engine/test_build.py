@@ -206,7 +206,7 @@ def test_the_server_logs_which_engine_runs() -> None:
     try:
         deadline = time.monotonic() + 30
         line = ""
-        while time.monotonic() < deadline and "engine:" not in line:
+        while time.monotonic() < deadline and "listening on" not in line:
             line = proc.stderr.readline()
             if not line:
                 break

@@ -15,8 +15,8 @@ the package's ``__init__`` calls it, and why this module imports nothing of the 
 and does nothing on import (``setup.py`` loads it from its file alone).
 
 :func:`install` returns whether every engine module will load from a compiled
-extension: the package's ``COMPILED``, which the server logs at start-up and the tests
-assert.
+extension: the package's ``COMPILED``, which the server's start-up line names and the
+tests assert.
 
 Why the engine's classes carry ``@mypyc_attr(allow_interpreted_subclasses=True)``: a
 compiled class refuses Python subclasses without it, and the service, the tests and the

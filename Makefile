@@ -27,10 +27,16 @@ help:
 	@echo "make cluster - 3 nats-server nodes + 2 purgatory servers sharing replicated 'orders'"
 	@echo "make pipeline - Spark ingest + report over make serve's data directory"
 
-$(STAMP): pyproject.toml
+# The engine is compiled with mypyc where a C compiler exists (setup.py; pure Python
+# otherwise, or with PURGATORY_PURE_PYTHON=1): the editable install builds it in place, and
+# `make engine` rebuilds it after an edit (`make unit`/`make test` do that themselves).
+ENGINE_SRC   := $(wildcard server/purgatory_server/_engine/*.py)
+ENGINE_STAMP := $(VENV)/.engine-stamp
+
+$(STAMP): pyproject.toml setup.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[$(EXTRAS)]'
-	touch $(STAMP)
+	touch $(STAMP) $(ENGINE_STAMP)
 
 install: $(STAMP)
 
@@ -39,7 +45,7 @@ install: $(STAMP)
 SERVE_EXTRAS := server,client
 SERVE_STAMP  := $(VENV)/.serve-stamp
 
-$(SERVE_STAMP): pyproject.toml
+$(SERVE_STAMP): pyproject.toml setup.py $(ENGINE_SRC)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[$(SERVE_EXTRAS)]'
 	touch $(SERVE_STAMP)
@@ -61,8 +67,21 @@ stubs: $(STAMP)
 check-stubs: $(STAMP)
 	$(BIN)/python proto/generate.py --check
 
-unit: $(STAMP)
+unit: $(ENGINE_STAMP)
 	$(BIN)/python -m pytest
+
+# The engine and the service on the pure-Python engine too (the fallback where no C
+# compiler exists), from the same installation: the variable makes the engine load its
+# sources (server/purgatory_server/_engine/_native.py).
+unit-pure: $(ENGINE_STAMP)
+	PURGATORY_PURE_PYTHON=1 $(BIN)/python -m pytest -q tests/engine tests/service
+
+.PHONY: engine unit-pure
+engine: $(ENGINE_STAMP)
+
+$(ENGINE_STAMP): $(ENGINE_SRC) setup.py | $(STAMP)
+	$(BIN)/python setup.py --quiet build_ext --inplace
+	touch $(ENGINE_STAMP)
 
 system-deps:
 	@missing=""; for p in $(APT_PACKAGES); do \
@@ -74,7 +93,7 @@ system-deps:
 	  else echo "not root: missing Debian packages:$$missing (tests needing them are skipped)"; fi; \
 	fi
 
-test: system-deps lint typecheck check-stubs buf-lint buf-breaking unit node-test
+test: system-deps lint typecheck check-stubs buf-lint buf-breaking unit unit-pure node-test
 
 # A replicated deployment on loopback (docs/scale-out.md §12): three nats-server nodes
 # (JetStream, R3) and two purgatory servers on 127.0.0.1:50051-50052 sharing the replicated
@@ -89,6 +108,7 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .mypy_cache .pytest_cache .ruff_cache
+	rm -f server/purgatory_server/_engine/*.so
 
 # ---------------------------------------------------------------- Node.js client and buf
 # client/node holds the Node.js client and the toolchain that checks the proto (the buf

@@ -7,6 +7,7 @@ have it. This builds the wheel and imports the stubs from it alone.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from purgatory_server._engine import _native
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE_PACKAGES = {
@@ -24,16 +26,20 @@ SOURCE_PACKAGES = {
 }
 
 
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def _build_wheel(tmp_path_factory: pytest.TempPathFactory, *, pure: bool) -> Path:
     # Build from a copy: setuptools writes build/ and *.egg-info next to the sources,
-    # and a test must not leave those in the checkout.
+    # and a test must not leave those in the checkout (nor compiled extensions).
     src = tmp_path_factory.mktemp("src")
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "setup.py"):
         shutil.copy2(ROOT / name, src / name)
     for name in ("server", "client", "proto", "pipeline"):
-        shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(
+            ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.so")
+        )
     out = tmp_path_factory.mktemp("wheel")
+    env = {k: v for k, v in os.environ.items() if k != _native.PURE_PYTHON_ENV}
+    if pure:
+        env[_native.PURE_PYTHON_ENV] = "1"
     subprocess.run(
         [
             sys.executable,
@@ -49,9 +55,16 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
         ],
         check=True,
         timeout=300,
+        env=env,
     )
     [whl] = out.glob("*.whl")
     return whl
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """What ``pip install .`` builds here: the compiled engine where a C compiler exists."""
+    return _build_wheel(tmp_path_factory, pure=False)
 
 
 def test_wheel_contains_every_source_module(wheel: Path) -> None:
@@ -93,3 +106,56 @@ def test_stubs_import_from_the_wheel_alone(wheel: Path) -> None:
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["purgatory.v1", "1"]
+
+
+def _compiled_expected() -> bool:
+    return _native.c_compiler_problem() is None and not _native.pure_python_forced()
+
+
+def test_the_wheel_carries_the_compiled_engine_where_a_compiler_exists(
+    wheel: Path, tmp_path: Path
+) -> None:
+    names = set(zipfile.ZipFile(wheel).namelist())
+    compiled = {
+        n.split("/")[-1].split(".")[0]
+        for n in names
+        if n.startswith("purgatory_server/_engine/") and n.endswith(".so")
+    }
+    if not _compiled_expected():
+        assert not compiled and wheel.name.endswith("-py3-none-any.whl"), wheel.name
+        return
+    assert compiled == {*_native.engine_modules(), "_compiled__mypyc"}, compiled
+    # Installed (not imported from the zip, which cannot load extensions), it loads them.
+    target = tmp_path / "site"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
+         "--target", str(target), str(wheel)],
+        check=True,
+        timeout=120,
+    )  # fmt: skip
+    code = (
+        f"import sys; sys.path.insert(0, {str(target)!r})\n"
+        "import purgatory_server, purgatory_server._engine as e, inspect\n"
+        "assert purgatory_server.__file__.startswith(sys.path[0]), purgatory_server.__file__\n"
+        "print(e.COMPILED, inspect.isfunction(purgatory_server.TimerTask.cancel))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != _native.PURE_PYTHON_ENV}
+    for pure, expected in ((False, "True False"), (True, "False True")):
+        if pure:
+            env[_native.PURE_PYTHON_ENV] = "1"
+        out = subprocess.run(
+            [sys.executable, "-c", code],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.strip() == expected, (pure, out.stdout)
+
+
+def test_a_pure_python_wheel_when_asked(tmp_path_factory: pytest.TempPathFactory) -> None:
+    whl = _build_wheel(tmp_path_factory, pure=True)
+    assert whl.name.endswith("-py3-none-any.whl"), whl.name
+    assert not [n for n in zipfile.ZipFile(whl).namelist() if n.endswith(".so")]

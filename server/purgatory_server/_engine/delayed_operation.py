@@ -8,6 +8,7 @@ from collections.abc import Callable, Hashable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
+from purgatory_server._engine._native import mypyc_attr
 from purgatory_server._engine.timer_task import TimerTask
 
 __all__ = ["DelayedOperation"]
@@ -22,6 +23,7 @@ class WatchRegistry(Protocol):
     def unwatch(self, operation: DelayedOperation) -> None: ...
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class DelayedOperation(TimerTask):
     """An operation that completes when ``try_complete`` says so, or expires.
 

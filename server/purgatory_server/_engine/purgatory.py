@@ -6,7 +6,7 @@ import logging
 import threading
 from collections.abc import Hashable, Iterable, Sequence
 from functools import partial
-from typing import Generic, TypeVar
+from typing import Generic, TypeVar, cast
 
 from purgatory_server._engine.counter import OperationEstimate
 from purgatory_server._engine.delayed_operation import DelayedOperation
@@ -79,10 +79,10 @@ class DelayedOperationPurgatory(Generic[T]):
         self._timer: Timer = timer if timer is not None else SystemTimer(name, time=time)
         self.purge_interval = purge_interval
         self.unwatch_on_complete = unwatch_on_complete
-        self._shards: list[WatcherShard[T]] = [WatcherShard() for _ in range(shards)]
+        self._shards: list[WatcherShard] = [WatcherShard() for _ in range(shards)]
         self._estimated_total = OperationEstimate()
         # Shards a purge has yet to visit; only the thread in advance_clock touches it.
-        self._purge_pending: list[WatcherShard[T]] = []
+        self._purge_pending: list[WatcherShard] = []
         self._purge_lock = threading.Lock()
         self._stopping = threading.Event()
         self._reaper: threading.Thread | None = None
@@ -96,7 +96,7 @@ class DelayedOperationPurgatory(Generic[T]):
     def timer(self) -> Timer:
         return self._timer
 
-    def _shard(self, key: Hashable) -> WatcherShard[T]:
+    def _shard(self, key: Hashable) -> WatcherShard:
         return self._shards[hash(key) % len(self._shards)]
 
     def _watch(self, operation: T, keys: Sequence[Hashable]) -> None:
@@ -233,7 +233,7 @@ class DelayedOperationPurgatory(Generic[T]):
         w, ops = shard.snapshot(key)
         if w is None:
             return 0
-        done: list[T] = []
+        done: list[DelayedOperation] = []
         completed = 0
         for op in ops:
             if op.is_completed():
@@ -252,7 +252,7 @@ class DelayedOperationPurgatory(Generic[T]):
         their fate. Operations already completed are dropped silently.
         """
         cancelled: list[T] = []
-        for op in self._shard(key).pop_key(key):
+        for op in cast("list[T]", self._shard(key).pop_key(key)):
             if not op.is_completed():
                 op.cancel()
                 cancelled.append(op)
@@ -261,7 +261,7 @@ class DelayedOperationPurgatory(Generic[T]):
     def watchers(self, key: Hashable) -> list[T]:
         """The operations watching ``key`` now (a copy; completed-but-unpurged ones included
         in the lazy mode); any thread."""
-        return self._shard(key).snapshot(key)[1]
+        return cast("list[T]", self._shard(key).snapshot(key)[1])
 
     def num_delayed(self) -> int:
         """Operations waiting in the timer (completion removes them at once)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 
+from purgatory_server._engine._native import mypyc_attr
 from purgatory_server._engine.counter import TaskCounter
 from purgatory_server._engine.delay_queue import DelayQueue
 from purgatory_server._engine.executor import TaskExecutor, run_entries
@@ -15,6 +16,7 @@ from purgatory_server._engine.timing_wheel import TimingWheel
 __all__ = ["SystemTimer"]
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class SystemTimer:
     """Kafka's SystemTimer: O(1) add and cancel, clock advanced bucket by bucket.
 

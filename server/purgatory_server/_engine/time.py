@@ -16,6 +16,8 @@ import threading
 import time as _time
 from typing import Protocol
 
+from purgatory_server._engine._native import mypyc_attr
+
 __all__ = ["MockTime", "SystemTime", "Time"]
 
 
@@ -39,6 +41,7 @@ class Time(Protocol):
         ...
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class SystemTime:
     """The production clock: monotonic for deadlines, wall clock for records."""
 
@@ -60,6 +63,7 @@ class SystemTime:
 SYSTEM_TIME = SystemTime()
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class MockTime:
     """A clock that moves only when told to.
 

@@ -9,8 +9,10 @@ attempt so it chases the entry to wherever it went, instead of locking the whole
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
+from abc import ABCMeta, abstractmethod
 from typing import TYPE_CHECKING
+
+from purgatory_server._engine._native import mypyc_attr
 
 if TYPE_CHECKING:
     from purgatory_server._engine.timer_task_list import TimerTaskList
@@ -18,7 +20,8 @@ if TYPE_CHECKING:
 __all__ = ["TimerTask", "TimerTaskEntry"]
 
 
-class TimerTask(ABC):
+@mypyc_attr(allow_interpreted_subclasses=True)
+class TimerTask(metaclass=ABCMeta):
     """Something to run once ``delay_ms`` has passed since it was added to a timer.
 
     Thread safety: ``cancel`` may be called from any thread at any time, including while
@@ -67,6 +70,7 @@ class TimerTask(ABC):
         self._entry = entry
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class TimerTaskEntry:
     """A task's node in a bucket's circular doubly linked list.
 

@@ -10,12 +10,14 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
+from purgatory_server._engine._native import mypyc_attr
 from purgatory_server._engine.counter import TaskCounter
 from purgatory_server._engine.timer_task import TimerTask, TimerTaskEntry
 
 __all__ = ["TimerTaskList"]
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class TimerTaskList:
     """A bucket of entries that expire in the same tick of one wheel.
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from purgatory_server._engine._native import mypyc_attr
 from purgatory_server._engine.counter import TaskCounter
 from purgatory_server._engine.timer_task_list import TimerTaskList
 
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 __all__ = ["TimingWheel"]
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class TimingWheel:
     """One level of the wheel.
 

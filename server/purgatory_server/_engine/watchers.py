@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Hashable
-from typing import Generic, TypeVar
 
 from purgatory_server._engine.delayed_operation import DelayedOperation
 
 __all__ = ["WatcherShard", "Watchers"]
 
-T = TypeVar("T", bound=DelayedOperation)
 
-
-class Watchers(Generic[T]):
+class Watchers:
     """Operations watching ``key``, in insertion order, keyed by identity.
 
     Keyed by identity (:func:`identity`) so that removal is O(1) and an operation
@@ -25,7 +22,7 @@ class Watchers(Generic[T]):
 
     def __init__(self, key: Hashable) -> None:
         self.key = key
-        self.ops: dict[Hashable, T] = {}
+        self.ops: dict[Hashable, DelayedOperation] = {}
 
 
 _OBJECT_HASH = object.__hash__
@@ -43,7 +40,7 @@ def identity(op: DelayedOperation) -> Hashable:
     return op if cls.__hash__ is _OBJECT_HASH and cls.__eq__ is _OBJECT_EQ else id(op)
 
 
-class WatcherShard(Generic[T]):
+class WatcherShard:
     """One lock and the key -> Watchers map it guards.
 
     Sharding keeps one hot key from serializing every other key's watch and check. The
@@ -55,10 +52,10 @@ class WatcherShard(Generic[T]):
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.watchers: dict[Hashable, Watchers[T]] = {}
+        self.watchers: dict[Hashable, Watchers] = {}
         self.count = 0
 
-    def watch(self, key: Hashable, op: T) -> None:
+    def watch(self, key: Hashable, op: DelayedOperation) -> None:
         with self.lock:
             w = self.watchers.get(key)
             if w is None:
@@ -79,14 +76,14 @@ class WatcherShard(Generic[T]):
                 if not d:
                     del self.watchers[key]
 
-    def snapshot(self, key: Hashable) -> tuple[Watchers[T] | None, list[T]]:
+    def snapshot(self, key: Hashable) -> tuple[Watchers | None, list[DelayedOperation]]:
         with self.lock:
             w = self.watchers.get(key)
             if w is None:
                 return None, []
             return w, list(w.ops.values())
 
-    def discard(self, w: Watchers[T], ops: list[T]) -> None:
+    def discard(self, w: Watchers, ops: list[DelayedOperation]) -> None:
         """Remove ``ops`` from ``w``; drop ``w`` from the map if it is now empty."""
         with self.lock:
             d = w.ops
@@ -97,7 +94,7 @@ class WatcherShard(Generic[T]):
             if not d and self.watchers.get(w.key) is w:
                 del self.watchers[w.key]
 
-    def pop_key(self, key: Hashable) -> list[T]:
+    def pop_key(self, key: Hashable) -> list[DelayedOperation]:
         with self.lock:
             w = self.watchers.pop(key, None)
             if w is None:

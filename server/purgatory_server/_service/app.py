@@ -32,6 +32,7 @@ from grpc_reflection.v1alpha import reflection
 from purgatory_proto.v1 import purgatory_pb2 as pb
 
 from purgatory_server._cluster.node_loader import cluster_node
+from purgatory_server._engine import COMPILED as ENGINE_COMPILED
 from purgatory_server._engine.time import Time
 from purgatory_server._service.auth import Authorizer
 from purgatory_server._service.catalog import read_catalog
@@ -221,7 +222,9 @@ async def serve(config: ServerConfig) -> None:
         tmp.replace(config.port_file)  # readers never see a half-written file
     host = config.listen.rsplit(":", 1)[0]
     names = ", ".join(p.name for p in server.registry.all_purgatories()) or "(none)"
-    logger.info("purgatory server listening on %s:%d; purgatories: %s", host, port, names)
+    engine = "compiled (mypyc)" if ENGINE_COMPILED else "pure Python"  # issue 15: which build
+    msg = "purgatory server listening on %s:%d; purgatories: %s; engine: %s"
+    logger.info(msg, host, port, names, engine)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -1,0 +1,144 @@
+"""Which build of the engine this process runs: mypyc-compiled or the pure-Python sources.
+
+Where a C compiler exists, the build (``setup.py``) compiles every module of this package
+except this one, ``__init__`` and ``purgatory`` (see ``_NOT_COMPILED``) with mypyc and
+installs each extension next to its ``.py``. Python's path finder prefers an extension
+to a source file, so the compiled engine is what imports by default; nothing else in the
+code base knows which one it got.
+
+``PURGATORY_PURE_PYTHON=1`` in the environment forces the sources, both when building
+(``setup.py`` then compiles nothing: the fallback where no compiler exists) and when
+importing: :func:`install` puts a finder in front of the path finder that loads every
+engine module from its ``.py``, so one installation can run the same tests against both
+builds. It must therefore run before the first engine module is imported, which is why
+the package's ``__init__`` calls it, and why this module imports nothing of the engine
+and does nothing on import (``setup.py`` loads it from its file alone).
+
+:func:`install` returns whether every engine module will load from a compiled
+extension: the package's ``COMPILED``, which the server's start-up line names and the
+tests assert.
+
+Why the engine's classes carry ``@mypyc_attr(allow_interpreted_subclasses=True)``: a
+compiled class refuses Python subclasses without it, and the service, the tests and the
+README subclass ``DelayedOperation``, ``TimerTask``, ``SystemTimer`` and ``MockTime``. Why
+``TimerTask`` uses ``metaclass=ABCMeta`` rather than inheriting ``ABC``: mypyc gives a class
+with a Python base (``ABC``) ``__dict__`` and ``__weakref__`` slots but its deallocator
+never clears weak references, so a weak reference to a dead task (compiled or a Python
+subclass) pointed at freed memory: the segmentation fault of the first attempt
+(docs/benchmarks.md §14). With the metaclass the compiled class is fully native and Python
+subclasses get their own, correctly cleared, ``__weakref__``. The rule for every class in
+a compiled module: no Python base class, ``Generic[T]`` and ``ABC`` included.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import os
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mypy_extensions import mypyc_attr
+else:
+
+    def mypyc_attr(*_args: object, **_kwargs: object) -> object:
+        """mypyc reads the decorator at compile time; interpreted, it changes nothing."""
+        return lambda cls: cls
+
+
+__all__ = [
+    "PURE_PYTHON_ENV",
+    "c_compiler_problem",
+    "engine_modules",
+    "install",
+    "mypyc_attr",
+    "pure_python_forced",
+]
+
+PURE_PYTHON_ENV = "PURGATORY_PURE_PYTHON"
+PACKAGE = __name__.rpartition(".")[0]
+# Modules that stay interpreted in every build: the package's __init__, this module, and
+# ``purgatory``, because ``DelayedOperationPurgatory`` is generic: mypyc compiles a class
+# with a ``Generic`` base like one with a Python base (the weak-reference defect above;
+# a weak reference to a purgatory crashed the interpreter), and as a non-native class
+# it refuses Python subclasses. Its watch lists (``watchers``) are compiled, and it spends
+# its time in them and in the compiled operation and timer.
+_NOT_COMPILED = frozenset({"__init__", "_native", "purgatory"})
+
+
+def pure_python_forced() -> bool:
+    """True when the environment asks for the pure-Python engine (``=1``, ``true``, ``yes``)."""
+    return os.environ.get(PURE_PYTHON_ENV, "").strip().lower() in {"1", "true", "yes"}
+
+
+def c_compiler_problem() -> str | None:
+    """None if a C compiler builds against Python's headers here; else why not.
+
+    What ``setup.py`` asks before compiling, and what the tests ask to know which build
+    to expect. ``CC`` overrides the compiler Python was built with, as in setuptools.
+    """
+    cc = (os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc").split()
+    include = sysconfig.get_path("include")
+    if not Path(include, "Python.h").is_file():
+        return f"Python.h not found in {include}"
+    with tempfile.TemporaryDirectory() as tmp:
+        source = Path(tmp, "probe.c")
+        source.write_text("#include <Python.h>\nint main(void) { return 0; }\n")
+        try:
+            subprocess.run(
+                [*cc, f"-I{include}", "-c", str(source), "-o", str(Path(tmp, "probe.o"))],
+                check=True,
+                capture_output=True,
+                timeout=60,
+            )
+        except (OSError, subprocess.SubprocessError) as exc:
+            return f"C compiler {cc[0]!r} unusable ({exc.__class__.__name__})"
+    return None
+
+
+def engine_modules(package_dir: Path | None = None) -> list[str]:
+    """Names (without the package) of the modules a compiled build compiles."""
+    root = package_dir if package_dir is not None else Path(__file__).parent
+    return sorted(p.stem for p in root.glob("*.py") if p.stem not in _NOT_COMPILED)
+
+
+class _SourceFinder(importlib.abc.MetaPathFinder):
+    """Finds ``purgatory_server._engine.<name>`` in ``<name>.py``, never in an extension."""
+
+    def find_spec(
+        self,
+        fullname: str,
+        path: Sequence[str] | None,
+        target: ModuleType | None = None,
+    ) -> importlib.machinery.ModuleSpec | None:
+        package, _, leaf = fullname.rpartition(".")
+        if package != PACKAGE or path is None:
+            return None
+        for entry in path:
+            source = os.path.join(entry, f"{leaf}.py")
+            if os.path.isfile(source):
+                return importlib.util.spec_from_file_location(fullname, source)
+        return None
+
+
+def _loads_compiled(name: str) -> bool:
+    spec = importlib.util.find_spec(f"{PACKAGE}.{name}")
+    return spec is not None and isinstance(spec.loader, importlib.machinery.ExtensionFileLoader)
+
+
+def install() -> bool:
+    """Apply :data:`PURE_PYTHON_ENV` and return whether the compiled engine will load."""
+    if pure_python_forced():
+        if not any(isinstance(f, _SourceFinder) for f in sys.meta_path):
+            sys.meta_path.insert(0, _SourceFinder())
+        return False
+    modules = engine_modules()
+    return bool(modules) and all(_loads_compiled(name) for name in modules)

@@ -72,9 +72,11 @@ unit: $(ENGINE_STAMP)
 
 # The engine and the service on the pure-Python engine too (the fallback where no C
 # compiler exists), from the same installation: the variable makes the engine load its
-# sources (server/purgatory_server/_engine/_native.py).
+# sources (server/purgatory_server/_engine/_native.py). test_build.py is left out: it runs
+# both builds itself, in child processes, from `make unit`.
 unit-pure: $(ENGINE_STAMP)
-	PURGATORY_PURE_PYTHON=1 $(BIN)/python -m pytest -q tests/engine tests/service
+	PURGATORY_PURE_PYTHON=1 $(BIN)/python -m pytest -q tests/engine tests/service \
+	  --ignore=tests/engine/test_build.py
 
 .PHONY: engine unit-pure
 engine: $(ENGINE_STAMP)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import purgatory_server._engine as engine
 import pytest
-from purgatory_server import DelayedOperation, TimerTask
+from purgatory_server import TimerTask
 from purgatory_server._engine import _native
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -219,8 +219,13 @@ def test_the_server_logs_which_engine_runs() -> None:
 
 def test_abstract_methods_are_still_declared() -> None:
     # ABCMeta instead of an ABC base (see _native): the interpreted build still refuses
-    # to instantiate an operation that lacks them; mypy refuses it in both.
-    if engine.COMPILED:
-        pytest.skip("compiled classes do not check abstract methods at run time")
-    with pytest.raises(TypeError, match="abstract"):
-        DelayedOperation(10)  # type: ignore[abstract]
+    # to instantiate an operation that lacks them (compiled classes do not check them at
+    # run time); mypy refuses it in both.
+    code = (
+        "from purgatory_server import DelayedOperation\n"
+        "try:\n"
+        "    DelayedOperation(10)\n"
+        "except TypeError as exc:\n"
+        "    print('refused', 'abstract' in str(exc))\n"
+    )
+    assert _run(code, "pure").split() == ["refused", "True"]

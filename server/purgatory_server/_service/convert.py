@@ -9,7 +9,7 @@ which builds on these.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TypedDict, cast
+from typing import TypedDict, TypeVar, cast
 
 from purgatory_proto.v1 import purgatory_pb2 as pb
 
@@ -47,6 +47,8 @@ __all__ = [
 _ANY = ConditionSpec()
 
 # Service states as the wire enum (the same numbers; see .states).
+_StatusMessage = TypeVar("_StatusMessage", pb.TryCompleteElseWatchResponse, pb.OperationStatus)
+
 _WIRE_STATES: dict[OperationState, pb.OperationState] = {
     state: cast(pb.OperationState, int(state)) for state in OperationState
 }
@@ -205,30 +207,7 @@ def status_response(
 ) -> pb.TryCompleteElseWatchResponse:
     """``TryCompleteElseWatchResponse(**status_fields(target, created))``, with an
     outcome's result set in place (see :func:`add_status`)."""
-    if not isinstance(target, Outcome):
-        return pb.TryCompleteElseWatchResponse(
-            operation_id=target.operation_id,
-            state=_WIRE_WATCHING,
-            created=created,
-            create_time_ms=target.create_time_ms,
-            due_time_ms=target.due_time_ms,
-        )
-    response = pb.TryCompleteElseWatchResponse(
-        operation_id=target.operation_id,
-        state=_WIRE_STATES[target.state],
-        sequence=target.sequence,
-        created=created,
-        traceparent=target.traceparent,
-        create_time_ms=target.create_time_ms,
-        due_time_ms=target.due_time_ms,
-        complete_time_ms=target.complete_time_ms,
-    )
-    into = response.result
-    into.SetInParent()  # present even when empty, as status_fields() makes it
-    result = target.result
-    if result is not EMPTY_RESULT:
-        set_result(into, result)
-    return response
+    return _status_message(pb.TryCompleteElseWatchResponse, target, created)
 
 
 def operation_status(target: RemoteOperation | Outcome, created: bool) -> pb.OperationStatus:
@@ -271,16 +250,28 @@ def add_status(
 ) -> pb.OperationStatus:
     """``add(payload=..., **status_fields(target, created))``, cheaper (see
     :func:`add_event`: keywords, the result set in place)."""
+    payload = target.payload if isinstance(target, Outcome) else target.definition.payload
+    return _status_message(add, target, created, payload=payload)
+
+
+def _status_message(
+    make: Callable[..., _StatusMessage],
+    target: RemoteOperation | Outcome,
+    created: bool,
+    **payload: bytes,
+) -> _StatusMessage:
+    """``make(**status_fields(target, created), **payload)`` with keywords and the
+    outcome's result set in place: the hot path's form of :func:`status_fields`."""
     if not isinstance(target, Outcome):
-        return add(
+        return make(
             operation_id=target.operation_id,
             state=_WIRE_WATCHING,
             created=created,
             create_time_ms=target.create_time_ms,
             due_time_ms=target.due_time_ms,
-            payload=target.definition.payload,
+            **payload,
         )
-    status = add(
+    status = make(
         operation_id=target.operation_id,
         state=_WIRE_STATES[target.state],
         sequence=target.sequence,
@@ -289,7 +280,7 @@ def add_status(
         create_time_ms=target.create_time_ms,
         due_time_ms=target.due_time_ms,
         complete_time_ms=target.complete_time_ms,
-        payload=target.payload,
+        **payload,
     )
     into = status.result
     into.SetInParent()  # present even when empty, as status_fields() makes it

@@ -27,7 +27,7 @@ from purgatory_server._cluster.layout import META_BUCKET, journal_stream, journa
 from purgatory_server._cluster.natsd import LocalNatsCluster
 from purgatory_server._cluster.tombstone import revive, tombstone_key
 
-from tests.cluster.servers import LEASE_MS, ReplicatedServer, stub, wait_owner
+from tests.cluster.servers import LEASE_MS, ReplicatedServer, by_rank, stub, wait_owner
 
 NAME = "buried"
 STREAMS = 2  # servers.config_text's journal_streams
@@ -55,10 +55,12 @@ async def _until_code(server: ReplicatedServer, code: grpc.StatusCode, timeout_s
 async def test_a_deleted_replicated_purgatory_stays_deleted(
     nats_cluster: LocalNatsCluster, tmp_path: Path
 ) -> None:
-    a = ReplicatedServer(tmp_path, "a", nats_cluster.urls, NAME)
+    # A ranks first, B second, A's replacement last: only the test moves the purgatory.
+    ids = by_rank(NAME, 3)
+    a = ReplicatedServer(tmp_path, "a", nats_cluster.urls, NAME, ids[0])
     a.wait_port()
     assert await wait_owner([a], NAME, 30) == 0
-    b = ReplicatedServer(tmp_path, "b", nats_cluster.urls, NAME)
+    b = ReplicatedServer(tmp_path, "b", nats_cluster.urls, NAME, ids[1])
     b.wait_port()
     a2: ReplicatedServer | None = None
     client = AsyncPurgatoryClient(b.address, purgatory=NAME, timeout=10)
@@ -85,7 +87,7 @@ async def test_a_deleted_replicated_purgatory_stays_deleted(
         a.kill()
         await asyncio.sleep(2.5 * LEASE_MS / 1000)  # past any lease: B would take over
         assert await _code(b) == grpc.StatusCode.NOT_FOUND
-        a2 = ReplicatedServer(tmp_path, "a2", nats_cluster.urls, NAME)
+        a2 = ReplicatedServer(tmp_path, "a2", nats_cluster.urls, NAME, ids[2])
         a2.wait_port()
         assert await _code(a2) == grpc.StatusCode.NOT_FOUND
         await asyncio.sleep(LEASE_MS / 1000)

@@ -25,7 +25,7 @@ from purgatory_proto.v1 import purgatory_pb2 as pb
 from purgatory_server._cluster.layout import SNAPSHOT_HEADER, journal_stream, journal_subject
 from purgatory_server._cluster.natsd import LocalNatsCluster
 
-from tests.cluster.servers import ReplicatedServer, stub, wait_owner
+from tests.cluster.servers import ReplicatedServer, by_rank, stub, wait_owner
 
 NAME = "snap"
 SNAPSHOT_MESSAGES = 25
@@ -119,7 +119,8 @@ async def test_snapshots_bound_the_subject_and_a_fresh_standby_rebuilds_from_the
         "retained_events": RETAIN,
         "cluster_extra": f"snapshot_messages = {SNAPSHOT_MESSAGES}\n",
     }
-    servers = [ReplicatedServer(tmp_path, "a", nats_cluster.urls, NAME, **config)]
+    first, second = by_rank(NAME, 2)  # B never takes the purgatory from A by placement
+    servers = [ReplicatedServer(tmp_path, "a", nats_cluster.urls, NAME, first, **config)]
     nc = await nats.connect(servers=nats_cluster.urls)
     try:
         js = nc.jetstream(timeout=10)
@@ -144,7 +145,7 @@ async def test_snapshots_bound_the_subject_and_a_fresh_standby_rebuilds_from_the
         assert sum(1 for st in before[1].values() if st is not None and st.result.signal_count)
 
         # A fresh standby: all it can replay is the snapshot and the tail.
-        servers.append(ReplicatedServer(tmp_path, "b", nats_cluster.urls, NAME, **config))
+        servers.append(ReplicatedServer(tmp_path, "b", nats_cluster.urls, NAME, second, **config))
         servers[1].wait_port()
         await asyncio.sleep(1.0)  # let it start tailing (takeover would wait for it anyway)
         servers[0].kill()

@@ -26,7 +26,7 @@ from purgatory_client import AsyncPurgatoryClient, Event, OperationSpec, Purgato
 from purgatory_client.errors import PurgatoryError
 from purgatory_server._cluster.natsd import LocalNatsCluster
 
-from tests.cluster.servers import ReplicatedServer, wait_owner
+from tests.cluster.servers import ReplicatedServer, by_rank, wait_owner
 
 NAME = "streamed"
 
@@ -61,10 +61,12 @@ def _gap_free(events: list[Event], count: int) -> None:
 async def test_streams_follow_the_owner_across_kill_and_hand_over(
     nats_cluster: LocalNatsCluster, tmp_path: Path
 ) -> None:
-    a = ReplicatedServer(tmp_path, "a", nats_cluster.urls, NAME)
+    # A ranks first, B second, A's replacement last: only the test moves the purgatory.
+    ids = by_rank(NAME, 3)
+    a = ReplicatedServer(tmp_path, "a", nats_cluster.urls, NAME, ids[0])
     a.wait_port()
     assert await wait_owner([a], NAME, 30) == 0
-    b = ReplicatedServer(tmp_path, "b", nats_cluster.urls, NAME)
+    b = ReplicatedServer(tmp_path, "b", nats_cluster.urls, NAME, ids[1])
     b.wait_port()
     a2: ReplicatedServer | None = None
     writer = AsyncPurgatoryClient(b.address, purgatory=NAME, timeout=10)
@@ -134,7 +136,7 @@ async def test_streams_follow_the_owner_across_kill_and_hand_over(
         _gap_free(events, 11)
 
         # Graceful hand-over B -> A2, with a sync subscriber routed from A2 to B.
-        a2 = ReplicatedServer(tmp_path, "a2", nats_cluster.urls, NAME)
+        a2 = ReplicatedServer(tmp_path, "a2", nats_cluster.urls, NAME, ids[2])
         a2.wait_port()
         seen: list[Event] = []
         sub = PurgatoryClient(a2.address, purgatory=NAME, timeout=10)

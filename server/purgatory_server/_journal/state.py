@@ -285,10 +285,7 @@ class JournalState:
             for live in watching.ops:
                 if live.anchor == DEAD:
                     continue
-                if live.raw_signals is None:
-                    live.raw_signals = [raw]
-                else:
-                    live.raw_signals.append(raw)
+                live.add_signal(raw)
 
     def _outcome(self, index: int, outcome: Outcome) -> None:
         op_id = outcome.operation_id

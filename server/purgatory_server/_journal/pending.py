@@ -41,44 +41,15 @@ class LiveOperation:
     operation ends or a copy replaces it, ``anchor`` is ``DEAD`` (-1).
     """
 
-    __slots__ = ("_raw", "anchor", "keys")
+    __slots__ = ("anchor", "keys", "raw", "raw_signals")
 
     def __init__(
         self, raw: bytes, keys: tuple[str, ...], raw_signals: list[bytes] | None, anchor: int
     ) -> None:
-        # The registration alone while there is no progress (the usual case), else the
-        # list [registration, signal, ...]: one slot for both, 8 bytes per pending
-        # operation (issue 15).
-        self._raw: bytes | list[bytes] = [raw, *raw_signals] if raw_signals else raw
+        self.raw = raw
         self.keys = keys
+        self.raw_signals = raw_signals
         self.anchor = anchor
-
-    @property
-    def raw(self) -> bytes:
-        held = self._raw
-        return held if isinstance(held, bytes) else held[0]
-
-    @raw.setter
-    def raw(self, raw: bytes) -> None:
-        held = self._raw
-        if isinstance(held, bytes):
-            self._raw = raw
-        else:
-            held[0] = raw
-
-    @property
-    def raw_signals(self) -> list[bytes] | None:
-        """The progress's signals (a new list; None while there is none)."""
-        held = self._raw
-        return None if isinstance(held, bytes) else held[1:]
-
-    def add_signal(self, raw: bytes) -> None:
-        """Append a ``SignalApplied`` (its bytes) to the progress."""
-        held = self._raw
-        if isinstance(held, bytes):
-            self._raw = [held, raw]
-        else:
-            held.append(raw)
 
     @property
     def registration(self) -> Registered:

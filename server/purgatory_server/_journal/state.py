@@ -285,7 +285,10 @@ class JournalState:
             for live in watching.ops:
                 if live.anchor == DEAD:
                     continue
-                live.add_signal(raw)
+                if live.raw_signals is None:
+                    live.raw_signals = [raw]
+                else:
+                    live.raw_signals.append(raw)
 
     def _outcome(self, index: int, outcome: Outcome) -> None:
         op_id = outcome.operation_id

@@ -150,11 +150,15 @@ class SignalSlot:
     and where ended operations go (``on_end``; kept here rather than on each operation,
     16 bytes per pending operation, issue 15)."""
 
-    __slots__ = ("clock", "key", "lock", "on_end", "serial", "signal")
+    __slots__ = ("clock", "key", "lock", "on_end", "serial", "signal", "traces")
 
     def __init__(self, clock: Time, on_end: Callable[[RemoteOperation], None]) -> None:
         self.clock = clock
         self.on_end = on_end
+        # Pending operation id -> the W3C traceparent of the request that registered it,
+        # only for traced registrations (loop thread; the table drops an entry when its
+        # operation is retired). A slot on every operation cost 16 bytes each (issue 15).
+        self.traces: dict[str, str] = {}
         self.key: str | None = None
         self.signal: SignalRecord | None = None
         self.serial = 0
@@ -184,7 +188,6 @@ class RemoteOperation(DelayedOperation):
         "progress",
         "result",
         "state",
-        "traceparent",
     )
 
     def __init__(
@@ -230,12 +233,21 @@ class RemoteOperation(DelayedOperation):
         # The task that may expire this operation once it was rescheduled (None: its own
         # timer entry). Written under ``lock`` only.
         self._expiry: _Expiry | None = None
-        # The registering request's W3C traceparent when tracing is on (loop thread).
-        self.traceparent = ""
 
     @property
     def keys(self) -> tuple[str, ...]:
         return self.definition.keys
+
+    @property
+    def traceparent(self) -> str:
+        """The registering request's W3C traceparent ("" untraced; loop thread)."""
+        traces = self._slot.traces
+        return traces.get(self.operation_id, "") if traces else ""
+
+    @traceparent.setter
+    def traceparent(self, traceparent: str) -> None:
+        if traceparent:
+            self._slot.traces[self.operation_id] = traceparent
 
     @property
     def due_time_ms(self) -> int:

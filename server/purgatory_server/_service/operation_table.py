@@ -270,6 +270,7 @@ class OperationTable:
         finished = self._finished
         retained = self._limits.finished_retained
         pending_ids = self.pending_ids
+        traces = self._slot.traces  # (RemoteOperation.traceparent)
         released = released_bytes = 0
         for op, outcome in zip(ops, outcomes, strict=True):
             op_id = op.operation_id
@@ -278,6 +279,8 @@ class OperationTable:
                 del pending[op_id]
                 if pending_ids is not None:
                     pending_ids.discard(op_id)
+                if traces:
+                    traces.pop(op_id, None)
                 released += 1
                 released_bytes += len(definition.payload)
             if retained:  # remember(), inlined: once per ended operation

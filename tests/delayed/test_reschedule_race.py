@@ -29,9 +29,7 @@ def _operation(i: int, ended: list[RemoteOperation], lock: threading.Lock) -> Re
         with lock:
             ended.append(op)
 
-    return RemoteOperation(
-        f"op-{i}", definition, progress, slot=SignalSlot(), clock=SYSTEM_TIME, on_end=on_end
-    )
+    return RemoteOperation(f"op-{i}", definition, progress, slot=SignalSlot(SYSTEM_TIME, on_end))
 
 
 def test_each_operation_ends_exactly_once_under_concurrent_reschedules() -> None:

@@ -28,9 +28,7 @@ def ended(op_id: str, state: OperationState = OperationState.COMPLETED) -> Remot
     """An operation that ended with ``state`` (as the engine would leave it)."""
     definition = OperationDefinition(("k",), 1000, ConditionSpec(), b"p")
     progress = FirstSignal(data_limit=100, sources_limit=10)
-    op = RemoteOperation(
-        op_id, definition, progress, slot=SignalSlot(), clock=CLOCK, on_end=lambda _: None
-    )
+    op = RemoteOperation(op_id, definition, progress, slot=SignalSlot(CLOCK, lambda _: None))
     assert op.end(state)
     return op
 
@@ -44,7 +42,7 @@ class HeldJournal(NullJournal):
         self.held: list[Callable[[], None]] = []
         self.recorded: list[int] = []
 
-    def on_outcome(self, purgatory: str, outcome: Outcome) -> None:
+    def on_outcome(self, purgatory: str, outcome: Outcome, definition: OperationDefinition) -> None:
         self.recorded.append(outcome.sequence)
 
     def after_write(self, callback: Callable[[], None]) -> None:

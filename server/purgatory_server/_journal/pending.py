@@ -69,14 +69,18 @@ class PendingOperation(NamedTuple):
     once, into its own objects) and ``raw_signals`` the ``SignalApplied`` records applied
     to it so far, in the order they were applied. ``due_wall_ms`` is the absolute due
     time (epoch ms, the registration's ``due_wall_ms``): the server re-arms the timer
-    there, or expires the operation at once if it is already past. (A named tuple: one
-    is built per pending operation at start-up, several times faster than a frozen
-    dataclass.)
+    there, or expires the operation at once if it is already past. ``keys`` are its
+    distinct watch keys, the tuple the journal keeps (empty when unknown): a server that
+    keeps the registration's keys can keep this one instead of a copy when they are
+    equal (no key listed twice), about 30 bytes less per multi-key operation. (A named
+    tuple: one is built per pending operation at start-up, several times faster than a
+    frozen dataclass.)
     """
 
     raw: bytes
     raw_signals: tuple[bytes, ...]
     due_wall_ms: int
+    keys: tuple[str, ...] = ()
 
     @property
     def registration(self) -> Registered:
@@ -112,7 +116,7 @@ class PendingView(Mapping[str, PendingOperation]):
     def __getitem__(self, op_id: str) -> PendingOperation:
         live = self._ops[op_id]
         signals = tuple(live.raw_signals) if live.raw_signals else ()
-        return PendingOperation(live.raw, signals, self._dues[op_id])
+        return PendingOperation(live.raw, signals, self._dues[op_id], live.keys)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._ops)
@@ -132,7 +136,7 @@ class PendingView(Mapping[str, PendingOperation]):
         dues = self._dues
         for op_id, live in self._ops.items():
             signals = tuple(live.raw_signals) if live.raw_signals else ()
-            yield op_id, PendingOperation(live.raw, signals, dues[op_id])
+            yield op_id, PendingOperation(live.raw, signals, dues[op_id], live.keys)
 
 
 DEAD = -1  # the anchor of a LiveOperation that ended or was replaced

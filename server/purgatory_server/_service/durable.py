@@ -86,9 +86,6 @@ class DurableJournal:
         self._buffer: list[JournalRecord] = []
         self._batch: asyncio.Future[None] | None = None  # the buffered, unsubmitted batch
         self._last: asyncio.Future[None] | None = None  # the latest submitted batch
-        # Pending operation id -> its definition (shared with the operation, so the entry
-        # costs only its dict slot), for the condition and timeout its outcome repeats.
-        self._definitions: dict[str, OperationDefinition] = {}
         self._conditions: dict[ConditionSpec, tuple[Any, bytes]] = {}
 
     # -- hooks (loop thread) -----------------------------------------------------------
@@ -101,24 +98,17 @@ class DurableJournal:
                 self._conditions[spec] = cached
         return cached
 
-    def remember(self, op_id: str, definition: OperationDefinition) -> None:
-        """Note a restored operation's definition (its outcome record repeats it)."""
-        self._definitions[op_id] = definition
-
     def on_registered(self, purgatory: str, operation: RemoteOperation) -> None:
         definition = operation.definition
         raw = self._condition(definition.condition)[1]
-        self._definitions[operation.operation_id] = definition
         self._record(registered_record(purgatory, operation, raw))
 
     def on_signal(self, purgatory: str, key: str, signal: SignalRecord) -> None:
         self._record(signal_record(purgatory, key, signal, self._clock.wall_clock_ms()))
 
-    def on_outcome(self, purgatory: str, outcome: Outcome) -> None:
-        definition = self._definitions.pop(outcome.operation_id, None)
-        if definition is None:
-            self._record(outcome_record(outcome, None, 0, 0))
-            return
+    def on_outcome(self, purgatory: str, outcome: Outcome, definition: OperationDefinition) -> None:
+        # The definition comes with the outcome (issue 15): a map of pending id ->
+        # definition here cost about 38 bytes per pending operation.
         condition = self._condition(definition.condition)[0]
         self._record(
             outcome_record(outcome, condition, definition.timeout_ms, definition.due_time_ms)
@@ -281,13 +271,11 @@ class DurableStore:
             definition, outcome = decode_outcome(record)
             purgatory.restore_finished(definition, outcome)
         restore_schedules(purgatory, self._loop, recovered.schedules.values())
-        remember = self.journal.remember
         decode = PendingDecoder()
         batch: list[RestoredOperation] = []
         order = rearm_order(recovered.pending, purgatory.wall_clock_ms(), self._settings.tick_ms)
         for op_id, pending in order:  # late ones first, in due-time order (.downtime)
             definition, created, due, signals = decode(pending)
-            remember(op_id, definition)
             batch.append((op_id, definition, created, due, signals))
             if len(batch) == RESTORE_BATCH:
                 purgatory.restore_operations(batch)

@@ -174,8 +174,8 @@ class Feed:
             delivery.append((outcome, pop_waiters(op_id, None)))
         log.extend(outcomes)
         if on_outcome is not None:
-            for outcome in outcomes:
-                on_outcome(name, outcome)
+            for op, outcome in zip(ops, outcomes, strict=True):
+                on_outcome(name, outcome, op.definition)
         journal.after_write(partial(self._deliver, delivery))
         return outcomes
 

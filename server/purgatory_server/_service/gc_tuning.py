@@ -14,15 +14,22 @@ tenth of the server's CPU per watch -> signal -> outcome pair. Two reasons, two 
   every tenth of those collects the middle one. A threshold of :data:`YOUNG_THRESHOLD`
   collects as much garbage in far fewer, larger passes.
 
+And one for memory: start-up (above all a journal's recovery) frees much of what it
+allocated (parsed records, protobuf arenas, the start-up snapshot), but glibc's allocator
+keeps freed heap pages mapped. :func:`settle_heap` hands them back (``malloc_trim``,
+where the C library has it): about 100 bytes of RSS per recovered operation (issue 15).
+
 Process-wide settings, so only the server's entry point applies them (:func:`serve`),
 never a library user or a test that runs a server in process.
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import gc
 
-__all__ = ["YOUNG_THRESHOLD", "settle_heap"]
+__all__ = ["YOUNG_THRESHOLD", "release_free_heap", "settle_heap"]
 
 YOUNG_THRESHOLD = 10_000
 
@@ -33,3 +40,20 @@ def settle_heap() -> None:
     gc.freeze()
     _, middle, old = gc.get_threshold()
     gc.set_threshold(YOUNG_THRESHOLD, middle, old)
+    release_free_heap()
+
+
+def release_free_heap() -> bool:
+    """Return the C heap's free pages to the system (glibc's ``malloc_trim(0)``); False
+    where the C library has no such call (musl, macOS): nothing to do there."""
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return False
+    try:
+        trim = ctypes.CDLL(name).malloc_trim
+    except (OSError, AttributeError):
+        return False
+    trim.argtypes = [ctypes.c_size_t]
+    trim.restype = ctypes.c_int
+    trim(0)
+    return True

@@ -174,7 +174,7 @@ class PendingDecoder:
     Thread-safety: one recovery (the loop thread at start-up) owns an instance.
     """
 
-    __slots__ = ("_conditions", "_ints", "_keys", "_singles")
+    __slots__ = ("_conditions", "_ints", "_keys", "_singles", "_times")
 
     # Keys are shared while there are few of them; past this many distinct keys the
     # table costs more than it saves and new keys are kept as they come.
@@ -188,6 +188,10 @@ class PendingDecoder:
         # operations share a few timeouts).
         self._singles: dict[str, tuple[str]] = {}
         self._ints: dict[int, int] = {}
+        # Creation times (epoch ms, an int object of 32 bytes each the operation keeps):
+        # operations registered in the same millisecond share one. Recovery goes in
+        # journal order, so a small table catches nearly all of them.
+        self._times: dict[int, int] = {}
 
     def __call__(
         self, pending: PendingOperation
@@ -209,6 +213,9 @@ class PendingDecoder:
                 if len(self._singles) < self.MAX_KEYS:
                     self._singles[key] = single
             keys = single
+        elif len(pending.keys) == len(reg_keys):
+            # No key listed twice: the journal's distinct keys are these, in this order.
+            keys = pending.keys
         else:
             shared = self._keys
             keys = tuple([shared.setdefault(k, k) for k in reg_keys])
@@ -230,7 +237,12 @@ class PendingDecoder:
         )
         raw_signals = pending.raw_signals
         signals = [_signal(Signal.FromString(s)) for s in raw_signals] if raw_signals else []
-        return definition, reg.created_wall_ms, reg.due_wall_ms, signals
+        created = reg.created_wall_ms
+        times = self._times
+        created = times.setdefault(created, created)
+        if len(times) > 4096:
+            times.clear()
+        return definition, created, reg.due_wall_ms, signals
 
 
 def _result(msg: Any) -> ResultSnapshot:

@@ -5,7 +5,8 @@ operation: ``on_registered`` before the operation is armed, ``on_signal`` before
 is delivered, ``on_rescheduled`` when a pending operation's deadline
 moved, ``on_group`` for a worker group's change (a ready-made record, see
 :mod:`.groups.records`), ``on_outcome`` when the outcome has its sequence (before waiters and
-subscribers see it). Hooks are synchronous and must be quick: a durable implementation
+subscribers see it; it gets the operation's definition too, so a journal need not keep
+one per pending operation). Hooks are synchronous and must be quick: a durable implementation
 buffers and group-commits on its own thread. An exception from a hook propagates to the
 RPC that caused it, so a journal that cannot write fails loudly instead of silently
 losing records (a JournalError or OSError from ``barrier()`` is FAILED_PRECONDITION; any
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
 
     from purgatory_server._service.conditions import SignalRecord
     from purgatory_server._service.events import Outcome
-    from purgatory_server._service.operation import RemoteOperation
+    from purgatory_server._service.operation import OperationDefinition, RemoteOperation
 
 __all__ = ["Journal", "NullJournal"]
 
@@ -44,7 +45,10 @@ class Journal(Protocol):
 
     def on_signal(self, purgatory: str, key: str, signal: SignalRecord) -> None: ...
 
-    def on_outcome(self, purgatory: str, outcome: Outcome) -> None: ...
+    def on_outcome(
+        self, purgatory: str, outcome: Outcome, definition: OperationDefinition
+    ) -> None: ...
+
     def on_rescheduled(self, purgatory: str, operation_id: str, due_time_ms: int) -> None: ...
     def on_group(self, record: JournalRecord) -> None: ...
 
@@ -67,7 +71,7 @@ class NullJournal:
     def on_signal(self, purgatory: str, key: str, signal: SignalRecord) -> None:
         return None
 
-    def on_outcome(self, purgatory: str, outcome: Outcome) -> None:
+    def on_outcome(self, purgatory: str, outcome: Outcome, definition: OperationDefinition) -> None:
         return None
 
     def on_rescheduled(self, purgatory: str, operation_id: str, due_time_ms: int) -> None:

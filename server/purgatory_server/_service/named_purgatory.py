@@ -125,8 +125,8 @@ class NamedPurgatory:
             subscriber_buffer=limits.subscriber_buffer,
         )
         self._values = LatestValues(limits.max_tracked_values)
-        self._slot = SignalSlot()
         self._inbox: Inbox[RemoteOperation] = Inbox(loop, self._on_ended)
+        self._slot = SignalSlot(self._time, self._inbox.put)
         self._table = OperationTable(
             settings.name,
             settings.max_pending,
@@ -134,8 +134,6 @@ class NamedPurgatory:
             budget=self._budget,
             values=self._values,
             slot=self._slot,
-            clock=self._time,
-            on_end=self._inbox.put,
         )
         self._active = self._table.pending  # pending operations by id (the table's)
         self._closed: ServiceError | None = None

@@ -146,11 +146,19 @@ _DONE.acquire()
 
 class SignalSlot:
     """The signal currently being delivered by ``check_and_complete`` (loop thread only),
-    and the lock every operation of the purgatory shares (any thread)."""
+    and what every operation of the purgatory shares: its lock (any thread), the clock
+    and where ended operations go (``on_end``; kept here rather than on each operation,
+    16 bytes per pending operation, issue 15)."""
 
-    __slots__ = ("key", "lock", "serial", "signal")
+    __slots__ = ("clock", "key", "lock", "on_end", "serial", "signal", "traces")
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Time, on_end: Callable[[RemoteOperation], None]) -> None:
+        self.clock = clock
+        self.on_end = on_end
+        # Pending operation id -> the W3C traceparent of the request that registered it,
+        # only for traced registrations (loop thread; the table drops an entry when its
+        # operation is retired). A slot on every operation cost 16 bytes each (issue 15).
+        self.traces: dict[str, str] = {}
         self.key: str | None = None
         self.signal: SignalRecord | None = None
         self.serial = 0
@@ -168,10 +176,8 @@ class RemoteOperation(DelayedOperation):
     """One operation of a named purgatory; ends exactly once, in one final state."""
 
     __slots__ = (
-        "_clock",
         "_due",
         "_expiry",
-        "_on_end",
         "_reason",
         "_seen",
         "_slot",
@@ -182,7 +188,6 @@ class RemoteOperation(DelayedOperation):
         "progress",
         "result",
         "state",
-        "traceparent",
     )
 
     def __init__(
@@ -192,8 +197,6 @@ class RemoteOperation(DelayedOperation):
         progress: Progress | FirstSignal,
         *,
         slot: SignalSlot,
-        clock: Time,
-        on_end: Callable[[RemoteOperation], None],
         restored: tuple[int, int, int] | None = None,
     ) -> None:
         """``restored``: (create_time_ms, due_time_ms, now_ms) of an operation recovered
@@ -206,8 +209,6 @@ class RemoteOperation(DelayedOperation):
         self.progress = progress
         self._slot = slot
         self._seen = slot.serial  # signals delivered before registration do not count
-        self._clock = clock
-        self._on_end = on_end
         self._reason = _EXPIRED  # what ``run`` (the timer) means
         self.state = _WATCHING
         self.result: ResultSnapshot = EMPTY_RESULT
@@ -222,7 +223,7 @@ class RemoteOperation(DelayedOperation):
                 self._due = due
             self.delay_ms = max(0, due - now_ms)
         else:
-            self.create_time_ms = clock.wall_clock_ms()
+            self.create_time_ms = slot.clock.wall_clock_ms()
             due = definition.due_time_ms
             if due:
                 # Judged on the server's wall clock when it arrives; a past one fires at once.
@@ -232,12 +233,21 @@ class RemoteOperation(DelayedOperation):
         # The task that may expire this operation once it was rescheduled (None: its own
         # timer entry). Written under ``lock`` only.
         self._expiry: _Expiry | None = None
-        # The registering request's W3C traceparent when tracing is on (loop thread).
-        self.traceparent = ""
 
     @property
     def keys(self) -> tuple[str, ...]:
         return self.definition.keys
+
+    @property
+    def traceparent(self) -> str:
+        """The registering request's W3C traceparent ("" untraced; loop thread)."""
+        traces = self._slot.traces
+        return traces.get(self.operation_id, "") if traces else ""
+
+    @traceparent.setter
+    def traceparent(self, traceparent: str) -> None:
+        if traceparent:
+            self._slot.traces[self.operation_id] = traceparent
 
     @property
     def due_time_ms(self) -> int:
@@ -329,7 +339,7 @@ class RemoteOperation(DelayedOperation):
 
     def on_complete(self) -> None:
         self.state = self._reason
-        now = self._clock.wall_clock_ms()
+        now = self._slot.clock.wall_clock_ms()
         if self._reason is _EXPIRED and now < self.due_time_ms:
             # The wheel fires on the monotonic clock; ``due_time_ms`` is wall time read at
             # registration. The two clocks are floored to ms at different instants (and the
@@ -339,7 +349,7 @@ class RemoteOperation(DelayedOperation):
             now = self.due_time_ms
         self.complete_time_ms = now
         self.result = self.progress.snapshot()
-        self._on_end(self)
+        self._slot.on_end(self)
 
     def on_expiration(self) -> None:
         # Already published as EXPIRED by on_complete (the reason ``run`` leaves in place).

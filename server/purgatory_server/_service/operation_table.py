@@ -20,7 +20,6 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from purgatory_server._engine.time import Time
 from purgatory_server._service.budget import ServerBudget
 from purgatory_server._service.conditions import (
     ConditionKind,
@@ -65,13 +64,11 @@ class OperationTable:
 
     __slots__ = (
         "_budget",
-        "_clock",
         "_finished",
         "_id_prefix",
         "_ids",
         "_limits",
         "_max_pending",
-        "_on_end",
         "_slot",
         "_unsignalled",
         "groups",
@@ -90,8 +87,6 @@ class OperationTable:
         budget: ServerBudget,
         values: LatestValues,
         slot: SignalSlot,
-        clock: Time,
-        on_end: Callable[[RemoteOperation], None],
     ) -> None:
         self.name = name
         self.pending: dict[str, RemoteOperation] = {}
@@ -102,8 +97,6 @@ class OperationTable:
         self._budget = budget
         self.values = values
         self._slot = slot
-        self._clock = clock
-        self._on_end = on_end
         self._id_prefix = secrets.token_hex(4) + "-"
         self._unsignalled = make_progress(
             ConditionSpec(),
@@ -223,8 +216,6 @@ class OperationTable:
             definition,
             progress,
             slot=self._slot,
-            clock=self._clock,
-            on_end=self._on_end,
             restored=restored,
         )
         self.pending[op_id] = op
@@ -279,6 +270,7 @@ class OperationTable:
         finished = self._finished
         retained = self._limits.finished_retained
         pending_ids = self.pending_ids
+        traces = self._slot.traces  # (RemoteOperation.traceparent)
         released = released_bytes = 0
         for op, outcome in zip(ops, outcomes, strict=True):
             op_id = op.operation_id
@@ -287,6 +279,8 @@ class OperationTable:
                 del pending[op_id]
                 if pending_ids is not None:
                     pending_ids.discard(op_id)
+                if traces:
+                    traces.pop(op_id, None)
                 released += 1
                 released_bytes += len(definition.payload)
             if retained:  # remember(), inlined: once per ended operation

@@ -38,8 +38,9 @@ from purgatory_server._service.events import Outcome
 from purgatory_server._service.states import OperationState
 from purgatory_server._service.validation import (
     FieldPrefixes,
+    _bounds,
     _checked_request,
-    _common_request,
+    _plain_request,
     operation_request,
     operation_requests,
     signal_from_proto,
@@ -114,10 +115,10 @@ INVALID_SPECS = [
 
 
 def test_common_path_builds_what_the_checked_path_builds() -> None:
-    fast = [_common_request(m, LIMITS) for m in VALID_SPECS]
+    fast = [_plain_request(m, _bounds(LIMITS)) for m in VALID_SPECS]
     assert fast[:3] == [_checked_request("", m, LIMITS) for m in VALID_SPECS[:3]]
     assert fast[3:] == [None, None]  # any condition set takes the checked path
-    assert all(_common_request(m, LIMITS) is None for m in INVALID_SPECS)
+    assert all(_plain_request(m, _bounds(LIMITS)) is None for m in INVALID_SPECS)
 
 
 def test_operation_requests_equal_the_single_converter() -> None:

@@ -27,7 +27,6 @@ from purgatory_server._service.purgatory_stats import PurgatoryStats
 from purgatory_server._service.states import OperationState
 
 __all__ = [
-    "WIRE_WATCHING",
     "add_event",
     "add_status",
     "batch_status_response",
@@ -54,7 +53,7 @@ _WIRE_STATES: dict[OperationState, pb.OperationState] = {
 }
 
 
-WIRE_WATCHING = _WIRE_WATCHING = _WIRE_STATES[OperationState.WATCHING]
+_WIRE_WATCHING = _WIRE_STATES[OperationState.WATCHING]
 
 
 def wire_state(state: OperationState) -> pb.OperationState:

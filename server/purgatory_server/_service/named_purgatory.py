@@ -238,12 +238,10 @@ class NamedPurgatory:
         # the first try and the watch, and here there is none to close, since signals,
         # like this call, run only on the loop thread (module docstring) and the
         # operation is armed (reachable by its expiry) only after it is watched.
-        if created:
-            ready = [item for item in created if item[0].progress.satisfied()]
-            if ready:
-                self._engine.try_complete_else_watch_all(created)
-            else:
-                self._engine.watch_and_arm_all(created)
+        if any(op.progress.satisfied() for op, _ in created):
+            self._engine.try_complete_else_watch_all(created)
+        elif created:
+            self._engine.watch_and_arm_all(created)
         ended = self._settle()
         if ended:
             by_id = {o.operation_id: o for o in ended}

@@ -37,7 +37,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from purgatory_proto.v1 import purgatory_pb2 as pb
 
-from purgatory_server._service.convert import WIRE_WATCHING, add_status
+from purgatory_server._service.convert import add_status
 from purgatory_server._service.errors import (
     Code,
     LimitExceeded,
@@ -285,17 +285,8 @@ class SessionStream:
                     self._count(1)
                     continue
                 op_id = target.operation_id
-                payload = target.definition.payload
-                # status_fields() of a pending operation, as keywords: no dict per watch.
-                add(
-                    operation_id=op_id,
-                    state=WIRE_WATCHING,
-                    created=created,
-                    create_time_ms=target.create_time_ms,
-                    due_time_ms=target.due_time_ms,
-                    payload=payload,
-                )
-                size += 96 + len(payload)
+                add_status(add, target, created)
+                size += status_size(target.definition.payload, b"")
                 key = (name, op_id)
                 if key not in watching:
                     feed.attach(op_id, waiter)

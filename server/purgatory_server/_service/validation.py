@@ -18,7 +18,7 @@ is pure (no I/O, no state), so the rules are testable on their own and the same 
 apply to the single and the batch forms of an RPC (and to Session frames).
 
 The hot path: a plain long-poll spec is recognised by a few comparisons
-(:func:`_common_request`) and skips the field-by-field checks, which build a field name
+(:func:`_plain_request`) and skips the field-by-field checks, which build a field name
 per check; everything it accepts the full path (:func:`_checked_request`) accepts
 identically (tests/service/test_fast_paths.py).
 """
@@ -238,39 +238,57 @@ if OperationDefinition._fields[:4] != _PLAIN_FIELDS or _DEFAULTS != (0, False, 0
     raise ImportError("validation's fast path is out of step with OperationDefinition")
 
 
-def _common_request(msg: SpecMessage, limits: Limits) -> OperationRequest | None:
-    """The request for the common spec (no condition, keys and sizes within limits), or
+def _plain_request(msg: SpecMessage, bounds: _Bounds) -> OperationRequest | None:
+    """The request for a plain spec (no condition, keys and sizes within limits), or
     None when ``msg`` needs the full checks (:func:`_checked_request`).
 
     Why: almost every spec on the hot path is a plain long-poll; recognising it takes a
     few comparisons, while the full path builds a field name per check for messages it
-    almost never needs. Everything accepted here the full path accepts identically.
-    (:func:`operation_requests` repeats this test inline, with the limits read once per
-    batch.)
+    almost never needs. Everything accepted here the full path accepts identically. Each
+    protobuf field read builds a Python object (a string is decoded on every read), so
+    each is read once; ``bounds`` are the limits, read once per batch (:func:`_bounds`).
     """
-    keys = tuple(msg.keys)
+    max_key, max_keys, low, high, max_id, max_payload = bounds
+    wire_keys = msg.keys
+    n = len(wire_keys)
+    if n == 1:  # the usual long-poll: one read, no generator, no set
+        key = wire_keys[0]
+        keys: tuple[str, ...] = (key,)
+        keys_ok = 0 < len(key) <= max_key and max_keys >= 1
+    else:
+        keys = tuple(wire_keys)
+        keys_ok = n <= max_keys and all(0 < len(k) <= max_key for k in keys) and len(set(keys)) == n
     timeout = msg.timeout_ms
     payload = msg.payload
     op_id = msg.operation_id
-    max_key = limits.max_key_length
-    n = len(keys)
-    if n == 1:  # the usual long-poll: no generator, no set
-        keys_ok = 0 < len(keys[0]) <= max_key
-    else:
-        keys_ok = all(0 < len(k) <= max_key for k in keys) and len(set(keys)) == n
     if (
         keys_ok
-        and n <= limits.max_keys_per_operation
-        and limits.min_timeout_ms <= timeout <= limits.max_timeout_ms
-        and len(op_id) <= limits.max_operation_id_length
-        and len(payload) <= limits.max_payload_bytes
+        and low <= timeout <= high
+        and len(op_id) <= max_id
+        and len(payload) <= max_payload
         and not msg.HasField("condition")
         and not msg.due_time_ms
         and not msg.extend_on_resend
         and not msg.max_extend_ms
     ):
-        return OperationRequest(op_id, OperationDefinition(keys, timeout, _ANY, payload))
+        definition = _new_tuple(OperationDefinition, (keys, timeout, _ANY, payload, 0, False, 0))
+        return _new_tuple(OperationRequest, (op_id, definition))
     return None
+
+
+_Bounds = tuple[int, int, int, int, int, int]
+
+
+def _bounds(limits: Limits) -> _Bounds:
+    """What :func:`_plain_request` checks against, read from ``limits`` once."""
+    return (
+        limits.max_key_length,
+        limits.max_keys_per_operation,
+        limits.min_timeout_ms,
+        limits.max_timeout_ms,
+        limits.max_operation_id_length,
+        limits.max_payload_bytes,
+    )
 
 
 def _checked_request(prefix: str, msg: SpecMessage, limits: Limits) -> OperationRequest:
@@ -326,7 +344,7 @@ def _debounce(
 
 def operation_request(prefix: str, msg: SpecMessage, limits: Limits) -> OperationRequest:
     """An OperationSpec or TryCompleteElseWatchRequest, validated; ``prefix`` for errors."""
-    return _common_request(msg, limits) or _checked_request(prefix, msg, limits)
+    return _plain_request(msg, _bounds(limits)) or _checked_request(prefix, msg, limits)
 
 
 def operation_requests(
@@ -334,49 +352,15 @@ def operation_requests(
 ) -> list[OperationRequest]:
     """Every OperationSpec of a batch, validated (errors name ``field[i].…``).
 
-    One pass per batch with the limits read once: a plain spec (:func:`_common_request`'s
-    test, inline) costs a few field reads and two tuples; only a spec that needs the full
-    checks gets a field name built (:func:`_checked_request`). Each protobuf field read
-    builds a Python object (a string is decoded on every read), so each is read once.
+    One pass per batch with the limits read once: a plain spec costs a few field reads
+    and two tuples (:func:`_plain_request`); only a spec that needs the full checks gets
+    a field name built (:func:`_checked_request`).
     """
-    max_key = limits.max_key_length
-    max_keys = limits.max_keys_per_operation
-    low, high = limits.min_timeout_ms, limits.max_timeout_ms
-    max_id = limits.max_operation_id_length
-    max_payload = limits.max_payload_bytes
-    new = _new_tuple
-    any_key = _ANY
+    bounds = _bounds(limits)
     out: list[OperationRequest] = []
     append = out.append
     for i, msg in enumerate(msgs):
-        wire_keys = msg.keys
-        n = len(wire_keys)
-        if n == 1:  # the usual long-poll: one read, no generator, no set
-            key = wire_keys[0]
-            keys: tuple[str, ...] = (key,)
-            keys_ok = 0 < len(key) <= max_key and max_keys >= 1
-        else:
-            keys = tuple(wire_keys)
-            keys_ok = (
-                n <= max_keys and all(0 < len(k) <= max_key for k in keys) and len(set(keys)) == n
-            )
-        timeout = msg.timeout_ms
-        payload = msg.payload
-        op_id = msg.operation_id
-        if (
-            keys_ok
-            and low <= timeout <= high
-            and len(op_id) <= max_id
-            and len(payload) <= max_payload
-            and not msg.HasField("condition")
-            and not msg.due_time_ms
-            and not msg.extend_on_resend
-            and not msg.max_extend_ms
-        ):
-            definition = new(OperationDefinition, (keys, timeout, any_key, payload, 0, False, 0))
-            append(new(OperationRequest, (op_id, definition)))
-        else:
-            append(_checked_request(f"{field}[{i}].", msg, limits))
+        append(_plain_request(msg, bounds) or _checked_request(f"{field}[{i}].", msg, limits))
     return out
 
 

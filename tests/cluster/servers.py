@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import nats.errors
+from nats.js.api import StorageType, StreamConfig
 from purgatory_proto.v1 import purgatory_pb2 as pb
 from purgatory_proto.v1 import purgatory_pb2_grpc as pb_grpc
 from purgatory_server._cluster.placement import ranked
@@ -169,3 +171,17 @@ async def wait_owner(servers: list[ReplicatedServer], name: str, timeout_s: floa
                 await channel.close()
         await asyncio.sleep(0.05)
     raise AssertionError(f"no server serves {name} after {timeout_s}s")
+
+
+async def add_r3_stream(js: Any, name: str, subjects: list[str]) -> None:
+    """Create a three-replica file stream, retrying while a fresh cluster elects leaders."""
+    import asyncio
+
+    for _ in range(100):
+        try:
+            await js.add_stream(
+                StreamConfig(name=name, subjects=subjects, num_replicas=3, storage=StorageType.FILE)
+            )
+            return
+        except nats.errors.TimeoutError:
+            await asyncio.sleep(0.2)

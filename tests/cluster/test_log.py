@@ -13,7 +13,6 @@ import asyncio
 from typing import Any
 
 import nats
-from nats.js.api import StorageType, StreamConfig
 from purgatory_proto.v1.journal_pb2 import JournalRecord
 from purgatory_server._cluster.log import ReplicatedLog
 from purgatory_server._cluster.natsd import LocalNatsCluster
@@ -21,6 +20,8 @@ from purgatory_server._cluster.not_owner import NotOwner
 from purgatory_server._cluster.shadow import Shadow, last_subject_sequence
 from purgatory_server._journal import JournalState
 from purgatory_server._service.errors import Code
+
+from tests.cluster.servers import add_r3_stream
 
 STREAM = "PURGATORY_LOGTEST"
 SUBJECT = "purgatory.logtest.p"
@@ -57,19 +58,7 @@ async def test_group_commit_fencing_and_replay(nats_cluster: LocalNatsCluster) -
     nc = await nats.connect(servers=nats_cluster.urls)
     try:
         js = nc.jetstream(timeout=10)
-        for _ in range(100):
-            try:
-                await js.add_stream(
-                    StreamConfig(
-                        name=STREAM,
-                        subjects=["purgatory.logtest.*"],
-                        num_replicas=3,
-                        storage=StorageType.FILE,
-                    )
-                )
-                break
-            except nats.errors.TimeoutError:
-                await asyncio.sleep(0.2)
+        await add_r3_stream(js, STREAM, ["purgatory.logtest.*"])
         loop = asyncio.get_running_loop()
         lost_old: list[str] = []
         old = _log(js, loop, 1, 0, lost_old)

@@ -15,7 +15,6 @@ import asyncio
 from typing import Any
 
 import nats
-from nats.js.api import StorageType, StreamConfig
 from purgatory_proto.v1.journal_pb2 import JournalRecord
 from purgatory_server._cluster.layout import SNAPSHOT_HEADER
 from purgatory_server._cluster.log import ReplicatedLog
@@ -28,6 +27,8 @@ from purgatory_server._cluster.snapshot import (
     SubjectReplay,
     marker,
 )
+
+from tests.cluster.servers import add_r3_stream
 
 STREAM = "PURGATORY_SNAPTEST"
 SUBJECT = "purgatory.snaptest.p"
@@ -90,19 +91,7 @@ async def test_log_snapshots_purges_and_unfinished_snapshots_are_ignored(
     nc = await nats.connect(servers=nats_cluster.urls)
     try:
         js = nc.jetstream(timeout=10)
-        for _ in range(100):
-            try:
-                await js.add_stream(
-                    StreamConfig(
-                        name=STREAM,
-                        subjects=["purgatory.snaptest.*"],
-                        num_replicas=3,
-                        storage=StorageType.FILE,
-                    )
-                )
-                break
-            except nats.errors.TimeoutError:
-                await asyncio.sleep(0.2)
+        await add_r3_stream(js, STREAM, ["purgatory.snaptest.*"])
         mirror = SubjectReplay(10, 1000)
         owner = _log(js, 1, 0, mirror)
         assert owner.snapshots is not None

@@ -42,12 +42,15 @@ class DelayQueue:
         self._closed = False
 
     def offer(self, bucket: TimerTaskList) -> None:
-        item = (bucket.expiration, next(self._seq), bucket)
         with self._cond:
-            heapq.heappush(self._heap, item)
+            heapq.heappush(self._heap, (bucket.expiration, next(self._seq), bucket))
             # Wake a blocked poll only when the head changed: its wait is sized to the
-            # old head, which is now too late.
-            if self._heap[0] is item:
+            # old head, which is now too late. The test is on the bucket, never on the
+            # tuple: compiled by mypyc, a typed tuple is an unboxed value that is boxed
+            # afresh on its way into the list, so ``heap[0] is item`` was never true and
+            # a poll slept out its whole timeout (docs/benchmarks.md §14, "A lost
+            # wake-up"). The invariant above makes the bucket's identity enough.
+            if self._heap[0][2] is bucket:
                 self._cond.notify()
 
     def _pop_due(self) -> TimerTaskList | None:

@@ -22,9 +22,18 @@ is left between ``loop`` and the client's figure is the service's publication, t
 handler's resumption, grpc's send and the client's own pick-up.
 
 Servers, all up for the whole run, rounds interleaved (``--rounds``): this tree; with
-``--compare-src DIR`` another source tree (e.g. ``git archive main | tar -x -C DIR``), for
-before/after in one run; and with ``--switch-interval-ms MS`` (repeatable) this tree with
-``sys.setswitchinterval`` forced to MS.
+``--compare-src DIR`` another source tree (e.g. ``git archive main | tar -x -C DIR``; build
+its engine there with ``setup.py build_ext --inplace`` to compare compiled with compiled),
+for before/after in one run; with ``--switch-interval-ms MS`` (repeatable) this tree with
+``sys.setswitchinterval`` forced to MS; and with ``--bare`` the floor of any grpc.aio
+long-poll server: ``bench.service_bare --expire``, which parks each long-poll on a Future
+and answers it from one ``loop.call_later`` (no engine, no other thread; no stage
+timestamps either). What the bare server's figures show under the same load bounds what
+any server on grpc.aio's one event loop can reach on the same machine.
+
+The ``reaper`` stage needs an interpreted ``DelayQueue``: against the compiled engine
+(mypyc's classes cannot be patched) it reads nan; the ``task`` stage, from the same due
+time to the task starting on the reaper, covers that wake-up too.
 
     python -m bench.lateness_bench [--rounds 4] [--duration 4] [--compare-src DIR]
 
@@ -67,6 +76,7 @@ class Server:
     env: dict[str, str]
     extra: list[str]
     trace: str
+    bare: bool = False
     port: int = 0
     proc: subprocess.Popen[bytes] | None = None
 
@@ -96,8 +106,13 @@ def running(servers: list[Server]) -> Iterator[None]:
     try:
         for s in servers:
             s.port = free_port()
-            cmd = [sys.executable, "-m", "bench._lateness_server", "--trace", s.trace, *s.extra]
-            cmd += ["--", "--listen", f"127.0.0.1:{s.port}", "--log-level", "WARNING"]
+            if s.bare:
+                cmd = [sys.executable, "-m", "bench.service_bare", "--port", str(s.port)]
+                cmd += ["--expire"]
+            else:
+                cmd = [sys.executable, "-m", "bench._lateness_server", "--trace", s.trace]
+                cmd += [*s.extra, "--", "--listen", f"127.0.0.1:{s.port}"]
+                cmd += ["--log-level", "WARNING"]
             s.proc = subprocess.Popen(cmd, env=s.env, stdout=subprocess.DEVNULL)
         yield
     finally:
@@ -199,6 +214,8 @@ def stage_samples(servers: list[Server], phases: list[Phase]) -> dict[tuple[str,
     """Server-side stage records, assigned to the phase whose time window holds them."""
     out: dict[tuple[str, bool], dict[str, list[float]]] = {}
     for s in servers:
+        if s.bare:
+            continue  # no stage timestamps
         try:
             rows = json.loads(Path(s.trace).read_text())
         except (OSError, ValueError):
@@ -312,6 +329,11 @@ def main() -> None:
         default=[],
         help="also run this tree with sys.setswitchinterval forced to MS (repeatable)",
     )
+    parser.add_argument(
+        "--bare",
+        action="store_true",
+        help="also run bench.service_bare --expire: grpc.aio's floor for a long-poll",
+    )
     parser.add_argument("--json", help="write raw numbers here (default bench/results/)")
     parser.add_argument("--load", metavar="TARGET", help=argparse.SUPPRESS)
     parser.add_argument("--load-seconds", type=float, default=5.0, help=argparse.SUPPRESS)
@@ -331,6 +353,8 @@ def main() -> None:
         src = os.path.abspath(a.compare_src)
         env = {**os.environ, "PYTHONPATH": f"{src}/server{os.pathsep}{src}/proto"}
         servers.append(Server(a.compare_label, env, [], f"{tmp}/compare.json"))
+    if a.bare:
+        servers.append(Server("bare grpc.aio, asyncio timer", here, [], "", bare=True))
     with running(servers):
         phases = asyncio.run(main_async(servers, a))
     result = summarise(servers, phases, a)

@@ -8,6 +8,12 @@ no timer, no sequence, no subscribers. Its ``Session`` answers the streaming sha
 same way: a watch frame is acknowledged with a status per watch; a signal frame resolves
 the keys' watches and answers with one message holding the acknowledgement and their
 outcomes.
+
+With ``--expire`` a unary long-poll with a ``timeout_ms`` also expires: one
+``loop.call_later`` per call answers it EXPIRED when nobody signalled it in time. That is
+the least any grpc.aio long-poll server with timeouts does (asyncio's own timer, on the
+loop, no other thread), and ``bench.lateness_bench --bare`` measures its lateness next to
+the real server's. Off by default, so the throughput benchmarks' ceiling stays as it was.
 Whatever the real server does beyond this is the engine's and the service's cost.
 """
 
@@ -25,16 +31,18 @@ from purgatory_server._service import ServerConfig
 from purgatory_server._service.app import server_options
 
 COMPLETED = pb.OPERATION_STATE_COMPLETED
+EXPIRED = pb.OPERATION_STATE_EXPIRED
 WATCHING = pb.OPERATION_STATE_WATCHING
 
 
 class BareServicer(pb_grpc.PurgatoryServiceServicer):  # type: ignore[misc]
-    def __init__(self) -> None:
-        self._waiting: dict[str, list[asyncio.Future[None]]] = {}
+    def __init__(self, expire: bool = False) -> None:
+        self._waiting: dict[str, list[asyncio.Future[int]]] = {}
         self._loop = asyncio.get_running_loop()
+        self._expire = expire
 
-    def _park(self, key: str) -> asyncio.Future[None]:
-        fut: asyncio.Future[None] = self._loop.create_future()
+    def _park(self, key: str) -> asyncio.Future[int]:
+        fut: asyncio.Future[int] = self._loop.create_future()
         self._waiting.setdefault(key, []).append(fut)
         return fut
 
@@ -42,12 +50,30 @@ class BareServicer(pb_grpc.PurgatoryServiceServicer):  # type: ignore[misc]
         futures = self._waiting.pop(key, ())
         for fut in futures:
             if not fut.done():
-                fut.set_result(None)
+                fut.set_result(COMPLETED)
         return len(futures)
 
+    def _expire_one(self, key: str, fut: asyncio.Future[int]) -> None:
+        if fut.done():
+            return
+        fut.set_result(EXPIRED)
+        futures = self._waiting.get(key)
+        if futures is not None:
+            futures.remove(fut)
+            if not futures:
+                del self._waiting[key]
+
     async def TryCompleteElseWatch(self, request: Any, context: Any) -> Any:
-        await self._park(request.keys[0])
-        return pb.TryCompleteElseWatchResponse(operation_id=request.operation_id, state=COMPLETED)
+        key = request.keys[0]
+        fut = self._park(key)
+        if not (self._expire and request.timeout_ms > 0):
+            return pb.TryCompleteElseWatchResponse(
+                operation_id=request.operation_id, state=await fut
+            )
+        timer = self._loop.call_later(request.timeout_ms / 1000.0, self._expire_one, key, fut)
+        state = await fut
+        timer.cancel()
+        return pb.TryCompleteElseWatchResponse(operation_id=request.operation_id, state=state)
 
     async def BatchTryCompleteElseWatch(self, request: Any, context: Any) -> Any:
         futures = [self._park(op.keys[0]) for op in request.operations]
@@ -95,13 +121,13 @@ class BareServicer(pb_grpc.PurgatoryServiceServicer):  # type: ignore[misc]
             yield pb.SessionResponse(ack=ack, outcomes=events)
 
 
-async def serve(port: int, max_concurrent_rpcs: int | None) -> None:
+async def serve(port: int, max_concurrent_rpcs: int | None, expire: bool = False) -> None:
     server = grpc.aio.server(
         # The real server's own channel arguments, so the two transports cannot drift apart.
         options=server_options(ServerConfig()),
         maximum_concurrent_rpcs=max_concurrent_rpcs,
     )
-    pb_grpc.add_PurgatoryServiceServicer_to_server(BareServicer(), server)
+    pb_grpc.add_PurgatoryServiceServicer_to_server(BareServicer(expire), server)
     server.add_insecure_port(f"127.0.0.1:{port}")
     await server.start()
     stop = asyncio.Event()
@@ -123,8 +149,13 @@ def main() -> None:
         default=None,
         help="grpc.aio's RPC limiter, as the purgatory server configures it (default: off)",
     )
+    parser.add_argument(
+        "--expire",
+        action="store_true",
+        help="expire a unary long-poll after its timeout_ms (asyncio's timer; default: never)",
+    )
     a = parser.parse_args()
-    asyncio.run(serve(a.port, a.max_concurrent_rpcs))
+    asyncio.run(serve(a.port, a.max_concurrent_rpcs, a.expire))
 
 
 if __name__ == "__main__":

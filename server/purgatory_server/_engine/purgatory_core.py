@@ -99,30 +99,6 @@ class PurgatoryCore:
     def _shard(self, key: Hashable) -> WatcherShard:
         return self._shards[hash(key) % len(self._shards)]
 
-    def _watch(self, operation: DelayedOperation, keys: Sequence[Hashable]) -> None:
-        """Add ``operation`` to every key's watcher list (called under its lock)."""
-        if not keys:
-            return
-        shards = self._shards
-        n = len(shards)
-        if not self.unwatch_on_complete:
-            for key in keys:
-                shards[hash(key) % n].watch(key, operation)
-            self._estimated_total.increment()
-            return
-        # The operation learns where it is listed *before* it is listed anywhere, so a
-        # force_complete from another thread (it takes no operation lock) always finds
-        # the keys to leave. That thread may run its unwatch between two of our watch
-        # calls, before the later keys are listed: the check after the loop catches it
-        # (either it sees the completion and removes everything, or the completion comes
-        # later and its own unwatch finds every key listed).
-        operation._watch_keys = keys
-        operation._watcher = self
-        for key in keys:
-            shards[hash(key) % n].watch(key, operation)
-        if operation._completed.locked():
-            self.unwatch(operation)
-
     def unwatch(self, operation: DelayedOperation) -> None:
         """Remove a completed ``operation`` from every key's list (any thread).
 
@@ -131,10 +107,7 @@ class PurgatoryCore:
         safely inside ``try_complete`` (operation lock, then a shard lock, the same order
         as a watch).
         """
-        shards = self._shards
-        n = len(shards)
-        for key in operation._watch_keys:
-            shards[hash(key) % n].remove(key, operation)
+        _unwatch(self, operation)
 
     def try_complete_else_watch(
         self, operation: DelayedOperation, watch_keys: Iterable[Hashable]
@@ -149,30 +122,18 @@ class PurgatoryCore:
         out here, so no callable is built per request for its action.
         """
         keys = _key_sequence(watch_keys)
-        if self._try_else_watch(operation, keys):
+        if _try_else_watch(self, operation, keys):
             return True
-        if not operation.is_completed():
+        completed = operation._completed
+        if not completed.locked():
             system_timer = self._system_timer
             if system_timer is not None:
                 system_timer.add(operation)
             else:
                 self._timer.add(operation)
-            if operation.is_completed():
+            if completed.locked():
                 operation.cancel()
         return False
-
-    def _try_else_watch(self, operation: DelayedOperation, keys: Sequence[Hashable]) -> bool:
-        """Try; if not complete, watch ``keys`` and try once more, all under the lock.
-
-        The lock closes the race in which the condition becomes true after the first try
-        but before the watch is in place: the signal that made it true either saw the
-        watch, or the second try sees the signal.
-        """
-        with operation.lock:
-            if operation.try_complete():
-                return True
-            self._watch(operation, keys)
-            return operation.try_complete()
 
     def try_complete_else_watch_all(
         self, items: Iterable[tuple[DelayedOperation, Iterable[Hashable]]]
@@ -191,11 +152,11 @@ class PurgatoryCore:
         results: list[bool] = []
         armed: list[DelayedOperation] = []
         for operation, watch_keys in items:
-            if self._try_else_watch(operation, _key_sequence(watch_keys)):
+            if _try_else_watch(self, operation, _key_sequence(watch_keys)):
                 results.append(True)
                 continue
             results.append(False)
-            if not operation.is_completed():
+            if not operation._completed.locked():
                 armed.append(operation)
         if armed:
             self._arm_all(armed)
@@ -217,7 +178,7 @@ class PurgatoryCore:
             for operation in armed:
                 self._timer.add(operation)
         for operation in armed:
-            if operation.is_completed():
+            if operation._completed.locked():
                 operation.cancel()
 
     def watch_and_arm_all(
@@ -239,7 +200,7 @@ class PurgatoryCore:
         """
         armed: list[DelayedOperation] = []
         for operation, watch_keys in items:
-            self._watch(operation, _key_sequence(watch_keys))
+            _watch(self, operation, _key_sequence(watch_keys))
             if not operation._completed.locked():
                 armed.append(operation)
         if armed:
@@ -254,14 +215,15 @@ class PurgatoryCore:
         runs outside the shard lock, on a snapshot, so a slow condition does not block
         watches on other keys of the shard.
         """
-        shard = self._shard(key)
+        shards = self._shards
+        shard = shards[hash(key) % len(shards)]
         w, ops = shard.snapshot(key)
         if w is None:
             return 0
         done: list[DelayedOperation] = []
         completed = 0
         for op in ops:
-            if op.is_completed():
+            if op._completed.locked():
                 done.append(op)
             elif op.safe_try_complete():
                 done.append(op)
@@ -339,3 +301,59 @@ class PurgatoryCore:
         reaper = self._reaper
         if reaper is not None and reaper is not threading.current_thread():
             reaper.join(timeout_s)
+
+
+# The purgatory's own steps are module functions rather than methods: a compiled method
+# called on ``self`` whose class is the interpreted ``DelayedOperationPurgatory`` goes
+# through a Python-level lookup (mypyc's "glue", in case a subclass overrode it); a
+# function is a direct C call. Likewise the operation's flag is read as
+# ``_completed.locked()`` (what ``is_completed`` returns, and the contract the service's
+# operation keeps) rather than by a method call on an interpreted subclass.
+
+
+def _watch(core: PurgatoryCore, operation: DelayedOperation, keys: Sequence[Hashable]) -> None:
+    """Add ``operation`` to every key's watcher list (called under its lock)."""
+    if not keys:
+        return
+    shards = core._shards
+    n = len(shards)
+    if not core.unwatch_on_complete:
+        for key in keys:
+            shards[hash(key) % n].watch(key, operation)
+        core._estimated_total.increment()
+        return
+    # The operation learns where it is listed *before* it is listed anywhere, so a
+    # force_complete from another thread (it takes no operation lock) always finds
+    # the keys to leave. That thread may run its unwatch between two of our watch
+    # calls, before the later keys are listed: the check after the loop catches it
+    # (either it sees the completion and removes everything, or the completion comes
+    # later and its own unwatch finds every key listed).
+    operation._watch_keys = keys
+    operation._watcher = core
+    for key in keys:
+        shards[hash(key) % n].watch(key, operation)
+    if operation._completed.locked():
+        _unwatch(core, operation)
+
+
+def _unwatch(core: PurgatoryCore, operation: DelayedOperation) -> None:
+    shards = core._shards
+    n = len(shards)
+    for key in operation._watch_keys:
+        shards[hash(key) % n].remove(key, operation)
+
+
+def _try_else_watch(
+    core: PurgatoryCore, operation: DelayedOperation, keys: Sequence[Hashable]
+) -> bool:
+    """Try; if not complete, watch ``keys`` and try once more, all under the lock.
+
+    The lock closes the race in which the condition becomes true after the first try
+    but before the watch is in place: the signal that made it true either saw the
+    watch, or the second try sees the signal.
+    """
+    with operation.lock:
+        if operation.try_complete():
+            return True
+        _watch(core, operation, keys)
+        return operation.try_complete()

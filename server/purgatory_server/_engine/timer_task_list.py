@@ -60,7 +60,8 @@ class TimerTaskList:
         while True:
             if entry.list is not None:
                 entry.remove()
-            with self._lock:
+            self._lock.acquire()
+            try:
                 if entry.list is None:
                     root = self.root
                     tail = root.prev
@@ -72,11 +73,14 @@ class TimerTaskList:
                     root.prev = entry
                     self._task_counter.increment()
                     return
+            finally:
+                self._lock.release()
             # Another thread linked it somewhere between our remove and our lock: retry.
 
     def remove(self, entry: TimerTaskEntry) -> None:
         """Unlink ``entry`` if it is (still) in this list; otherwise do nothing."""
-        with self._lock:
+        self._lock.acquire()
+        try:
             if entry.list is self:
                 nxt = entry.next
                 prv = entry.prev
@@ -87,6 +91,8 @@ class TimerTaskList:
                 entry.prev = None
                 entry.list = None
                 self._task_counter.decrement()
+        finally:
+            self._lock.release()
 
     def flush(self) -> list[TimerTaskEntry]:
         """Detach every entry, reset the expiration to -1 and return the entries.
@@ -98,7 +104,8 @@ class TimerTaskList:
         ``cancel`` cannot unlink it, but its task is flagged, and the re-insert drops it.
         """
         entries: list[TimerTaskEntry] = []
-        with self._lock:
+        self._lock.acquire()
+        try:
             root = self.root
             node = root.next
             while node is not root:
@@ -113,6 +120,8 @@ class TimerTaskList:
             root.prev = root
             self._expiration = -1
             self._task_counter.decrement_by(len(entries))
+        finally:
+            self._lock.release()
         return entries
 
     def foreach(self, f: Callable[[TimerTask], None]) -> None:

@@ -75,7 +75,7 @@ class DelayedOperation(TimerTask):
         reaper will not run it), leaves every watch list it is in (when its purgatory
         asked for that), then calls ``on_complete``.
         """
-        if self._completed.acquire(blocking=False):
+        if self._completed.acquire(False):  # positional: no keyword dict per call
             self.cancel()
             watcher = self._watcher
             if watcher is not None:

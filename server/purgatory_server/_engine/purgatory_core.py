@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from _thread import RLock
 from collections.abc import Hashable, Iterable, Sequence
 
 from purgatory_server._engine._native import mypyc_attr
@@ -350,10 +351,26 @@ def _try_else_watch(
 
     The lock closes the race in which the condition becomes true after the first try
     but before the watch is in place: the signal that made it true either saw the
-    watch, or the second try sees the signal.
+    watch, or the second try sees the signal. The operation's default lock (an
+    ``RLock``, the service's too) is taken with two plain calls rather than ``with``
+    (see ``WatcherShard``); any other context manager the operation was given, with
+    ``with``.
     """
-    with operation.lock:
-        if operation.try_complete():
-            return True
-        _watch(core, operation, keys)
-        return operation.try_complete()
+    lock = operation.lock
+    if type(lock) is RLock:
+        lock.acquire()
+        try:
+            return _try_watch_try(core, operation, keys)
+        finally:
+            lock.release()
+    with lock:
+        return _try_watch_try(core, operation, keys)
+
+
+def _try_watch_try(
+    core: PurgatoryCore, operation: DelayedOperation, keys: Sequence[Hashable]
+) -> bool:
+    if operation.try_complete():
+        return True
+    _watch(core, operation, keys)
+    return operation.try_complete()

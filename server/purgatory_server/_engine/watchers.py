@@ -37,7 +37,20 @@ def identity(op: DelayedOperation) -> Hashable:
     key per pending operation, while the operation is already there as the value.
     """
     cls = type(op)
-    return op if cls.__hash__ is _OBJECT_HASH and cls.__eq__ is _OBJECT_EQ else id(op)
+    by_itself = _KEYED_BY_ITSELF.get(cls)
+    if by_itself is None:
+        by_itself = cls.__hash__ is _OBJECT_HASH and cls.__eq__ is _OBJECT_EQ
+        _KEYED_BY_ITSELF[cls] = by_itself
+    return op if by_itself else id(op)
+
+
+# identity()'s answer per operation class: one dict lookup per watch and per removal
+# instead of two attribute lookups on the class. A class's ``__hash__``/``__eq__`` are
+# taken as they were when its first operation was watched (a class is not expected to
+# change them afterwards). Written under the GIL by whichever thread gets there first;
+# two threads computing the same answer at once is harmless. It keeps each class alive for
+# the life of the process (operation classes are module-level in practice).
+_KEYED_BY_ITSELF: dict[type, bool] = {}
 
 
 class WatcherShard:

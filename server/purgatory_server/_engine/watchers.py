@@ -65,17 +65,22 @@ class WatcherShard:
     their arguments as a tuple, about three times the cost of the two plain calls, and a
     request makes about ten lock rounds in the engine (docs/benchmarks.md §14, "Engine
     CPU per request at 50,000/s"). The other engine modules do the same on hot paths.
+    ``watch`` and ``remove`` call the lock's methods bound once in ``__init__``, which
+    skips a method lookup per call (about 40 ns of a 300 ns watch) for 2 x 72 bytes per
+    shard (74 KB per purgatory at the default 512 shards).
     """
 
-    __slots__ = ("count", "lock", "watchers")
+    __slots__ = ("_acquire", "_release", "count", "lock", "watchers")
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
+        self._acquire = self.lock.acquire
+        self._release = self.lock.release
         self.watchers: dict[Hashable, Watchers] = {}
         self.count = 0
 
     def watch(self, key: Hashable, op: DelayedOperation) -> None:
-        self.lock.acquire()
+        self._acquire()
         try:
             w = self.watchers.get(key)
             if w is None:
@@ -84,11 +89,11 @@ class WatcherShard:
             w.ops[identity(op)] = op
             self.count += len(w.ops) - n
         finally:
-            self.lock.release()
+            self._release()
 
     def remove(self, key: Hashable, op: DelayedOperation) -> None:
         """Drop ``op`` from ``key``'s list, and the list if it is left empty."""
-        self.lock.acquire()
+        self._acquire()
         try:
             w = self.watchers.get(key)
             if w is None:
@@ -99,7 +104,7 @@ class WatcherShard:
                 if not d:
                     del self.watchers[key]
         finally:
-            self.lock.release()
+            self._release()
 
     def snapshot(self, key: Hashable) -> tuple[Watchers | None, list[DelayedOperation]]:
         self.lock.acquire()

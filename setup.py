@@ -2,11 +2,11 @@
 
 Everything else (metadata, packages, extras) lives in pyproject.toml. Where a C compiler
 and Python's headers exist, every module of ``purgatory_server/_engine`` except
-``__init__`` and ``_native`` is compiled into one extension group installed next to the
-sources (which stay in the wheel, so the pure-Python engine can still be forced at import
-time). Otherwise, or with ``PURGATORY_PURE_PYTHON=1``, nothing is compiled and the
-install is pure Python. The reason is printed either way, so a build log says which one
-it produced. docs/benchmarks.md §14 ("mypyc") has what compiling buys.
+``__init__``, ``_native`` and ``purgatory`` (``_native._NOT_COMPILED``) is compiled into one
+extension group installed next to the sources (which stay in the wheel, so the pure-Python
+engine can still be forced at import time). Otherwise, or with ``PURGATORY_PURE_PYTHON=1``,
+nothing is compiled and the install is pure Python. The reason is printed either way, so a
+build log says which one it produced. docs/benchmarks.md §14 ("mypyc") has what compiling buys.
 """
 
 from __future__ import annotations

@@ -69,8 +69,8 @@ PACKAGE = __name__.rpartition(".")[0]
 # ``purgatory``, because ``DelayedOperationPurgatory`` is generic: mypyc compiles a class
 # with a ``Generic`` base like one with a Python base (the weak-reference defect above;
 # a weak reference to a purgatory crashed the interpreter), and as a non-native class
-# it refuses Python subclasses. Its watch lists (``watchers``) are compiled, and it spends
-# its time in them and in the compiled operation and timer.
+# it refuses Python subclasses. It holds no code: it adds the type parameter to the
+# compiled ``purgatory_core.PurgatoryCore``, whose methods it inherits as they are.
 _NOT_COMPILED = frozenset({"__init__", "_native", "purgatory"})
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from _thread import RLock
 from abc import abstractmethod
 from collections.abc import Callable, Hashable, Sequence
 from contextlib import AbstractContextManager
@@ -49,7 +50,9 @@ class DelayedOperation(TimerTask):
 
     def __init__(self, delay_ms: int, lock: Lock | None = None) -> None:
         super().__init__(delay_ms)
-        self.lock: Lock = lock if lock is not None else threading.RLock()
+        # ``_thread.RLock`` is what ``threading.RLock()`` returns, without that factory's
+        # Python-level call per operation.
+        self.lock: Lock = lock if lock is not None else RLock()
         self._completed = threading.Lock()
         # Set by a purgatory that removes completed operations from its watch lists at
         # once (DelayedOperationPurgatory's default); None keeps Kafka's lazy removal.
@@ -72,7 +75,7 @@ class DelayedOperation(TimerTask):
         reaper will not run it), leaves every watch list it is in (when its purgatory
         asked for that), then calls ``on_complete``.
         """
-        if self._completed.acquire(blocking=False):
+        if self._completed.acquire(False):  # positional: no keyword dict per call
             self.cancel()
             watcher = self._watcher
             if watcher is not None:

@@ -62,6 +62,8 @@ class SystemTimer:
             queue=self._delay_queue,
         )
         self._lock = threading.Lock()
+        self._acquire = self._lock.acquire  # bound once: see WatcherShard
+        self._release = self._lock.release
         self._executor = TaskExecutor(f"executor-{executor_name}")
         self._shutdown = False
 
@@ -74,11 +76,14 @@ class SystemTimer:
         return self._timing_wheel
 
     def add(self, task: TimerTask) -> None:
-        with self._lock:
+        self._acquire()
+        try:
             entry = TimerTaskEntry(task, task.delay_ms + self._time.hi_res_clock_ms())
             if not self._timing_wheel.add(entry) and not entry.cancelled:
                 # Already due: run it now, but on the executor, not on this thread.
                 self._executor.submit((entry,))
+        finally:
+            self._release()
 
     def add_all(self, tasks: Iterable[TimerTask]) -> None:
         """``add`` for many tasks with one lock round and one clock reading.

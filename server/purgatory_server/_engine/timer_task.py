@@ -61,14 +61,6 @@ class TimerTask(metaclass=ABCMeta):
     def is_cancelled(self) -> bool:
         return self._cancelled
 
-    def _set_timer_task_entry(self, entry: TimerTaskEntry) -> None:
-        # A task re-added to a timer drops its previous entry, so it can never be in two
-        # buckets (and counted twice) at once.
-        old = self._entry
-        if old is not None and old is not entry:
-            old.remove()
-        self._entry = entry
-
 
 @mypyc_attr(allow_interpreted_subclasses=True)
 class TimerTaskEntry:
@@ -88,7 +80,14 @@ class TimerTaskEntry:
         self.next: TimerTaskEntry | None = None
         self.prev: TimerTaskEntry | None = None
         if timer_task is not None:
-            timer_task._set_timer_task_entry(self)
+            # A task re-added to a timer drops its previous entry, so it can never be in
+            # two buckets (and counted twice) at once. Done here, not in a TimerTask
+            # method: a method call on an interpreted subclass of the compiled TimerTask
+            # is a Python-level lookup.
+            old = timer_task._entry
+            if old is not None:
+                old.remove()
+            timer_task._entry = self
 
     @property
     def cancelled(self) -> bool:

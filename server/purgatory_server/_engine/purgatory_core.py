@@ -1,0 +1,376 @@
+"""PurgatoryCore: the purgatory's machinery, compiled with the rest of the engine.
+
+:class:`~purgatory_server._engine.purgatory.DelayedOperationPurgatory` is generic in its
+operation type, and mypyc compiles a class with a ``Generic`` base like one with a Python
+base (no weak-reference clearing, no interpreted subclasses: see
+:mod:`~purgatory_server._engine._native`), so it stays interpreted. Everything it *does*
+lives here instead, in a plain class typed on :class:`DelayedOperation`, which the generic
+class inherits without adding a Python call layer: a request goes from the caller straight
+into compiled ``try_complete_else_watch``, and from there to the compiled watch lists,
+operation and timer by native calls. Why: at 50,000 requests/s the interpreted methods
+(``_watch``, ``unwatch``, ``try_complete_else_watch``, a ``functools.partial`` per
+request) were a third of the process's CPU, and a process near one core makes expiries
+late (docs/benchmarks.md §14, "Engine CPU per request at 50,000/s").
+
+The docstrings of the public methods state the purgatory's contracts; the class's own
+(memory, thread safety, the empty key list) is on ``DelayedOperationPurgatory``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from _thread import RLock
+from collections.abc import Hashable, Iterable, Sequence
+
+from purgatory_server._engine._native import mypyc_attr
+from purgatory_server._engine.counter import OperationEstimate
+from purgatory_server._engine.delayed_operation import DelayedOperation
+from purgatory_server._engine.system_timer import SystemTimer
+from purgatory_server._engine.time import Time
+from purgatory_server._engine.timer import Timer
+from purgatory_server._engine.watchers import WatcherShard
+
+__all__ = ["DEFAULT_SHARDS", "PurgatoryCore"]
+
+logger = logging.getLogger("purgatory_server.purgatory")
+
+DEFAULT_SHARDS = 512
+REAPER_POLL_MS = 200
+# Shards purged per advance_clock call while a purge is in progress; see advance_clock.
+PURGE_SHARDS_PER_ADVANCE = 64
+
+
+def _key_sequence(keys: Iterable[Hashable]) -> Sequence[Hashable]:
+    """``keys`` as a sequence the operation may keep (its ``_watch_keys``).
+
+    A tuple is immutable and kept as it is: a pending operation then costs no copy of its
+    keys (a list copy was 72 bytes per operation). Anything else is copied once, since
+    the caller may change or exhaust it.
+    """
+    return keys if type(keys) is tuple else list(keys)
+
+
+@mypyc_attr(allow_interpreted_subclasses=True)
+class PurgatoryCore:
+    """The purgatory, untyped in its operation: see ``DelayedOperationPurgatory``.
+
+    Not meant to be used on its own; ``DelayedOperationPurgatory`` is the public class.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        timer: Timer | None = None,
+        purge_interval: int = 1000,
+        reaper_enabled: bool = True,
+        time: Time | None = None,
+        *,
+        shards: int = DEFAULT_SHARDS,
+        unwatch_on_complete: bool = True,
+    ) -> None:
+        if shards <= 0:
+            raise ValueError(f"shards must be positive, got {shards}")
+        self.name = name
+        self._timer: Timer = timer if timer is not None else SystemTimer(name, time=time)
+        # The same timer typed as the compiled SystemTimer where it is one (a Python
+        # subclass included: its overrides still run), so arming is a native call.
+        self._system_timer: SystemTimer | None = (
+            self._timer if isinstance(self._timer, SystemTimer) else None
+        )
+        self.purge_interval = purge_interval
+        self.unwatch_on_complete = unwatch_on_complete
+        self._shards: list[WatcherShard] = [WatcherShard() for _ in range(shards)]
+        self._estimated_total = OperationEstimate()
+        # Shards a purge has yet to visit; only the thread in advance_clock touches it.
+        self._purge_pending: list[WatcherShard] = []
+        self._purge_lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._reaper: threading.Thread | None = None
+        if reaper_enabled:
+            self._reaper = threading.Thread(
+                target=self._reap, name=f"ExpirationReaper-{name}", daemon=True
+            )
+            self._reaper.start()
+
+    @property
+    def timer(self) -> Timer:
+        return self._timer
+
+    def _shard(self, key: Hashable) -> WatcherShard:
+        return self._shards[hash(key) % len(self._shards)]
+
+    def unwatch(self, operation: DelayedOperation) -> None:
+        """Remove a completed ``operation`` from every key's list (any thread).
+
+        Called by ``DelayedOperation.force_complete``'s winner. Takes each key's shard
+        lock in turn, never two at once and never the operation's lock, so it nests
+        safely inside ``try_complete`` (operation lock, then a shard lock, the same order
+        as a watch).
+        """
+        _unwatch(self, operation)
+
+    def try_complete_else_watch(
+        self, operation: DelayedOperation, watch_keys: Iterable[Hashable]
+    ) -> bool:
+        """Complete ``operation`` now if it can be; otherwise watch its keys and arm it.
+
+        Returns True if it completed during this call. The order is Kafka's: try; watch
+        every key; try again (both tries and the watch under the operation's lock); only
+        then add to the timer, and cancel the timer task if something completed the
+        operation in between, so a completed operation never lingers in the wheel.
+        The try / watch / try is ``DelayedOperation.safe_try_complete_or_else`` written
+        out here, so no callable is built per request for its action.
+        """
+        keys = _key_sequence(watch_keys)
+        if _try_else_watch(self, operation, keys):
+            return True
+        completed = operation._completed
+        if not completed.locked():
+            system_timer = self._system_timer
+            if system_timer is not None:
+                system_timer.add(operation)
+            else:
+                self._timer.add(operation)
+            if completed.locked():
+                operation.cancel()
+        return False
+
+    def try_complete_else_watch_all(
+        self, items: Iterable[tuple[DelayedOperation, Iterable[Hashable]]]
+    ) -> list[bool]:
+        """:meth:`try_complete_else_watch` for many operations; True where one completed.
+
+        Each operation goes through the same steps in the same order (try; watch every
+        key; try again, under its lock), then every operation still pending is armed in
+        one timer round (``SystemTimer.add_all``: one lock, one clock reading) and the
+        ones that something completed meanwhile are cancelled again, so, as with the
+        single form, a completed operation never lingers in the wheel. The only
+        difference is *when* each is armed: after the whole batch is watched rather than
+        right after its own watch; its timeout still counts from the arming, as always.
+        Thread safety: as :meth:`try_complete_else_watch`.
+        """
+        results: list[bool] = []
+        armed: list[DelayedOperation] = []
+        for operation, watch_keys in items:
+            if _try_else_watch(self, operation, _key_sequence(watch_keys)):
+                results.append(True)
+                continue
+            results.append(False)
+            if not operation._completed.locked():
+                armed.append(operation)
+        if armed:
+            self._arm_all(armed)
+        return results
+
+    def _arm_all(self, armed: list[DelayedOperation]) -> None:
+        """Arm ``armed`` in one timer round; cancel again any that completed meanwhile."""
+        # The Timer interface stays Kafka's four methods; a timer that also offers a
+        # batch add (SystemTimer.add_all) gets the batch in one lock round.
+        system_timer = self._system_timer
+        add_all = (
+            system_timer.add_all
+            if system_timer is not None
+            else getattr(self._timer, "add_all", None)
+        )
+        if add_all is not None:
+            add_all(armed)
+        else:
+            for operation in armed:
+                self._timer.add(operation)
+        for operation in armed:
+            if operation._completed.locked():
+                operation.cancel()
+
+    def watch_and_arm_all(
+        self, items: Iterable[tuple[DelayedOperation, Iterable[Hashable]]]
+    ) -> None:
+        """Watch and arm operations known not to be completable yet, without trying them.
+
+        For callers that know each operation's ``try_complete`` would answer False and that
+        nothing can signal its keys before this call returns: a restart re-arming what a
+        journal recovered, or a server whose signals all run on the calling thread (the
+        service's event loop, which checks its fresh registrations itself). Kafka's try /
+        watch / try sequence closes the race with a signal arriving between the first try
+        and the watch; under that contract there is no race to close. Each operation is
+        watched on its keys, then the batch is armed in one timer round (as
+        :meth:`try_complete_else_watch_all`). An operation that something completed
+        meanwhile (its timer already due, say) is cancelled again, so it never lingers in
+        the wheel. Why: at a million operations the
+        two tries and the lock round per operation were a fifth of the restart.
+        """
+        armed: list[DelayedOperation] = []
+        for operation, watch_keys in items:
+            _watch(self, operation, _key_sequence(watch_keys))
+            if not operation._completed.locked():
+                armed.append(operation)
+        if armed:
+            self._arm_all(armed)
+
+    def check_and_complete(self, key: Hashable) -> int:
+        """Try every operation watching ``key``; return how many this call completed.
+
+        Completed operations (by this call or earlier) leave the key's list; if the list
+        empties, the key is dropped. (With ``unwatch_on_complete`` they have left every
+        list already; the discard below then only covers the lazy mode.) ``try_complete``
+        runs outside the shard lock, on a snapshot, so a slow condition does not block
+        watches on other keys of the shard.
+        """
+        shards = self._shards
+        shard = shards[hash(key) % len(shards)]
+        w, ops = shard.snapshot(key)
+        if w is None:
+            return 0
+        done: list[DelayedOperation] = []
+        completed = 0
+        for op in ops:
+            if op._completed.locked():
+                done.append(op)
+            elif op.safe_try_complete():
+                done.append(op)
+                completed += 1
+        if done:
+            shard.discard(w, done)
+        return completed
+
+    def cancel_for_key(self, key: Hashable) -> list[DelayedOperation]:
+        """Stop watching ``key``; cancel the timers of its pending operations and return them.
+
+        The returned operations are neither completed nor expired: the caller decides
+        their fate. Operations already completed are dropped silently.
+        """
+        cancelled: list[DelayedOperation] = []
+        for op in self._shard(key).pop_key(key):
+            if not op.is_completed():
+                op.cancel()
+                cancelled.append(op)
+        return cancelled
+
+    def watchers(self, key: Hashable) -> list[DelayedOperation]:
+        """The operations watching ``key`` now (a copy; completed-but-unpurged ones included
+        in the lazy mode); any thread."""
+        return self._shard(key).snapshot(key)[1]
+
+    def num_delayed(self) -> int:
+        """Operations waiting in the timer (completion removes them at once)."""
+        return self._timer.size()
+
+    def watched(self) -> int:
+        """Watch entries across all keys, completed-but-unpurged ones included; O(shards)."""
+        return sum(shard.count for shard in self._shards)
+
+    def watched_keys(self) -> int:
+        return sum(shard.keys() for shard in self._shards)
+
+    def advance_clock(self, timeout_ms: int) -> None:
+        """Advance the timer, then (lazy mode only) purge if completed operations piled up.
+
+        Kafka sweeps every watcher list in one go. Here a purge visits
+        ``PURGE_SHARDS_PER_ADVANCE`` shards per call and resumes on the next one: the reaper
+        calls this about once per due tick, so a purge still finishes within a few ms, but
+        no single sweep holds the reaper (and the GIL) long enough to make the next
+        expiration late. Empty shards are skipped without taking their lock.
+        """
+        self._timer.advance_clock(timeout_ms)
+        if self.unwatch_on_complete:
+            return  # completed operations left their lists already: nothing to purge
+        with self._purge_lock:
+            pending = self._purge_pending
+            if not pending:
+                delayed = self.num_delayed()
+                if self._estimated_total.get() - delayed <= self.purge_interval:
+                    return
+                self._estimated_total.set(delayed)
+                pending.extend(shard for shard in self._shards if shard.count)
+            batch = pending[-PURGE_SHARDS_PER_ADVANCE:]
+            del pending[-PURGE_SHARDS_PER_ADVANCE:]
+        purged = sum(shard.purge_completed() for shard in batch)
+        logger.debug("purgatory %s purged %d completed watch entries", self.name, purged)
+
+    def _reap(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                self.advance_clock(REAPER_POLL_MS)
+            except Exception:
+                # The reaper is the only thing that expires operations: log and keep going.
+                logger.exception("expiration reaper of purgatory %s failed", self.name)
+
+    def shutdown(self, timeout_s: float = 5.0) -> None:
+        """Stop the reaper and the timer; pending operations are dropped, not expired."""
+        self._stopping.set()
+        self._timer.shutdown()  # wakes a reaper blocked in the delay queue at once
+        reaper = self._reaper
+        if reaper is not None and reaper is not threading.current_thread():
+            reaper.join(timeout_s)
+
+
+# The purgatory's own steps are module functions rather than methods: a compiled method
+# called on ``self`` whose class is the interpreted ``DelayedOperationPurgatory`` goes
+# through a Python-level lookup (mypyc's "glue", in case a subclass overrode it); a
+# function is a direct C call. Likewise the operation's flag is read as
+# ``_completed.locked()`` (what ``is_completed`` returns, and the contract the service's
+# operation keeps) rather than by a method call on an interpreted subclass.
+
+
+def _watch(core: PurgatoryCore, operation: DelayedOperation, keys: Sequence[Hashable]) -> None:
+    """Add ``operation`` to every key's watcher list (called under its lock)."""
+    if not keys:
+        return
+    shards = core._shards
+    n = len(shards)
+    if not core.unwatch_on_complete:
+        for key in keys:
+            shards[hash(key) % n].watch(key, operation)
+        core._estimated_total.increment()
+        return
+    # The operation learns where it is listed *before* it is listed anywhere, so a
+    # force_complete from another thread (it takes no operation lock) always finds
+    # the keys to leave. That thread may run its unwatch between two of our watch
+    # calls, before the later keys are listed: the check after the loop catches it
+    # (either it sees the completion and removes everything, or the completion comes
+    # later and its own unwatch finds every key listed).
+    operation._watch_keys = keys
+    operation._watcher = core
+    for key in keys:
+        shards[hash(key) % n].watch(key, operation)
+    if operation._completed.locked():
+        _unwatch(core, operation)
+
+
+def _unwatch(core: PurgatoryCore, operation: DelayedOperation) -> None:
+    shards = core._shards
+    n = len(shards)
+    for key in operation._watch_keys:
+        shards[hash(key) % n].remove(key, operation)
+
+
+def _try_else_watch(
+    core: PurgatoryCore, operation: DelayedOperation, keys: Sequence[Hashable]
+) -> bool:
+    """Try; if not complete, watch ``keys`` and try once more, all under the lock.
+
+    The lock closes the race in which the condition becomes true after the first try
+    but before the watch is in place: the signal that made it true either saw the
+    watch, or the second try sees the signal. The operation's default lock (an
+    ``RLock``, the service's too) is taken with two plain calls rather than ``with``
+    (see ``WatcherShard``); any other context manager the operation was given, with
+    ``with``.
+    """
+    lock = operation.lock
+    if type(lock) is RLock:
+        lock.acquire()
+        try:
+            return _try_watch_try(core, operation, keys)
+        finally:
+            lock.release()
+    with lock:
+        return _try_watch_try(core, operation, keys)
+
+
+def _try_watch_try(
+    core: PurgatoryCore, operation: DelayedOperation, keys: Sequence[Hashable]
+) -> bool:
+    if operation.try_complete():
+        return True
+    _watch(core, operation, keys)
+    return operation.try_complete()

@@ -55,12 +55,10 @@ class BlockedPoll:
         assert not self._thread.is_alive(), "poll never returned"
 
 
-def test_a_poll_blocked_on_an_empty_queue_wakes_for_a_due_bucket() -> None:
-    clock = MockTime(start_ms=1_000)
-    queue = DelayQueue(clock)
-    poller = BlockedPoll(queue, timeout_ms=10_000)
+def assert_offer_wakes_poll(queue: DelayQueue, timeout_ms: int, bucket: TimerTaskList) -> None:
+    """A ``poll(timeout_ms)`` blocked on ``queue`` returns ``bucket`` soon after its offer."""
+    poller = BlockedPoll(queue, timeout_ms)
     poller.wait_blocked()
-    bucket = bucket_due_at(1_000)
     offered_at = time.monotonic()
     queue.offer(bucket)
     poller.join()
@@ -68,17 +66,13 @@ def test_a_poll_blocked_on_an_empty_queue_wakes_for_a_due_bucket() -> None:
     assert poller.returned_at - offered_at < PROMPT_S
 
 
+def test_a_poll_blocked_on_an_empty_queue_wakes_for_a_due_bucket() -> None:
+    queue = DelayQueue(MockTime(start_ms=1_000))
+    assert_offer_wakes_poll(queue, 10_000, bucket_due_at(1_000))
+
+
 def test_a_poll_sized_to_a_later_head_wakes_for_an_earlier_bucket() -> None:
-    clock = MockTime(start_ms=1_000)
-    queue = DelayQueue(clock)
-    later = bucket_due_at(21_000)  # 20 s away on the mock clock: the wait's size
-    queue.offer(later)
-    poller = BlockedPoll(queue, timeout_ms=30_000)
-    poller.wait_blocked()
-    earlier = bucket_due_at(1_000)
-    offered_at = time.monotonic()
-    queue.offer(earlier)
-    poller.join()
-    assert poller.result is earlier
-    assert poller.returned_at - offered_at < PROMPT_S
+    queue = DelayQueue(MockTime(start_ms=1_000))
+    queue.offer(bucket_due_at(21_000))  # 20 s away on the mock clock: the wait's size
+    assert_offer_wakes_poll(queue, 30_000, bucket_due_at(1_000))
     assert len(queue) == 1  # the later bucket stays queued

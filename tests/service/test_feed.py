@@ -8,18 +8,18 @@ from collections.abc import Callable
 
 import pytest
 from purgatory_server._engine.time import MockTime
-from purgatory_server._service.conditions import ConditionSpec, FirstSignal
-from purgatory_server._service.errors import LimitExceeded, OutOfRange, ShuttingDown
-from purgatory_server._service.events import EventLog, Outcome
-from purgatory_server._service.feed import Feed
-from purgatory_server._service.journal_hooks import NULL_JOURNAL, NullJournal
-from purgatory_server._service.operation import (
+from purgatory_server._service.core.conditions import ConditionSpec, FirstSignal
+from purgatory_server._service.core.errors import LimitExceeded, OutOfRange, ShuttingDown
+from purgatory_server._service.core.operation import (
     OperationDefinition,
     RemoteOperation,
     SignalSlot,
 )
-from purgatory_server._service.states import OperationState
-from purgatory_server._service.subscriptions import MATCH_ALL, EventFilter
+from purgatory_server._service.core.operation_state import OperationState
+from purgatory_server._service.durable.hooks import NULL_JOURNAL, NullJournal
+from purgatory_server._service.outcomes.event_log import EventLog, Outcome
+from purgatory_server._service.outcomes.feed import Feed
+from purgatory_server._service.outcomes.subscriptions import MATCH_ALL, EventFilter
 
 CLOCK = MockTime()
 

@@ -8,7 +8,7 @@ import sys
 
 CHECK = """
 import gc
-from purgatory_server._service.gc_tuning import YOUNG_THRESHOLD, settle_heap
+from purgatory_server._service.config.gc_tuning import YOUNG_THRESHOLD, settle_heap
 before = gc.get_threshold()
 settle_heap()
 after = gc.get_threshold()

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import sys
 
-from purgatory_server._service.switch_interval import SWITCH_INTERVAL_S, shorten_switch_interval
+from purgatory_server._service.config.switch_interval import (
+    SWITCH_INTERVAL_S,
+    shorten_switch_interval,
+)
 
 
 def test_lowers_cpythons_default_to_one_millisecond_and_never_raises_a_lower_one() -> None:

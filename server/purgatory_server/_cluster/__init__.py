@@ -2,7 +2,7 @@
 
 Small modules, one concept each:
 
-- :mod:`.config`: the ``[cluster]`` table (imports nothing from NATS);
+- :mod:`.server_config`: the ``[cluster]`` table (imports nothing from NATS);
 - :mod:`.loader`: builds the node only when ``[cluster]`` asks for it;
 - :mod:`.setup`: creates the streams and buckets at start-up;
 - :mod:`.layout`: streams, subjects and keys of a purgatory;
@@ -15,6 +15,6 @@ Small modules, one concept each:
 - :mod:`.natsd`: a local three-node nats-server cluster (tests, ``make cluster``, bench);
 - :mod:`.local`: ``make cluster`` (NATS plus two purgatory servers, foreground).
 
-Only :mod:`.config` is imported by the service core; the rest is imported when a
+Only :mod:`.server_config` is imported by the service core; the rest is imported when a
 configuration names ``[cluster] nats_urls`` (the ``cluster`` extra: ``nats-py``).
 """

@@ -70,11 +70,11 @@ from purgatory_server._cluster.tombstone import (
     Tombstones,
 )
 from purgatory_server._engine.time import SYSTEM_TIME, Time
-from purgatory_server._service.config import PurgatorySettings, ServerConfig
-from purgatory_server._service.incarnation import new_incarnation
+from purgatory_server._service.config.server_config import PurgatorySettings, ServerConfig
+from purgatory_server._service.outcomes.incarnation import new_incarnation
 
 if TYPE_CHECKING:
-    from purgatory_server._service.registry import (
+    from purgatory_server._service.core.registry import (
         Durability,
         JournalFactory,
         PurgatoryRegistry,

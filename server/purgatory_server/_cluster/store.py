@@ -20,8 +20,8 @@ from typing import cast
 from purgatory_server._cluster.log import ReplicatedLog
 from purgatory_server._engine.time import SYSTEM_TIME, Time
 from purgatory_server._journal import Journal as WriteAheadLog
-from purgatory_server._service.config import PurgatorySettings
-from purgatory_server._service.durable import DurableStore
+from purgatory_server._service.config.server_config import PurgatorySettings
+from purgatory_server._service.durable.local_store import DurableStore
 from purgatory_server._service.telemetry.counters import PurgatoryMetrics
 
 __all__ = ["ReplicatedStore"]

@@ -42,7 +42,7 @@ import nats.errors
 from nats.js.errors import KeyNotFoundError, NotFoundError, ServiceUnavailableError
 
 from purgatory_server._cluster.layout import META_BUCKET, journal_stream, journal_subject, token
-from purgatory_server._service.errors import Code, FailedPrecondition, NotFound, ServiceError
+from purgatory_server._service.core.errors import Code, FailedPrecondition, NotFound, ServiceError
 
 __all__ = [
     "Buried",

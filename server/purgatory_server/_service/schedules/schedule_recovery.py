@@ -1,4 +1,4 @@
-"""Bringing a durable purgatory's schedules back at start-up (called by :mod:`..durable`).
+"""Bringing a durable purgatory's schedules back at start-up (called by :mod:`..local_store`).
 
 Two steps around the restore of the pending operations: the journaled definitions go in
 first, so that an occurrence which fell due during the downtime (and ends as soon as it
@@ -16,7 +16,7 @@ from collections.abc import Iterable
 
 from purgatory_proto.v1.journal_pb2 import JournalRecord
 
-from purgatory_server._service.named_purgatory import NamedPurgatory
+from purgatory_server._service.core.named_purgatory import NamedPurgatory
 from purgatory_server._service.schedules.definition import decode_upserted
 from purgatory_server._service.schedules.table import schedule_table
 

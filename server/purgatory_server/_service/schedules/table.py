@@ -30,7 +30,7 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from purgatory_server._service.errors import (
+from purgatory_server._service.core.errors import (
     AlreadyExists,
     FailedPrecondition,
     InvalidArgument,
@@ -38,10 +38,10 @@ from purgatory_server._service.errors import (
     NotFound,
     ServiceError,
 )
-from purgatory_server._service.events import Outcome
-from purgatory_server._service.named_purgatory import NamedPurgatory, OperationRequest
-from purgatory_server._service.operation import RemoteOperation
-from purgatory_server._service.quoting import quote
+from purgatory_server._service.core.named_purgatory import NamedPurgatory, OperationRequest
+from purgatory_server._service.core.operation import RemoteOperation
+from purgatory_server._service.core.quoting import quote
+from purgatory_server._service.outcomes.event_log import Outcome
 from purgatory_server._service.schedules.definition import (
     ScheduleDefinition,
     deleted_record,

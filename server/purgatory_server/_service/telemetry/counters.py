@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from purgatory_server._service.states import OperationState
+from purgatory_server._service.core.operation_state import OperationState
 from purgatory_server._service.telemetry.histogram import (
     BATCH_BOUNDS,
     DURATION_BOUNDS,
@@ -30,7 +30,7 @@ from purgatory_server._service.telemetry.histogram import (
 )
 
 if TYPE_CHECKING:
-    from purgatory_server._service.operation import RemoteOperation
+    from purgatory_server._service.core.operation import RemoteOperation
 
 __all__ = ["FINAL_STATES", "PurgatoryMetrics"]
 

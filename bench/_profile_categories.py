@@ -54,6 +54,7 @@ SERVER_RULES: list[Rule] = [
     ("/_service/outcomes/subscriptions.py", "subscriptions"),
     ("/_service/outcomes/stream_queue.py", "subscriptions"),
     ("/_service/wire/validation.py", "validation"),
+    ("/_service/wire/field_rules.py", "validation"),
     ("/_service/core/errors.py", "validation"),
     ("/_service/wire/", "request/response conversion"),
     ("/_service/api/session_messages.py", "request/response conversion"),

@@ -190,12 +190,18 @@ class JournalState:
                 carried.registration.SerializeToString(),
                 [s.SerializeToString() for s in carried.progress],
             )
-        elif kind == "carried_key_value":
+        elif kind == "rescheduled":
+            self._rescheduled(record.rescheduled)
+        else:
+            self._apply_other(index, kind, record)
+
+    def _apply_other(self, index: int, kind: str | None, record: JournalRecord) -> None:
+        """The records that are not about one operation: key values, compaction
+        checkpoints, schedules and worker groups."""
+        if kind == "carried_key_value":
             kv = record.carried_key_value
             self._set_value(kv.key, kv.value, index)
             self.purgatory = kv.purgatory
-        elif kind == "rescheduled":
-            self._rescheduled(record.rescheduled)
         elif kind == "compaction":
             self.last_sequence = max(self.last_sequence, record.compaction.last_sequence)
         elif kind == "schedule_upserted":

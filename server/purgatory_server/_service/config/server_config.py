@@ -138,13 +138,7 @@ class ServerConfig:
         for name in ("max_concurrent_rpcs", "max_concurrent_streams", "max_pending_requests"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
-        for f in fields(self.limits):
-            if getattr(self.limits, f.name) < 0:
-                raise ConfigError(f"limits.{f.name} must be >= 0")
-        if self.limits.min_timeout_ms > self.limits.max_timeout_ms:
-            raise ConfigError("limits.min_timeout_ms must be <= limits.max_timeout_ms")
-        if self.limits.max_timeout_ms > MAX_TIMEOUT_MS:
-            raise ConfigError(f"limits.max_timeout_ms must be <= {MAX_TIMEOUT_MS} (~10 years)")
+        self._validate_limits()
         if self.log_level.upper() not in _LOG_LEVELS:
             raise ConfigError(
                 f"log_level must be one of {list(_LOG_LEVELS)}, got {self.log_level!r}"
@@ -164,6 +158,15 @@ class ServerConfig:
             self.cluster.validate({p.name: p.durable for p in self.purgatories})
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
+
+    def _validate_limits(self) -> None:
+        for f in fields(self.limits):
+            if getattr(self.limits, f.name) < 0:
+                raise ConfigError(f"limits.{f.name} must be >= 0")
+        if self.limits.min_timeout_ms > self.limits.max_timeout_ms:
+            raise ConfigError("limits.min_timeout_ms must be <= limits.max_timeout_ms")
+        if self.limits.max_timeout_ms > MAX_TIMEOUT_MS:
+            raise ConfigError(f"limits.max_timeout_ms must be <= {MAX_TIMEOUT_MS} (~10 years)")
 
 
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")

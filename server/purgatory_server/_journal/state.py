@@ -30,7 +30,7 @@ Replay rules (the contract docs/journal.md states for outside readers too):
 The event window holds outcomes with ``sequence > last_sequence - retain_events``, in
 journal order. The server appends outcomes in increasing sequence order.
 
-Memory and speed (issue 15): a pending operation's registration and its progress are
+Memory and speed: a pending operation's registration and its progress are
 kept as the bytes they were journaled with, never as parsed messages (about 1.5 KB each
 otherwise); :meth:`JournalState.apply_raw` reads a registration or a signal from its
 record's bytes without parsing the whole record, and compaction writes those bytes back

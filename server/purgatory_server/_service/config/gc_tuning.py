@@ -17,7 +17,7 @@ tenth of the server's CPU per watch -> signal -> outcome pair. Two reasons, two 
 And one for memory: start-up (above all a journal's recovery) frees much of what it
 allocated (parsed records, protobuf arenas, the start-up snapshot), but glibc's allocator
 keeps freed heap pages mapped. :func:`settle_heap` hands them back (``malloc_trim``,
-where the C library has it): about 100 bytes of RSS per recovered operation (issue 15).
+where the C library has it): about 100 bytes of RSS per recovered operation.
 
 Process-wide settings, so only the server's entry point applies them (:func:`serve`),
 never a library user or a test that runs a server in process.

@@ -1,4 +1,4 @@
-"""A shorter GIL switch interval for the server process (issue 15, expiry lateness).
+"""A shorter GIL switch interval for the server process (expiry lateness).
 
 An expiry crosses threads on its way to the client: the reaper thread wakes when a bucket
 is due, runs the expired tasks, and the event loop thread picks the ended operations up.

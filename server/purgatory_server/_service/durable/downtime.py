@@ -1,4 +1,4 @@
-"""Operations that fell due while a durable server was down (issue 16, downtime).
+"""Operations that fell due while a durable server was down (downtime releases).
 
 On restart every recovered operation is re-armed at its journaled due time; one whose
 due time has passed (or falls within the first tick, which the timer also runs at once)

@@ -107,7 +107,7 @@ class DurableJournal:
         self._record(signal_record(purgatory, key, signal, self._clock.wall_clock_ms()))
 
     def on_outcome(self, purgatory: str, outcome: Outcome, definition: OperationDefinition) -> None:
-        # The definition comes with the outcome (issue 15): a map of pending id ->
+        # The definition comes with the outcome: a map of pending id ->
         # definition here cost about 38 bytes per pending operation.
         condition = self._condition(definition.condition)[0]
         self._record(

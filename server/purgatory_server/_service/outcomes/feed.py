@@ -117,7 +117,7 @@ class Feed:
         # The last sequence offered to anyone (behind last_sequence while a durable
         # journal is still writing the rest).
         self._delivered = log.last_sequence
-        # Worker groups (issue 16b) take every outcome once it is written, like subscribers.
+        # Worker groups take every outcome once it is written, like subscribers.
         self.groups: GroupSet | None = None
 
     # ----------------------------------------------------------------- introspection

@@ -62,9 +62,6 @@ class LatestValues:
             else:
                 watchers.pop(k, None)
 
-    def is_watched(self, key: str) -> bool:
-        return key in self._watchers
-
     def _evict(self) -> None:
         values = self._values
         # Each key is looked at most once per eviction, so this ends even if every key

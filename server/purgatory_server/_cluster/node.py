@@ -348,8 +348,14 @@ class ClusterNode:
             ),
         )
         self._logs[name] = log
-        store = ReplicatedStore(settings, log, self._loop, incarnation, clock=self._clock)
-        store.on_destroy = lambda: self._bury(name, incarnation, log)
+        store = ReplicatedStore(
+            settings,
+            log,
+            self._loop,
+            incarnation,
+            clock=self._clock,
+            on_destroy=lambda: self._bury(name, incarnation, log),
+        )
         self._prepared[name] = store
         self._routes[name] = _Route(self.address, epoch)
         registry = self._registry

@@ -38,12 +38,13 @@ class ReplicatedStore(DurableStore):
         incarnation: str,
         *,
         clock: Time = SYSTEM_TIME,
+        on_destroy: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         # The log has the writer's shape (submit/close/recovered/directory); no data_dir.
         super().__init__(Path(), settings, cast(WriteAheadLog, log), loop, incarnation, clock=clock)
         self.log = log
         # DeletePurgatory: records the deletion cluster-wide (node.py -> tombstone.py).
-        self.on_destroy: Callable[[], Awaitable[None]] | None = None
+        self._on_destroy = on_destroy
 
     def instrument(self, metrics: PurgatoryMetrics) -> None:
         """Append latency and records per append as the fsync metrics; bytes appended."""
@@ -55,5 +56,5 @@ class ReplicatedStore(DurableStore):
         """DeletePurgatory: append what is buffered (the CANCELLED outcomes), then bury
         the purgatory cluster-wide (:mod:`.tombstone`) before the RPC answers."""
         await self.close()
-        if self.on_destroy is not None:
-            await self.on_destroy()
+        if self._on_destroy is not None:
+            await self._on_destroy()

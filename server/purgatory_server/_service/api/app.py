@@ -149,9 +149,8 @@ async def create_server(
         journal_factory=journal_factory,
         metrics=telemetry is not None and telemetry.metrics,
         traced=telemetry is not None and telemetry.tracing,
+        router=None if cluster is None else cluster.route,
     )
-    if cluster is not None:
-        registry.router = cluster.route
     if telemetry is not None:
         telemetry.bind(registry)
     server = grpc.aio.server(

@@ -18,7 +18,7 @@ from purgatory_server._service.schedules.definition import (
     definition_from_proto,
     definition_to_proto,
 )
-from purgatory_server._service.schedules.table import ScheduleEntry, schedule_table
+from purgatory_server._service.schedules.table import ScheduleEntry
 from purgatory_server._service.wire.convert import operation_status
 
 __all__ = ["delete_schedule", "list_schedules", "schedule_to_proto", "upsert_schedule"]
@@ -43,7 +43,7 @@ def upsert_schedule(
     if not request.HasField("schedule"):
         raise InvalidArgument("schedule", "must be set")
     definition = definition_from_proto(request.schedule, limits)
-    entry, created, changed = schedule_table(purgatory, loop).upsert(definition)
+    entry, created, changed = purgatory.schedule_table().upsert(definition)
     return pb.UpsertScheduleResponse(
         schedule=schedule_to_proto(entry), created=created, changed=changed
     )
@@ -54,7 +54,7 @@ def delete_schedule(
 ) -> pb.DeleteScheduleResponse:
     if not request.schedule_id:
         raise InvalidArgument("schedule_id", "must not be empty")
-    cancelled = schedule_table(purgatory, loop).delete(request.schedule_id)
+    cancelled = purgatory.schedule_table().delete(request.schedule_id)
     if cancelled is None:
         return pb.DeleteScheduleResponse()
     return pb.DeleteScheduleResponse(cancelled=operation_status(cancelled, False))

@@ -92,6 +92,7 @@ class OperationTable:
         budget: ServerBudget,
         values: LatestValues,
         slot: SignalSlot,
+        groups: GroupSet | None = None,
     ) -> None:
         self.name = name
         self.pending: dict[str, RemoteOperation] = {}
@@ -114,8 +115,8 @@ class OperationTable:
         # Pending ids in order, for ListOperations (:mod:`.listing`): built by the first
         # listing (a purgatory never listed pays nothing), then kept up to date here.
         self.pending_ids: SortedIds | None = None
-        # Worker groups refuse new registrations while one is full (capacity, issue 16b).
-        self.groups: GroupSet | None = None
+        # Worker groups refuse new registrations while one is full (capacity).
+        self.groups = groups
 
     def __len__(self) -> int:
         return len(self.pending)

@@ -46,11 +46,13 @@ class ReplicatedStore(DurableStore):
         # DeletePurgatory: records the deletion cluster-wide (node.py -> tombstone.py).
         self._on_destroy = on_destroy
 
+    def journal_bytes(self) -> int:
+        """Bytes this owner appended to the stream (its journal size here)."""
+        return self.log.bytes_appended
+
     def instrument(self, metrics: PurgatoryMetrics) -> None:
-        """Append latency and records per append as the fsync metrics; bytes appended."""
-        log = self.log
-        log.on_fsync = metrics.on_fsync
-        metrics.journal_bytes = lambda: log.bytes_appended
+        """Append latency and records per append as the fsync metrics."""
+        self.log.on_fsync = metrics.on_fsync
 
     async def destroy(self) -> None:
         """DeletePurgatory: append what is buffered (the CANCELLED outcomes), then bury

@@ -58,6 +58,8 @@ class Durability(Protocol):
 
     def restore(self, purgatory: NamedPurgatory) -> None: ...
 
+    def journal_bytes(self) -> int: ...
+
     def instrument(self, metrics: PurgatoryMetrics) -> None: ...
 
     async def close(self) -> None: ...
@@ -170,7 +172,7 @@ class PurgatoryRegistry:
             reaper_enabled=self._reaper_enabled,
             incarnation=None if store is None else store.incarnation,
             budget=self.budget,
-            metrics=PurgatoryMetrics() if self._metrics else None,
+            metrics=self._new_metrics(store),
             traced=self._traced,
         )
         self._purgatories[settings.name] = purgatory
@@ -180,6 +182,12 @@ class PurgatoryRegistry:
                 store.instrument(purgatory.metrics)
             store.restore(purgatory)
         return purgatory
+
+    def _new_metrics(self, store: Durability | None) -> PurgatoryMetrics | None:
+        """A purgatory's own counters (None with metrics off), measuring its store."""
+        if not self._metrics:
+            return None
+        return PurgatoryMetrics(None if store is None else store.journal_bytes)
 
     def get(self, name: str, field: str = "purgatory") -> NamedPurgatory:
         if self._closed is not None:

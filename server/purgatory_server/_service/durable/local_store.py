@@ -297,11 +297,13 @@ class DurableStore:
         )
         return len(recovered.pending)
 
+    def journal_bytes(self) -> int:
+        """The journal's size on disk (any thread: the metrics exporter's)."""
+        return sum(segment.size for segment in self._wal.segments())
+
     def instrument(self, metrics: PurgatoryMetrics) -> None:
-        """Report fsync latency and group size, and the journal's size, to ``metrics``."""
-        wal = self._wal
-        wal.on_fsync = metrics.on_fsync
-        metrics.journal_bytes = lambda: sum(segment.size for segment in wal.segments())
+        """Report fsync latency and group size to ``metrics`` (the journal's fsync hook)."""
+        self._wal.on_fsync = metrics.on_fsync
 
     async def close(self) -> None:
         await self.journal.close()

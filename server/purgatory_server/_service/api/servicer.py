@@ -208,7 +208,7 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
                     # Idle: tell the client the stream is alive and how far it has got.
                     yield pb.OperationEvent(heartbeat=True, caught_up_sequence=subscriber.caught_up)
                 elif metrics is not None:
-                    metrics.subscriber_lag.record(purgatory.last_sequence - batch[0].sequence)
+                    metrics.subscriber_lag.record(purgatory.feed.last_sequence - batch[0].sequence)
                 for outcome in batch:
                     yield event_to_proto(outcome)
         finally:

@@ -14,18 +14,13 @@ and that only touches its own operation and the thread-safe inbox of the purgato
 hands them to the publisher's listeners (the table, the metrics, the schedules). Public
 methods that can complete operations publish (``_settle``) before returning, and answer
 with the outcome (with its sequence) of every operation that ended meanwhile.
-
-Recovery: a durable purgatory's pending operations come back through
-:meth:`NamedPurgatory.restore_operations`, which builds them by
-:meth:`~.operation_table.OperationTable.create` like a live registration (only the journal
-record is skipped: it is already in the journal).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 
 from purgatory_server._engine.purgatory import DelayedOperationPurgatory
 from purgatory_server._engine.system_timer import SystemTimer
@@ -102,9 +97,7 @@ class NamedPurgatory:
         self._journal: JournalHooks = journal if journal is not None else NULL_HOOKS
         # Durable purgatories only (None in memory: nothing to wait for): RPCs await
         # ``barrier()`` before they answer. (Outcomes wait for the journal in the feed.)
-        self.barrier: Callable[[], Awaitable[None]] | None = (
-            None if journal is None else journal.barrier
-        )
+        self.barrier = None if journal is None else journal.barrier
         timer = SystemTimer(
             settings.name, tick_ms=settings.tick_ms, wheel_size=settings.wheel_size,
             time=self._time, inline_expiry=True,  # issue 15: expiries only put into inboxes
@@ -196,10 +189,6 @@ class NamedPurgatory:
         """Figures for exporters, from their own thread (see :class:`.snapshots.Gauges`)."""
         return Gauges.read(self._active, self._engine, self.feed)
 
-    @property
-    def last_sequence(self) -> int:
-        return self.feed.last_sequence
-
     def stats(self) -> PurgatoryStats:
         """GetPurgatory's figures (loop thread)."""
         return PurgatoryStats.read(
@@ -226,24 +215,10 @@ class NamedPurgatory:
         """
         self._check_open()
         plan = self._table.plan(requests, fields)  # every check; nothing changed yet
-        create = self._table.create
         journal = self._journal
         on_registered = None if journal is NULL_HOOKS else journal.on_registered
-        name = self.name
-        out: list[Registration] = []
-        created: list[tuple[RemoteOperation, tuple[str, ...]]] = []
-        for req, step in zip(requests, plan, strict=True):
-            if isinstance(step, str):
-                op = create(step, req.definition)
-                if on_registered is not None:
-                    on_registered(name, op)
-                created.append((op, op.keys))
-                out.append((op, True))
-            else:
-                resent = step[0]
-                if isinstance(resent, RemoteOperation) and resent.definition.extend_on_resend:
-                    self._deadlines.push_back(resent)  # debounce a re-send (.deadlines)
-                out.append(step)
+        # A pending re-send whose definition debounces pushes its deadline (.deadlines).
+        out, created = self._table.admit(requests, plan, on_registered, self._deadlines.push_back)
         if self._traced and created:
             # The registering request's W3C trace context travels with the outcome.
             traceparent = current_traceparent()
@@ -283,14 +258,7 @@ class NamedPurgatory:
                 on_signal(name, key, sig)
             if sig.value is not None:
                 self._values.update(key, sig.value)
-            slot.serial += 1
-            slot.key = key
-            slot.signal = sig
-            try:
-                counts.append(engine.check_and_complete(key))
-            finally:
-                slot.key = None
-                slot.signal = None
+            counts.append(slot.deliver(key, sig, engine.check_and_complete))
         self._settle()
         metrics = self.metrics
         if metrics is not None:
@@ -396,7 +364,7 @@ class NamedPurgatory:
         self._settle()
         self.groups.drain()
 
-    # ----------------------------------------------------------------- subscriptions
+    # ----------------------------------------------------------------- streams, life cycle
     def subscribe(self, after_sequence: int | None, event_filter: EventFilter) -> Subscriber:
         """A subscriber replaying what is retained after ``after_sequence``, then live."""
         self._check_open()
@@ -406,7 +374,6 @@ class NamedPurgatory:
     def unsubscribe(self, sub: Subscriber) -> None:
         self.feed.unsubscribe(sub)
 
-    # ----------------------------------------------------------------- life cycle
     def cancel_all(self) -> int:
         """End every pending operation as CANCELLED (DeletePurgatory); returns how many."""
         if self._schedules is not None:

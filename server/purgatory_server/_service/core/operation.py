@@ -171,6 +171,20 @@ class SignalSlot:
         # executor do not run Python at once anyway, so sharing costs no parallelism.
         self.lock = threading.RLock()
 
+    def deliver(
+        self, key: str, signal: SignalRecord, check_and_complete: Callable[[str], int]
+    ) -> int:
+        """Have the engine try ``key``'s watchers while this slot holds ``signal`` (each
+        operation reads it from here, once per ``serial``); how many completed."""
+        self.serial += 1
+        self.key = key
+        self.signal = signal
+        try:
+            return check_and_complete(key)
+        finally:
+            self.key = None
+            self.signal = None
+
 
 class RemoteOperation(DelayedOperation):
     """One operation of a named purgatory; ends exactly once, in one final state."""

@@ -202,6 +202,35 @@ class OperationTable:
             self._budget.reserve(new, new_bytes)
         return plan
 
+    def admit(
+        self,
+        requests: Sequence[OperationRequest],
+        plan: Sequence[Registration | str],
+        on_registered: Callable[[str, RemoteOperation], None] | None,
+        on_resent: Callable[[RemoteOperation], None],
+    ) -> tuple[list[Registration], list[Armed]]:
+        """Carry out :meth:`plan`: create each planned operation (``on_registered``: its
+        journal record, before it is armed) and answer each re-send with its target
+        (``on_resent`` for a pending one whose definition debounces); (the registrations,
+        the created operations for the caller to arm)."""
+        create = self.create
+        name = self.name
+        out: list[Registration] = []
+        created: list[Armed] = []
+        for req, step in zip(requests, plan, strict=True):
+            if isinstance(step, str):
+                op = create(step, req.definition)
+                if on_registered is not None:
+                    on_registered(name, op)
+                created.append((op, op.keys))
+                out.append((op, True))
+            else:
+                resent = step[0]
+                if isinstance(resent, RemoteOperation) and resent.definition.extend_on_resend:
+                    on_resent(resent)
+                out.append(step)
+        return out, created
+
     def create(
         self, op_id: str, definition: OperationDefinition, recovered: Recovered | None = None
     ) -> RemoteOperation:

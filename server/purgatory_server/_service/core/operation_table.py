@@ -70,13 +70,13 @@ class OperationTable:
     __slots__ = (
         "_budget",
         "_finished",
+        "_groups",
         "_id_prefix",
         "_ids",
         "_limits",
         "_max_pending",
         "_slot",
         "_unsignalled",
-        "groups",
         "name",
         "pending",
         "pending_ids",
@@ -116,7 +116,7 @@ class OperationTable:
         # listing (a purgatory never listed pays nothing), then kept up to date here.
         self.pending_ids: SortedIds | None = None
         # Worker groups refuse new registrations while one is full (capacity).
-        self.groups = groups
+        self._groups = groups
 
     def __len__(self) -> int:
         return len(self.pending)
@@ -196,7 +196,7 @@ class OperationTable:
                     f"purgatory {self.name!r} has {pending} pending operations; "
                     f"max_pending is {self._max_pending}"
                 )
-            groups = self.groups
+            groups = self._groups
             if groups:
                 groups.check_capacity()
             self._budget.reserve(new, new_bytes)

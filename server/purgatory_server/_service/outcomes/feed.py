@@ -85,13 +85,13 @@ class Feed:
     __slots__ = (
         "_buffer",
         "_delivered",
+        "_groups",
         "_journal",
         "_log",
         "_loop",
         "_max_subscribers",
         "_subscribers",
         "_waiters",
-        "groups",
         "name",
     )
 
@@ -119,7 +119,7 @@ class Feed:
         # journal is still writing the rest).
         self._delivered = log.last_sequence
         # Worker groups take every outcome once it is written, like subscribers.
-        self.groups = groups
+        self._groups = groups
 
     # ----------------------------------------------------------------- introspection
     @property
@@ -182,7 +182,7 @@ class Feed:
 
     def _deliver(self, delivery: _Delivery) -> None:
         subscribers = self._subscribers
-        groups = self.groups
+        groups = self._groups
         group_offer = groups.offer if groups else None
         for outcome, waiters in delivery:
             sequence = outcome.sequence

@@ -16,7 +16,7 @@ from purgatory_server._service.core.operation import (
     SignalSlot,
 )
 from purgatory_server._service.core.operation_state import OperationState
-from purgatory_server._service.durable.hooks import NULL_JOURNAL, NullJournal
+from purgatory_server._service.durable.hooks import NULL_HOOKS, NullHooks
 from purgatory_server._service.outcomes.event_log import EventLog, Outcome
 from purgatory_server._service.outcomes.feed import Feed
 from purgatory_server._service.outcomes.subscriptions import MATCH_ALL, EventFilter
@@ -33,7 +33,7 @@ def ended(op_id: str, state: OperationState = OperationState.COMPLETED) -> Remot
     return op
 
 
-class HeldJournal(NullJournal):
+class HeldJournal(NullHooks):
     """A journal that 'writes' only when told: after_write callbacks wait for flush()."""
 
     __slots__ = ("held", "recorded")
@@ -54,7 +54,7 @@ class HeldJournal(NullJournal):
             callback()
 
 
-def make_feed(journal: NullJournal = NULL_JOURNAL, *, retained: int = 100, **kw: int) -> Feed:
+def make_feed(journal: NullHooks = NULL_HOOKS, *, retained: int = 100, **kw: int) -> Feed:
     return Feed(
         "p",
         EventLog(retained),

@@ -147,7 +147,7 @@ async def test_force_complete_and_cancel_answer_with_outcomes(purgatory: NamedPu
     assert purgatory.cancel(["b", "c", "unknown"])[0].operation_id == "c"
     with pytest.raises(NotFound):
         purgatory.force_complete("unknown")
-    assert purgatory.last_sequence == 3 and purgatory.stats().pending == 0
+    assert (purgatory.stats().last_sequence, purgatory.stats().pending) == (3, 0)
 
 
 async def test_expiry_on_the_mock_clock(purgatory: NamedPurgatory, clock: MockTime) -> None:

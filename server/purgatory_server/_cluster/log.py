@@ -1,7 +1,7 @@
 """The replicated write-ahead log of one owned purgatory: appends to a JetStream subject.
 
 Shaped like the local journal's writer (``submit(records) -> Future``, ``close()``,
-``recovered``, ``directory``) so the service's :class:`~.._service.durable.DurableJournal`
+``recovered``, ``directory``) so the service's :class:`~.._service.durable.DurableHooks`
 batches records for it exactly as for a local journal, and the same ``JournalRecord``
 protobufs reach the stream, framed as in a local segment (CRC, length, payload;
 docs/journal.md §2). One JetStream message carries one or more submissions.
@@ -28,7 +28,7 @@ log fences itself too, since whether the append landed is unknown, and the purga
 rebuilt from the stream by whichever server acquires it next.
 
 Thread-safety: loop-confined (the server's event loop), except :meth:`close`, which a
-worker thread calls (``DurableJournal.close`` runs it with ``asyncio.to_thread``).
+worker thread calls (``DurableHooks.close`` runs it with ``asyncio.to_thread``).
 """
 
 from __future__ import annotations

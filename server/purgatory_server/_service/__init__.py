@@ -23,16 +23,16 @@ from purgatory_server._service.config.server_config import (
     ServerConfig,
     load_config,
 )
-from purgatory_server._service.durable.hooks import Journal, NullJournal
+from purgatory_server._service.durable.hooks import JournalHooks, NullHooks
 
 if TYPE_CHECKING:
     from purgatory_server._service.api.app import PurgatoryServer, create_server, serve
 
 __all__ = [
     "ConfigError",
-    "Journal",
+    "JournalHooks",
     "Limits",
-    "NullJournal",
+    "NullHooks",
     "PurgatoryServer",
     "PurgatorySettings",
     "ServerConfig",

@@ -48,6 +48,7 @@ from purgatory_server._service.durable.local_store import durable_factory
 from purgatory_server._service.telemetry import telemetry_from_config
 
 if TYPE_CHECKING:
+    from purgatory_server._cluster.node import ClusterNode
     from purgatory_server._service.telemetry.setup import Telemetry
 
 __all__ = ["SERVICE_NAME", "PurgatoryServer", "create_server", "serve"]
@@ -126,6 +127,11 @@ async def create_server(
     the durable journal (the default opens ``config.data_dir`` for durable purgatories);
     ``telemetry`` replaces the one the configuration asks for (tests pass in-memory
     readers). The server owns it from here and shuts it down on stop.
+
+    The steps, each a function below: check the configuration and the address (errors
+    before anything starts), build the cluster node, the registry (wired to both through
+    its constructor) and the gRPC server, bind, open the configured and catalogued
+    purgatories, start serving; a failure after the registry exists stops what started.
     """
     config = config if config is not None else ServerConfig()
     config.validate()
@@ -140,6 +146,46 @@ async def create_server(
         journal_factory = cluster.wrap_factory(journal_factory)
     if telemetry is None:
         telemetry = telemetry_from_config(config)
+    registry = _registry(config, loop, time, reaper_enabled, journal_factory, cluster, telemetry)
+    server, health_servicer, authorizer = _grpc_server(config, registry, loop, telemetry)
+    port = _bind(server, address, credentials)
+    if port == 0:
+        await registry.shutdown()
+        await _shutdown_telemetry(telemetry)
+        raise OSError(f"cannot listen on {address}")
+    if authorizer is not None and credentials is None:
+        logger.warning("tokens are configured but TLS is off: tokens travel in plaintext")
+    try:
+        _open_purgatories(config, registry, cluster)
+        await server.start()
+        if cluster is not None:
+            await cluster.start(registry, port)
+    except BaseException:
+        if cluster is not None:
+            await cluster.stop()
+        await registry.shutdown()
+        await server.stop(None)
+        await _shutdown_telemetry(telemetry)
+        raise
+    serving = health_pb2.HealthCheckResponse.SERVING
+    await health_servicer.set("", serving)
+    await health_servicer.set(SERVICE_NAME, serving)
+    purgatory_server = PurgatoryServer(
+        server, registry, health_servicer, port, config, telemetry, cluster
+    )
+    return purgatory_server, port
+
+
+def _registry(  # noqa: PLR0917 - the assembly's one call site, names kept apart
+    config: ServerConfig,
+    loop: asyncio.AbstractEventLoop,
+    time: Time | None,
+    reaper_enabled: bool,
+    journal_factory: JournalFactory,
+    cluster: ClusterNode | None,
+    telemetry: Telemetry | None,
+) -> PurgatoryRegistry:
+    """The registry, wired to the cluster (routing) and telemetry by its constructor."""
     registry = PurgatoryRegistry(
         config.limits,
         config.defaults,
@@ -149,11 +195,20 @@ async def create_server(
         journal_factory=journal_factory,
         metrics=telemetry is not None and telemetry.metrics,
         traced=telemetry is not None and telemetry.tracing,
+        router=None if cluster is None else cluster.route,
     )
-    if cluster is not None:
-        registry.router = cluster.route
     if telemetry is not None:
         telemetry.bind(registry)
+    return registry
+
+
+def _grpc_server(
+    config: ServerConfig,
+    registry: PurgatoryRegistry,
+    loop: asyncio.AbstractEventLoop,
+    telemetry: Telemetry | None,
+) -> tuple[grpc.aio.Server, Any, Authorizer | None]:
+    """The grpc.aio server with the purgatory service, health and reflection (not bound)."""
     server = grpc.aio.server(
         options=server_options(config), maximum_concurrent_rpcs=config.max_concurrent_rpcs
     )
@@ -166,49 +221,37 @@ async def create_server(
     reflection.enable_server_reflection(
         (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server
     )
+    return server, health_servicer, authorizer
+
+
+def _bind(server: grpc.aio.Server, address: str, credentials: grpc.ServerCredentials | None) -> int:
+    """The bound port, or 0 if ``address`` cannot be bound."""
     try:
         if credentials is None:
-            port = server.add_insecure_port(address)
-        else:
-            port = server.add_secure_port(address, credentials)
+            return int(server.add_insecure_port(address))
+        return int(server.add_secure_port(address, credentials))
     except RuntimeError:  # gRPC's "Failed to bind": a race with check_bindable
-        port = 0
-    if port == 0:
-        await registry.shutdown()
-        if telemetry is not None:
-            await asyncio.to_thread(telemetry.shutdown)
-        raise OSError(f"cannot listen on {address}")
-    if authorizer is not None and credentials is None:
-        logger.warning("tokens are configured but TLS is off: tokens travel in plaintext")
-    try:
-        for settings in config.purgatories:
-            if cluster is not None and cluster.is_replicated(settings.name):
-                continue  # owned or stood by once the cluster starts, below
-            registry.create(registry.settings_for(settings.name, settings))
-        configured = {p.name for p in config.purgatories}
-        for settings in read_catalog(Path(config.data_dir), config.limits):
-            if settings.name in configured:
-                continue
-            if settings.durable:
-                registry.create(settings)
-        await server.start()
-        if cluster is not None:
-            await cluster.start(registry, port)
-    except BaseException:
-        if cluster is not None:
-            await cluster.stop()
-        await registry.shutdown()
-        await server.stop(None)
-        if telemetry is not None:
-            await asyncio.to_thread(telemetry.shutdown)
-        raise
-    serving = health_pb2.HealthCheckResponse.SERVING
-    await health_servicer.set("", serving)
-    await health_servicer.set(SERVICE_NAME, serving)
-    purgatory_server = PurgatoryServer(
-        server, registry, health_servicer, port, config, telemetry, cluster
-    )
-    return purgatory_server, port
+        return 0
+
+
+def _open_purgatories(
+    config: ServerConfig, registry: PurgatoryRegistry, cluster: ClusterNode | None
+) -> None:
+    """The configured purgatories, then the durable ones the data directory's catalog
+    names (created at runtime); replicated ones wait for the cluster."""
+    for settings in config.purgatories:
+        if cluster is not None and cluster.is_replicated(settings.name):
+            continue  # owned or stood by once the cluster starts
+        registry.create(registry.settings_for(settings.name, settings))
+    configured = {p.name for p in config.purgatories}
+    for settings in read_catalog(Path(config.data_dir), config.limits):
+        if settings.name not in configured and settings.durable:
+            registry.create(settings)
+
+
+async def _shutdown_telemetry(telemetry: Telemetry | None) -> None:
+    if telemetry is not None:
+        await asyncio.to_thread(telemetry.shutdown)
 
 
 async def serve(config: ServerConfig) -> None:

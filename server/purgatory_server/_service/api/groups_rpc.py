@@ -1,21 +1,25 @@
-"""The worker-group RPCs, as a mix-in of the servicer (docs/service.md "Worker groups").
+"""The worker-group RPCs' handlers and a group member's stream (docs/service.md
+"Worker groups").
 
-Kept out of ``servicer.py`` so the servicer gains only a base class and one branch in
-``Subscribe``. Every method validates (INVALID_ARGUMENT naming the field), calls the
-purgatory's loop-confined :class:`~.manager.GroupSet`, and for a durable purgatory
-answers only once the change is journaled (the same barrier as every other RPC).
+Ack, ExtendLease, ListDeadLetters, Redrive, ListGroups and DeleteGroup are handlers of
+:func:`.answer.answer`, like every unary RPC: each validates (INVALID_ARGUMENT naming the
+field; the ``check_*`` functions run before the purgatory is looked up), calls the
+purgatory's loop-confined :class:`~purgatory_server._service.groups.manager.GroupSet`, and
+for a durable purgatory is answered only once the change is journaled (the barrier rule
+of :mod:`.answer`). :func:`member_stream` is Subscribe's branch for a group member.
 
 Thread safety: runs on the server's event loop, like the servicer.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 import grpc
 from purgatory_proto.v1 import purgatory_pb2 as pb
 
+from purgatory_server._service.api.answer import Service
 from purgatory_server._service.core.errors import InvalidArgument, NotFound
 from purgatory_server._service.core.registry import NAME_PATTERN
 from purgatory_server._service.groups.entry import GroupEntry
@@ -33,9 +37,20 @@ from purgatory_server._service.wire.convert import event_to_proto
 if TYPE_CHECKING:
     from purgatory_server._service.config.server_config import Limits
     from purgatory_server._service.core.named_purgatory import NamedPurgatory
-    from purgatory_server._service.core.registry import PurgatoryRegistry
 
-__all__ = ["GroupRpcs", "member_stream"]
+__all__ = [
+    "ack",
+    "check_ack",
+    "check_extend_lease",
+    "check_list_dead_letters",
+    "check_redrive",
+    "delete_group",
+    "extend_lease",
+    "list_dead_letters",
+    "list_groups",
+    "member_stream",
+    "redrive",
+]
 
 # The requests that name one group of one purgatory.
 _GroupRequest = (
@@ -132,101 +147,99 @@ async def member_stream(
         group.leave(member)
 
 
-class GroupRpcs:
-    """Ack, ExtendLease, ListDeadLetters, Redrive, ListGroups, DeleteGroup."""
+def _group(purgatory: NamedPurgatory, request: _GroupRequest, limits: Limits) -> WorkerGroup:
+    _check_group("group", request.group, limits)
+    return purgatory.groups.get(request.group)
 
-    _registry: PurgatoryRegistry
-    _limits: Limits
-    # The servicer's durability barrier (answer once the change is journaled).
-    _acknowledge: Callable[[NamedPurgatory], Awaitable[None]]
 
-    def _group(self, request: _GroupRequest) -> tuple[NamedPurgatory, WorkerGroup]:
-        purgatory = self._registry.get(request.purgatory)
-        _check_group("group", request.group, self._limits)
-        return purgatory, purgatory.groups.get(request.group)
+def check_ack(request: pb.AckRequest, limits: Limits) -> None:
+    _check_sequence("sequence", request.sequence)
 
-    async def Ack(
-        self, request: pb.AckRequest, context: grpc.aio.ServicerContext
-    ) -> pb.AckResponse:
-        _check_sequence("sequence", request.sequence)
-        purgatory, group = self._group(request)
-        group.ack(request.sequence, request.attempt)
-        await self._acknowledge(purgatory)
-        return pb.AckResponse()
 
-    async def ExtendLease(
-        self, request: pb.ExtendLeaseRequest, context: grpc.aio.ServicerContext
-    ) -> pb.ExtendLeaseResponse:
-        _check_sequence("sequence", request.sequence)
-        if request.attempt == 0:
-            raise InvalidArgument("attempt", "must be the delivery_attempt holding the lease")
-        _check_range(
-            "visibility_timeout_ms",
-            request.visibility_timeout_ms,
-            MIN_VISIBILITY_TIMEOUT_MS,
-            MAX_VISIBILITY_TIMEOUT_MS,
+async def ack(
+    service: Service, purgatory: NamedPurgatory, request: pb.AckRequest
+) -> pb.AckResponse:
+    _group(purgatory, request, service.limits).ack(request.sequence, request.attempt)
+    return pb.AckResponse()
+
+
+def check_extend_lease(request: pb.ExtendLeaseRequest, limits: Limits) -> None:
+    _check_sequence("sequence", request.sequence)
+    if request.attempt == 0:
+        raise InvalidArgument("attempt", "must be the delivery_attempt holding the lease")
+    _check_range(
+        "visibility_timeout_ms",
+        request.visibility_timeout_ms,
+        MIN_VISIBILITY_TIMEOUT_MS,
+        MAX_VISIBILITY_TIMEOUT_MS,
+    )
+
+
+async def extend_lease(
+    service: Service, purgatory: NamedPurgatory, request: pb.ExtendLeaseRequest
+) -> pb.ExtendLeaseResponse:
+    group = _group(purgatory, request, service.limits)
+    deadline = group.extend(request.sequence, request.attempt, request.visibility_timeout_ms)
+    return pb.ExtendLeaseResponse(lease_deadline_ms=deadline)
+
+
+def check_list_dead_letters(request: pb.ListDeadLettersRequest, limits: Limits) -> None:
+    _check_range("page_size", request.page_size or DEFAULT_PAGE_SIZE, 1, limits.max_batch_size)
+
+
+async def list_dead_letters(
+    service: Service, purgatory: NamedPurgatory, request: pb.ListDeadLettersRequest
+) -> pb.ListDeadLettersResponse:
+    group = _group(purgatory, request, service.limits)
+    page, next_after = group.dead_letters(
+        request.after_sequence, request.page_size or DEFAULT_PAGE_SIZE
+    )
+    return pb.ListDeadLettersResponse(
+        dead_letters=[dead_letter_to_proto(group, e) for e in page],
+        next_after_sequence=next_after,
+    )
+
+
+def check_redrive(request: pb.RedriveRequest, limits: Limits) -> None:
+    if len(request.sequences) > limits.max_batch_size:
+        raise InvalidArgument(
+            "sequences",
+            f"{len(request.sequences)} entries exceed max_batch_size ({limits.max_batch_size})",
         )
-        purgatory, group = self._group(request)
-        deadline = group.extend(request.sequence, request.attempt, request.visibility_timeout_ms)
-        await self._acknowledge(purgatory)
-        return pb.ExtendLeaseResponse(lease_deadline_ms=deadline)
 
-    async def ListDeadLetters(
-        self, request: pb.ListDeadLettersRequest, context: grpc.aio.ServicerContext
-    ) -> pb.ListDeadLettersResponse:
-        limit = request.page_size or DEFAULT_PAGE_SIZE
-        _check_range("page_size", limit, 1, self._limits.max_batch_size)
-        purgatory, group = self._group(request)
-        page, next_after = group.dead_letters(request.after_sequence, limit)
-        response = pb.ListDeadLettersResponse(
-            dead_letters=[dead_letter_to_proto(group, e) for e in page],
-            next_after_sequence=next_after,
+
+async def redrive(
+    service: Service, purgatory: NamedPurgatory, request: pb.RedriveRequest
+) -> pb.RedriveResponse:
+    group = _group(purgatory, request, service.limits)
+    redriven = group.redrive(list(request.sequences) if request.sequences else None)
+    return pb.RedriveResponse(redriven=redriven)
+
+
+async def list_groups(
+    service: Service, purgatory: NamedPurgatory, request: pb.ListGroupsRequest
+) -> pb.ListGroupsResponse:
+    out = []
+    for group in purgatory.groups.all():
+        ready, leased, dead = group.counts()
+        out.append(
+            pb.WorkerGroup(
+                name=group.name,
+                visibility_timeout_ms=group.config.visibility_timeout_ms,
+                max_attempts=group.config.max_attempts,
+                ready=ready,
+                leased=leased,
+                dead_letters=dead,
+                members=len(group.members),
+                last_sequence=group.last_sequence,
+            )
         )
-        await self._acknowledge(purgatory)
-        return response
+    return pb.ListGroupsResponse(groups=out)
 
-    async def Redrive(
-        self, request: pb.RedriveRequest, context: grpc.aio.ServicerContext
-    ) -> pb.RedriveResponse:
-        if len(request.sequences) > self._limits.max_batch_size:
-            raise InvalidArgument(
-                "sequences",
-                f"{len(request.sequences)} entries exceed max_batch_size "
-                f"({self._limits.max_batch_size})",
-            )
-        purgatory, group = self._group(request)
-        redriven = group.redrive(list(request.sequences) if request.sequences else None)
-        await self._acknowledge(purgatory)
-        return pb.RedriveResponse(redriven=redriven)
 
-    async def ListGroups(
-        self, request: pb.ListGroupsRequest, context: grpc.aio.ServicerContext
-    ) -> pb.ListGroupsResponse:
-        purgatory = self._registry.get(request.purgatory)
-        out = []
-        for group in purgatory.groups.all():
-            ready, leased, dead = group.counts()
-            out.append(
-                pb.WorkerGroup(
-                    name=group.name,
-                    visibility_timeout_ms=group.config.visibility_timeout_ms,
-                    max_attempts=group.config.max_attempts,
-                    ready=ready,
-                    leased=leased,
-                    dead_letters=dead,
-                    members=len(group.members),
-                    last_sequence=group.last_sequence,
-                )
-            )
-        await self._acknowledge(purgatory)
-        return pb.ListGroupsResponse(groups=out)
-
-    async def DeleteGroup(
-        self, request: pb.DeleteGroupRequest, context: grpc.aio.ServicerContext
-    ) -> pb.DeleteGroupResponse:
-        purgatory = self._registry.get(request.purgatory)
-        _check_group("group", request.group, self._limits)
-        gone = NotFound(f"group {request.group!r} was deleted", "group", request.group)
-        dropped = purgatory.groups.delete(request.group, gone)
-        await self._acknowledge(purgatory)
-        return pb.DeleteGroupResponse(dropped=dropped)
+async def delete_group(
+    service: Service, purgatory: NamedPurgatory, request: pb.DeleteGroupRequest
+) -> pb.DeleteGroupResponse:
+    _check_group("group", request.group, service.limits)
+    gone = NotFound(f"group {request.group!r} was deleted", "group", request.group)
+    return pb.DeleteGroupResponse(dropped=purgatory.groups.delete(request.group, gone))

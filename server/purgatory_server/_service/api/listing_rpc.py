@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from purgatory_proto.v1 import purgatory_pb2 as pb
 
+from purgatory_server._service.api.answer import Service
 from purgatory_server._service.config.server_config import Limits
 from purgatory_server._service.core.errors import InvalidArgument
 from purgatory_server._service.core.listing import ListQuery, list_page, make_query
@@ -46,11 +47,12 @@ def _query(purgatory: str, request: pb.ListOperationsRequest, limits: Limits) ->
     )
 
 
-def list_operations(
-    purgatory: NamedPurgatory, request: pb.ListOperationsRequest, limits: Limits
+async def list_operations(
+    service: Service, purgatory: NamedPurgatory, request: pb.ListOperationsRequest
 ) -> pb.ListOperationsResponse:
-    """The ListOperationsResponse for ``request`` (loop thread)."""
-    query = _query(purgatory.name, request, limits)
+    """The ListOperationsResponse for ``request`` (loop thread; a handler of
+    :func:`.answer.answer`)."""
+    query = _query(purgatory.name, request, service.limits)
     statuses, token = list_page(query, purgatory.operations_view(), operation_status_with_progress)
     response = pb.ListOperationsResponse(next_page_token=token)
     response.operations.extend(statuses)

@@ -8,7 +8,7 @@
 - ``latest_values``: the bounded latest value signalled on each key;
 - ``budget``: server-wide capacity shared by every purgatory;
 - ``listing``, ``sorted_ids``: ListOperations' filter and cursor over ordered ids;
-- ``debounce``: a re-send of a pending operation pushes its deadline back;
+- ``deadlines``: a pending operation's deadline moves (Reschedule; a re-send's debounce);
 - ``operation_state``: the states, numbered as the wire enum;
 - ``snapshots``: a purgatory's figures for the admin RPCs and exporters;
 - ``errors``: plain service errors, each naming its status code (no grpc);

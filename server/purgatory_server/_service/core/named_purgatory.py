@@ -9,23 +9,18 @@ window, subscribers, long-poll waiters) belongs to its :class:`~.feed.Feed`.
 Thread safety (the central contract): a NamedPurgatory is **loop-confined**. Every public
 method must be called on the event loop thread it was created on. The only code that runs
 elsewhere is ``RemoteOperation.on_complete`` on the timer's reaper (or executor) thread,
-and that only touches its own operation and the thread-safe :class:`Inbox`; the loop publishes
-outcomes from there in batches. Public methods that can complete operations publish
-(:meth:`NamedPurgatory._settle`) before returning, and answer with the outcome (with
-its sequence) of every operation that ended meanwhile.
-
-Recovery: a durable purgatory's pending operations come back through
-:meth:`NamedPurgatory.restore_operations`, which builds them by
-:meth:`~.operation_table.OperationTable.create` like a live registration (only the journal
-record is skipped: it is already in the journal).
+and that only touches its own operation and the thread-safe inbox of the purgatory's
+:class:`~.publisher.Publisher`; the loop publishes outcomes from there in batches, then
+hands them to the publisher's listeners (the table, the metrics, the schedules). Public
+methods that can complete operations publish (``_settle``) before returning, and answer
+with the outcome (with its sequence) of every operation that ended meanwhile.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
 
 from purgatory_server._engine.purgatory import DelayedOperationPurgatory
 from purgatory_server._engine.system_timer import SystemTimer
@@ -33,7 +28,7 @@ from purgatory_server._engine.time import SYSTEM_TIME, Time
 from purgatory_server._service.config.server_config import Limits, PurgatorySettings
 from purgatory_server._service.core.budget import ServerBudget
 from purgatory_server._service.core.conditions import SignalRecord
-from purgatory_server._service.core.debounce import push_back
+from purgatory_server._service.core.deadlines import Deadlines
 from purgatory_server._service.core.errors import FailedPrecondition, ServiceError
 from purgatory_server._service.core.latest_values import LatestValues
 from purgatory_server._service.core.listing import OperationsView
@@ -53,24 +48,20 @@ from purgatory_server._service.core.operation_table import (
 )
 from purgatory_server._service.core.quoting import quote
 from purgatory_server._service.core.snapshots import Gauges, PurgatoryStats
-from purgatory_server._service.durable.hooks import NULL_JOURNAL, Journal
+from purgatory_server._service.durable.hooks import NULL_HOOKS, JournalHooks
 from purgatory_server._service.groups import GroupSet
 from purgatory_server._service.outcomes.event_log import EventLog, Outcome
 from purgatory_server._service.outcomes.feed import Feed
-from purgatory_server._service.outcomes.inbox import Inbox
 from purgatory_server._service.outcomes.incarnation import new_incarnation
+from purgatory_server._service.outcomes.publisher import Publisher
 from purgatory_server._service.outcomes.subscriptions import EventFilter, Subscriber
+from purgatory_server._service.schedules.table import ScheduleTable
 from purgatory_server._service.telemetry.context import current_traceparent
 from purgatory_server._service.telemetry.counters import PurgatoryMetrics
-
-if TYPE_CHECKING:
-    from purgatory_server._service.schedules.table import ScheduleTable
 
 __all__ = ["NamedPurgatory", "OperationRequest", "PurgatoryStats", "Registration"]
 
 logger = logging.getLogger("purgatory_server.service")
-
-_NONE: list[Outcome] = []  # _settle's answer when nothing ended (never mutated)
 
 
 class NamedPurgatory:
@@ -83,7 +74,7 @@ class NamedPurgatory:
         loop: asyncio.AbstractEventLoop,
         *,
         time: Time | None = None,
-        journal: Journal | None = None,
+        journal: JournalHooks | None = None,
         event_log: EventLog | None = None,
         reaper_enabled: bool = True,
         incarnation: str | None = None,
@@ -103,12 +94,10 @@ class NamedPurgatory:
         # Server-wide capacity shared with the other purgatories (a private one if alone).
         self._budget = budget if budget is not None else ServerBudget(limits)
         self._time: Time = time if time is not None else SYSTEM_TIME
-        self._journal: Journal = journal if journal is not None else NULL_JOURNAL
+        self._journal: JournalHooks = journal if journal is not None else NULL_HOOKS
         # Durable purgatories only (None in memory: nothing to wait for): RPCs await
         # ``barrier()`` before they answer. (Outcomes wait for the journal in the feed.)
-        self.barrier: Callable[[], Awaitable[None]] | None = (
-            None if journal is None else journal.barrier
-        )
+        self.barrier = None if journal is None else journal.barrier
         timer = SystemTimer(
             settings.name, tick_ms=settings.tick_ms, wheel_size=settings.wheel_size,
             time=self._time, inline_expiry=True,  # issue 15: expiries only put into inboxes
@@ -120,6 +109,14 @@ class NamedPurgatory:
             reaper_enabled=reaper_enabled,
             time=self._time,
         )
+        self._loop = loop
+        # Worker groups: competing consumers of this purgatory's outcomes (groups/); the
+        # feed offers them every outcome, the table asks them for capacity.
+        self.groups = GroupSet(
+            self.name, limits, loop, timer=timer, clock=self._time,
+            cursor=lambda: self.feed.last_sequence,
+            write=None if journal is None else journal.on_group,
+        )  # fmt: skip
         # The one owner of this purgatory's outcomes (public: long-polls wait on it).
         self.feed = Feed(
             settings.name,
@@ -128,10 +125,14 @@ class NamedPurgatory:
             loop,
             max_subscribers=limits.max_subscribers,
             subscriber_buffer=limits.subscriber_buffer,
+            groups=self.groups,
         )
         self._values = LatestValues(limits.max_tracked_values)
-        self._inbox: Inbox[RemoteOperation] = Inbox(loop, self._on_ended)
-        self._slot = SignalSlot(self._time, self._inbox.put)
+        # Ended operations: inbox -> feed -> listeners (the table retires them first).
+        self._publisher = publisher = Publisher(self.feed, loop)
+        # Publish what ended so far (this call's completions included) at once.
+        self._settle = publisher.settle
+        self._slot = SignalSlot(self._time, publisher.put)
         self._table = OperationTable(
             settings.name,
             settings.max_pending,
@@ -139,18 +140,16 @@ class NamedPurgatory:
             budget=self._budget,
             values=self._values,
             slot=self._slot,
+            groups=self.groups,
         )
+        publisher.add_listener(self._table.retire)
+        if metrics is not None:
+            publisher.add_listener(lambda ops, _outcomes: metrics.on_outcomes(ops))
         self._active = self._table.pending  # pending operations by id (the table's)
         self._closed: ServiceError | None = None
+        self._deadlines = Deadlines(self.name, timer, self._time, self._journal, metrics)
         # Recurring schedules (schedules/table.py), created on first use.
-        self.schedules: ScheduleTable | None = None
-        # Worker groups: competing consumers of this purgatory's outcomes (groups/).
-        self.groups = GroupSet(
-            self.name, limits, loop, timer=timer, clock=self._time,
-            cursor=lambda: self.feed.last_sequence,
-            write=None if journal is None else journal.on_group,
-        )  # fmt: skip
-        self.feed.groups = self._table.groups = self.groups
+        self._schedules: ScheduleTable | None = None
 
     # ----------------------------------------------------------------- introspection
     @property
@@ -162,32 +161,38 @@ class NamedPurgatory:
         return self._values
 
     @property
-    def journal(self) -> Journal:
+    def journal(self) -> JournalHooks:
         return self._journal
 
     @property
     def limits(self) -> Limits:
         return self._limits
 
+    @property
+    def schedules(self) -> ScheduleTable | None:
+        """The schedule table, or None while no schedule was ever set here."""
+        return self._schedules
+
+    def schedule_table(self) -> ScheduleTable:
+        """The schedule table, created on first use; it hears every ended batch."""
+        table = self._schedules
+        if table is None:
+            table = self._schedules = ScheduleTable(self, self._loop)
+            self._publisher.add_listener(table.on_ended)
+        return table
+
+    def pending_operations(self) -> list[RemoteOperation]:
+        """The pending operations now (a copy; loop thread)."""
+        return list(self._active.values())
+
     def gauges(self) -> Gauges:
         """Figures for exporters, from their own thread (see :class:`.snapshots.Gauges`)."""
         return Gauges.read(self._active, self._engine, self.feed)
 
-    @property
-    def last_sequence(self) -> int:
-        return self.feed.last_sequence
-
     def stats(self) -> PurgatoryStats:
-        feed = self.feed
-        return PurgatoryStats(
-            self.name,
-            self.settings,
-            len(self._active),
-            self._engine.watched_keys(),
-            feed.last_sequence,
-            feed.log.oldest_sequence,
-            feed.subscriber_count,
-            self.incarnation,
+        """GetPurgatory's figures (loop thread)."""
+        return PurgatoryStats.read(
+            self.settings, self._active, self._engine, self.feed, self.incarnation
         )
 
     def wall_clock_ms(self) -> int:
@@ -210,24 +215,10 @@ class NamedPurgatory:
         """
         self._check_open()
         plan = self._table.plan(requests, fields)  # every check; nothing changed yet
-        create = self._table.create
         journal = self._journal
-        on_registered = None if journal is NULL_JOURNAL else journal.on_registered
-        name = self.name
-        out: list[Registration] = []
-        created: list[tuple[RemoteOperation, tuple[str, ...]]] = []
-        for req, step in zip(requests, plan, strict=True):
-            if isinstance(step, str):
-                op = create(step, req.definition)
-                if on_registered is not None:
-                    on_registered(name, op)
-                created.append((op, op.keys))
-                out.append((op, True))
-            else:
-                resent = step[0]
-                if isinstance(resent, RemoteOperation) and resent.definition.extend_on_resend:
-                    self._push_back(resent)  # debounce a pending re-send (.debounce)
-                out.append(step)
+        on_registered = None if journal is NULL_HOOKS else journal.on_registered
+        # A pending re-send whose definition debounces pushes its deadline (.deadlines).
+        out, created = self._table.admit(requests, plan, on_registered, self._deadlines.push_back)
         if self._traced and created:
             # The registering request's W3C trace context travels with the outcome.
             traceparent = current_traceparent()
@@ -259,7 +250,7 @@ class NamedPurgatory:
         slot = self._slot
         engine = self._engine
         journal = self._journal
-        on_signal = None if journal is NULL_JOURNAL else journal.on_signal
+        on_signal = None if journal is NULL_HOOKS else journal.on_signal
         name = self.name
         counts: list[int] = []
         for key, sig in signals:
@@ -267,14 +258,7 @@ class NamedPurgatory:
                 on_signal(name, key, sig)
             if sig.value is not None:
                 self._values.update(key, sig.value)
-            slot.serial += 1
-            slot.key = key
-            slot.signal = sig
-            try:
-                counts.append(engine.check_and_complete(key))
-            finally:
-                slot.key = None
-                slot.signal = None
+            counts.append(slot.deliver(key, sig, engine.check_and_complete))
         self._settle()
         metrics = self.metrics
         if metrics is not None:
@@ -325,22 +309,11 @@ class NamedPurgatory:
         if op is None:
             self.lookup(op_id)  # NotFound for an unknown id
             raise ended
-        now = self._time.wall_clock_ms()
-        due = now + (timeout_ms or 0) if due_time_ms is None else due_time_ms
-        if not op.reschedule(self._engine.timer, max(0, due - now), due):
-            self._settle()
-            raise ended
-        self._journal.on_rescheduled(self.name, op_id, due)
-        if self.metrics is not None:
-            self.metrics.rescheduled += 1
+        moved = self._deadlines.reschedule(op, timeout_ms, due_time_ms)
         self._settle()
+        if not moved:
+            raise ended
         return op
-
-    def _push_back(self, op: RemoteOperation) -> None:
-        if push_back(op, self._engine.timer, self._time.wall_clock_ms()):
-            self._journal.on_rescheduled(self.name, op.operation_id, op.due_time_ms)
-            if self.metrics is not None:
-                self.metrics.extended += 1
 
     def operations_view(self) -> OperationsView:
         """This purgatory's tables for one ListOperations page (:mod:`.listing`)."""
@@ -391,24 +364,7 @@ class NamedPurgatory:
         self._settle()
         self.groups.drain()
 
-    # ----------------------------------------------------------------- outcomes
-    def _on_ended(self, ops: list[RemoteOperation]) -> list[Outcome]:
-        """Publish ended operations through the feed, then retire them from the table
-        (loop thread: the inbox's handler, or :meth:`_settle`)."""
-        outcomes = self.feed.publish(ops)
-        self._table.retire(ops, outcomes)
-        if self.metrics is not None:
-            self.metrics.on_outcomes(ops)
-        if self.schedules is not None:
-            self.schedules.on_ended(ops)  # arms each schedule's next occurrence
-        return outcomes
-
-    def _settle(self) -> list[Outcome]:
-        """Publish what ended so far (this call's completions included) at once."""
-        ops = self._inbox.take()
-        return self._on_ended(ops) if ops else _NONE
-
-    # ----------------------------------------------------------------- subscriptions
+    # ----------------------------------------------------------------- streams, life cycle
     def subscribe(self, after_sequence: int | None, event_filter: EventFilter) -> Subscriber:
         """A subscriber replaying what is retained after ``after_sequence``, then live."""
         self._check_open()
@@ -418,11 +374,10 @@ class NamedPurgatory:
     def unsubscribe(self, sub: Subscriber) -> None:
         self.feed.unsubscribe(sub)
 
-    # ----------------------------------------------------------------- life cycle
     def cancel_all(self) -> int:
         """End every pending operation as CANCELLED (DeletePurgatory); returns how many."""
-        if self.schedules is not None:
-            self.schedules.stop()
+        if self._schedules is not None:
+            self._schedules.stop()
         cancelled = sum(op.end(OperationState.CANCELLED) for op in list(self._active.values()))
         self._settle()
         return cancelled

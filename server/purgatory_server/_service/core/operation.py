@@ -91,7 +91,7 @@ class OperationDefinition(NamedTuple):
     # Non-zero: the caller gave this absolute due time (epoch ms, server wall clock)
     # instead of a timeout, and timeout_ms is 0.
     due_time_ms: int = 0
-    # Debounce (:mod:`.debounce`): the operation's policy, fixed when it is created. Not
+    # Debounce (:mod:`.deadlines`): the operation's policy, fixed when it is created. Not
     # compared: a re-send is the same operation whatever options it carries.
     extend_on_resend: bool = False
     max_extend_ms: int = 0
@@ -170,6 +170,20 @@ class SignalSlot:
         # inbox) is never held while waiting for this lock. Under the GIL the loop and the
         # executor do not run Python at once anyway, so sharing costs no parallelism.
         self.lock = threading.RLock()
+
+    def deliver(
+        self, key: str, signal: SignalRecord, check_and_complete: Callable[[str], int]
+    ) -> int:
+        """Have the engine try ``key``'s watchers while this slot holds ``signal`` (each
+        operation reads it from here, once per ``serial``); how many completed."""
+        self.serial += 1
+        self.key = key
+        self.signal = signal
+        try:
+            return check_and_complete(key)
+        finally:
+            self.key = None
+            self.signal = None
 
 
 class RemoteOperation(DelayedOperation):

@@ -70,13 +70,13 @@ class OperationTable:
     __slots__ = (
         "_budget",
         "_finished",
+        "_groups",
         "_id_prefix",
         "_ids",
         "_limits",
         "_max_pending",
         "_slot",
         "_unsignalled",
-        "groups",
         "name",
         "pending",
         "pending_ids",
@@ -92,6 +92,7 @@ class OperationTable:
         budget: ServerBudget,
         values: LatestValues,
         slot: SignalSlot,
+        groups: GroupSet | None = None,
     ) -> None:
         self.name = name
         self.pending: dict[str, RemoteOperation] = {}
@@ -114,8 +115,8 @@ class OperationTable:
         # Pending ids in order, for ListOperations (:mod:`.listing`): built by the first
         # listing (a purgatory never listed pays nothing), then kept up to date here.
         self.pending_ids: SortedIds | None = None
-        # Worker groups refuse new registrations while one is full (capacity, issue 16b).
-        self.groups: GroupSet | None = None
+        # Worker groups refuse new registrations while one is full (capacity).
+        self._groups = groups
 
     def __len__(self) -> int:
         return len(self.pending)
@@ -195,11 +196,40 @@ class OperationTable:
                     f"purgatory {self.name!r} has {pending} pending operations; "
                     f"max_pending is {self._max_pending}"
                 )
-            groups = self.groups
+            groups = self._groups
             if groups:
                 groups.check_capacity()
             self._budget.reserve(new, new_bytes)
         return plan
+
+    def admit(
+        self,
+        requests: Sequence[OperationRequest],
+        plan: Sequence[Registration | str],
+        on_registered: Callable[[str, RemoteOperation], None] | None,
+        on_resent: Callable[[RemoteOperation], None],
+    ) -> tuple[list[Registration], list[Armed]]:
+        """Carry out :meth:`plan`: create each planned operation (``on_registered``: its
+        journal record, before it is armed) and answer each re-send with its target
+        (``on_resent`` for a pending one whose definition debounces); (the registrations,
+        the created operations for the caller to arm)."""
+        create = self.create
+        name = self.name
+        out: list[Registration] = []
+        created: list[Armed] = []
+        for req, step in zip(requests, plan, strict=True):
+            if isinstance(step, str):
+                op = create(step, req.definition)
+                if on_registered is not None:
+                    on_registered(name, op)
+                created.append((op, op.keys))
+                out.append((op, True))
+            else:
+                resent = step[0]
+                if isinstance(resent, RemoteOperation) and resent.definition.extend_on_resend:
+                    on_resent(resent)
+                out.append(step)
+        return out, created
 
     def create(
         self, op_id: str, definition: OperationDefinition, recovered: Recovered | None = None

@@ -33,7 +33,7 @@ from purgatory_server._service.core.errors import (
 )
 from purgatory_server._service.core.named_purgatory import NamedPurgatory
 from purgatory_server._service.core.quoting import quote
-from purgatory_server._service.durable.hooks import Journal
+from purgatory_server._service.durable.hooks import JournalHooks
 from purgatory_server._service.outcomes.event_log import EventLog
 from purgatory_server._service.telemetry.counters import PurgatoryMetrics
 
@@ -48,7 +48,7 @@ class Durability(Protocol):
     """What a durable purgatory is built on (see :mod:`.local_store`)."""
 
     @property
-    def journal(self) -> Journal: ...
+    def journal(self) -> JournalHooks: ...
 
     @property
     def event_log(self) -> EventLog: ...
@@ -57,6 +57,8 @@ class Durability(Protocol):
     def incarnation(self) -> str: ...
 
     def restore(self, purgatory: NamedPurgatory) -> None: ...
+
+    def journal_bytes(self) -> int: ...
 
     def instrument(self, metrics: PurgatoryMetrics) -> None: ...
 
@@ -67,6 +69,8 @@ class Durability(Protocol):
 
 # Opens the durable store of a new purgatory; None keeps it in memory.
 JournalFactory = Callable[[PurgatorySettings], Durability | None]
+# (name, creating) -> None, or raises the routing error of a name served elsewhere.
+Router = Callable[[str, bool], None]
 
 
 class PurgatoryRegistry:
@@ -83,6 +87,7 @@ class PurgatoryRegistry:
         journal_factory: JournalFactory | None = None,
         metrics: bool = False,
         traced: bool = False,
+        router: Router | None = None,
     ) -> None:
         self.limits = limits
         # Observability (docs/observability.md): each purgatory gets its own counters.
@@ -97,10 +102,9 @@ class PurgatoryRegistry:
         self._durable: dict[str, Durability] = {}
         self._closed: ServiceError | None = None
         self.budget = ServerBudget(limits)
-        # Replicated purgatories (issue 14): raises a routing error for a name this server
-        # does not serve but knows the owner of; None without a cluster.
-        # (name, creating) -> None.
-        self.router: Callable[[str, bool], None] | None = None
+        # Replicated purgatories: raises a routing error for a name this server does not
+        # serve but knows the owner of; None without a cluster.
+        self.router = router
 
     def validate_name(self, name: str, field: str = "name") -> None:
         if not name:
@@ -168,7 +172,7 @@ class PurgatoryRegistry:
             reaper_enabled=self._reaper_enabled,
             incarnation=None if store is None else store.incarnation,
             budget=self.budget,
-            metrics=PurgatoryMetrics() if self._metrics else None,
+            metrics=self._new_metrics(store),
             traced=self._traced,
         )
         self._purgatories[settings.name] = purgatory
@@ -178,6 +182,12 @@ class PurgatoryRegistry:
                 store.instrument(purgatory.metrics)
             store.restore(purgatory)
         return purgatory
+
+    def _new_metrics(self, store: Durability | None) -> PurgatoryMetrics | None:
+        """A purgatory's own counters (None with metrics off), measuring its store."""
+        if not self._metrics:
+            return None
+        return PurgatoryMetrics(None if store is None else store.journal_bytes)
 
     def get(self, name: str, field: str = "purgatory") -> NamedPurgatory:
         if self._closed is not None:
@@ -223,7 +233,7 @@ class PurgatoryRegistry:
         self.budget.release_retained(purgatory.settings.retained_events)
         purgatory.close(error)
         await asyncio.to_thread(purgatory.shutdown_engine)
-        for operation in list(purgatory._active.values()):  # they live on at the new owner
+        for operation in purgatory.pending_operations():  # they live on at the new owner
             self.budget.release(len(operation.definition.payload))
         store = self._durable.pop(name, None)
         if store is not None:

@@ -29,6 +29,26 @@ class PurgatoryStats:
     subscribers: int
     incarnation: str = ""
 
+    @classmethod
+    def read(
+        cls,
+        settings: PurgatorySettings,
+        pending: Sized,
+        engine: DelayedOperationPurgatory[RemoteOperation],
+        feed: Feed,
+        incarnation: str,
+    ) -> PurgatoryStats:
+        return cls(
+            settings.name,
+            settings,
+            len(pending),
+            engine.watched_keys(),
+            feed.last_sequence,
+            feed.log.oldest_sequence,
+            feed.subscriber_count,
+            incarnation,
+        )
+
 
 class Gauges(NamedTuple):
     """Figures an exporter reads from its own thread.

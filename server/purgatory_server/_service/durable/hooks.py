@@ -17,7 +17,7 @@ completes once everything recorded so far is written under the fsync policy, and
 RPC handlers of a purgatory built with a journal await it before answering;
 ``after_write(callback)`` runs ``callback`` on the loop once everything recorded so far is
 written, which is when the feed (:mod:`.feed`) offers outcomes to waiters and
-subscribers. Every outcome takes that path: :class:`NullJournal` runs the callback at
+subscribers. Every outcome takes that path: :class:`NullHooks` runs the callback at
 once. Only ``barrier()`` is skipped in memory (the purgatory keeps ``barrier = None``,
 so an in-memory RPC answers without awaiting anything).
 
@@ -37,10 +37,10 @@ if TYPE_CHECKING:
     from purgatory_server._service.core.operation import OperationDefinition, RemoteOperation
     from purgatory_server._service.outcomes.event_log import Outcome
 
-__all__ = ["Journal", "NullJournal"]
+__all__ = ["NULL_HOOKS", "JournalHooks", "NullHooks"]
 
 
-class Journal(Protocol):
+class JournalHooks(Protocol):
     def on_registered(self, purgatory: str, operation: RemoteOperation) -> None: ...
 
     def on_signal(self, purgatory: str, key: str, signal: SignalRecord) -> None: ...
@@ -60,7 +60,7 @@ class Journal(Protocol):
     def after_write(self, callback: Callable[[], None]) -> None: ...
 
 
-class NullJournal:
+class NullHooks:
     """In-memory purgatories: nothing is recorded."""
 
     __slots__ = ()
@@ -90,4 +90,4 @@ class NullJournal:
         callback()
 
 
-NULL_JOURNAL = NullJournal()
+NULL_HOOKS = NullHooks()

@@ -1,6 +1,6 @@
 """Durable purgatories: the journal hooks, recovery at start-up, and the store's life cycle.
 
-:class:`DurableJournal` implements the :class:`~.hooks.Journal` hooks over the journal
+:class:`DurableHooks` implements the :class:`~.hooks.JournalHooks` over the journal
 library (:mod:`purgatory_server._journal`). Records produced during one event-loop
 iteration are buffered and handed to the journal as one submission at the end of the
 iteration (``loop.call_soon``), so concurrent RPCs share one write and, under ``always``,
@@ -11,7 +11,7 @@ resolve in order, so that covers everything recorded before it.
 Ordering: hooks run on the loop thread in the order the purgatory changes its state, and
 the buffer keeps that order, which is the journal order (docs/journal.md).
 
-Thread-safety: :class:`DurableJournal` and :class:`DurableStore` are loop-confined; the
+Thread-safety: :class:`DurableHooks` and :class:`DurableStore` are loop-confined; the
 journal writer's completions come back through ``call_soon_threadsafe``.
 """
 
@@ -62,7 +62,7 @@ from purgatory_server._service.telemetry.counters import PurgatoryMetrics
 if TYPE_CHECKING:
     from purgatory_server._service.core.named_purgatory import NamedPurgatory
 
-__all__ = ["DurableJournal", "DurableStore", "durable_factory"]
+__all__ = ["DurableHooks", "DurableStore", "durable_factory"]
 
 logger = logging.getLogger("purgatory_server.service")
 
@@ -73,7 +73,7 @@ RESTORE_BATCH = 4096
 FREEZE_AFTER = 10_000
 
 
-class DurableJournal:
+class DurableHooks:
     """The journal hooks of one durable purgatory (loop-confined; see module docstring)."""
 
     def __init__(
@@ -216,7 +216,7 @@ class DurableStore:
         self._settings = settings
         self._wal = wal
         self._loop = loop
-        self.journal = DurableJournal(wal, loop, clock)
+        self.journal = DurableHooks(wal, loop, clock)
         self.event_log = self._event_log()
 
     def _event_log(self) -> EventLog:
@@ -270,7 +270,7 @@ class DurableStore:
         for record in recovered.events:
             definition, outcome = decode_outcome(record)
             purgatory.restore_finished(definition, outcome)
-        restore_schedules(purgatory, self._loop, recovered.schedules.values())
+        restore_schedules(purgatory, recovered.schedules.values())
         decode = PendingDecoder()
         batch: list[RestoredOperation] = []
         order = rearm_order(recovered.pending, purgatory.wall_clock_ms(), self._settings.tick_ms)
@@ -297,11 +297,13 @@ class DurableStore:
         )
         return len(recovered.pending)
 
+    def journal_bytes(self) -> int:
+        """The journal's size on disk (any thread: the metrics exporter's)."""
+        return sum(segment.size for segment in self._wal.segments())
+
     def instrument(self, metrics: PurgatoryMetrics) -> None:
-        """Report fsync latency and group size, and the journal's size, to ``metrics``."""
-        wal = self._wal
-        wal.on_fsync = metrics.on_fsync
-        metrics.journal_bytes = lambda: sum(segment.size for segment in wal.segments())
+        """Report fsync latency and group size to ``metrics`` (the journal's fsync hook)."""
+        self._wal.on_fsync = metrics.on_fsync
 
     async def close(self) -> None:
         await self.journal.close()

@@ -9,7 +9,7 @@ it).
 
 One path for every outcome. :meth:`Feed.publish` numbers the outcomes, appends them to
 the window, records them in the journal and asks the journal to run the delivery once
-they are written (``after_write``). The in-memory :class:`~.hooks.NullJournal`
+they are written (``after_write``). The in-memory :class:`~.hooks.NullHooks`
 runs it at once; a durable journal runs it when the records are on disk, so nobody sees
 an outcome a crash could still take back. Waiters are detached from their operation at
 publish time and travel with the outcome to the delivery, so an id re-used meanwhile
@@ -31,7 +31,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from purgatory_server._service.core.errors import LimitExceeded, ServiceError
-from purgatory_server._service.durable.hooks import NULL_JOURNAL, Journal
+from purgatory_server._service.durable.hooks import NULL_HOOKS, JournalHooks
 from purgatory_server._service.outcomes.event_log import EventLog, Outcome
 from purgatory_server._service.outcomes.subscriptions import EventFilter, Subscriber
 
@@ -85,13 +85,13 @@ class Feed:
     __slots__ = (
         "_buffer",
         "_delivered",
+        "_groups",
         "_journal",
         "_log",
         "_loop",
         "_max_subscribers",
         "_subscribers",
         "_waiters",
-        "groups",
         "name",
     )
 
@@ -99,11 +99,12 @@ class Feed:
         self,
         name: str,
         log: EventLog,
-        journal: Journal,
+        journal: JournalHooks,
         loop: asyncio.AbstractEventLoop,
         *,
         max_subscribers: int,
         subscriber_buffer: int,
+        groups: GroupSet | None = None,
     ) -> None:
         self.name = name
         self._log = log
@@ -118,7 +119,7 @@ class Feed:
         # journal is still writing the rest).
         self._delivered = log.last_sequence
         # Worker groups take every outcome once it is written, like subscribers.
-        self.groups: GroupSet | None = None
+        self._groups = groups
 
     # ----------------------------------------------------------------- introspection
     @property
@@ -148,7 +149,7 @@ class Feed:
         log = self._log
         name = self.name
         journal = self._journal
-        on_outcome = None if journal is NULL_JOURNAL else journal.on_outcome
+        on_outcome = None if journal is NULL_HOOKS else journal.on_outcome
         pop_waiters = self._waiters.pop
         sequence = log.last_sequence
         outcomes: list[Outcome] = []
@@ -181,7 +182,7 @@ class Feed:
 
     def _deliver(self, delivery: _Delivery) -> None:
         subscribers = self._subscribers
-        groups = self.groups
+        groups = self._groups
         group_offer = groups.offer if groups else None
         for outcome, waiters in delivery:
             sequence = outcome.sequence

@@ -10,7 +10,6 @@ Thread safety: the loop thread, at start-up, before the purgatory serves.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Iterable
 
@@ -18,7 +17,6 @@ from purgatory_proto.v1.journal_pb2 import JournalRecord
 
 from purgatory_server._service.core.named_purgatory import NamedPurgatory
 from purgatory_server._service.schedules.definition import decode_upserted
-from purgatory_server._service.schedules.table import schedule_table
 
 __all__ = ["restore_schedules", "resume_schedules"]
 
@@ -26,14 +24,12 @@ logger = logging.getLogger("purgatory_server.service")
 
 
 def restore_schedules(
-    purgatory: NamedPurgatory,
-    loop: asyncio.AbstractEventLoop,
-    records: Iterable[JournalRecord.ScheduleUpserted],
+    purgatory: NamedPurgatory, records: Iterable[JournalRecord.ScheduleUpserted]
 ) -> None:
     """Put the journaled schedule definitions back (no occurrence armed yet)."""
     table = None
     for record in records:
-        table = table or schedule_table(purgatory, loop)
+        table = table or purgatory.schedule_table()
         definition = decode_upserted(record, purgatory.limits)
         if definition is None:
             logger.error(

@@ -25,7 +25,7 @@ from purgatory_server import DelayedOperation, DelayedOperationPurgatory, System
 from bench._common import percentile
 
 try:  # the server's setting; a --compare-src tree without it gets CPython's
-    from purgatory_server._service.config.gc_tuning import YOUNG_THRESHOLD
+    from purgatory_server._service.config.process_tuning import YOUNG_THRESHOLD
 except ImportError:  # pragma: no cover
     YOUNG_THRESHOLD = 700
 
@@ -293,7 +293,7 @@ def run(args: argparse.Namespace, *, engine: bool = True) -> dict[str, Any]:
     gc.freeze()
     thresholds = gc.get_threshold()
     if args.young_gc_threshold:
-        # As the server's entry point sets it (purgatory_server._service.config.gc_tuning).
+        # As the server's entry point sets it (purgatory_server._service.config.process_tuning).
         gc.set_threshold(args.young_gc_threshold, *thresholds[1:])
     purgatory: DelayedOperationPurgatory[FakeOperation] | NullPurgatory
     if engine:

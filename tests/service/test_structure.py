@@ -14,7 +14,7 @@ import purgatory_server
 PACKAGE = Path(purgatory_server.__file__).parent
 SERVICE = PACKAGE / "_service"
 # The guide's "~400 lines": the bound leaves room for small hooks, not a new concern.
-MAX_LINES = 450
+MAX_LINES = 400
 # The edge: the gRPC handlers, the status mapping and the server's assembly.
 EDGE = SERVICE / "api"
 CLUSTER = PACKAGE / "_cluster"
@@ -145,7 +145,8 @@ def test_no_import_cycle() -> None:
 
 def test_features_do_not_import_the_purgatory_that_owns_them() -> None:
     """A schedule table is built by its purgatory and typed by a protocol: even for type
-    checking, ``schedules.table`` does not import ``named_purgatory`` (issue 21's cycle)."""
+    checking, ``schedules.table`` does not import ``named_purgatory`` (the cycle that
+    wiring features by attribute assignment made)."""
     table = SERVICE / "schedules" / "table.py"
     imported = {
         n.module
@@ -161,9 +162,10 @@ def test_no_two_modules_share_a_name() -> None:
     assert sorted({n for n in names if names.count(n) > 1}) == []
 
 
-def test_service_modules_stay_small() -> None:
+def test_server_modules_stay_small() -> None:
     sizes = {
-        p.relative_to(SERVICE).as_posix(): len(p.read_text().splitlines())
-        for p in SERVICE.rglob("*.py")
+        p.relative_to(PACKAGE).as_posix(): len(p.read_text().splitlines())
+        for p in PACKAGE.rglob("*.py")
     }
+    assert len(sizes) > 100  # the walk sees the package
     assert {m: n for m, n in sizes.items() if n > MAX_LINES} == {}

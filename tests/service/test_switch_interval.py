@@ -1,4 +1,4 @@
-"""The server entry point's GIL switch interval (switch_interval.shorten_switch_interval).
+"""The server entry point's GIL switch interval (process_tuning.shorten_switch_interval).
 
 Process-wide, so the test restores the interpreter's interval whatever happens.
 """
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 
-from purgatory_server._service.config.switch_interval import (
+from purgatory_server._service.config.process_tuning import (
     SWITCH_INTERVAL_S,
     shorten_switch_interval,
 )

@@ -39,9 +39,8 @@ from purgatory_server._service.api.listen import check_bindable, parse_listen
 from purgatory_server._service.api.servicer import PurgatoryServicer
 from purgatory_server._service.api.tls import server_credentials
 from purgatory_server._service.config.auth import Authorizer
-from purgatory_server._service.config.gc_tuning import settle_heap
+from purgatory_server._service.config.process_tuning import settle_heap, shorten_switch_interval
 from purgatory_server._service.config.server_config import ServerConfig
-from purgatory_server._service.config.switch_interval import shorten_switch_interval
 from purgatory_server._service.core.registry import JournalFactory, PurgatoryRegistry
 from purgatory_server._service.durable.catalog import read_catalog
 from purgatory_server._service.durable.local_store import durable_factory
@@ -83,7 +82,7 @@ class PurgatoryServer:
     port: int
     config: ServerConfig
     telemetry: Telemetry | None = None
-    # Replicated purgatories' owner/standby cycles (issue 14); None without [cluster].
+    # Replicated purgatories' owner/standby cycles; None without [cluster].
     cluster: Any = None
     _stopped: bool = False
 
@@ -257,15 +256,15 @@ async def _shutdown_telemetry(telemetry: Telemetry | None) -> None:
 async def serve(config: ServerConfig) -> None:
     """Run until SIGTERM or SIGINT, then shut down gracefully."""
     server, port = await create_server(config.listen, config)
-    settle_heap()  # issue 15: start-up's heap out of the collector's way (gc_tuning.py)
-    shorten_switch_interval()  # issue 15: expiry lateness (switch_interval.py)
+    settle_heap()  # start-up's heap out of the collector's way (process_tuning.py)
+    shorten_switch_interval()  # expiry lateness (process_tuning.py)
     if config.port_file:
         tmp = Path(config.port_file + ".tmp")
         tmp.write_text(f"{port}\n")
         tmp.replace(config.port_file)  # readers never see a half-written file
     host = config.listen.rsplit(":", 1)[0]
     names = ", ".join(p.name for p in server.registry.all_purgatories()) or "(none)"
-    engine = "compiled (mypyc)" if ENGINE_COMPILED else "pure Python"  # issue 15: which build
+    engine = "compiled (mypyc)" if ENGINE_COMPILED else "pure Python"  # which build runs
     msg = "purgatory server listening on %s:%d; purgatories: %s; engine: %s"
     logger.info(msg, host, port, names, engine)
     stop = asyncio.Event()

@@ -72,7 +72,7 @@ METHOD_RULES: dict[str, tuple[Permission | None, str | None]] = {
     "UpsertSchedule": (Permission.WATCH, "purgatory"),
     "ListSchedules": (Permission.WATCH, "purgatory"),
     "DeleteSchedule": (Permission.FORCE, "purgatory"),
-    # Worker groups (issue 16b): consumers' calls need SUBSCRIBE, deleting a group ADMIN.
+    # Worker groups: consumers' calls need SUBSCRIBE, deleting a group ADMIN.
     "Ack": (Permission.SUBSCRIBE, "purgatory"),
     "ExtendLease": (Permission.SUBSCRIBE, "purgatory"),
     "ListDeadLetters": (Permission.SUBSCRIBE, "purgatory"),

@@ -189,7 +189,7 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
         check_incarnation(request.incarnation, purgatory.incarnation)
         after = request.after_sequence if request.HasField("after_sequence") else None
         idle_s = heartbeat_interval("heartbeat_interval_ms", request.heartbeat_interval_ms)
-        if request.group:  # a worker group's member (issue 16b)
+        if request.group:  # a worker group's member
             async for event in member_stream(purgatory, request, context, self._limits, idle_s):
                 yield event
             return

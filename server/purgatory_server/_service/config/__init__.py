@@ -4,5 +4,5 @@
 - ``settings_spec``: each purgatory setting declared once (type, default, bounds, wire);
 - ``auth``: bearer tokens with per-purgatory permissions (configuration and checks);
 - ``logs``: lifecycle lines, rate-limited warnings, the JSON line format;
-- ``gc_tuning``, ``switch_interval``: the process's collector and GIL settings.
+- ``process_tuning``: the process's collector and GIL settings.
 """

@@ -100,7 +100,7 @@ class NamedPurgatory:
         self.barrier = None if journal is None else journal.barrier
         timer = SystemTimer(
             settings.name, tick_ms=settings.tick_ms, wheel_size=settings.wheel_size,
-            time=self._time, inline_expiry=True,  # issue 15: expiries only put into inboxes
+            time=self._time, inline_expiry=True,  # expiries only put into inboxes
         )  # fmt: skip
         self._engine: DelayedOperationPurgatory[RemoteOperation] = DelayedOperationPurgatory(
             settings.name,

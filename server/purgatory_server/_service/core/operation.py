@@ -148,7 +148,7 @@ class SignalSlot:
     """The signal currently being delivered by ``check_and_complete`` (loop thread only),
     and what every operation of the purgatory shares: its lock (any thread), the clock
     and where ended operations go (``on_end``; kept here rather than on each operation,
-    16 bytes per pending operation, issue 15)."""
+    16 bytes per pending operation)."""
 
     __slots__ = ("clock", "key", "lock", "on_end", "serial", "signal", "traces")
 
@@ -157,7 +157,7 @@ class SignalSlot:
         self.on_end = on_end
         # Pending operation id -> the W3C traceparent of the request that registered it,
         # only for traced registrations (loop thread; the table drops an entry when its
-        # operation is retired). A slot on every operation cost 16 bytes each (issue 15).
+        # operation is retired). A slot on every operation cost 16 bytes each.
         self.traces: dict[str, str] = {}
         self.key: str | None = None
         self.signal: SignalRecord | None = None

@@ -225,8 +225,9 @@ class PurgatoryRegistry:
         return cancelled
 
     async def evict(self, name: str, error: ServiceError) -> None:
-        """Stop serving ``name`` without ending its operations (issue 14: another server
-        owns it now): waiting calls and streams end with ``error``, the store is closed."""
+        """Stop serving ``name`` without ending its operations (another server of a
+        replicated purgatory owns it now): waiting calls and streams end with ``error``,
+        the store is closed."""
         purgatory = self._purgatories.pop(name, None)
         if purgatory is None:
             return

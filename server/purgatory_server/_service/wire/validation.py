@@ -199,7 +199,7 @@ def _checked_request(prefix: str, msg: SpecMessage, limits: Limits) -> Operation
 def _debounce(
     prefix: str, msg: SpecMessage, definition: OperationDefinition, limits: Limits
 ) -> OperationDefinition:
-    """``definition`` with the debounce policy ``msg`` asks for (:mod:`.debounce`).
+    """``definition`` with the debounce policy ``msg`` asks for (:mod:`..core.deadlines`).
 
     Only relative timeouts debounce (an absolute due time does not move on a re-send), and
     the cap must leave room for the first deadline and stay within ``max_timeout_ms``.

@@ -52,7 +52,7 @@ class ReplicatedStore(DurableStore):
 
     def instrument(self, metrics: PurgatoryMetrics) -> None:
         """Append latency and records per append as the fsync metrics."""
-        self.log.on_fsync = metrics.on_fsync
+        self.log.add_fsync_listener(metrics.on_fsync)
 
     async def destroy(self) -> None:
         """DeletePurgatory: append what is buffered (the CANCELLED outcomes), then bury

@@ -140,15 +140,11 @@ class Journal:
     def bytes_written(self) -> int:
         return self._files.bytes_written
 
-    @property
-    def on_fsync(self) -> Callable[[float, int], None] | None:
-        """Optional observer, called on the writer thread after each fsync with its
-        duration in seconds and the records it made durable (its group size)."""
-        return self._files.on_fsync
-
-    @on_fsync.setter
-    def on_fsync(self, observer: Callable[[float, int], None] | None) -> None:
-        self._files.on_fsync = observer
+    def add_fsync_listener(self, listener: Callable[[float, int], None]) -> None:
+        """Call ``listener`` on the writer thread after each fsync with its duration in
+        seconds and the records it made durable (its group size). Add listeners before
+        the first append: the list is read without a lock."""
+        self._files.fsync_listeners.append(listener)
 
     def release_recovered(self) -> None:
         """Forget the start-up snapshot's pending operations once the reader has them.

@@ -50,9 +50,9 @@ class SegmentWriter:
         self.fsync_count = 0
         self.records_written = 0
         self.bytes_written = 0
-        # Optional observer, called on the writer thread after each fsync with its
-        # duration in seconds and the records it made durable (its group size).
-        self.on_fsync: Callable[[float, int], None] | None = None
+        # Called on the writer thread after each fsync with its duration in seconds and
+        # the records it made durable (its group size); see Journal.add_fsync_listener.
+        self.fsync_listeners: list[Callable[[float, int], None]] = []
         self.dirty = False
         self.last_fsync = clock()
         # Set when a roll seals a segment: only then can compaction free one.
@@ -111,13 +111,18 @@ class SegmentWriter:
         self.bytes_written += len(data)
 
     def fsync_head(self) -> None:
-        on_fsync = self.on_fsync
-        if on_fsync is None:
+        listeners = self.fsync_listeners
+        if not listeners:
             self._fsync_fn(self._fd)
         else:
             started = time.perf_counter()
             self._fsync_fn(self._fd)
-            on_fsync(time.perf_counter() - started, self.records_written - self._synced_records)
+            took, records = (
+                time.perf_counter() - started,
+                self.records_written - self._synced_records,
+            )
+            for listener in listeners:
+                listener(took, records)
         self._synced_records = self.records_written
         self.fsync_count += 1
         self.dirty = False

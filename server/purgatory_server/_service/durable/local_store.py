@@ -303,7 +303,7 @@ class DurableStore:
 
     def instrument(self, metrics: PurgatoryMetrics) -> None:
         """Report fsync latency and group size to ``metrics`` (the journal's fsync hook)."""
-        self._wal.on_fsync = metrics.on_fsync
+        self._wal.add_fsync_listener(metrics.on_fsync)
 
     async def close(self) -> None:
         await self.journal.close()

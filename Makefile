@@ -8,6 +8,7 @@ EXTRAS := dev,server,client,observability
 EXTRAS := $(EXTRAS),cluster
 
 .PHONY: help install serve test lint typecheck unit stubs check-stubs bench clean system-deps
+.PHONY: sync-client check-sync-client
 .PHONY: node-deps buf-lint buf-breaking node-build node-test clean-node
 .PHONY: cluster
 
@@ -18,11 +19,14 @@ APT_PACKAGES :=
 APT_PACKAGES += chromium
 # promtool checks the Prometheus exposition (tests/observability/test_scrape.py).
 APT_PACKAGES += prometheus
+# bench/service_bench.py's Redis baselines (run by tests/test_bench_smoke.py).
+APT_PACKAGES += redis-server
 
 help:
 	@echo "make serve   - run the gRPC server on 127.0.0.1:50051 (the 'default' purgatory)"
 	@echo "make test    - lint, type-check, stub check and the full test suite"
 	@echo "make stubs   - regenerate gRPC stubs from proto/"
+	@echo "make sync-client - regenerate the blocking Python client from the asyncio one"
 	@echo "make bench   - run the benchmarks (slow; not part of make test)"
 	@echo "make cluster - 3 nats-server nodes + 2 purgatory servers sharing replicated 'orders'"
 	@echo "make pipeline - Spark ingest + report over make serve's data directory"
@@ -67,6 +71,14 @@ stubs: $(STAMP)
 check-stubs: $(STAMP)
 	$(BIN)/python proto/generate.py --check
 
+# Most of the blocking Python client is generated from the asyncio one (the modules named
+# in client/generate_sync.py); `make test` fails when a generated module has drifted.
+sync-client: $(STAMP)
+	$(BIN)/python client/generate_sync.py
+
+check-sync-client: $(STAMP)
+	$(BIN)/python client/generate_sync.py --check
+
 unit: $(ENGINE_STAMP)
 	$(BIN)/python -m pytest
 
@@ -95,7 +107,7 @@ system-deps:
 	  else echo "not root: missing Debian packages:$$missing (tests needing them are skipped)"; fi; \
 	fi
 
-test: system-deps lint typecheck check-stubs buf-lint buf-breaking unit unit-pure node-test
+test: system-deps lint typecheck check-stubs check-sync-client buf-lint buf-breaking unit unit-pure node-test
 
 # A replicated deployment on loopback (docs/scale-out.md §12): three nats-server nodes
 # (JetStream, R3) and two purgatory servers on 127.0.0.1:50051-50052 sharing the replicated

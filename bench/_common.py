@@ -1,23 +1,71 @@
-"""Helpers shared by the benchmarks: tables, percentiles, JSON results, run context.
+"""Helpers shared by the benchmarks: tables, percentiles, JSON results, run context, and
+the purgatory server process every service benchmark measures.
 
-Why a module: both benchmarks report the same way (a markdown table on stdout, the raw
-numbers as JSON), and both record the machine's state next to the numbers, because on a
+Why a module: the benchmarks report the same way (a markdown table on stdout, the raw
+numbers as JSON), and all record the machine's state next to the numbers, because on a
 shared 2-core machine a number without the load average it was measured under is not
 worth much.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import platform
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from harness import PURGATORY_SERVER, ServerProcess
+
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
+# A gRPC channel option: this channel gets its own connection instead of sharing one
+# subchannel with every other channel to the same target in this process.
+OWN_CONNECTION = [("grpc.use_local_subchannel_pool", 1)]
+
+
+def first_module(*names: str) -> Any:
+    """The first of ``names`` that imports, else None: a module another source tree (a
+    ``--compare-src`` one, before or after a move) keeps under another name."""
+    for name in names:
+        try:
+            return importlib.import_module(name)
+        except ImportError:
+            continue
+    return None
+
+
+def tree_pythonpath(src: str) -> str:
+    """``PYTHONPATH`` that runs the server (and engine) of source tree ``src`` instead of
+    this one: ``--compare-src`` (e.g. ``git archive <commit> | tar -x -C DIR``)."""
+    src = os.path.abspath(src)
+    return f"{src}/server{os.pathsep}{src}/proto"
+
+
+def bench_server(
+    root: Path,
+    label: str,
+    *args: str,
+    data_dir: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    command: Sequence[str] = PURGATORY_SERVER,
+    start_timeout_s: float = 30.0,
+) -> ServerProcess:
+    """A purgatory server process (not started) as the benchmarks run it: warnings only
+    in its log, ``data_dir`` (default: its own empty one, never a developer's ./data)."""
+    data = data_dir if data_dir is not None else root / f"{label}-data"
+    own = ["--log-level", "WARNING", "--data-dir", str(data)]
+    return ServerProcess(
+        root,
+        [*own, *args],
+        label=label,
+        env=env,
+        command=command,
+        start_timeout_s=start_timeout_s,
+    )
 
 
 def percentile(sorted_values: Sequence[float], q: float) -> float:

@@ -27,6 +27,7 @@ tree. This is a benchmark helper; the server never imports it.
 
 from __future__ import annotations
 
+import argparse
 import atexit
 import json
 import sys
@@ -101,29 +102,53 @@ def _patch_drain(cls: Any) -> None:
 
 def install() -> None:
     from purgatory_server._engine import delay_queue
-    from purgatory_server._service import inbox, operation
+
+    from bench._common import first_module
 
     _patch_poll(delay_queue.DelayQueue)
-    _patch_run(operation.RemoteOperation)
-    expiry = getattr(operation, "_Expiry", None)
-    if expiry is not None:
-        _patch_run(expiry)
-    _patch_drain(inbox.Inbox)
+    # This tree's layout first, then the flat _service/ of trees before the split.
+    operation = first_module(
+        "purgatory_server._service.core.operation", "purgatory_server._service.operation"
+    )
+    if operation is not None:
+        _patch_run(operation.RemoteOperation)
+        expiry = getattr(operation, "_Expiry", None)
+        if expiry is not None:
+            _patch_run(expiry)
+    inbox = first_module(
+        "purgatory_server._service.outcomes.inbox", "purgatory_server._service.inbox"
+    )
+    if inbox is not None:
+        _patch_drain(inbox.Inbox)
+
+
+def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
+    """This wrapper's options, and the server's arguments (everything after ``--``)."""
+    split = argv.index("--") if "--" in argv else len(argv)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench._lateness_server",
+        description=__doc__.splitlines()[0],
+        epilog="Arguments after -- go to the server (python -m purgatory_server --help).",
+    )
+    parser.add_argument("--trace", help="write the stage records here (JSON) at exit")
+    parser.add_argument(
+        "--switch-interval-ms",
+        type=float,
+        help="force sys.setswitchinterval to MS for this run (the server cannot change it)",
+    )
+    return parser.parse_args(argv[:split]), argv[split + 1 :]
 
 
 def main() -> int:
-    argv = sys.argv[1:]
-    split = argv.index("--") if "--" in argv else len(argv)
-    own, server_args = argv[:split], argv[split + 1 :]
-    trace = own[own.index("--trace") + 1] if "--trace" in own else None
-    if "--switch-interval-ms" in own:
-        ms = float(own[own.index("--switch-interval-ms") + 1])
-        sys.setswitchinterval(ms / 1000.0)
+    own, server_args = parse_args(sys.argv[1:])
+    if own.switch_interval_ms is not None:
+        sys.setswitchinterval(own.switch_interval_ms / 1000.0)
         # Forced for this run: a server that sets its own interval at start-up is
         # overridden (so "the same tree at 5 ms" is measurable next to its default).
         sys.setswitchinterval = lambda _s: None  # type: ignore[assignment]
-    if trace is not None:
+    if own.trace is not None:
         install()
+        trace = own.trace
 
         def dump() -> None:
             with open(trace, "w") as fh:

@@ -23,9 +23,9 @@ from typing import Any
 
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from purgatory_proto.v1 import purgatory_pb2 as pb
-from purgatory_server._service.config import Limits, PurgatorySettings
-from purgatory_server._service.registry import PurgatoryRegistry
-from purgatory_server._service.servicer import PurgatoryServicer
+from purgatory_server._service.api.servicer import PurgatoryServicer
+from purgatory_server._service.config.server_config import Limits, PurgatorySettings
+from purgatory_server._service.core.registry import PurgatoryRegistry
 from purgatory_server._service.telemetry.setup import Telemetry
 
 SERVICE = pb.DESCRIPTOR.services_by_name["PurgatoryService"]

@@ -6,10 +6,12 @@ native code (``--native``). A sample belongs to the category of the frame *neare
 leaf* that any rule below recognises: the leaf is where the CPU was, and walking outwards
 skips frames that say nothing (libc, the interpreter's own C functions) until one that
 does. So protobuf's C decoder called from the servicer counts as protobuf, and a list
-comprehension in ``convert.py`` as conversion, not as the servicer that called it.
+comprehension in ``wire/convert.py`` as conversion, not as the servicer that called it.
 
 Rules are path fragments (``--full-filenames``) and native function or library names;
-the first rule that matches a frame wins, so more specific rules come first.
+the first rule that matches a frame wins, so more specific rules come first. The paths
+are this tree's layout (``_service/<package>/<module>.py``): a module that moves must move
+here too, or its samples fall to the catch-all of its package.
 """
 
 from __future__ import annotations
@@ -42,32 +44,27 @@ _TRANSPORT: list[Rule] = [
     ("epoll", "event loop (asyncio)"),
 ]
 
+_BOOKKEEPING = "purgatory bookkeeping (register/signal/publish)"
 SERVER_RULES: list[Rule] = [
     *_COMMON,
     ("/_engine/", "engine (timer, watch lists)"),
-    ("/_service/conditions.py", "conditions"),
-    ("/_service/operation.py", "operation (try_complete, on_complete)"),
-    ("/_service/events.py", "outcome/event building"),
-    ("/_service/waiters.py", "long-poll waiters"),
-    ("/_service/subscriptions.py", "subscriptions"),
-    ("/_service/convert.py", "request/response conversion"),
-    ("/_service/session_messages.py", "request/response conversion"),
-    ("/_service/limits.py", "validation"),
-    ("/_service/errors.py", "validation"),
-    ("/_service/durable.py", "journal"),
-    ("/_service/journal_codec.py", "journal"),
+    ("/_service/core/conditions.py", "conditions"),
+    ("/_service/core/operation.py", "operation (try_complete, on_complete)"),
+    ("/_service/outcomes/event_log.py", "outcome/event building"),
+    ("/_service/outcomes/subscriptions.py", "subscriptions"),
+    ("/_service/outcomes/stream_queue.py", "subscriptions"),
+    ("/_service/wire/validation.py", "validation"),
+    ("/_service/wire/field_rules.py", "validation"),
+    ("/_service/core/errors.py", "validation"),
+    ("/_service/wire/", "request/response conversion"),
+    ("/_service/api/session_messages.py", "request/response conversion"),
+    ("/_service/durable/", "journal"),
     ("/_journal/", "journal"),
     ("/_service/telemetry/", "telemetry"),
-    ("/_service/purgatory.py", "purgatory bookkeeping (register/signal/publish)"),
-    ("/_service/named_purgatory.py", "purgatory bookkeeping (register/signal/publish)"),
-    ("/_service/operation_table.py", "purgatory bookkeeping (register/signal/publish)"),
-    ("/_service/feed.py", "purgatory bookkeeping (register/signal/publish)"),
-    ("/_service/validation.py", "validation"),
-    ("/_service/session.py", "session (frames, acknowledgements)"),
-    ("/_service/values.py", "purgatory bookkeeping (register/signal/publish)"),
-    ("/_service/budget.py", "purgatory bookkeeping (register/signal/publish)"),
-    ("/_service/inbox.py", "purgatory bookkeeping (register/signal/publish)"),
-    ("/_service/registry.py", "purgatory bookkeeping (register/signal/publish)"),
+    ("/_service/api/rpc_telemetry.py", "telemetry"),
+    ("/_service/api/session_rpc.py", "session (frames, acknowledgements)"),
+    ("/_service/core/", _BOOKKEEPING),
+    ("/_service/outcomes/", _BOOKKEEPING),
     ("/_service/", "servicer/edge (handlers, auth, session)"),
     *_TRANSPORT,
     ("threading.py", "threads (locks, queues)"),
@@ -87,6 +84,7 @@ ENGINE_RULES: list[Rule] = [
     ("/_engine/executor.py", "executor hand-off"),
     ("/_engine/", "engine, other"),
     ("purgatory_perf.py", "harness (generator, completer, monitor)"),
+    ("_perf_workload.py", "harness (generator, completer, monitor)"),
     ("random.py", "harness (generator, completer, monitor)"),
     ("heapq", "harness (generator, completer, monitor)"),
     ("threading.py", "threads (locks, queues, sleeps)"),
@@ -100,15 +98,16 @@ RECOVERY_RULES: list[Rule] = [
     ("/_journal/state.py", "journal: replay into state"),
     ("/_journal/recovery.py", "journal: replay into state"),
     ("/_journal/", "journal, other"),
-    ("/_service/journal_codec.py", "decode pending operations"),
-    ("/_service/convert.py", "decode pending operations"),
-    ("/_service/conditions.py", "operation objects (progress)"),
-    ("/_service/operation.py", "operation objects (progress)"),
+    ("/_service/durable/codec.py", "decode pending operations"),
+    ("/_service/wire/convert.py", "decode pending operations"),
+    ("/_service/core/conditions.py", "operation objects (progress)"),
+    ("/_service/core/operation.py", "operation objects (progress)"),
     ("/_engine/", "engine: watch and arm"),
-    ("/_service/durable.py", "service restore loop"),
-    ("/_service/purgatory.py", "service restore loop"),
-    ("/_service/values.py", "service restore loop"),
-    ("/_service/budget.py", "service restore loop"),
+    ("/_service/durable/", "service restore loop"),
+    ("/_service/core/named_purgatory.py", "service restore loop"),
+    ("/_service/core/operation_table.py", "service restore loop"),
+    ("/_service/core/latest_values.py", "service restore loop"),
+    ("/_service/core/budget.py", "service restore loop"),
     ("importlib", "start-up (imports)"),
     ("<frozen", "start-up (imports)"),
     *_TRANSPORT,

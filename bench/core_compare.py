@@ -35,10 +35,10 @@ CHILD = r"""
 import asyncio, json, sys, tempfile, time
 from dataclasses import replace
 from purgatory_proto.v1 import purgatory_pb2 as pb
-from purgatory_server._service.config import Limits, PurgatorySettings, ServerConfig
-from purgatory_server._service.durable import durable_factory
-from purgatory_server._service.registry import PurgatoryRegistry
-from purgatory_server._service.servicer import PurgatoryServicer
+from purgatory_server._service.config.server_config import Limits, PurgatorySettings, ServerConfig
+from purgatory_server._service.durable.local_store import durable_factory
+from purgatory_server._service.core.registry import PurgatoryRegistry
+from purgatory_server._service.api.servicer import PurgatoryServicer
 
 PAIRS, REPEATS = int(sys.argv[1]), int(sys.argv[2])
 
@@ -76,7 +76,7 @@ async def pairs(servicer, name, n, batch, tag):
 async def session_pairs(registry, name, n, batch, tag):
     # The stream form: frames of `batch` watches then their signals on one Session,
     # frames decoded from bytes and responses encoded as the transport would.
-    from purgatory_server._service.session import SessionStream
+    from purgatory_server._service.api.session_rpc import SessionStream
     loop = asyncio.get_running_loop()
     inbox, state = asyncio.Queue(), {"outcomes": 0, "acked": 0, "done": None}
     rounds = []

@@ -27,15 +27,16 @@ import asyncio
 import collections
 import os
 import statistics
+import tempfile
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 from purgatory_client import AsyncPurgatoryClient, PurgatoryClient
 
-from bench._common import markdown_table, run_context, write_json
-from bench.service_bench import free_port, process, purgatory_cmd, wait_ready
+from bench._common import bench_server, markdown_table, run_context, write_json
 
 ASYNC_RPC = "async, one RPC per signal"
 ASYNC_DISPATCH = "async dispatcher"
@@ -137,12 +138,13 @@ async def measure(name: str, target: str, a: argparse.Namespace) -> float:
 
 
 async def main_async(a: argparse.Namespace) -> dict[str, Any]:
-    port = free_port()
-    target = f"127.0.0.1:{port}"
     names = [ASYNC_RPC, ASYNC_DISPATCH, SYNC_RPC, SYNC_DISPATCH]
     rates: dict[str, list[float]] = {n: [] for n in names}
-    with process(purgatory_cmd(port)):
-        await wait_ready(target)
+    with (
+        tempfile.TemporaryDirectory(prefix="dispatcher-bench-") as tmp,
+        bench_server(Path(tmp), "purgatory") as server,
+    ):
+        target = server.address
         for r in range(a.rounds):
             for name in names:
                 rates[name].append(await measure(name, target, a))

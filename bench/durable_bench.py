@@ -27,9 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -41,12 +39,14 @@ from purgatory_proto.v1 import purgatory_pb2 as pb
 from purgatory_proto.v1 import purgatory_pb2_grpc as pb_grpc
 from purgatory_proto.v1.journal_pb2 import JournalRecord
 from purgatory_server._journal import FsyncPolicy, Journal, JournalConfig
-from purgatory_server._service.catalog import journal_dir, write_settings
-from purgatory_server._service.conditions import ConditionSpec
-from purgatory_server._service.config import PurgatorySettings
-from purgatory_server._service.journal_codec import condition_to_proto
+from purgatory_server._service.config.server_config import PurgatorySettings
+from purgatory_server._service.core.conditions import ConditionSpec
+from purgatory_server._service.durable.catalog import journal_dir, write_settings
+from purgatory_server._service.durable.codec import condition_to_proto
 
-from bench._common import markdown_table, run_context, write_json
+from bench._common import bench_server, markdown_table, run_context, write_json
+from bench._pairs import pairs_per_second
+from harness import ServerProcess
 
 NAME = "bench"
 MODES = {
@@ -56,97 +56,18 @@ MODES = {
 }
 
 
-class Server:
-    """A server subprocess; ``ready_s`` is spawn -> port file (serving)."""
-
-    def __init__(self, data_dir: Path, extra: list[str]) -> None:
-        self.port_file = data_dir.parent / f"port-{os.getpid()}-{time.monotonic_ns()}"
-        args = [
-            sys.executable,
-            "-m",
-            "purgatory_server",
-            "--listen",
-            "127.0.0.1:0",
-            "--data-dir",
-            str(data_dir),
-            "--port-file",
-            str(self.port_file),
-            "--log-level",
-            "WARNING",
-            *extra,
-        ]
-        started = time.perf_counter()
-        self.proc = subprocess.Popen(
-            args, env=dict(os.environ, PURGATORY_DEFAULTS_MAX_PENDING="2000000")
-        )
-        deadline = started + 600
-        while not self.port_file.exists():
-            if self.proc.poll() is not None or time.perf_counter() > deadline:
-                self.proc.kill()
-                raise RuntimeError("server did not start")
-            time.sleep(0.005)
-        self.ready_s = time.perf_counter() - started
-        self.port = int(self.port_file.read_text())
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(60)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(10)
-        self.port_file.unlink(missing_ok=True)
-
-
-async def _pairs(port: int, workers: int, duration: float, batch: int) -> float:
-    channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
-    stub = pb_grpc.PurgatoryServiceStub(channel)  # type: ignore[no-untyped-call]
-    done = 0
-    stop_at = 0.0
-
-    async def worker(w: int) -> None:
-        nonlocal done
-        i = 0
-        while time.perf_counter() < stop_at:
-            if batch > 1:
-                keys = [f"w{w}-{i}-{j}" for j in range(batch)]
-                i += 1
-                await stub.BatchTryCompleteElseWatch(
-                    pb.BatchTryCompleteElseWatchRequest(
-                        purgatory=NAME,
-                        operations=[pb.OperationSpec(keys=[k], timeout_ms=60_000) for k in keys],
-                    )
-                )
-                answer = await stub.BatchCheckAndComplete(
-                    pb.BatchCheckAndCompleteRequest(
-                        purgatory=NAME,
-                        signals=[pb.KeySignal(key=k, signal=pb.Signal(amount=1)) for k in keys],
-                    )
-                )
-                assert answer.completed == batch
-                done += batch
-                continue
-            key = f"w{w}-{i}"
-            i += 1
-            await stub.TryCompleteElseWatch(
-                pb.TryCompleteElseWatchRequest(purgatory=NAME, keys=[key], timeout_ms=60_000)
-            )
-            response = await stub.CheckAndComplete(
-                pb.CheckAndCompleteRequest(purgatory=NAME, key=key, signal=pb.Signal(amount=1))
-            )
-            assert response.completed == 1
-            done += 1
-
-    try:
-        stop_at = time.perf_counter() + 0.5  # warm-up
-        await asyncio.gather(*(worker(w) for w in range(workers)))
-        done = 0
-        started = time.perf_counter()
-        stop_at = started + duration
-        await asyncio.gather(*(worker(w + workers) for w in range(workers)))
-        return done / (time.perf_counter() - started)
-    finally:
-        await channel.close()
+def start_server(root: Path, label: str, extra: list[str]) -> ServerProcess:
+    """A server on ``root/<label>`` serving (``ready_s``: spawn -> port file, i.e. serving)."""
+    server = bench_server(
+        root,
+        label,
+        *extra,
+        data_dir=root / label,
+        env={"PURGATORY_DEFAULTS_MAX_PENDING": "2000000"},
+        start_timeout_s=600,  # recovering a million operations
+    )
+    server.start().wait_port()
+    return server
 
 
 def throughput(args: argparse.Namespace, root: Path) -> dict[str, list[float]]:
@@ -158,11 +79,20 @@ def throughput(args: argparse.Namespace, root: Path) -> dict[str, list[float]]:
         for form, batch in forms.items():
             for mode, extra in MODES.items():
                 run += 1
-                server = Server(root / f"tp-{run}", ["--purgatory", NAME, *extra])
+                server = start_server(root, f"tp-{run}", ["--purgatory", NAME, *extra])
                 try:
-                    rate = asyncio.run(_pairs(server.port, args.workers, args.duration, batch))
+                    rate = asyncio.run(
+                        pairs_per_second(
+                            server.address,
+                            NAME,
+                            args.workers,
+                            args.duration,
+                            batch=batch,
+                            warmup=args.warmup,
+                        )
+                    )
                 finally:
-                    server.stop()
+                    server.stop(60)
                 results[f"{mode}, {form}"].append(rate)
                 print(f"round {r + 1}: {mode}, {form}: {rate:,.0f} pairs/s", file=sys.stderr)
     return results
@@ -207,20 +137,19 @@ async def _pending(port: int) -> int:
 
 def recovery(sizes: list[int], root: Path) -> list[dict[str, Any]]:
     rows = []
-    empty = root / "empty"
-    baseline = Server(empty, [])
-    baseline.stop()
+    baseline = start_server(root, "empty", [])
+    baseline.stop(60)
     for n in sizes:
         data_dir = root / f"rec-{n}"
         started = time.perf_counter()
         write_pending(data_dir, n)
         written = time.perf_counter() - started
         size = sum(p.stat().st_size for p in journal_dir(data_dir, NAME).iterdir())
-        server = Server(data_dir, [])
+        server = start_server(root, f"rec-{n}", [])
         try:
             pending = asyncio.run(_pending(server.port))
         finally:
-            server.stop()
+            server.stop(60)
         assert pending == n, (pending, n)
         rows.append(
             {
@@ -238,7 +167,8 @@ def recovery(sizes: list[int], root: Path) -> list[dict[str, Any]]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--duration", type=float, default=3.0)
+    parser.add_argument("--duration", type=float, default=3.0, help="seconds per measurement")
+    parser.add_argument("--warmup", type=float, default=0.5, help="seconds before each")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--workers", type=int, default=64)
     parser.add_argument("--batch", type=int, default=100)

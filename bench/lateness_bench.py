@@ -1,4 +1,4 @@
-"""End-to-end expiry lateness of long-polls, measured at the client, stage by stage (issue 15).
+"""End-to-end expiry lateness of long-polls, measured at the client, stage by stage.
 
 ``--in-flight`` (20) long-polls ``TryCompleteElseWatch(wait=true, timeout_ms=--timeout-ms)``
 (100 ms) on fresh keys nobody signals are kept in flight against a real server process,
@@ -49,11 +49,9 @@ import contextlib
 import json
 import math
 import os
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,23 +60,46 @@ import grpc
 from purgatory_proto.v1 import purgatory_pb2 as pb
 from purgatory_proto.v1 import purgatory_pb2_grpc as pb_grpc
 
-from bench._common import markdown_table, percentile, run_context, write_json
+from bench._common import (
+    OWN_CONNECTION,
+    bench_server,
+    markdown_table,
+    percentile,
+    run_context,
+    tree_pythonpath,
+    write_json,
+)
+from bench.service_bare import bare_server
+from harness import ServerProcess, serving
 
 TARGET_IDLE_MS = 5.0
 TARGET_LOADED_MS = 10.0
 STAGES = ("arm", "reaper", "task", "loop")
-OWN_CONNECTION = [("grpc.use_local_subchannel_pool", 1)]
 
 
 @dataclass
 class Server:
+    """A server under test: its process, and where it writes its stage records ("": the
+    bare server, which records none)."""
+
     label: str
-    env: dict[str, str]
-    extra: list[str]
-    trace: str
-    bare: bool = False
-    port: int = 0
-    proc: subprocess.Popen[bytes] | None = None
+    process: ServerProcess
+    trace: str = ""
+
+    @property
+    def bare(self) -> bool:
+        return not self.trace
+
+    @property
+    def port(self) -> int:
+        return self.process.port
+
+
+def traced(root: Path, label: str, slug: str, extra: list[str], env: dict[str, str]) -> Server:
+    """A purgatory server under ``bench._lateness_server`` (stage records to a file)."""
+    trace = str(root / f"{slug}.json")
+    command = [sys.executable, "-m", "bench._lateness_server", "--trace", trace, *extra, "--"]
+    return Server(label, bench_server(root, slug, env=env, command=command), trace)
 
 
 @dataclass
@@ -91,46 +112,6 @@ class Phase:
     rtt_ms: list[float] = field(default_factory=list)
     not_expired: int = 0
     load_pairs_s: float = float("nan")
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@contextlib.contextmanager
-def running(servers: list[Server]) -> Iterator[None]:
-    try:
-        for s in servers:
-            s.port = free_port()
-            if s.bare:
-                cmd = [sys.executable, "-m", "bench.service_bare", "--port", str(s.port)]
-                cmd += ["--expire"]
-            else:
-                cmd = [sys.executable, "-m", "bench._lateness_server", "--trace", s.trace]
-                cmd += [*s.extra, "--", "--listen", f"127.0.0.1:{s.port}"]
-                cmd += ["--log-level", "WARNING"]
-            s.proc = subprocess.Popen(cmd, env=s.env, stdout=subprocess.DEVNULL)
-        yield
-    finally:
-        for s in servers:
-            if s.proc is not None:
-                s.proc.terminate()
-        for s in servers:
-            if s.proc is not None:
-                try:
-                    s.proc.wait(30)
-                except subprocess.TimeoutExpired:
-                    s.proc.kill()
-                    s.proc.wait(5)
-
-
-async def wait_ready(port: int) -> None:
-    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-        await asyncio.wait_for(channel.channel_ready(), 60)
 
 
 async def long_polls(port: int, phase: Phase, a: argparse.Namespace) -> None:
@@ -193,8 +174,6 @@ async def run_phase(server: Server, loaded: bool, a: argparse.Namespace) -> Phas
 
 
 async def main_async(servers: list[Server], a: argparse.Namespace) -> list[Phase]:
-    for s in servers:
-        await wait_ready(s.port)
     phases: list[Phase] = []
     loads = [False] if a.no_load else [False, True]
     for r in range(a.rounds):
@@ -290,10 +269,25 @@ def summarise(servers: list[Server], phases: list[Phase], a: argparse.Namespace)
     return result
 
 
+def subjects(root: Path, a: argparse.Namespace) -> list[Server]:
+    """This tree; at other switch intervals; another source tree; the bare server."""
+    servers = [traced(root, "this tree", "this", [], {})]
+    for i, ms in enumerate(a.switch_interval_ms):
+        extra = ["--switch-interval-ms", str(ms)]
+        servers.append(traced(root, f"this tree, switch {ms:g} ms", f"sw{i}", extra, {}))
+    if a.compare_src:
+        env = {"PYTHONPATH": tree_pythonpath(a.compare_src)}
+        servers.append(traced(root, a.compare_label, "compare", [], env))
+    if a.bare:
+        bare = bare_server(root, "bare", expire=True)
+        servers.append(Server("bare grpc.aio, asyncio timer", bare))
+    return servers
+
+
 def load_main(target: str, seconds: float) -> None:
     """The load process: the batch benchmark's shape for ``seconds``; prints its pairs/s."""
     from bench._service_report import Run
-    from bench.service_bench import grpc_batched
+    from bench._service_unary import grpc_batched
 
     ns = argparse.Namespace(
         channels=2, batch_size=100, batch_workers=4, duration=seconds, warmup=0.0
@@ -343,21 +337,12 @@ def main() -> None:
         return
     context = run_context()
     print(f"lateness bench: {os.cpu_count()} CPUs, load {os.getloadavg()}")
-    tmp = tempfile.mkdtemp(prefix="lateness-")
-    here = dict(os.environ)
-    servers = [Server("this tree", here, [], f"{tmp}/this.json")]
-    for i, ms in enumerate(a.switch_interval_ms):
-        extra = ["--switch-interval-ms", str(ms)]
-        servers.append(Server(f"this tree, switch {ms:g} ms", here, extra, f"{tmp}/sw{i}.json"))
-    if a.compare_src:
-        src = os.path.abspath(a.compare_src)
-        env = {**os.environ, "PYTHONPATH": f"{src}/server{os.pathsep}{src}/proto"}
-        servers.append(Server(a.compare_label, env, [], f"{tmp}/compare.json"))
-    if a.bare:
-        servers.append(Server("bare grpc.aio, asyncio timer", here, [], "", bare=True))
-    with running(servers):
-        phases = asyncio.run(main_async(servers, a))
-    result = summarise(servers, phases, a)
+    with tempfile.TemporaryDirectory(prefix="lateness-") as tmp:
+        servers = subjects(Path(tmp), a)
+        with serving(*(s.process for s in servers)):
+            phases = asyncio.run(main_async(servers, a))
+        # The trace files are written as the servers exit: read them before they go.
+        result = summarise(servers, phases, a)
     payload = {"context": context, "args": vars(a), "results": result}
     print(f"\nraw numbers: {write_json('lateness_bench', payload, a.json)}")
 

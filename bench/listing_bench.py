@@ -2,7 +2,7 @@
 
 1. **Index upkeep**: the same seeded register-then-cancel cycle on a NamedPurgatory that
    was never listed (no index: the default until the first ListOperations) and on one
-   listed once before the loop (its :class:`~purgatory_server._service.sorted_ids.
+   listed once before the loop (its :class:`~purgatory_server._service.core.sorted_ids.
    SortedIds` index is then kept up to date), interleaved round by round in one process
    (MockTime, reaper off, GC off in the timed loops). Ids are sequential or random.
 2. **Page cost vs pending**: one ListOperations page (index walk + filter + protobuf
@@ -23,13 +23,13 @@ import time
 from collections.abc import Callable
 
 from purgatory_server import MockTime
-from purgatory_server._service import listing
-from purgatory_server._service.conditions import ConditionSpec
-from purgatory_server._service.config import Limits, PurgatorySettings
-from purgatory_server._service.convert import operation_status_with_progress
-from purgatory_server._service.named_purgatory import NamedPurgatory, OperationRequest
-from purgatory_server._service.operation import OperationDefinition
-from purgatory_server._service.states import OperationState
+from purgatory_server._service.config.server_config import Limits, PurgatorySettings
+from purgatory_server._service.core import listing
+from purgatory_server._service.core.conditions import ConditionSpec
+from purgatory_server._service.core.named_purgatory import NamedPurgatory, OperationRequest
+from purgatory_server._service.core.operation import OperationDefinition
+from purgatory_server._service.core.operation_state import OperationState
+from purgatory_server._service.wire.convert import operation_status_with_progress
 
 from bench._common import markdown_table
 

@@ -26,6 +26,7 @@ import json
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -34,8 +35,7 @@ from typing import Any
 
 from purgatory_client import AsyncPurgatoryClient
 
-from bench._common import markdown_table, percentile, run_context, write_json
-from bench.service_bench import free_port, process, purgatory_cmd, wait_ready
+from bench._common import bench_server, markdown_table, percentile, run_context, write_json
 
 NODE_SCRIPT = Path(__file__).resolve().parent / "node_longpoll.js"
 
@@ -103,11 +103,12 @@ def main() -> int:
     parser.add_argument("--json", help="write the raw numbers here")
     a = parser.parse_args()
     context = run_context()
-    port = free_port()
-    target = f"127.0.0.1:{port}"
     results: dict[str, list[Any]] = {"python": [], "node": []}
-    with process(purgatory_cmd(port)):
-        asyncio.run(wait_ready(target))
+    with (
+        tempfile.TemporaryDirectory(prefix="node-client-bench-") as tmp,
+        bench_server(Path(tmp), "purgatory") as server,
+    ):
+        target = server.address
         for r in range(a.rounds):
             order = ["python", "node"] if r % 2 == 0 else ["node", "python"]
             for who in order:

@@ -31,43 +31,31 @@ import contextlib
 import os
 import statistics
 import sys
+import tempfile
 import threading
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
-from bench._common import markdown_table, run_context, write_json
+from bench._common import bench_server, markdown_table, run_context, write_json
 from bench._observability_inprocess import inprocess
-from bench.service_bench import (
-    free_port,
-    grpc_batched,
-    grpc_unbatched,
-    process,
-    purgatory_cmd,
-    wait_ready,
-)
+from bench._service_unary import grpc_batched, grpc_unbatched
+from harness import ServerProcess, serving
 
 MODES = ("off", "metrics", "metrics + tracing")
-TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU the process has used (its threads included)."""
-    with open(f"/proc/{pid}/stat") as fh:
-        fields = fh.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
-
-
 FORMS = ("unbatched", "batch form")
 
 
-def mode_cmd(mode: str, port: int, metrics_port: int) -> list[str]:
-    cmd = purgatory_cmd(port)
+def mode_server(root: Path, mode: str) -> ServerProcess:
+    """The server of ``mode``; the metrics endpoint on a port of its choosing, which it
+    logs at INFO (a start-up line; nothing per request is logged at INFO)."""
+    args = []
     if mode != "off":
-        cmd += ["--metrics-listen", f"127.0.0.1:{metrics_port}"]
+        args += ["--metrics-listen", "127.0.0.1:0", "--log-level", "INFO"]
     if mode == "metrics + tracing":
-        cmd += ["--tracing"]
-    return cmd
+        args += ["--tracing"]
+    return bench_server(root, mode.replace(" + ", "-"), *args)
 
 
 @contextlib.contextmanager
@@ -92,35 +80,31 @@ def scraper(urls: list[str], interval: float) -> Iterator[dict[str, int]]:
         thread.join(15)
 
 
-async def main_async(a: argparse.Namespace) -> dict[str, Any]:
+async def main_async(a: argparse.Namespace, root: Path) -> dict[str, Any]:
     rates: dict[tuple[str, str], list[float]] = {(m, f): [] for m in MODES for f in FORMS}
     # Server CPU per pair: robust to the shared machine's load, unlike pairs/s.
     cpu: dict[tuple[str, str], list[float]] = {(m, f): [] for m in MODES for f in FORMS}
+    servers = {mode: mode_server(root, mode) for mode in MODES}
     with contextlib.ExitStack() as stack:
-        targets: dict[str, str] = {}
-        pids: dict[str, int] = {}
-        urls = []
-        for mode in MODES:
-            port, metrics_port = free_port(), free_port()
-            pids[mode] = stack.enter_context(process(mode_cmd(mode, port, metrics_port))).pid
-            targets[mode] = f"127.0.0.1:{port}"
-            if mode != "off":
-                urls.append(f"http://127.0.0.1:{metrics_port}/metrics")
-        for target in targets.values():
-            await wait_ready(target)
+        stack.enter_context(serving(*servers.values()))
+        urls = [
+            servers[mode].wait_log(r"metrics: (http://\S+/metrics)")[1]
+            for mode in MODES
+            if mode != "off"
+        ]
         scrapes = stack.enter_context(scraper(urls, a.scrape_interval))
         for r in range(a.rounds):
             # Rotate the order each round: no mode always runs first (or last) in a round.
             for mode in MODES[r % len(MODES) :] + MODES[: r % len(MODES)]:
-                target, pid = targets[mode], pids[mode]
+                server = servers[mode]
                 for form in FORMS:
-                    before = cpu_seconds(pid)
+                    before = server.cpu_seconds()
                     if form == "unbatched":
-                        run = await grpc_unbatched(mode, target, a.concurrency, a)
+                        run = await grpc_unbatched(mode, server.address, a.concurrency, a)
                     else:
-                        run = await grpc_batched(mode, target, a)
+                        run = await grpc_batched(mode, server.address, a)
                     # The warm-up's pairs are not counted; its CPU is, in proportion.
-                    used = (cpu_seconds(pid) - before) * a.duration / (a.duration + a.warmup)
+                    used = (server.cpu_seconds() - before) * a.duration / (a.duration + a.warmup)
                     rates[(mode, form)].append(run.rate)
                     cpu[(mode, form)].append(used / run.pairs * 1e6 if run.pairs else 0.0)
             print(f"round {r + 1}/{a.rounds} done", file=sys.stderr)
@@ -203,7 +187,8 @@ def main() -> None:
     parser.add_argument("--json", help="write raw numbers here (default bench/results/)")
     a = parser.parse_args()
     print(f"observability bench: {os.cpu_count()} CPUs, load {os.getloadavg()}")
-    result = asyncio.run(main_async(a))
+    with tempfile.TemporaryDirectory(prefix="observability-bench-") as tmp:
+        result = asyncio.run(main_async(a, Path(tmp)))
     result["inprocess"] = {
         form: inprocess(a.inprocess_pairs, 1 if form == "unbatched" else a.batch_size, a.repeats)
         for form in FORMS

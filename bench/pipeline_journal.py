@@ -12,8 +12,8 @@ workload gives: a registration, a few signals from replicas, an outcome per oper
 
 from __future__ import annotations
 
+import argparse
 import random
-import sys
 from pathlib import Path
 
 from purgatory_proto.v1 import journal_pb2, purgatory_pb2
@@ -132,8 +132,20 @@ def _flush(directory: Path, base: int, chunks: list[bytes]) -> int:
     return len(data)
 
 
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.pipeline_journal",
+        description="Write a synthetic journal of RECORDS records to OUT_DIR/bench/journal/.",
+    )
+    parser.add_argument("out_dir", type=Path, help="the data directory to write into")
+    parser.add_argument("records", type=int, help="how many journal records to write")
+    args = parser.parse_args()
+    if args.records < 1:
+        parser.error(f"records must be at least 1, got {args.records}")
+    out = args.out_dir / "bench" / "journal"
+    written = write_journal(out, args.records)
+    print(f"wrote {args.records} records, {written / 1e6:.1f} MB, to {out}")
+
+
 if __name__ == "__main__":
-    out = Path(sys.argv[1]) / "bench" / "journal"
-    count = int(sys.argv[2])
-    written = write_journal(out, count)
-    print(f"wrote {count} records, {written / 1e6:.1f} MB, to {out}")
+    main()

@@ -47,7 +47,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from bench._common import markdown_table, run_context, write_json
+from bench._common import bench_server, markdown_table, run_context, write_json
 from bench._profile_categories import (
     ENGINE_RULES,
     RECOVERY_RULES,
@@ -56,8 +56,7 @@ from bench._profile_categories import (
     classify,
     parse_raw,
 )
-
-CLK_TCK = os.sysconf("SC_CLK_TCK")
+from harness import PURGATORY_SERVER, ServerProcess
 
 
 def py_spy() -> str:
@@ -65,12 +64,6 @@ def py_spy() -> str:
     if not Path(found).exists():
         raise SystemExit("py-spy not found: pip install py-spy (it is in the dev extra)")
     return found
-
-
-def cpu_s(pid: int) -> float:
-    """utime + stime of every thread of ``pid`` so far, in seconds."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
 def spy_cmd(out: Path, rate: int) -> list[str]:
@@ -102,21 +95,24 @@ def table(rows: list[tuple[str, float, float]], unit: str) -> str:
 
 
 # ----------------------------------------------------------------------- the server
-async def _server_form(form: str, target: str, a: argparse.Namespace, pid: int) -> dict[str, Any]:
+async def _server_form(form: str, a: argparse.Namespace, server: ServerProcess) -> dict[str, Any]:
     from bench._service_stream import grpc_stream
-    from bench.service_bench import grpc_batched
+    from bench._service_unary import grpc_batched
+
+    target, pid = server.address, server.pid
 
     drive = {"batch": grpc_batched, "stream": grpc_stream}[form]
     shape = argparse.Namespace(
         duration=a.duration,
-        warmup=1.0,
+        warmup=a.warmup,
         channels=2,
         batch_size=a.batch_size,
         batch_workers=a.batch_workers,
         streams=a.streams,
     )
     # Warm up unobserved, then sample a second run of the same length.
-    await drive(f"{form} warm-up", target, argparse.Namespace(**{**vars(shape), "duration": 1.0}))
+    warm_up = argparse.Namespace(**{**vars(shape), "duration": a.warmup})
+    await drive(f"{form} warm-up", target, warm_up)
     with tempfile.TemporaryDirectory() as tmp:
         raw = Path(tmp) / "spy.txt"
         spy = subprocess.Popen(
@@ -125,9 +121,9 @@ async def _server_form(form: str, target: str, a: argparse.Namespace, pid: int) 
             stderr=subprocess.PIPE,
         )
         time.sleep(1.0)  # py-spy attaches
-        cpu0 = cpu_s(pid)
+        cpu0 = server.cpu_seconds()
         run = await drive(form, target, argparse.Namespace(**{**vars(shape), "warmup": 0.0}))
-        cpu = cpu_s(pid) - cpu0
+        cpu = server.cpu_seconds() - cpu0
         spy.send_signal(signal.SIGINT)
         _, err = spy.communicate(timeout=60)
         if not raw.exists():
@@ -149,24 +145,11 @@ async def _server_form(form: str, target: str, a: argparse.Namespace, pid: int) 
 
 
 def profile_server(a: argparse.Namespace) -> list[dict[str, Any]]:
-    from bench.service_bench import free_port, purgatory_cmd, wait_ready
-
-    port = free_port()
-    proc = subprocess.Popen(purgatory_cmd(port), stdout=subprocess.DEVNULL)
-    try:
-        target = f"127.0.0.1:{port}"
-        asyncio.run(wait_ready(target))
-        return [
-            asyncio.run(_server_form(form, target, a, proc.pid))
-            for form in a.forms.split(",")
-            if form
-        ]
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+    with (
+        tempfile.TemporaryDirectory(prefix="profile-server-") as tmp,
+        bench_server(Path(tmp), "purgatory") as server,
+    ):
+        return [asyncio.run(_server_form(form, a, server)) for form in a.forms.split(",") if form]
 
 
 # ----------------------------------------------------------------------- the engine
@@ -218,40 +201,28 @@ def profile_recovery(a: argparse.Namespace) -> dict[str, Any]:
         data = Path(tmp) / "data"
         write_pending(data, n)
         raw = Path(tmp) / "spy.txt"
-        port_file = Path(tmp) / "port"
-        server = [
-            sys.executable,
-            "-m",
-            "purgatory_server",
-            "--listen",
-            "127.0.0.1:0",
-            "--data-dir",
-            str(data),
-            "--port-file",
-            str(port_file),
-            "--log-level",
-            "WARNING",
-        ]
-        env = dict(os.environ, PURGATORY_DEFAULTS_MAX_PENDING=str(max(2 * n, 1_000_000)))
-        started = time.perf_counter()
-        spy = subprocess.Popen(
-            [*spy_cmd(raw, a.rate), "--", *server],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+        # The server runs as py-spy's child, under the harness (its port file, its log).
+        server = ServerProcess(
+            Path(tmp),
+            ["--data-dir", str(data), "--log-level", "WARNING"],
+            label="recovering",
+            command=[*spy_cmd(raw, a.rate), "--", *PURGATORY_SERVER],
+            env={"PURGATORY_DEFAULTS_MAX_PENDING": str(max(2 * n, 1_000_000))},
+            start_timeout_s=600,
         )
+        server.start()
         try:
-            while not port_file.exists():
-                if spy.poll() is not None:
-                    raise SystemExit(f"the server under py-spy exited ({spy.returncode})")
-                time.sleep(0.01)
-            serving = time.perf_counter() - started
+            server.wait_port()
+            serving = server.ready_s
         finally:
             # Stop the server (py-spy's child); py-spy then writes its output and exits.
-            with contextlib.suppress(ProcessLookupError):
-                for child in Path(f"/proc/{spy.pid}/task/{spy.pid}/children").read_text().split():
+            spy = server.pid
+            with contextlib.suppress(ProcessLookupError, FileNotFoundError):
+                for child in Path(f"/proc/{spy}/task/{spy}/children").read_text().split():
                     os.kill(int(child), signal.SIGTERM)
-            spy.wait(120)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                server.wait(120)
+            server.stop()
         rows, sampled, unknown = breakdown(raw, RECOVERY_RULES, a.rate, n)
     return {
         "pending": n,
@@ -266,6 +237,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--duration", type=float, default=6.0, help="seconds sampled per profile")
     p.add_argument("--rate", type=int, default=200, help="py-spy samples per second")
+    p.add_argument("--warmup", type=float, default=1.0, help="unsampled load before each form")
     p.add_argument("--forms", default="batch,stream", help="server forms to profile")
     p.add_argument("--batch-size", type=int, default=100)
     p.add_argument("--batch-workers", type=int, default=4)

@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -41,12 +40,13 @@ from purgatory_proto.v1 import purgatory_pb2 as pb
 from purgatory_proto.v1 import purgatory_pb2_grpc as pb_grpc
 from purgatory_proto.v1.journal_pb2 import JournalRecord
 from purgatory_server._journal import FsyncPolicy, Journal, JournalConfig
-from purgatory_server._service.catalog import journal_dir, write_settings
-from purgatory_server._service.conditions import ConditionSpec
-from purgatory_server._service.config import PurgatorySettings
-from purgatory_server._service.journal_codec import condition_to_proto
+from purgatory_server._service.config.server_config import PurgatorySettings
+from purgatory_server._service.core.conditions import ConditionSpec
+from purgatory_server._service.durable.catalog import journal_dir, write_settings
+from purgatory_server._service.durable.codec import condition_to_proto
 
-from bench._common import markdown_table, run_context, write_json
+from bench._common import bench_server, markdown_table, run_context, tree_pythonpath, write_json
+from harness import ServerProcess
 
 NAME = "bench"
 PAYLOAD = bytes(range(32))
@@ -85,53 +85,18 @@ def write_journal(data_dir: Path, count: int, keys: int) -> None:
         journal.flush()
 
 
-def cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def rss_bytes(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    raise RuntimeError("no VmRSS")
-
-
-class Server:
-    """A server subprocess from source tree ``src`` (None: this one); ``ready_s``.
-
-    Always given a data directory: the default one is relative to the working directory,
-    where it could find another run's journal.
-    """
-
-    def __init__(self, src: str | None, data_dir: Path, tmp: Path) -> None:
-        self.port_file = tmp / f"port-{time.monotonic_ns()}"
-        args = [sys.executable, "-m", "purgatory_server", "--listen", "127.0.0.1:0"]
-        args += ["--port-file", str(self.port_file), "--log-level", "WARNING"]
-        args += ["--data-dir", str(data_dir)]
-        env = dict(os.environ, PURGATORY_DEFAULTS_MAX_PENDING="4000000")
-        if src is not None:
-            env["PYTHONPATH"] = f"{src}/server{os.pathsep}{src}/proto"
-        started = time.perf_counter()
-        self.proc = subprocess.Popen(args, env=env, cwd=tmp)
-        while not self.port_file.exists():
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited with {self.proc.returncode}")
-            time.sleep(0.005)
-        self.ready_s = time.perf_counter() - started
-        # CPU seconds (all threads) up to serving: unlike the wall time, not inflated by
-        # other processes on a shared machine.
-        self.ready_cpu_s = cpu_s(self.proc.pid)
-        time.sleep(0.05)
-        self.port = int(self.port_file.read_text().split()[0])
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(120)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(10)
+def start_server(
+    src: str | None, label: str, data_dir: Path, tmp: Path
+) -> tuple[ServerProcess, float]:
+    """A server from source tree ``src`` (None: this one) on ``data_dir``, serving, and
+    the CPU seconds (all threads) it used up to then: unlike its ``ready_s`` (spawn ->
+    serving), not inflated by other processes' turns on a shared machine."""
+    env = {"PURGATORY_DEFAULTS_MAX_PENDING": "4000000"}
+    if src is not None:
+        env["PYTHONPATH"] = tree_pythonpath(src)
+    server = bench_server(tmp, label, data_dir=data_dir, env=env, start_timeout_s=1200)
+    server.start().wait_port()
+    return server, server.cpu_seconds()
 
 
 async def _pending(port: int, purgatory: str) -> int:
@@ -165,6 +130,54 @@ async def _register(
         await asyncio.gather(*(worker() for _ in range(4)))
 
 
+def measure(
+    label: str, src: str | None, r: int, *, data: Path, tmp: Path, a: argparse.Namespace
+) -> dict[str, Any]:
+    """One tree's row of one round: an empty server (and the live registrations), then a
+    server recovering ``data``."""
+    name = f"{'this' if src is None else 'compare'}-{r}"
+    empty, empty_cpu_s = start_server(src, f"empty-{name}", tmp / f"empty-{name}", tmp)
+    row: dict[str, Any] = {"tree": label, "round": r + 1, "empty_s": empty.ready_s}
+    try:
+        empty_rss = empty.rss_bytes()
+        if a.live:
+            started = time.perf_counter()
+            live_name = "live" if a.live_durable else "default"
+            asyncio.run(_register(empty.port, a.live, a.keys, purgatory=live_name))
+            row["live_register_s"] = time.perf_counter() - started
+            assert asyncio.run(_pending(empty.port, live_name)) == a.live
+            row["live_bytes_per_op"] = (empty.rss_bytes() - empty_rss) / a.live
+    finally:
+        empty.stop(120)
+    if a.pending:
+        server, serving_cpu_s = start_server(src, f"recovering-{name}", data, tmp)
+        try:
+            assert asyncio.run(_pending(server.port, NAME)) == a.pending
+            rss = server.rss_bytes()
+        finally:
+            server.stop(120)
+        row["serving_s"] = server.ready_s
+        row["recovery_s"] = server.ready_s - empty.ready_s
+        row["serving_cpu_s"] = serving_cpu_s
+        row["recovery_cpu_s"] = serving_cpu_s - empty_cpu_s
+        row["recovered_bytes_per_op"] = (rss - empty_rss) / a.pending
+    return row
+
+
+def print_table(rows: list[dict[str, Any]], a: argparse.Namespace) -> None:
+    headers = ["tree", "round", "empty start (s)"]
+    keys = ["tree", "round", "empty_s"]
+    if a.pending:
+        headers += ["start to serving (s)", "recovery (s)", "recovery CPU (s)"]
+        headers += ["RSS per recovered op (B)"]
+        keys += ["serving_s", "recovery_s", "recovery_cpu_s", "recovered_bytes_per_op"]
+    if a.live:
+        headers += ["register (s)", "RSS per live op (B)"]
+        keys += ["live_register_s", "live_bytes_per_op"]
+    print(f"\npending {a.pending:,}, live {a.live:,}, {a.keys:,} keys, 32-byte payloads\n")
+    print(markdown_table(headers, [[row[k] for k in keys] for row in rows]))
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--pending", type=int, default=1_000_000, help="recovered operations")
@@ -179,7 +192,7 @@ def main() -> None:
     print(f"recovery bench: {os.cpu_count()} CPUs, load {os.getloadavg()}", file=sys.stderr)
     trees: dict[str, str | None] = {"this tree": None}
     if a.compare_src:
-        trees[a.compare_label] = os.path.abspath(a.compare_src)
+        trees[a.compare_label] = a.compare_src
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
@@ -190,42 +203,9 @@ def main() -> None:
             print(f"journal written in {time.perf_counter() - started:.1f} s", file=sys.stderr)
         for r in range(a.rounds):
             for label, src in trees.items():
-                empty = Server(src, tmp / f"empty-{label}-{r}", tmp)
-                empty_rss = rss_bytes(empty.proc.pid)
-                row: dict[str, Any] = {"tree": label, "round": r + 1, "empty_s": empty.ready_s}
-                if a.live:
-                    started = time.perf_counter()
-                    live_name = "live" if a.live_durable else "default"
-                    asyncio.run(_register(empty.port, a.live, a.keys, purgatory=live_name))
-                    row["live_register_s"] = time.perf_counter() - started
-                    assert asyncio.run(_pending(empty.port, live_name)) == a.live
-                    row["live_bytes_per_op"] = (rss_bytes(empty.proc.pid) - empty_rss) / a.live
-                empty.stop()
-                if a.pending:
-                    server = Server(src, data, tmp)
-                    try:
-                        assert asyncio.run(_pending(server.port, NAME)) == a.pending
-                        rss = rss_bytes(server.proc.pid)
-                    finally:
-                        server.stop()
-                    row["serving_s"] = server.ready_s
-                    row["recovery_s"] = server.ready_s - empty.ready_s
-                    row["serving_cpu_s"] = server.ready_cpu_s
-                    row["recovery_cpu_s"] = server.ready_cpu_s - empty.ready_cpu_s
-                    row["recovered_bytes_per_op"] = (rss - empty_rss) / a.pending
-                rows.append(row)
-                print(row, file=sys.stderr)
-    headers = ["tree", "round", "empty start (s)"]
-    keys = ["tree", "round", "empty_s"]
-    if a.pending:
-        headers += ["start to serving (s)", "recovery (s)", "recovery CPU (s)"]
-        headers += ["RSS per recovered op (B)"]
-        keys += ["serving_s", "recovery_s", "recovery_cpu_s", "recovered_bytes_per_op"]
-    if a.live:
-        headers += ["register (s)", "RSS per live op (B)"]
-        keys += ["live_register_s", "live_bytes_per_op"]
-    print(f"\npending {a.pending:,}, live {a.live:,}, {a.keys:,} keys, 32-byte payloads\n")
-    print(markdown_table(headers, [[row[k] for k in keys] for row in rows]))
+                rows.append(measure(label, src, r, data=data, tmp=tmp, a=a))
+                print(rows[-1], file=sys.stderr)
+    print_table(rows, a)
     out = {"context": run_context(), "args": vars(a), "rows": rows}
     print(f"\nraw numbers: {write_json('recovery_bench', out, a.json)}")
 

@@ -32,17 +32,28 @@ from typing import Any
 
 from purgatory_server._engine import purgatory as engine
 from purgatory_server._journal import journal
-from purgatory_server._service import ServerConfig, create_server, durable, journal_codec
-from purgatory_server._service import operation_table as table
+from purgatory_server._service import ServerConfig, create_server
 
-from bench.recovery_bench import NAME, rss_bytes, write_journal
+from bench._common import first_module
+from bench.recovery_bench import NAME, write_journal
+from harness import rss_bytes
 
+# Each module under this tree's name, then the flat _service/ name of older trees.
+_codec = first_module(
+    "purgatory_server._service.durable.codec", "purgatory_server._service.journal_codec"
+)
+_table = first_module(
+    "purgatory_server._service.core.operation_table", "purgatory_server._service.operation_table"
+)
+_store = first_module(
+    "purgatory_server._service.durable.local_store", "purgatory_server._service.durable"
+)
 PHASES: list[tuple[Any, str, str]] = [
     (journal.Journal, "open", "journal open (replay)"),
-    (journal_codec.PendingDecoder, "__call__", "decode pending operations"),
-    (table.OperationTable, "restore", "operation objects (table.restore)"),
+    (getattr(_codec, "PendingDecoder", None), "__call__", "decode pending operations"),
+    (getattr(_table, "OperationTable", None), "restore", "operation objects (table.restore)"),
     (engine.DelayedOperationPurgatory, "watch_and_arm_all", "engine watch and arm"),
-    (durable.DurableStore, "_restore", "restore total"),
+    (getattr(_store, "DurableStore", None), "_restore", "restore total"),
 ]
 
 

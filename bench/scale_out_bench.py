@@ -28,20 +28,18 @@ import argparse
 import asyncio
 import contextlib
 import os
-import signal
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-import grpc
-from purgatory_proto.v1 import purgatory_pb2 as pb
-from purgatory_proto.v1 import purgatory_pb2_grpc as pb_grpc
 from purgatory_server._cluster.natsd import LocalNatsCluster
 from purgatory_server._cluster.placement import ranked
+
+from bench._pairs import pairs_per_second
+from bench._scale_out_load import first_success, load_until_killed, lost, wait_serving
+from harness import ServerProcess
 
 NO_SNAPSHOTS = "replicated-no-snapshots"
 
@@ -72,194 +70,6 @@ def _config(  # noqa: PLR0917 - the bench's own helper
     return text
 
 
-class Server:
-    def __init__(self, root: Path, label: str, text: str) -> None:
-        root.mkdir(parents=True, exist_ok=True)
-        conf = root / f"{label}.toml"
-        conf.write_text(text)
-        self.port_file = root / f"{label}.port"
-        self.port_file.unlink(missing_ok=True)
-        log = (root / f"{label}.log").open("ab")
-        self.proc = subprocess.Popen(
-            [
-                *(sys.executable, "-m", "purgatory_server", "--config", str(conf)),
-                *("--listen", "127.0.0.1:0", "--port-file", str(self.port_file)),
-            ],
-            stdout=log,
-            stderr=log,
-        )
-        log.close()
-        self.port = 0
-
-    def wait_port(self, timeout_s: float = 60) -> int:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.port_file.exists():
-                self.port = int(self.port_file.read_text())
-                return self.port
-            if self.proc.poll() is not None:
-                raise RuntimeError("server exited")
-            time.sleep(0.02)
-        raise TimeoutError("server did not start")
-
-    @property
-    def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def kill(self) -> None:
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(10)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-
-
-async def _serves(address: str, name: str) -> bool:
-    async with grpc.aio.insecure_channel(address) as channel:
-        stub: Any = pb_grpc.PurgatoryServiceStub(channel)  # type: ignore[no-untyped-call]
-        try:
-            await stub.GetPurgatory(pb.GetPurgatoryRequest(name=name), timeout=1)
-            return True
-        except grpc.aio.AioRpcError:
-            return False
-
-
-async def _wait_serving(address: str, name: str, timeout_s: float = 60) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not await _serves(address, name):
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{address} does not serve {name}")
-        await asyncio.sleep(0.05)
-
-
-async def pairs_per_second(
-    address: str, name: str, clients: int, seconds: float, batch: int = 1
-) -> float:
-    channel = grpc.aio.insecure_channel(address)
-    stub: Any = pb_grpc.PurgatoryServiceStub(channel)  # type: ignore[no-untyped-call]
-    done = 0
-    stop_at = 0.0
-
-    async def worker(i: int) -> None:
-        nonlocal done
-        n = 0
-        while time.monotonic() < stop_at:
-            n += 1
-            if batch == 1:
-                key = f"w{i}-{n}"
-                await stub.TryCompleteElseWatch(
-                    pb.TryCompleteElseWatchRequest(purgatory=name, keys=[key], timeout_ms=60_000)
-                )
-                response = await stub.CheckAndComplete(
-                    pb.CheckAndCompleteRequest(purgatory=name, key=key)
-                )
-                assert response.completed == 1
-                done += 1
-                continue
-            keys = [f"w{i}-{n}-{j}" for j in range(batch)]
-            await stub.BatchTryCompleteElseWatch(
-                pb.BatchTryCompleteElseWatchRequest(
-                    purgatory=name,
-                    operations=[pb.OperationSpec(keys=[k], timeout_ms=60_000) for k in keys],
-                )
-            )
-            signalled = await stub.BatchCheckAndComplete(
-                pb.BatchCheckAndCompleteRequest(
-                    purgatory=name, signals=[pb.KeySignal(key=k) for k in keys]
-                )
-            )
-            assert signalled.completed == batch
-            done += batch
-
-    try:
-        stop_at = time.monotonic() + 0.5  # warm-up
-        await asyncio.gather(*(worker(i) for i in range(clients)))
-        done = 0
-        started = time.monotonic()
-        stop_at = started + seconds
-        await asyncio.gather(*(worker(i) for i in range(clients)))
-        return done / (time.monotonic() - started)
-    finally:
-        await channel.close()
-
-
-async def _load_until_killed(
-    address: str, name: str, acked: set[str], tag: str, duration: float
-) -> None:
-    channel = grpc.aio.insecure_channel(address)
-    stub: Any = pb_grpc.PurgatoryServiceStub(channel)  # type: ignore[no-untyped-call]
-    stop_at = time.monotonic() + duration
-
-    async def worker(i: int) -> None:
-        n = 0
-        while time.monotonic() < stop_at:
-            n += 1
-            op_id = f"{tag}-{i}-{n}"
-            try:
-                await stub.TryCompleteElseWatch(
-                    pb.TryCompleteElseWatchRequest(
-                        purgatory=name, operation_id=op_id, keys=["k"], timeout_ms=600_000
-                    ),
-                    timeout=10,
-                )
-            except grpc.aio.AioRpcError:
-                return
-            acked.add(op_id)
-
-    try:
-        await asyncio.gather(*(worker(i) for i in range(8)))
-    finally:
-        await channel.close()
-
-
-async def _first_success(servers: list[Server], name: str, timeout_s: float) -> Server:
-    deadline = time.monotonic() + timeout_s
-    n = 0
-    while time.monotonic() < deadline:
-        for server in servers:
-            if not server.port and server.port_file.exists():
-                server.port = int(server.port_file.read_text())  # a replacement just started
-            if server.proc.poll() is not None or not server.port:
-                continue
-            n += 1
-            async with grpc.aio.insecure_channel(server.address) as channel:
-                stub: Any = pb_grpc.PurgatoryServiceStub(channel)  # type: ignore[no-untyped-call]
-                try:
-                    await stub.TryCompleteElseWatch(
-                        pb.TryCompleteElseWatchRequest(
-                            purgatory=name, operation_id=f"probe-{n}", timeout_ms=600_000
-                        ),
-                        timeout=2,
-                    )
-                    return server
-                except grpc.aio.AioRpcError:
-                    pass
-        await asyncio.sleep(0.01)
-    raise TimeoutError("no new owner")
-
-
-async def _lost(address: str, name: str, acked: set[str]) -> int:
-    async with grpc.aio.insecure_channel(address) as channel:
-        stub: Any = pb_grpc.PurgatoryServiceStub(channel)  # type: ignore[no-untyped-call]
-        lost = 0
-        for op_id in sorted(acked):
-            try:
-                await stub.GetOperation(
-                    pb.GetOperationRequest(purgatory=name, operation_id=op_id), timeout=10
-                )
-            except grpc.aio.AioRpcError as exc:
-                if exc.code() != grpc.StatusCode.NOT_FOUND:
-                    raise
-                lost += 1
-        return lost
-
-
 def _snapshot_lines(root: Path) -> tuple[int, list[int]]:
     """Snapshots written and the messages each takeover tailed, from the servers' logs."""
     written, tailed = 0, []
@@ -280,7 +90,7 @@ async def takeovers(
     # kills move the purgatory, never a hand-over to a newcomer.
     ids = ranked(name, [f"id{i}" for i in range(kills + 2)])
 
-    def fresh() -> Server:
+    def fresh() -> ServerProcess:
         nonlocal count
         count += 1
         text = _config(
@@ -292,7 +102,7 @@ async def takeovers(
             ids[count - 1],
             snapshots=snapshots,
         )
-        return Server(root, f"t{count}", text)
+        return ServerProcess(root, label=f"t{count}", config=text, start_timeout_s=60).start()
 
     servers = []
     for _ in range(2):  # one after the other: the first is a member before the second starts
@@ -302,15 +112,15 @@ async def takeovers(
     acked: set[str] = set()
     lost_total = 0
     try:
-        owner = await _first_success(servers, name, 60)
+        owner = await first_success(servers, name, 60)
         for kill in range(kills):
-            await _load_until_killed(owner.address, name, acked, f"k{kill}", 0.5)
+            await load_until_killed(owner.address, name, acked, f"k{kill}", 0.5)
             owner.kill()
             killed = time.monotonic()
             servers[servers.index(owner)] = replacement = fresh()
-            owner = await _first_success(servers, name, 60)
+            owner = await first_success(servers, name, 60)
             times.append(time.monotonic() - killed)
-            lost_total += await _lost(owner.address, name, acked)
+            lost_total += await lost(owner.address, name, acked)
             replacement.wait_port()
             print(f"  kill {kill + 1}: takeover {times[-1]:.2f} s, {len(acked)} acked so far")
     finally:
@@ -330,22 +140,28 @@ async def takeovers(
 
 
 async def compare(root: Path, urls: list[str], args: argparse.Namespace) -> None:
-    servers: dict[str, Server] = {}
+    servers: dict[str, ServerProcess] = {}
     try:
         names = {"in-memory": "p", "local-journal": "p", "replicated": "p", NO_SNAPSHOTS: "q"}
         for kind, name in names.items():
             text = _config(kind, name, root / kind, urls, args.lease_ms)
-            servers[kind] = Server(root, kind, text)
+            servers[kind] = ServerProcess(root, label=kind, config=text, start_timeout_s=60)
+            servers[kind].start()
         for server in servers.values():
             server.wait_port()
         for kind, server in servers.items():
-            await _wait_serving(server.address, names[kind])
+            await wait_serving(server.address, names[kind])
         for batch in (1, args.batch):
             rates: dict[str, list[float]] = {kind: [] for kind in servers}
             for r in range(args.rounds):
                 for kind, server in servers.items():
                     rate = await pairs_per_second(
-                        server.address, names[kind], args.clients, args.seconds, batch
+                        server.address,
+                        names[kind],
+                        args.clients,
+                        args.seconds,
+                        batch=batch,
+                        warmup=args.warmup,
                     )
                     rates[kind].append(rate)
                     print(f"  batch {batch} round {r + 1} {kind}: {rate:,.0f} pairs/s")
@@ -396,7 +212,8 @@ async def main_async(args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--seconds", type=float, default=5.0, help="seconds per measurement")
+    parser.add_argument("--warmup", type=float, default=0.5, help="seconds before each")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--batch", type=int, default=100, help="pairs per batch call pair")

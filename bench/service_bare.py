@@ -1,10 +1,12 @@
 """The transport ceiling: a bare grpc.aio server whose wait/signal RPCs only park and
 resolve an asyncio Future, with the same messages as the real service.
 
-``python -m bench.service_bare --port N`` serves ``TryCompleteElseWatch`` (the long-poll:
-a Future per key, awaited) and ``CheckAndComplete`` (resolves the key's Futures), their
-batch forms and a GetPurgatory that counts parked calls, and nothing else: no engine,
-no timer, no sequence, no subscribers. Its ``Session`` answers the streaming shape the
+``python -m bench.service_bare --listen 127.0.0.1:0 --port-file FILE`` (the purgatory
+server's own flags, so :func:`bare_server` runs it under the same harness) serves
+``TryCompleteElseWatch`` (the long-poll: a Future per key, awaited) and
+``CheckAndComplete`` (resolves the key's Futures), their batch forms and a GetPurgatory
+that counts parked calls, and nothing else: no engine, no timer, no sequence, no
+subscribers. Its ``Session`` answers the streaming shape the
 same way: a watch frame is acknowledged with a status per watch; a signal frame resolves
 the keys' watches and answers with one message holding the acknowledgement and their
 outcomes.
@@ -22,13 +24,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import signal
+import sys
+from pathlib import Path
 from typing import Any
 
 import grpc
 from purgatory_proto.v1 import purgatory_pb2 as pb
 from purgatory_proto.v1 import purgatory_pb2_grpc as pb_grpc
 from purgatory_server._service import ServerConfig
-from purgatory_server._service.app import server_options
+from purgatory_server._service.api.app import server_options
+
+from harness import ServerProcess
 
 COMPLETED = pb.OPERATION_STATE_COMPLETED
 EXPIRED = pb.OPERATION_STATE_EXPIRED
@@ -121,15 +127,21 @@ class BareServicer(pb_grpc.PurgatoryServiceServicer):  # type: ignore[misc]
             yield pb.SessionResponse(ack=ack, outcomes=events)
 
 
-async def serve(port: int, max_concurrent_rpcs: int | None, expire: bool = False) -> None:
+async def serve(
+    listen: str, port_file: str | None, max_concurrent_rpcs: int | None, expire: bool = False
+) -> None:
     server = grpc.aio.server(
         # The real server's own channel arguments, so the two transports cannot drift apart.
         options=server_options(ServerConfig()),
         maximum_concurrent_rpcs=max_concurrent_rpcs,
     )
     pb_grpc.add_PurgatoryServiceServicer_to_server(BareServicer(expire), server)
-    server.add_insecure_port(f"127.0.0.1:{port}")
+    port = server.add_insecure_port(listen)
     await server.start()
+    if port_file:
+        tmp = Path(port_file + ".tmp")
+        tmp.write_text(f"{port}\n")
+        tmp.replace(port_file)  # as the purgatory server does: never seen half-written
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -140,9 +152,21 @@ async def serve(port: int, max_concurrent_rpcs: int | None, expire: bool = False
         await server.stop(1)
 
 
+def bare_server(
+    root: Path, label: str, max_concurrent_rpcs: int | None = None, expire: bool = False
+) -> ServerProcess:
+    """This server as a process under the tests' and benchmarks' harness (not started)."""
+    args = ["--max-concurrent-rpcs", str(max_concurrent_rpcs)] if max_concurrent_rpcs else []
+    if expire:
+        args.append("--expire")
+    command = [sys.executable, "-m", "bench.service_bare"]
+    return ServerProcess(root, args, label=label, command=command)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--listen", default="127.0.0.1:0", help="HOST:PORT (port 0: any)")
+    parser.add_argument("--port-file", help="write the bound port to this file once serving")
     parser.add_argument(
         "--max-concurrent-rpcs",
         type=int,
@@ -155,7 +179,7 @@ def main() -> None:
         help="expire a unary long-poll after its timeout_ms (asyncio's timer; default: never)",
     )
     a = parser.parse_args()
-    asyncio.run(serve(a.port, a.max_concurrent_rpcs, a.expire))
+    asyncio.run(serve(a.listen, a.port_file, a.max_concurrent_rpcs, a.expire))
 
 
 if __name__ == "__main__":

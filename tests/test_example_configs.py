@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from purgatory_client import PurgatoryClient
-from purgatory_server._service.config import load_config
+from purgatory_server._service.config.server_config import load_config
 
 from tests.service.helpers import ServerThread
 

@@ -17,7 +17,6 @@ import json
 import os
 import re
 import shlex
-import socket
 import subprocess
 import sys
 import time
@@ -28,8 +27,9 @@ from pathlib import Path
 import pytest
 from purgatory_client import OperationState, PurgatoryClient, PurgatoryError
 from purgatory_server._service import ServerConfig
-from purgatory_server._service.config import Limits
+from purgatory_server._service.config.server_config import Limits
 
+from harness import ServerProcess
 from tests.service.helpers import TEST_CONFIG, ServerThread
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -177,30 +177,20 @@ def test_examples_block_runs(tmp_path: Path) -> None:
 
 def test_metrics_block_runs(tmp_path: Path) -> None:
     start, scrape = _lines(_block("--metrics-listen 127.0.0.1:9464"))
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    start = start.replace("9464", str(port)) + " --listen 127.0.0.1:0"
-    scrape = scrape.replace("9464", str(port))
-    log = (tmp_path / "server.log").open("wb")
-    proc = subprocess.Popen(shlex.split(start), cwd=tmp_path, stdout=log, stderr=log)
-    try:
-        outputs: list[str] = []
-
-        def scraped() -> bool:
-            assert proc.poll() is None, (tmp_path / "server.log").read_text()
-            done = subprocess.run(
-                ["bash", "-c", scrape], capture_output=True, text=True, timeout=10, check=False
-            )
-            outputs.append(done.stdout)
-            return done.returncode == 0
-
-        _until(scraped)
-        assert "purgatory_operations_delayed" in outputs[-1]
-    finally:
-        proc.terminate()
-        proc.wait(15)
-        log.close()
+    # The README's ports, 0 instead: the server binds free ones and says which (the
+    # metrics one in its log, the gRPC one in the harness's port file).
+    command = shlex.split(start.replace("9464", "0"))
+    with ServerProcess(tmp_path, command=command, cwd=tmp_path) as server:
+        port = server.wait_log(r"metrics: http://127\.0\.0\.1:(\d+)/metrics")[1]
+        done = subprocess.run(
+            ["bash", "-c", scrape.replace("9464", port)],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+        assert done.returncode == 0, (done.stdout, done.stderr, server.log_text())
+        assert "purgatory_operations_delayed" in done.stdout
 
 
 def test_delayed_message_example_runs_against_a_real_server() -> None:

@@ -115,8 +115,8 @@ def test_cli_failures_are_one_line(
 
 
 def test_listen_addresses_are_parsed_strictly() -> None:
-    from purgatory_server._service.config import ConfigError
-    from purgatory_server._service.listen import parse_listen
+    from purgatory_server._service.api.listen import parse_listen
+    from purgatory_server._service.config.server_config import ConfigError
 
     assert parse_listen("127.0.0.1:0") == ("127.0.0.1", 0)
     assert parse_listen("[::1]:50051") == ("::1", 50051)

@@ -1,15 +1,16 @@
 """Python clients for the Purgatory gRPC service.
 
 ``PurgatoryClient`` (blocking) and ``AsyncPurgatoryClient`` (asyncio) have the same
-methods; results are frozen dataclasses from ``purgatory_client._models`` re-exported
-here, errors come from the single tree in :mod:`purgatory_client.errors`. ``session()``
-opens the streaming Session RPC; ``watch_many()`` rides it; :class:`BatchingDispatcher`
-and :class:`AsyncBatchingDispatcher` are Eureka's task batcher over it.
+methods: the blocking client is generated from the asyncio one (``client/generate_sync.py``;
+the layout is in :mod:`purgatory_client._base`). Results are frozen dataclasses from
+``purgatory_client._models`` re-exported here, errors come from the single tree in
+:mod:`purgatory_client.errors`. ``session()`` opens the streaming Session RPC;
+``watch_many()`` rides it; :class:`BatchingDispatcher` and
+:class:`AsyncBatchingDispatcher` are Eureka's task batcher over it.
 """
 
 from purgatory_client._async import AsyncPurgatoryClient
 from purgatory_client._async_session import AsyncSession
-from purgatory_client._base import ResumePolicy
 from purgatory_client._batcher import (
     DispatcherConfig,
     DispatcherCounters,
@@ -34,6 +35,7 @@ from purgatory_client._models import (
     PurgatoryInfo,
     Signal,
 )
+from purgatory_client._resume import ResumePolicy
 from purgatory_client._schedules import Schedule, ScheduleUpsert
 from purgatory_client._session_base import SessionAck
 from purgatory_client._sync import PurgatoryClient

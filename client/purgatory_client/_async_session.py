@@ -1,4 +1,5 @@
-"""AsyncSession: one open ``Session`` stream for the asyncio client.
+"""AsyncSession: one open ``Session`` stream for the asyncio client, and the client's
+``session()`` that opens it (:class:`AsyncSessionMethods`).
 
 Frames are written as they are submitted (many may be in flight); a reader task matches
 acknowledgements to their futures by request id and hands outcomes to ``on_outcome`` or to
@@ -8,6 +9,10 @@ RESOURCE_EXHAUSTED past its bound) instead of growing memory here.
 
 Thread safety: loop-confined, one event loop. Any number of tasks may submit at once
 (writes take turns: gRPC allows one pending write per call).
+
+Written by hand, not generated like most of the blocking client: gRPC's asyncio API
+writes frames with ``call.write()``, its blocking API reads them from a request iterator
+on its own thread (``_sync_session``); tests/client/test_twins.py keeps the two alike.
 """
 
 from __future__ import annotations
@@ -21,10 +26,12 @@ from typing import Any
 
 import grpc
 
-from purgatory_client._base import event_from_proto
-from purgatory_client._liveness import SessionLiveness
+from purgatory_client._base import ClientBase
+from purgatory_client._liveness import AsyncStreamReader, SessionLiveness
 from purgatory_client._models import Event, OperationSpec
+from purgatory_client._responses import event_from_proto
 from purgatory_client._session_base import (
+    OutcomeCallback,
     SessionAck,
     SignalEntry,
     ack_from_proto,
@@ -32,9 +39,45 @@ from purgatory_client._session_base import (
 )
 from purgatory_client.errors import PurgatoryError, UnavailableError, from_rpc_error
 
-__all__ = ["AsyncSession"]
+__all__ = ["AsyncSession", "AsyncSessionMethods"]
 
-OutcomeCallback = Callable[[Event], None]
+
+class AsyncSessionMethods(ClientBase):
+    """``session()``: a Session stream of this client (a mix-in of the client)."""
+
+    def session(
+        self,
+        *,
+        purgatory: str | None = None,
+        on_outcome: OutcomeCallback | None = None,
+        outcome_buffer: int = 10_000,
+        heartbeat_interval_ms: int = 0,
+        dead_after_s: float | None = None,
+    ) -> AsyncSession:
+        """Open a Session stream (many watches, signals and force-completes per message;
+        each watched operation's outcome as soon as it ends). Must be called on the loop.
+
+        ``heartbeat_interval_ms`` (0: none): the server sends a heartbeat whenever the
+        stream was idle that long (``session.liveness`` counts them); ``dead_after_s``
+        (needs heartbeats): a stream silent that long is treated as dead and ends with
+        :class:`UnavailableError`, failing its unanswered acknowledgements."""
+        name = self._name(purgatory)
+        session = AsyncSession(
+            None,
+            name,
+            connect=lambda: self._session_call(name),
+            on_outcome=on_outcome,
+            outcome_buffer=outcome_buffer,
+            heartbeat_interval_ms=heartbeat_interval_ms,
+            dead_after_s=dead_after_s,
+        )
+        session.add_end_callback(lambda: self._router.learn(name, session.error))
+        return session
+
+    async def _session_call(self, name: str) -> Any:
+        """The Session call, opened where ``name`` lives (a probe first if unknown)."""
+        await self._find_owner(name)
+        return self._router.method(name, self._stub.Session)(metadata=self._metadata)
 
 
 class AsyncSession:
@@ -187,52 +230,19 @@ class AsyncSession:
 
     async def _read(self) -> None:
         error: PurgatoryError | None = None
-        liveness = self.liveness
-        dead_after = liveness.dead_after_s
         try:
-            if self._call is None and self._connect is not None:
-                self._call = await self._connect()
-            opening = liveness.opening_frame()
-            if opening is not None:
-                try:
-                    await self._call.write(opening)
-                finally:
-                    self._opened.set()  # submitters waited for it: it goes first
-            self._opened.set()
-            messages = self._call.__aiter__()
-            while True:
-                try:
-                    if dead_after is None:
-                        message = await messages.__anext__()
-                    else:
-                        message = await asyncio.wait_for(messages.__anext__(), dead_after)
-                except StopAsyncIteration:
+            reader = await self._start()
+            while (message := await reader.next()) is not None:
+                error = await self._take(message)
+                if error is not None:
                     break
-                except TimeoutError:
-                    error = liveness.dead()
-                    self._call.cancel()
-                    break
-                if liveness.heartbeat(message):
-                    continue
-                refused = liveness.refused(message)
-                if refused is not None:
-                    error = refused
-                    self._call.cancel()
-                    break
-                if message.HasField("ack"):
-                    future = self._acks.pop(message.ack.request_id, None)
-                    if future is not None and not future.done():
-                        future.set_result(ack_from_proto(message.ack))
-                for raw in message.outcomes:
-                    event = event_from_proto(raw)
-                    if self._on_outcome is not None:
-                        self._on_outcome(event)
-                    else:
-                        await self._queue.put(event)
-        except (grpc.RpcError, asyncio.InvalidStateError) as exc:
-            if isinstance(exc, asyncio.InvalidStateError):
-                pass  # the call was cancelled while the opening frame was written
-            elif (
+            error = error or reader.silent
+            if error is not None:
+                self._call.cancel()
+        except asyncio.InvalidStateError:
+            pass  # the call was cancelled while the opening frame was written
+        except grpc.RpcError as exc:
+            if (
                 exc.code() != grpc.StatusCode.CANCELLED
                 or self._call is None
                 or not self._call.cancelled()
@@ -241,15 +251,55 @@ class AsyncSession:
         except asyncio.CancelledError:
             pass
         finally:
-            self._opened.set()  # never leave a submitter waiting on a stream that ended
-            self.error = error
-            self._finished = True
-            failure = self._ended_error()
-            for future in self._acks.values():
-                if not future.done():
-                    future.set_exception(failure)
-            self._acks.clear()
-            # The end marker may not fit a full queue: make room (the reader is done).
-            while self._queue.full():
-                self._queue.get_nowait()
-            self._queue.put_nowait(None)
+            self._finish(error)
+
+    async def _start(self) -> AsyncStreamReader:
+        """Open the call if the client has not (``connect``), then write the
+        liveness-only frame, if any, before any submitted frame."""
+        if self._call is None and self._connect is not None:
+            self._call = await self._connect()
+        opening = self.liveness.opening_frame()
+        if opening is not None:
+            try:
+                await self._call.write(opening)
+            finally:
+                self._opened.set()  # submitters waited for it: it goes first
+        self._opened.set()
+        return AsyncStreamReader(
+            self._call, self.liveness.dead_after_s, "purgatory-session-watchdog"
+        )
+
+    async def _take(self, message: Any) -> PurgatoryError | None:
+        """One message from the server; returns the error that ends the stream, if any
+        (the opening frame refused)."""
+        if self.liveness.heartbeat(message):
+            return None
+        refused = self.liveness.refused(message)
+        if refused is not None:
+            return refused
+        if message.HasField("ack"):
+            future = self._acks.pop(message.ack.request_id, None)
+            if future is not None and not future.done():
+                future.set_result(ack_from_proto(message.ack))
+        for raw in message.outcomes:
+            event = event_from_proto(raw)
+            if self._on_outcome is not None:
+                self._on_outcome(event)
+            else:
+                await self._queue.put(event)
+        return None
+
+    def _finish(self, error: PurgatoryError | None) -> None:
+        """The stream has ended: fail what is unanswered, mark the end of the outcomes."""
+        self._opened.set()  # never leave a submitter waiting on a stream that ended
+        self.error = error
+        self._finished = True
+        failure = self._ended_error()
+        for future in self._acks.values():
+            if not future.done():
+                future.set_exception(failure)
+        self._acks.clear()
+        # The end marker may not fit a full queue: make room (the reader is done).
+        while self._queue.full():
+            self._queue.get_nowait()
+        self._queue.put_nowait(None)

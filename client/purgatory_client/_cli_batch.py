@@ -18,16 +18,17 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from concurrent.futures import Future
 from typing import Any, TextIO
 
 from purgatory_client._batcher import DispatcherConfig
+from purgatory_client._cli_common import Context, Emit, parse_condition
 from purgatory_client._models import Condition, OperationSpec, Signal
 from purgatory_client._sync import PurgatoryClient
 from purgatory_client.errors import PurgatoryError
 
-__all__ = ["BadLine", "add_batch_parser", "run_batch"]
+__all__ = ["BadLine", "register"]
 
 
 class BadLine(ValueError):
@@ -37,9 +38,7 @@ class BadLine(ValueError):
         super().__init__(f"line {line}: {problem}")
 
 
-def add_batch_parser(
-    sub: Any, parse_condition: Callable[[str], Condition]
-) -> argparse.ArgumentParser:
+def register(sub: Any) -> None:
     batch = sub.add_parser(
         "batch",
         help="signals or watches from stdin, one per line",
@@ -54,7 +53,7 @@ def add_batch_parser(
         help="watches' condition; syntax as in `purgatory watch --help` (e.g. min:2)",
     )
     batch.add_argument("--batch-size", type=int, default=500, help="tasks per frame")
-    return batch  # type: ignore[no-any-return]
+    batch.set_defaults(handler=_batch)
 
 
 def _lines(stream: TextIO) -> Iterable[tuple[int, str]]:
@@ -115,13 +114,8 @@ def parse_watch(number: int, line: str, timeout_ms: int, condition: Condition) -
         raise BadLine(number, f"bad watch: {exc!r}") from None
 
 
-def run_batch(
-    args: argparse.Namespace,
-    client: PurgatoryClient,
-    emit: Callable[[Any], None],
-    stdin: TextIO | None = None,
-) -> int:
-    stream = stdin if stdin is not None else sys.stdin
+def _batch(args: argparse.Namespace, ctx: Context) -> int:
+    stream = sys.stdin
     try:
         if args.kind == "watch":
             specs = [
@@ -133,17 +127,17 @@ def run_batch(
         sys.stderr.write(f"purgatory: {exc}\n")
         return 2
     if args.kind == "watch":
-        for event in client.watch_many(specs, frame_size=max(1, args.batch_size)):
-            emit(event)
+        for event in ctx.client.watch_many(specs, frame_size=max(1, args.batch_size)):
+            ctx.emit(event)
         return 0
-    return _signals(client, signals, args.batch_size, emit)
+    return _signals(ctx.client, signals, args.batch_size, ctx.emit)
 
 
 def _signals(
     client: PurgatoryClient,
     signals: list[tuple[int, str, Signal | None]],
     batch_size: int,
-    emit: Callable[[Any], None],
+    emit: Emit,
 ) -> int:
     config = DispatcherConfig(max_batch_size=max(1, batch_size), max_buffer_size=1 << 30)
     futures: list[tuple[int, Future[int]]] = []

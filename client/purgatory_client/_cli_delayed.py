@@ -1,24 +1,18 @@
-"""The CLI's delayed-message commands: ``purgatory cancel``, ``reschedule`` and ``ls``.
-
-Kept apart from :mod:`.cli` so the main parser only gains one hook per place.
-"""
+"""The CLI's delayed-message commands: ``purgatory cancel``, ``reschedule`` and ``ls``."""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
 from typing import Any
 
+from purgatory_client._cli_common import Context
 from purgatory_client._models import OperationState
-from purgatory_client._sync import PurgatoryClient
 
-__all__ = ["DELAYED_COMMANDS", "add_delayed_parsers", "run_delayed"]
-
-DELAYED_COMMANDS = frozenset({"cancel", "reschedule", "ls"})
+__all__ = ["register"]
 
 
-def add_delayed_parsers(sub: Any) -> None:
+def register(sub: Any) -> None:
     cancel = sub.add_parser(
         "cancel",
         help="end pending operations as CANCELLED (by ids, --key or --prefix)",
@@ -29,6 +23,7 @@ def add_delayed_parsers(sub: Any) -> None:
     )
     cancel.add_argument("--key", help="every pending operation watching KEY")
     cancel.add_argument("--prefix", help="every pending operation whose id starts with PREFIX")
+    cancel.set_defaults(handler=_cancel)
 
     reschedule = sub.add_parser(
         "reschedule",
@@ -41,6 +36,7 @@ def add_delayed_parsers(sub: Any) -> None:
     when.add_argument(
         "--due-time-ms", type=int, help="new deadline, Unix epoch ms on the server's clock"
     )
+    reschedule.set_defaults(handler=_reschedule)
     _add_ls_parser(sub)
 
 
@@ -74,9 +70,10 @@ def _add_ls_parser(sub: Any) -> None:
     ls.add_argument(
         "--page-token", default="", help="one page, from a previous page's next_page_token"
     )
+    ls.set_defaults(handler=_ls)
 
 
-def _run_ls(args: argparse.Namespace, client: PurgatoryClient, emit: Callable[[Any], None]) -> int:
+def _ls(args: argparse.Namespace, ctx: Context) -> int:
     """Every page (``--limit`` stops early), or one page (``--page-size``/``--page-token``)
     followed by ``{"next_page_token": ...}`` to pass back."""
     filters: dict[str, Any] = {
@@ -87,35 +84,33 @@ def _run_ls(args: argparse.Namespace, client: PurgatoryClient, emit: Callable[[A
         "due_before_ms": args.due_before_ms,
     }
     if args.page_size or args.page_token:
-        page = client.list_operations(
+        page = ctx.client.list_operations(
             page_token=args.page_token, page_size=args.page_size, **filters
         )
         for status in page.operations:
-            emit(status)
-        emit({"next_page_token": page.next_page_token})
+            ctx.emit(status)
+        ctx.emit({"next_page_token": page.next_page_token})
         return 0
-    for n, status in enumerate(client.iter_operations(**filters), 1):
-        emit(status)
+    for n, status in enumerate(ctx.client.iter_operations(**filters), 1):
+        ctx.emit(status)
         if args.limit is not None and n >= args.limit:
             break
     return 0
 
 
-def run_delayed(
-    args: argparse.Namespace, client: PurgatoryClient, emit: Callable[[Any], None]
-) -> int:
-    if args.command == "ls":
-        return _run_ls(args, client, emit)
-    if args.command == "cancel":
-        given = sum((bool(args.operation_ids), args.key is not None, args.prefix is not None))
-        if given != 1:
-            sys.stderr.write("purgatory: cancel needs OPERATION_IDs, --key or --prefix (one)\n")
-            return 2
-        ended = client.cancel(args.operation_ids or None, key=args.key, prefix=args.prefix)
-        emit({"cancelled": ended})
-        return 0
-    emit(
-        client.reschedule(
+def _cancel(args: argparse.Namespace, ctx: Context) -> int:
+    given = sum((bool(args.operation_ids), args.key is not None, args.prefix is not None))
+    if given != 1:
+        sys.stderr.write("purgatory: cancel needs OPERATION_IDs, --key or --prefix (one)\n")
+        return 2
+    ended = ctx.client.cancel(args.operation_ids or None, key=args.key, prefix=args.prefix)
+    ctx.emit({"cancelled": ended})
+    return 0
+
+
+def _reschedule(args: argparse.Namespace, ctx: Context) -> int:
+    ctx.emit(
+        ctx.client.reschedule(
             args.operation_id, timeout_ms=args.timeout_ms, due_time_ms=args.due_time_ms
         )
     )

@@ -1,7 +1,6 @@
 """The CLI's worker-group commands: ``purgatory ack``, ``purgatory group
-list|dead-letters|redrive|delete`` and ``purgatory subscribe --group``.
-
-Kept apart from :mod:`.cli` so the main parser only gains one hook per place.
+list|dead-letters|redrive|delete``, and the ``--group`` side of ``purgatory subscribe``
+(its options and its loop, for ``_cli_subscribe``).
 """
 
 from __future__ import annotations
@@ -9,24 +8,15 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
-from collections.abc import Callable
 from typing import Any
 
-from purgatory_client._base import ResumePolicy
-from purgatory_client._sync import PurgatoryClient
+from purgatory_client._cli_common import Context
+from purgatory_client._resume import ResumePolicy
 
-__all__ = [
-    "GROUP_COMMANDS",
-    "add_group_parsers",
-    "add_group_subscribe_args",
-    "run_group",
-    "run_group_subscribe",
-]
-
-GROUP_COMMANDS = frozenset({"ack", "group"})
+__all__ = ["add_group_subscribe_args", "register", "run_group_subscribe"]
 
 
-def add_group_parsers(sub: Any) -> None:
+def register(sub: Any) -> None:
     ack = sub.add_parser(
         "ack",
         help="ack a worker group's delivery (or discard a dead letter)",
@@ -41,6 +31,7 @@ def add_group_parsers(sub: Any) -> None:
         help="the delivery_attempt being acked (refused if delivered again since); "
         "default: whichever delivery holds it",
     )
+    ack.set_defaults(handler=_ack)
 
     group = sub.add_parser(
         "group",
@@ -65,6 +56,7 @@ def add_group_parsers(sub: Any) -> None:
     group.add_argument(
         "--page-size", type=int, default=0, help="dead-letters: at most N (default 100)"
     )
+    group.set_defaults(handler=_group)
 
 
 def add_group_subscribe_args(subscribe: argparse.ArgumentParser) -> None:
@@ -97,22 +89,17 @@ def _delivery(value: Any) -> dict[str, Any]:
     }
 
 
-def run_group_subscribe(
-    args: argparse.Namespace, client: PurgatoryClient, emit: Callable[[Any], None]
-) -> int:
-    stream = client.join_group(
+def run_group_subscribe(args: argparse.Namespace, ctx: Context, resume: ResumePolicy) -> int:
+    stream = ctx.client.join_group(
         args.group,
         visibility_timeout_ms=args.visibility_timeout_ms,
         max_attempts=args.max_attempts,
         prefetch=args.prefetch,
-        resume=ResumePolicy(
-            attempts=None if args.forever else args.resume_attempts,
-            max_delay_s=args.resume_max_delay,
-        ),
+        resume=resume,
     )
     with stream:
         for n, delivery in enumerate(stream, 1):
-            emit(_delivery(delivery))
+            ctx.emit(_delivery(delivery))
             if args.ack:
                 delivery.ack()
             if args.limit is not None and n >= args.limit:
@@ -120,13 +107,14 @@ def run_group_subscribe(
     return 0
 
 
-def run_group(
-    args: argparse.Namespace, client: PurgatoryClient, emit: Callable[[Any], None]
-) -> int:
-    if args.command == "ack":
-        client.ack(args.group, args.sequence, attempt=args.attempt)
-        emit({"acked": args.sequence})
-        return 0
+def _ack(args: argparse.Namespace, ctx: Context) -> int:
+    ctx.client.ack(args.group, args.sequence, attempt=args.attempt)
+    ctx.emit({"acked": args.sequence})
+    return 0
+
+
+def _group(args: argparse.Namespace, ctx: Context) -> int:
+    client, emit = ctx.client, ctx.emit
     if args.action == "list":
         for info in client.list_groups():
             emit(info)

@@ -1,20 +1,16 @@
-"""The CLI's recurring schedules: ``purgatory schedule set|rm|ls``.
-
-Kept apart from :mod:`.cli` so the main parser only gains one hook per place.
-"""
+"""The CLI's recurring schedules: ``purgatory schedule set|rm|ls``."""
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
 from typing import Any
 
-from purgatory_client._sync import PurgatoryClient
+from purgatory_client._cli_common import Context, parse_condition
 
-__all__ = ["add_schedule_parser", "run_schedule"]
+__all__ = ["register"]
 
 
-def add_schedule_parser(sub: Any, parse_condition: Callable[[str], Any]) -> None:
+def register(sub: Any) -> None:
     schedule = sub.add_parser(
         "schedule",
         help="create/replace (set), delete (rm) or list (ls) recurring schedules",
@@ -46,11 +42,11 @@ def add_schedule_parser(sub: Any, parse_condition: Callable[[str], Any]) -> None
     rm = actions.add_parser("rm", help="delete a schedule; its armed occurrence is cancelled")
     rm.add_argument("schedule_id", metavar="ID", help="the schedule's id")
     actions.add_parser("ls", help="list the schedules with their next occurrence (JSON lines)")
+    schedule.set_defaults(handler=_schedule)
 
 
-def run_schedule(
-    args: argparse.Namespace, client: PurgatoryClient, emit: Callable[[Any], None]
-) -> int:
+def _schedule(args: argparse.Namespace, ctx: Context) -> int:
+    client, emit = ctx.client, ctx.emit
     action = args.schedule_action
     if action == "set":
         emit(

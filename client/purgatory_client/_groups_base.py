@@ -14,7 +14,7 @@ from typing import Any
 
 from purgatory_proto.v1 import purgatory_pb2 as pb
 
-from purgatory_client import _base
+from purgatory_client import _requests, _responses
 from purgatory_client._models import Event
 
 __all__ = [
@@ -119,7 +119,7 @@ def group_subscribe_request(
 ) -> Any:
     return pb.SubscribeRequest(
         purgatory=purgatory,
-        group=_base.name_field("group", group),
+        group=_requests.name_field("group", group),
         visibility_timeout_ms=visibility_timeout_ms,
         max_attempts=max_attempts,
         prefetch=prefetch,
@@ -128,7 +128,7 @@ def group_subscribe_request(
 
 
 def delivery_from_proto(msg: Any, ops: Any, cls: type[Delivery] | type[AsyncDelivery]) -> Any:
-    event = _base.event_from_proto(msg)
+    event = _responses.event_from_proto(msg)
     return cls(
         **{f: getattr(event, f) for f in Event.__dataclass_fields__},
         attempt=msg.delivery_attempt,
@@ -155,7 +155,7 @@ def group_from_proto(msg: Any) -> GroupInfo:
 def ack_request(purgatory: str, group: str, sequence: int, attempt: int) -> Any:
     return pb.AckRequest(
         purgatory=purgatory,
-        group=_base.name_field("group", group),
+        group=_requests.name_field("group", group),
         sequence=sequence,
         attempt=attempt,
     )
@@ -166,7 +166,7 @@ def extend_request(
 ) -> Any:
     return pb.ExtendLeaseRequest(
         purgatory=purgatory,
-        group=_base.name_field("group", group),
+        group=_requests.name_field("group", group),
         sequence=sequence,
         attempt=attempt,
         visibility_timeout_ms=visibility_timeout_ms,
@@ -176,7 +176,7 @@ def extend_request(
 def dead_letters_request(purgatory: str, group: str, after_sequence: int, page_size: int) -> Any:
     return pb.ListDeadLettersRequest(
         purgatory=purgatory,
-        group=_base.name_field("group", group),
+        group=_requests.name_field("group", group),
         after_sequence=after_sequence,
         page_size=page_size,
     )
@@ -184,7 +184,7 @@ def dead_letters_request(purgatory: str, group: str, after_sequence: int, page_s
 
 def redrive_request(purgatory: str, group: str, sequences: Iterable[int] | None) -> Any:
     return pb.RedriveRequest(
-        purgatory=purgatory, group=_base.name_field("group", group), sequences=sequences or ()
+        purgatory=purgatory, group=_requests.name_field("group", group), sequences=sequences or ()
     )
 
 
@@ -193,4 +193,4 @@ def list_groups_request(purgatory: str) -> Any:
 
 
 def delete_group_request(purgatory: str, group: str) -> Any:
-    return pb.DeleteGroupRequest(purgatory=purgatory, group=_base.name_field("group", group))
+    return pb.DeleteGroupRequest(purgatory=purgatory, group=_requests.name_field("group", group))

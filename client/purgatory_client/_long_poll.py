@@ -4,8 +4,8 @@ policy in the channel's service config, and the re-sends on top of it.
 A registration carries an operation id (the caller's, or :func:`new_operation_id`), so a
 re-send is the same operation to the server: it answers with the operation it already
 has, waiting on it if pending or returning its outcome if it ended (docs/service.md,
-"Operation ids and idempotency"). No I/O here: the sync and async clients only differ in
-how they sleep between re-sends.
+"Operation ids and idempotency"). The re-sends themselves, under the client's
+``ResumePolicy``: :class:`~purgatory_client._resume.LongPollRetry`. No I/O here.
 """
 
 from __future__ import annotations
@@ -14,17 +14,11 @@ import itertools
 import json
 import os
 import secrets
-import time
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from purgatory_client.errors import PurgatoryError, UnavailableError
-
-if TYPE_CHECKING:  # _base imports this module for new_operation_id
-    from purgatory_client._base import ResumePolicy
-
-__all__ = ["SERVICE_CONFIG", "LongPollRetry", "channel_options", "new_operation_id"]
+__all__ = ["SERVICE_CONFIG", "channel_options", "new_operation_id"]
 
 # The methods whose re-send is idempotent because every request carries an operation id
 # (made up below when the caller gave none). gRPC's own retry policy re-sends them after
@@ -90,41 +84,3 @@ os.register_at_fork(after_in_child=_IDS.reset)
 def new_operation_id() -> str:
     """A fresh operation id, unique across clients (see :class:`_OperationIds`)."""
     return _IDS.next()
-
-
-class LongPollRetry:
-    """When a long-poll (``wait=True``) refused with UNAVAILABLE is re-sent, and with
-    what deadline.
-
-    The request is re-sent unchanged: it carries an operation id (the caller's, or one
-    :func:`new_operation_id` made), so the server answers a re-send with the operation it
-    already has, waiting on it if it is still pending or returning its outcome if it
-    ended meanwhile (a durable purgatory keeps both across a restart). Up to the client's
-    ``resume`` policy (attempts in a row, doubling delays) and within the caller's
-    ``timeout``, which bounds the whole long-poll, re-sends included.
-
-    Not thread-safe: one per long-poll call.
-    """
-
-    __slots__ = ("_deadline", "_failures", "_policy")
-
-    def __init__(self, policy: ResumePolicy, timeout: float | None) -> None:
-        self._policy = policy
-        self._deadline = None if timeout is None else time.monotonic() + timeout
-        self._failures = 0
-
-    def remaining(self) -> float | None:
-        """The next attempt's deadline in seconds (None: none)."""
-        if self._deadline is None:
-            return None
-        return max(0.0, self._deadline - time.monotonic())
-
-    def delay(self, error: PurgatoryError) -> float:
-        """Seconds to wait before re-sending; re-raises ``error`` if it will not help."""
-        if not isinstance(error, UnavailableError) or self._policy.exhausted(self._failures):
-            raise error
-        delay = self._policy.delay_s(self._failures)
-        if self._deadline is not None and time.monotonic() + delay >= self._deadline:
-            raise error
-        self._failures += 1
-        return delay

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 
 __all__ = [
+    "CONFIG_FIELDS",
     "BatchSignalResult",
     "Condition",
     "ConditionKind",
@@ -195,7 +196,8 @@ class PurgatoryConfig:
     """Engine settings; 0 means the server default when creating.
 
     One field per field of the proto's ``PurgatoryConfig``, same name (the wire mapping
-    in ``_base`` follows from the names); meanings and ranges: docs/configuration.md.
+    in ``_requests`` and ``_responses`` follows from the names, :data:`CONFIG_FIELDS`);
+    meanings and ranges: docs/configuration.md.
     """
 
     tick_ms: int = 0
@@ -206,6 +208,10 @@ class PurgatoryConfig:
     # Journal the purgatory under the server's data directory so its pending operations,
     # signals and outcomes survive a restart (the server needs --data-dir).
     durable: bool = False
+
+
+# PurgatoryConfig's field names, in order: each maps to the proto field of the same name.
+CONFIG_FIELDS = tuple(f.name for f in fields(PurgatoryConfig))
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,9 @@ from typing import Any
 
 from purgatory_proto.v1 import purgatory_pb2 as pb
 
-from purgatory_client._base import condition_to_proto
 from purgatory_client._checks import converting, key_list, text, uint
 from purgatory_client._models import Condition, ConditionKind
+from purgatory_client._requests import condition_to_proto
 from purgatory_client.errors import invalid_argument
 
 __all__ = [

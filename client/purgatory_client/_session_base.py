@@ -5,38 +5,48 @@ Frames are built and acknowledgements parsed here; :class:`WatchSet` is the book
 server's slow-reader RESOURCE_EXHAUSTED, or UNAVAILABLE across a restart) a new stream
 re-sends exactly those, by id. Re-sending is safe because registration is idempotent by
 operation id: the server registers nothing new and answers an ended one with its outcome.
+:class:`Mailbox` (blocking) and :class:`AsyncMailbox` are where ``watch_many`` waits for
+what the session's reader hands over: outcomes, and wake-ups (an acknowledgement, the
+stream's end).
 """
 
 from __future__ import annotations
 
+import asyncio
+import queue
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 import grpc
 from purgatory_proto.v1 import purgatory_pb2 as pb
 
-from purgatory_client._base import (
-    ResumePolicy,
-    condition_to_proto,
-    signal_to_proto,
-    status_from_proto,
-)
 from purgatory_client._models import Event, OperationSpec, OperationStatus, Signal
+from purgatory_client._requests import condition_to_proto, signal_to_proto
+from purgatory_client._responses import status_from_proto
 from purgatory_client.errors import (
     PurgatoryError,
-    ResourceExhaustedError,
-    UnavailableError,
     error_for_code,
 )
 
-__all__ = ["SessionAck", "WatchSet", "ack_from_proto", "session_request"]
+__all__ = [
+    "AsyncMailbox",
+    "Mailbox",
+    "OutcomeCallback",
+    "SessionAck",
+    "WatchSet",
+    "ack_from_proto",
+    "raise_refusal",
+    "session_request",
+]
 
 # Watches per frame in watch_many: ~100 per message is where the transport carries most.
 DEFAULT_FRAME_SIZE = 100
 
 SignalEntry = tuple[str, Signal | None] | str
+# Called with each outcome of a session's watches (on its reader thread, or on the loop).
+OutcomeCallback = Callable[[Event], None]
 
 
 @dataclass(frozen=True)
@@ -101,34 +111,6 @@ def ack_from_proto(msg: Any) -> SessionAck:
 _CODES = {code.value[0]: code for code in grpc.StatusCode}
 
 
-def is_resumable(error: PurgatoryError) -> bool:
-    """A stream error after which a new stream and a re-send by id are the remedy."""
-    return isinstance(error, ResourceExhaustedError | UnavailableError)
-
-
-class Backoff:
-    """Re-open delays of ``watch_many``: ``policy.attempts`` in a row without an outcome,
-    doubling from ``initial_delay_s`` up to ``max_delay_s``; an outcome resets it."""
-
-    __slots__ = ("_failures", "_policy")
-
-    def __init__(self, policy: ResumePolicy) -> None:
-        self._policy = policy
-        self._failures = 0
-
-    def progress(self) -> None:
-        self._failures = 0
-
-    def delay(self, error: PurgatoryError) -> float:
-        """Seconds before re-opening; re-raises ``error`` if that will not help."""
-        if not is_resumable(error) or self._policy.exhausted(self._failures):
-            raise error
-        delay = self._policy.delay_s(self._failures)
-        self._failures += 1
-        # A refusal naming the owner (_routing): the re-opened stream goes there at once.
-        return 0.0 if error.metadata.get("purgatory-owner") else delay
-
-
 class WatchSet:
     """The watches of one ``watch_many`` call that still owe an outcome.
 
@@ -161,3 +143,76 @@ class WatchSet:
     def ended(self, event: Event) -> bool:
         """Record an outcome; False if it is not ours or already seen (a re-send)."""
         return self._open.pop(event.operation_id, None) is not None
+
+
+def raise_refusal(acks: Iterable[Any]) -> None:
+    """Raise the error of the first frame the server refused, among the acknowledgements
+    (futures of :class:`SessionAck`) answered so far."""
+    for future in acks:
+        if future.done() and not future.exception():
+            error = future.result().error
+            if error is not None:
+                raise error
+
+
+class Mailbox:
+    """Outcomes and wake-ups handed from a blocking session's reader thread to the one
+    thread running ``watch_many``."""
+
+    __slots__ = ("_queue",)
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[Event | None] = queue.SimpleQueue()
+
+    def put(self, event: Event) -> None:
+        self._queue.put(event)
+
+    def wake(self) -> None:
+        self._queue.put(None)
+
+    def wake_on_done(self, _future: object) -> None:
+        self._queue.put(None)
+
+    def take(self) -> list[Event]:
+        """Wait for an outcome or a wake-up, then take every outcome there is."""
+        items = [self._queue.get()]
+        while True:
+            try:
+                items.append(self._queue.get_nowait())
+            except queue.Empty:
+                break
+        return [item for item in items if item is not None]
+
+    def empty(self) -> bool:
+        return self._queue.empty()
+
+
+class AsyncMailbox:
+    """:class:`Mailbox` for asyncio: the session's reader and ``watch_many`` share the
+    event loop."""
+
+    __slots__ = ("_ready", "_wake")
+
+    def __init__(self) -> None:
+        self._ready: list[Event] = []
+        self._wake = asyncio.Event()
+
+    def put(self, event: Event) -> None:
+        self._ready.append(event)
+        self._wake.set()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def wake_on_done(self, _future: object) -> None:
+        self._wake.set()
+
+    async def take(self) -> list[Event]:
+        """Wait for an outcome or a wake-up, then take every outcome there is."""
+        await self._wake.wait()
+        self._wake.clear()
+        ready, self._ready = self._ready, []
+        return ready
+
+    def empty(self) -> bool:
+        return not self._ready

@@ -1,4 +1,5 @@
-"""SyncSession: one open ``Session`` stream for the blocking client.
+"""SyncSession: one open ``Session`` stream for the blocking client, and the client's
+``session()`` that opens it (:class:`SessionMethods`).
 
 gRPC's sync API consumes a request iterator on its own thread: frames go through a queue
 that iterator reads. A reader thread matches acknowledgements to
@@ -12,6 +13,7 @@ at a time should iterate :meth:`outcomes`.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import queue
 import threading
@@ -22,10 +24,12 @@ from typing import Any
 
 import grpc
 
-from purgatory_client._base import event_from_proto
-from purgatory_client._liveness import SessionLiveness, Watchdog
+from purgatory_client._base import ClientBase
+from purgatory_client._liveness import SessionLiveness, StreamReader
 from purgatory_client._models import Event, OperationSpec
+from purgatory_client._responses import event_from_proto
 from purgatory_client._session_base import (
+    OutcomeCallback,
     SessionAck,
     SignalEntry,
     ack_from_proto,
@@ -33,9 +37,45 @@ from purgatory_client._session_base import (
 )
 from purgatory_client.errors import PurgatoryError, UnavailableError, from_rpc_error
 
-__all__ = ["SyncSession"]
+__all__ = ["SessionMethods", "SyncSession"]
 
 _END = object()
+
+
+class SessionMethods(ClientBase):
+    """``session()``: a Session stream of this client (a mix-in of the client)."""
+
+    def session(
+        self,
+        *,
+        purgatory: str | None = None,
+        on_outcome: OutcomeCallback | None = None,
+        outcome_buffer: int = 10_000,
+        heartbeat_interval_ms: int = 0,
+        dead_after_s: float | None = None,
+    ) -> SyncSession:
+        """Open a Session stream (many watches, signals and force-completes per message;
+        each watched operation's outcome as soon as it ends, on the stream's reader thread).
+
+        ``heartbeat_interval_ms`` (0: none): the server sends a heartbeat whenever the
+        stream was idle that long (``session.liveness`` counts them); ``dead_after_s``
+        (needs heartbeats): a stream silent that long is treated as dead and ends with
+        :class:`UnavailableError`, failing its unanswered acknowledgements."""
+        name = self._name(purgatory)
+        self._find_owner(name)
+        session = SyncSession(
+            functools.partial(
+                self._router.method(name, self._stub.Session), metadata=self._metadata
+            ),
+            name,
+            on_outcome=on_outcome,
+            outcome_buffer=outcome_buffer,
+            timeout=self.timeout,
+            heartbeat_interval_ms=heartbeat_interval_ms,
+            dead_after_s=dead_after_s,
+        )
+        session.add_end_callback(lambda: self._router.learn(name, session.error))
+        return session
 
 
 class SyncSession:
@@ -46,7 +86,7 @@ class SyncSession:
         method: Callable[..., Any],
         purgatory: str,
         *,
-        on_outcome: Callable[[Event], None] | None = None,
+        on_outcome: OutcomeCallback | None = None,
         outcome_buffer: int = 10_000,
         timeout: float | None = 30.0,
         heartbeat_interval_ms: int = 0,
@@ -172,57 +212,61 @@ class SyncSession:
 
     def _read(self) -> None:
         error: PurgatoryError | None = None
-        liveness = self.liveness
-        dead_after = liveness.dead_after_s
-        watchdog = None
-        if dead_after is not None:
-            watchdog = Watchdog(self._call, dead_after, "purgatory-session-watchdog")
+        reader = StreamReader(self._call, self.liveness.dead_after_s, "purgatory-session-watchdog")
         try:
-            for message in self._call:
-                if watchdog is not None:
-                    watchdog.alive()
-                if liveness.heartbeat(message):
-                    continue
-                refused = liveness.refused(message)
-                if refused is not None:
-                    error = refused
-                    self._call.cancel()
+            while (message := reader.next()) is not None:
+                error = self._take(message)
+                if error is not None:
                     break
-                if message.HasField("ack"):
-                    with self._lock:
-                        future = self._acks.pop(message.ack.request_id, None)
-                    if future is not None:
-                        future.set_result(ack_from_proto(message.ack))
-                for raw in message.outcomes:
-                    event = event_from_proto(raw)
-                    if self._on_outcome is not None:
-                        self._on_outcome(event)
-                    else:
-                        self._queue.put(event)
+            error = error or reader.silent
+            if error is not None:
+                self._call.cancel()
         except grpc.RpcError as exc:
-            if watchdog is not None and watchdog.fired:
-                error = liveness.dead()
-            elif exc.code() != grpc.StatusCode.CANCELLED:
+            if exc.code() != grpc.StatusCode.CANCELLED:
                 error = from_rpc_error(exc)
         finally:
-            if watchdog is not None:
-                watchdog.stop()
+            reader.close()
+            self._finish(error)
+
+    def _take(self, message: Any) -> PurgatoryError | None:
+        """One message from the server; returns the error that ends the stream, if any
+        (the opening frame refused)."""
+        if self.liveness.heartbeat(message):
+            return None
+        refused = self.liveness.refused(message)
+        if refused is not None:
+            return refused
+        if message.HasField("ack"):
             with self._lock:
-                self.error = error
-                self._finished.set()
-                self._writing = False
-                self._frames.put(_END)
-                failure = self._ended_error()
-                pending, self._acks = self._acks, {}
-                callbacks, self._end_callbacks = self._end_callbacks, []
-            for future in pending.values():
-                if not future.done():
-                    future.set_exception(failure)
-            while True:
-                try:
-                    self._queue.put_nowait(_END)
-                    break
-                except queue.Full:
-                    self._queue.get_nowait()
-            for callback in callbacks:
-                callback()
+                future = self._acks.pop(message.ack.request_id, None)
+            if future is not None:
+                future.set_result(ack_from_proto(message.ack))
+        for raw in message.outcomes:
+            event = event_from_proto(raw)
+            if self._on_outcome is not None:
+                self._on_outcome(event)
+            else:
+                self._queue.put(event)
+        return None
+
+    def _finish(self, error: PurgatoryError | None) -> None:
+        """The stream has ended: fail what is unanswered, mark the end of the outcomes."""
+        with self._lock:
+            self.error = error
+            self._finished.set()
+            self._writing = False
+            self._frames.put(_END)
+            failure = self._ended_error()
+            pending, self._acks = self._acks, {}
+            callbacks, self._end_callbacks = self._end_callbacks, []
+        for future in pending.values():
+            if not future.done():
+                future.set_exception(failure)
+        while True:
+            try:
+                self._queue.put_nowait(_END)
+                break
+            except queue.Full:
+                self._queue.get_nowait()
+        for callback in callbacks:
+            callback()

@@ -7,6 +7,11 @@ up to ``max_in_flight`` concurrent batch sends on the event loop; task futures a
 :meth:`AsyncBatchingDispatcher.run_once`.
 
 Thread safety: loop-confined (create, call and await it on one event loop).
+
+Written by hand, not generated like most of the blocking client: the two differ in their
+concurrency (a task per batch and two events here, a thread pool under one condition
+variable there), which is all they do beyond the shared core; tests/client/test_twins.py
+keeps their methods alike.
 """
 
 from __future__ import annotations

@@ -18,11 +18,11 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from purgatory_server._journal import JournalCorruptionError, JournalError
-from purgatory_server._service.app import serve
-from purgatory_server._service.config import ConfigError, load_config
-from purgatory_server._service.errors import ServiceError
-from purgatory_server._service.listen import parse_listen
-from purgatory_server._service.logs import configure_logging
+from purgatory_server._service.api.app import serve
+from purgatory_server._service.api.listen import parse_listen
+from purgatory_server._service.config.logs import configure_logging
+from purgatory_server._service.config.server_config import ConfigError, load_config
+from purgatory_server._service.core.errors import ServiceError
 from purgatory_server._service.telemetry import TraceLogFilter
 
 __all__ = ["main"]

@@ -27,8 +27,8 @@ from purgatory_client._long_poll import SERVICE_CONFIG
 from purgatory_proto.v1 import purgatory_pb2 as pb
 from purgatory_proto.v1 import purgatory_pb2_grpc as pb_grpc
 
+from tests.durability.crash_load import DurableServer
 from tests.durability.helpers import NAME
-from tests.durability.test_session_durable import FixedPortServer, _free_port
 
 
 class FlakyService(pb_grpc.PurgatoryServiceServicer):
@@ -132,27 +132,30 @@ RIDE_OUT = ResumePolicy(attempts=120, initial_delay_s=0.05, max_delay_s=0.25)
 
 
 def test_long_polls_survive_a_durable_server_restart_on_the_same_port(tmp_path: Path) -> None:
-    data_dir, log, port = tmp_path / "data", tmp_path / "server.log", _free_port()
-    server = FixedPortServer(data_dir, port, log)
+    # The restart binds the port the first start reported (the clients' target).
+    server = DurableServer(tmp_path / "data", "always", tmp_path / "server.log")
     try:
-        server.wait_ready()
+        server.wait_port()
+        target = server.address
         with (
-            PurgatoryClient(server.target, purgatory=NAME, resume=RIDE_OUT) as waiter,
+            PurgatoryClient(target, purgatory=NAME, resume=RIDE_OUT) as waiter,
             ThreadPoolExecutor(2) as pool,
         ):
             # No operation ids: the clients make them, so a re-send is the same operation.
             sync_result = pool.submit(waiter.wait, ["sync-k"], 600_000, timeout=60)
-            batch_result = pool.submit(_async_batch_wait, server.target)
-            with PurgatoryClient(server.target, purgatory=NAME, timeout=5) as probe:
+            batch_result = pool.submit(_async_batch_wait, target)
+            with PurgatoryClient(target, purgatory=NAME, timeout=5) as probe:
                 _until(lambda: probe.get_purgatory().pending == 2)
                 # Pending is counted before the journal write is synced; one acknowledged
                 # registration after them means the journal (written in order) holds both.
                 probe.try_complete_else_watch(["barrier"], 600_000, operation_id="barrier")
             server.kill()
             assert not sync_result.done() and not batch_result.done()
-            server = FixedPortServer(data_dir, port, log)
-            server.wait_ready()
-            with PurgatoryClient(server.target, purgatory=NAME, timeout=5) as probe:
+            server.start().wait_port()
+            with PurgatoryClient(target, purgatory=NAME, timeout=5) as probe:
+                # This process's channels to the target share a connection, backing off
+                # since the kill: wait until it is up again.
+                _until(lambda: _reachable(probe))
                 # The recovered operations complete; the waiters get the outcome either
                 # from their re-sent long-poll or, re-sent later, as the retained outcome.
                 assert probe.check_and_complete("sync-k") == 1
@@ -168,6 +171,14 @@ def test_long_polls_survive_a_durable_server_restart_on_the_same_port(tmp_path: 
                 assert (info.pending, info.last_sequence) == (1, 2)
     finally:
         server.stop()
+
+
+def _reachable(client: PurgatoryClient) -> bool:
+    try:
+        client.get_purgatory()
+    except UnavailableError:
+        return False
+    return True
 
 
 def _until(check: Callable[[], bool], timeout_s: float = 15.0) -> None:

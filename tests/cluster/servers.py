@@ -2,17 +2,14 @@
 
 :class:`ReplicatedServer` runs ``python -m purgatory_server`` with a ``[cluster]`` table
 naming the test's NATS cluster and replicated purgatory (and, where placement matters, a
-server id from :func:`by_rank`, so the test knows who should own it); it learns its port from
+server id from :func:`by_rank`, so the test knows who should own it) under the tests' and
+benchmarks' harness (:class:`harness.ServerProcess`): it learns its port from
 ``--port-file`` and can be SIGKILLed, SIGSTOPped and resumed. Each test names its own
 purgatory, so tests share one NATS cluster (starting one costs ~5 s of leader election).
 """
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -23,6 +20,8 @@ from nats.js.api import StorageType, StreamConfig
 from purgatory_proto.v1 import purgatory_pb2 as pb
 from purgatory_proto.v1 import purgatory_pb2_grpc as pb_grpc
 from purgatory_server._cluster.placement import ranked
+
+from harness import ServerProcess
 
 LEASE_MS = 1500
 
@@ -62,8 +61,9 @@ server_id = "{server_id}"
 {cluster_extra}"""
 
 
-class ReplicatedServer:
-    """One server subprocess (see module docstring); bounded waits everywhere."""
+class ReplicatedServer(ServerProcess):
+    """One server process (see module docstring), started at once; bounded waits
+    everywhere (:class:`harness.ServerProcess`), its log in ``<root>/<label>.log``."""
 
     def __init__(
         self,
@@ -74,77 +74,10 @@ class ReplicatedServer:
         server_id: str = "",
         **config: Any,
     ) -> None:
-        root.mkdir(parents=True, exist_ok=True)
-        self.label = label
+        text = config_text(urls, name, root / f"{label}-data", server_id=server_id, **config)
+        super().__init__(root, label=label, config=text)
         self.name = name
-        self.port_file = root / f"{label}.port"
-        self.port_file.unlink(missing_ok=True)
-        conf = root / f"{label}.toml"
-        conf.write_text(
-            config_text(urls, name, root / f"{label}-data", server_id=server_id, **config)
-        )
-        self.log_path = root / f"{label}.log"
-        log = self.log_path.open("ab")
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "purgatory_server",
-                "--config",
-                str(conf),
-                "--listen",
-                "127.0.0.1:0",
-                "--port-file",
-                str(self.port_file),
-            ],
-            stdout=log,
-            stderr=log,
-            env=dict(os.environ),
-        )
-        log.close()
-        self.port = 0
-
-    @property
-    def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def wait_port(self, timeout_s: float = 30.0) -> int:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.port_file.exists():
-                self.port = int(self.port_file.read_text())
-                return self.port
-            if self.proc.poll() is not None:
-                raise AssertionError(f"{self.label} exited: {self.tail()}")
-            time.sleep(0.02)
-        raise AssertionError(f"{self.label} did not report its port: {self.tail()}")
-
-    def tail(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")[-3000:]
-        except OSError:
-            return ""
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(10)
-
-    def pause(self) -> None:
-        self.proc.send_signal(signal.SIGSTOP)
-
-    def resume(self) -> None:
-        self.proc.send_signal(signal.SIGCONT)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGCONT)
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        self.start()
 
 
 def stub(address: str) -> tuple[grpc.aio.Channel, Any]:
@@ -159,7 +92,7 @@ async def wait_owner(servers: list[ReplicatedServer], name: str, timeout_s: floa
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         for i, server in enumerate(servers):
-            if server.proc.poll() is not None or not server.port:
+            if not server.running or not server.port:
                 continue
             channel, client = stub(server.address)
             try:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from purgatory_server._service.config import ConfigError, from_mapping, load_config
+from purgatory_server._service.config.server_config import ConfigError, from_mapping, load_config
 
 BASE = {"purgatories": [{"name": "orders", "durable": True}, "scratch"]}
 

@@ -39,7 +39,7 @@ async def _register(servers: list[ReplicatedServer], acked: set[str], stop_at: f
     n = 0
     while time.monotonic() < stop_at:
         for server in servers:
-            if server.proc.poll() is not None:
+            if not server.running:
                 continue
             channel, client = stub(server.address)
             try:

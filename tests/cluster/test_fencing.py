@@ -52,6 +52,39 @@ async def _messages(urls: list[str]) -> list[tuple[int, int, list[Any]]]:
         await nc.close()
 
 
+async def _check_fenced(waiting: Any, client_a: Any, owner: str) -> None:
+    """A, resumed: the write queued while it was paused fails, and so does any call after
+    its timers and renewal loop have run, naming the new owner."""
+    try:
+        await waiting
+        raise AssertionError("the paused owner answered a write after it was replaced")
+    except grpc.aio.AioRpcError as exc:
+        assert exc.code() is grpc.StatusCode.UNAVAILABLE, exc
+    await asyncio.sleep(LEASE_MS / 1000)  # A's timers and renewal loop have run
+    try:
+        await client_a.GetPurgatory(pb.GetPurgatoryRequest(name=NAME), timeout=10)
+        raise AssertionError("the replaced owner still serves the purgatory")
+    except grpc.aio.AioRpcError as exc:
+        assert exc.code() is grpc.StatusCode.UNAVAILABLE, exc
+        trailers = dict(exc.trailing_metadata() or ())
+        assert trailers.get("purgatory-owner") == owner, trailers
+
+
+async def _check_history(client_b: Any) -> None:
+    """B's history: each operation has one outcome; the short ones expired at B."""
+    info = (await client_b.GetPurgatory(pb.GetPurgatoryRequest(name=NAME))).purgatory
+    events = []
+    call = client_b.Subscribe(pb.SubscribeRequest(purgatory=NAME, after_sequence=0))
+    async for event in call:
+        events.append(event)
+        if len(events) == info.last_sequence:
+            break
+    call.cancel()
+    ids = [e.operation_id for e in events]
+    assert len(ids) == len(set(ids)), ids
+    assert {f"op{i}" for i in range(1, 20, 2)} <= set(ids), ids
+
+
 async def test_paused_owner_is_fenced_and_stops_answering(
     nats_cluster: LocalNatsCluster, tmp_path: Path
 ) -> None:
@@ -87,32 +120,9 @@ async def test_paused_owner_is_fenced_and_stops_answering(
         )
         await asyncio.sleep(0.2)  # the call is queued at A's socket before it resumes
         a.resume()
-        try:
-            await waiting
-            raise AssertionError("the paused owner answered a write after it was replaced")
-        except grpc.aio.AioRpcError as exc:
-            assert exc.code() is grpc.StatusCode.UNAVAILABLE, exc
-        await asyncio.sleep(LEASE_MS / 1000)  # A's timers and renewal loop have run
-        try:
-            await client_a.GetPurgatory(pb.GetPurgatoryRequest(name=NAME), timeout=10)
-            raise AssertionError("the replaced owner still serves the purgatory")
-        except grpc.aio.AioRpcError as exc:
-            assert exc.code() is grpc.StatusCode.UNAVAILABLE, exc
-            trailers = dict(exc.trailing_metadata() or ())
-            assert trailers.get("purgatory-owner") == b.address, trailers
+        await _check_fenced(waiting, client_a, b.address)
 
-        # B's history: each operation has one outcome; the short ones expired at B.
-        info = (await client_b.GetPurgatory(pb.GetPurgatoryRequest(name=NAME))).purgatory
-        events = []
-        call = client_b.Subscribe(pb.SubscribeRequest(purgatory=NAME, after_sequence=0))
-        async for event in call:
-            events.append(event)
-            if len(events) == info.last_sequence:
-                break
-        call.cancel()
-        ids = [e.operation_id for e in events]
-        assert len(ids) == len(set(ids)), ids
-        assert {f"op{i}" for i in range(1, 20, 2)} <= set(ids), ids
+        await _check_history(client_b)
     finally:
         await channel_a.close()
         await channel_b.close()

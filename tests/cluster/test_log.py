@@ -19,7 +19,7 @@ from purgatory_server._cluster.natsd import LocalNatsCluster
 from purgatory_server._cluster.not_owner import NotOwner
 from purgatory_server._cluster.shadow import Shadow, last_subject_sequence
 from purgatory_server._journal import JournalState
-from purgatory_server._service.errors import Code
+from purgatory_server._service.core.errors import Code
 
 from tests.cluster.servers import add_r3_stream
 

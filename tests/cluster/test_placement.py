@@ -170,7 +170,7 @@ async def test_purgatory_follows_the_top_ranked_member_on_join_and_leave(
         a = start("a", a_id)
         assert await wait_owner([a], NAME, 20) == 0
         await _eventually_named(b, a.address, 10)
-        assert "handing over to" in b.tail()  # a hand-over, not a lease that expired
+        assert "handing over to" in b.log_text()  # a hand-over, not a lease that expired
 
         # (b) C, ranked first, joins while a long-poll waits at A.
         poll = asyncio.ensure_future(
@@ -190,7 +190,7 @@ async def test_purgatory_follows_the_top_ranked_member_on_join_and_leave(
         assert done.operation_id == "lp" and done.state is OperationState.COMPLETED
         assert not done.created  # the registration made at A, found again at C
         assert client._router.routes == {NAME: c.address}
-        assert "handing over to" in a.tail()
+        assert "handing over to" in a.log_text()
 
         # (c) C leaves gracefully: A, first again, takes it back at once.
         c.stop()

@@ -69,7 +69,7 @@ async def test_owner_killed_under_load_standby_takes_over(
         for cycle in range(CYCLES):
             owner = await wait_owner(servers, NAME, TAKEOVER_BOUND_S)
             victim = servers[owner]
-            killed_ms = await run_load(victim.port, acks, rng, cycle, victim)  # type: ignore[arg-type]
+            killed_ms = await run_load(victim.port, acks, rng, cycle, victim)
             killed = time.monotonic()
             assert acks.watches or acks.outcomes, f"seed {seed}: no load was acknowledged"
             servers[owner] = fresh()  # the next standby; either server may take over

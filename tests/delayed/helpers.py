@@ -6,7 +6,7 @@ from pathlib import Path
 
 from purgatory_proto.v1 import purgatory_pb2 as pb
 from purgatory_server._service import ServerConfig
-from purgatory_server._service.config import PurgatorySettings
+from purgatory_server._service.config.server_config import PurgatorySettings
 
 from tests.durability.helpers import NAME, durable_config
 

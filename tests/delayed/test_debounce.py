@@ -17,7 +17,7 @@ from purgatory_server import MockTime
 from purgatory_server._service import create_server
 
 from tests.delayed.helpers import EXPIRED, WATCHING, config_for
-from tests.durability.crash_load import ServerProcess
+from tests.durability.crash_load import DurableServer
 from tests.durability.helpers import NAME
 
 
@@ -156,7 +156,7 @@ async def test_debounce_refusals_and_all_or_nothing(tmp_path: Path) -> None:
 def test_debounce_survives_kill_9(tmp_path: Path) -> None:
     data = tmp_path / "data"
     cap = 60_000 + 1_500
-    proc = ServerProcess(data, "always", tmp_path / "log")
+    proc = DurableServer(data, "always", tmp_path / "log")
     try:
         with PurgatoryClient(f"127.0.0.1:{proc.wait_port()}", purgatory=NAME, timeout=10) as c:
             first = c.try_complete_else_watch(
@@ -177,7 +177,7 @@ def test_debounce_survives_kill_9(tmp_path: Path) -> None:
             assert pushed.due_time_ms > first.due_time_ms and not pushed.created
     finally:
         proc.kill()
-    proc = ServerProcess(data, "always", tmp_path / "log")
+    proc = DurableServer(data, "always", tmp_path / "log")
     try:
         with PurgatoryClient(f"127.0.0.1:{proc.wait_port()}", purgatory=NAME, timeout=10) as c:
             back = c.get_operation("flush")

@@ -20,7 +20,7 @@ from purgatory_server import MockTime
 from purgatory_server._service import create_server
 
 from tests.delayed.helpers import EXPIRED, WATCHING, config_for
-from tests.durability.crash_load import ServerProcess
+from tests.durability.crash_load import DurableServer
 from tests.durability.helpers import NAME
 
 
@@ -37,7 +37,7 @@ def test_operations_due_during_downtime_expire_at_once_in_due_order(tmp_path: Pa
     data = tmp_path / "data"
     # Registered in this order; due in another (ids say the due rank).
     offsets = {"d3": 400, "d1": 200, "d5": 600, "d2": 300, "d0": 100, "d4": 500}
-    proc = ServerProcess(data, "always", tmp_path / "log")
+    proc = DurableServer(data, "always", tmp_path / "log")
     try:
         with PurgatoryClient(f"127.0.0.1:{proc.wait_port()}", purgatory=NAME, timeout=10) as c:
             base = c.try_complete_else_watch([], 600_000, operation_id="anchor").create_time_ms
@@ -53,7 +53,7 @@ def test_operations_due_during_downtime_expire_at_once_in_due_order(tmp_path: Pa
         proc.kill()
     time.sleep(max(0.0, (base + 650 - time.time_ns() // 1_000_000) / 1000))
     restarted_ms = time.time_ns() // 1_000_000
-    proc = ServerProcess(data, "always", tmp_path / "log")
+    proc = DurableServer(data, "always", tmp_path / "log")
     try:
         with PurgatoryClient(f"127.0.0.1:{proc.wait_port()}", purgatory=NAME, timeout=10) as c:
             events = _events(c, 7)
@@ -67,7 +67,7 @@ def test_operations_due_during_downtime_expire_at_once_in_due_order(tmp_path: Pa
             assert c.get_purgatory(NAME).last_sequence == 7
     finally:
         proc.stop()
-    proc = ServerProcess(data, "always", tmp_path / "log")
+    proc = DurableServer(data, "always", tmp_path / "log")
     try:
         with PurgatoryClient(f"127.0.0.1:{proc.wait_port()}", purgatory=NAME, timeout=10) as c:
             # Each exactly once: the second restart replays the outcomes, fires nothing.

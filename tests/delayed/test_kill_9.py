@@ -11,7 +11,7 @@ from pathlib import Path
 
 from purgatory_client import OperationSpec, OperationState, PurgatoryClient
 
-from tests.durability.crash_load import ServerProcess
+from tests.durability.crash_load import DurableServer
 from tests.durability.helpers import NAME
 
 HOUR_MS = 3_600_000
@@ -19,7 +19,7 @@ HOUR_MS = 3_600_000
 
 def test_reschedules_and_cancellations_survive_kill_9(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    proc = ServerProcess(data, "always", tmp_path / "log")
+    proc = DurableServer(data, "always", tmp_path / "log")
     try:
         with PurgatoryClient(f"127.0.0.1:{proc.wait_port()}", purgatory=NAME, timeout=10) as c:
             c.batch_try_complete_else_watch(
@@ -34,7 +34,7 @@ def test_reschedules_and_cancellations_survive_kill_9(tmp_path: Path) -> None:
     finally:
         proc.kill()
     time.sleep(0.4)  # order-1's new deadline passes while nothing runs
-    proc = ServerProcess(data, "always", tmp_path / "log")
+    proc = DurableServer(data, "always", tmp_path / "log")
     try:
         with PurgatoryClient(f"127.0.0.1:{proc.wait_port()}", purgatory=NAME, timeout=10) as c:
             back = c.get_operation("order-0")

@@ -19,8 +19,9 @@ from purgatory_client import (
 )
 from purgatory_client.cli import main
 from purgatory_proto.v1 import purgatory_pb2 as pb
-from purgatory_server._service import create_server, listing
-from purgatory_server._service.sorted_ids import SortedIds
+from purgatory_server._service import create_server
+from purgatory_server._service.core import listing
+from purgatory_server._service.core.sorted_ids import SortedIds
 
 from tests.delayed.helpers import CANCELLED, EXPIRED, FORCED, LONG, WATCHING, config_for, watch
 from tests.durability.helpers import NAME, running

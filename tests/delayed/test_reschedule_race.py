@@ -13,9 +13,13 @@ import time
 
 from purgatory_server._engine.system_timer import SystemTimer
 from purgatory_server._engine.time import SYSTEM_TIME, MockTime
-from purgatory_server._service.conditions import ConditionSpec, make_progress
-from purgatory_server._service.operation import OperationDefinition, RemoteOperation, SignalSlot
-from purgatory_server._service.states import OperationState
+from purgatory_server._service.core.conditions import ConditionSpec, make_progress
+from purgatory_server._service.core.operation import (
+    OperationDefinition,
+    RemoteOperation,
+    SignalSlot,
+)
+from purgatory_server._service.core.operation_state import OperationState
 
 N = 300
 

@@ -7,6 +7,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from purgatory_client import AsyncPurgatoryClient, FailedPreconditionError
+from purgatory_server._engine.time import MockTime
 from purgatory_server._service import create_server
 from purgatory_server._service.telemetry.setup import Telemetry
 
@@ -25,11 +26,17 @@ async def test_delayed_message_rpcs_are_measured_and_traced() -> None:
     reader = InMemoryMetricReader()
     exporter = InMemorySpanExporter()
     telemetry = Telemetry(metric_readers=[reader], span_processors=[SimpleSpanProcessor(exporter)])
-    server, port = await create_server("127.0.0.1:0", TEST_CONFIG, telemetry=telemetry)
+    # A mock clock: the re-send must come a millisecond after the registration to move the
+    # deadline at all (on the real clock both can fall in the same millisecond).
+    clock = MockTime()
+    server, port = await create_server(
+        "127.0.0.1:0", TEST_CONFIG, telemetry=telemetry, time=clock, reaper_enabled=False
+    )
     try:
         async with AsyncPurgatoryClient(f"127.0.0.1:{port}", timeout=10) as c:
             await c.try_complete_else_watch(["k"], 60_000, operation_id="a")
             await c.try_complete_else_watch(["k"], 60_000, operation_id="b", extend_on_resend=True)
+            clock.sleep(1)
             await c.try_complete_else_watch(["k"], 60_000, operation_id="b", extend_on_resend=True)
             await c.reschedule("a", timeout_ms=120_000)
             assert [s.operation_id for s in await c.cancel(["a"])] == ["a"]

@@ -1,8 +1,8 @@
 """The crash test's server process, concurrent load and record of acknowledgements.
 
-:class:`ServerProcess` runs ``python -m purgatory_server`` on a data directory and learns
-its port from ``--port-file``. :class:`Acks` records only what a client was told (a
-response received): acknowledged watches with their due time, outcomes reported in
+:class:`DurableServer` runs ``python -m purgatory_server`` on a data directory (under the
+tests' harness, :class:`harness.ServerProcess`). :class:`Acks` records only what a client
+was told (a response received): acknowledged watches with their due time, outcomes reported in
 responses, events subscribers received, and for "probe" operations (a private key each,
 ``MIN_SIGNALS(4)``) how many of their signals were acknowledged and whether one was in
 flight when the server died. :func:`run_load` drives watchers, signallers, a forcer and
@@ -12,11 +12,7 @@ a subscriber against one server until it is killed.
 from __future__ import annotations
 
 import asyncio
-import os
 import random
-import signal
-import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +21,8 @@ from typing import Any
 import grpc
 from purgatory_proto.v1 import purgatory_pb2 as pb
 from purgatory_proto.v1 import purgatory_pb2_grpc as pb_grpc
+
+from harness import ServerProcess
 
 NAME = "d"
 KEYS = [f"k{i}" for i in range(8)]
@@ -36,58 +34,18 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-class ServerProcess:
-    """One server subprocess on ``data_dir``; SIGKILL or SIGTERM it, bounded waits."""
+class DurableServer(ServerProcess):
+    """A server process on ``data_dir`` with one durable purgatory, started at once; its
+    output appended to ``<log's folder>/<log's stem>.log`` (``server.log`` stays
+    ``server.log``), across restarts too. Bounded waits, SIGKILL or SIGTERM, a restart on
+    the same port: :class:`harness.ServerProcess`."""
 
-    def __init__(self, data_dir: Path, fsync: str, log: Path, port: int = 0) -> None:
-        self.port_file = data_dir.parent / "port"
-        self.port_file.unlink(missing_ok=True)
-        env = dict(os.environ, PURGATORY_DEFAULTS_RETAINED_EVENTS="1000000")
-        args = [
-            sys.executable,
-            "-m",
-            "purgatory_server",
-            "--listen",
-            f"127.0.0.1:{port}",
-            "--data-dir",
-            str(data_dir),
-            "--purgatory",
-            NAME,
-            "--durable",
-            "--fsync",
-            fsync,
-            "--port-file",
-            str(self.port_file),
-            "--log-level",
-            "WARNING",
-        ]
-        self._log = log.open("ab")
-        self.proc = subprocess.Popen(args, stdout=self._log, stderr=self._log, env=env)
-
-    def wait_port(self, timeout_s: float = 15.0) -> int:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.port_file.exists():
-                return int(self.port_file.read_text())
-            if self.proc.poll() is not None:
-                raise AssertionError(f"server exited with {self.proc.returncode}")
-            time.sleep(0.01)
-        raise AssertionError("server did not report its port in time")
-
-    def kill(self) -> None:
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(10)
-        self._log.close()
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        self._log.close()
+    def __init__(self, data_dir: Path, fsync: str, log: Path) -> None:
+        args = ["--data-dir", str(data_dir), "--purgatory", NAME, "--durable"]
+        args += ["--fsync", fsync, "--log-level", "WARNING"]
+        env = {"PURGATORY_DEFAULTS_RETAINED_EVENTS": "1000000"}
+        super().__init__(log.parent, args, label=log.stem, env=env, start_timeout_s=15)
+        self.start()
 
 
 @dataclass

@@ -11,7 +11,7 @@ import grpc
 from purgatory_proto.v1 import purgatory_pb2 as pb
 from purgatory_proto.v1 import purgatory_pb2_grpc as pb_grpc
 from purgatory_server._service import ServerConfig, create_server
-from purgatory_server._service.config import PurgatorySettings
+from purgatory_server._service.config.server_config import PurgatorySettings
 
 NAME = "d"
 

@@ -6,9 +6,13 @@ from pathlib import Path
 
 import pytest
 from purgatory_server._journal import FsyncPolicy
-from purgatory_server._service.catalog import read_catalog, write_settings
-from purgatory_server._service.config import ConfigError, PurgatorySettings, load_config
-from purgatory_server._service.durable import journal_config
+from purgatory_server._service.config.server_config import (
+    ConfigError,
+    PurgatorySettings,
+    load_config,
+)
+from purgatory_server._service.durable.catalog import read_catalog, write_settings
+from purgatory_server._service.durable.local_store import journal_config
 
 
 def test_toml_and_environment_set_durability(tmp_path: Path) -> None:

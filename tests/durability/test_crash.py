@@ -35,7 +35,7 @@ from tests.durability.crash_load import (
     NAME,
     PROBE_COUNT,
     Acks,
-    ServerProcess,
+    DurableServer,
     now_ms,
     run_load,
 )
@@ -116,8 +116,25 @@ async def verify(stub: Any, acks: Acks, killed_ms: int, ready_ms: int) -> None:
     """Check the restarted server against ``acks``; then settle long-lived operations."""
     assert not acks.errors, acks.errors
     info = (await stub.GetPurgatory(pb.GetPurgatoryRequest(name=NAME))).purgatory
-    events = await _replay(stub, info.last_sequence)
-    assert [e.sequence for e in events] == list(range(1, info.last_sequence + 1))
+    by_op = await _check_outcomes(stub, acks, info.last_sequence)
+    _check_ended_overdue(acks, by_op, killed_ms, ready_ms)
+    statuses = await _check_pending(stub, acks, by_op, info.last_sequence, ready_ms)
+    acks.count("acknowledged watches found pending", len(statuses))
+    acks.count("outcomes checked after restart", len(by_op))
+    await _settle(stub, acks, statuses, ready_ms)
+    # Settled operations need no further checks; keep the still-pending short ones.
+    for op_id in list(acks.watches):
+        if op_id in by_op or op_id in acks.outcomes:
+            del acks.watches[op_id]
+            acks.probe_acked.pop(op_id, None)
+            acks.probe_in_flight.pop(op_id, None)
+
+
+async def _check_outcomes(stub: Any, acks: Acks, last_sequence: int) -> dict[str, Any]:
+    """Every sequence once, one outcome per operation, each one as reported before the
+    kill; the events by operation id."""
+    events = await _replay(stub, last_sequence)
+    assert [e.sequence for e in events] == list(range(1, last_sequence + 1))
     by_op: dict[str, Any] = {}
     for event in events:
         assert event.operation_id not in by_op, f"two outcomes for {event.operation_id}"
@@ -128,6 +145,10 @@ async def verify(stub: Any, acks: Acks, killed_ms: int, ready_ms: int) -> None:
         event = by_op.get(op_id)
         assert event is not None, f"reported outcome of {op_id} lost"
         assert (event.sequence, event.state) == (sequence, state)
+    return by_op
+
+
+def _check_ended_overdue(acks: Acks, by_op: dict[str, Any], killed_ms: int, ready_ms: int) -> None:
     for op_id, watch in acks.watches.items():
         event = by_op.get(op_id)
         if event is None or watch.due_ms >= ready_ms or event.complete_time_ms < killed_ms:
@@ -137,6 +158,13 @@ async def verify(stub: Any, acks: Acks, killed_ms: int, ready_ms: int) -> None:
         if event.state == EXPIRED:
             assert event.complete_time_ms >= event.due_time_ms  # the event shows lateness
             acks.count("overdue operations expired at once")
+
+
+async def _check_pending(
+    stub: Any, acks: Acks, by_op: dict[str, Any], last_sequence: int, ready_ms: int
+) -> dict[str, Any]:
+    """Acknowledged watches without an outcome in the replay: pending unless overdue (then
+    ended at once, after the replayed sequences); their statuses."""
     open_ids = [op_id for op_id in acks.watches if op_id not in by_op]
     statuses = await _statuses(stub, open_ids)
     overdue = []
@@ -146,13 +174,16 @@ async def verify(stub: Any, acks: Acks, killed_ms: int, ready_ms: int) -> None:
             if watch.due_ms < ready_ms - AT_ONCE_MS:
                 overdue.append(op_id)  # must not still be pending: re-check below
         else:
-            assert status.state in FINAL and status.sequence > info.last_sequence
+            assert status.state in FINAL and status.sequence > last_sequence
             if watch.due_ms < ready_ms:
                 assert status.complete_time_ms <= ready_ms + AT_ONCE_MS, (op_id, status)
                 acks.count("overdue operations expired at once")
     assert not overdue, f"overdue operations still pending after restart: {overdue[:5]}"
-    acks.count("acknowledged watches found pending", len(statuses))
-    acks.count("outcomes checked after restart", len(events))
+    return statuses
+
+
+async def _settle(stub: Any, acks: Acks, statuses: dict[str, Any], ready_ms: int) -> None:
+    """Probes: exact progress; long-lived watches: force-completed (recorded as outcomes)."""
     for op_id, status in statuses.items():
         if acks.watches[op_id].probe:
             assert status.state == WATCHING, f"probe {op_id} ended unexpectedly: {status}"
@@ -162,12 +193,6 @@ async def verify(stub: Any, acks: Acks, killed_ms: int, ready_ms: int) -> None:
                 pb.ForceCompleteRequest(purgatory=NAME, operation_id=op_id)
             )
             acks.outcome(op_id, forced.operation.sequence, forced.operation.state)
-    # Settled operations need no further checks; keep the still-pending short ones.
-    for op_id in list(acks.watches):
-        if op_id in by_op or op_id in acks.outcomes:
-            del acks.watches[op_id]
-            acks.probe_acked.pop(op_id, None)
-            acks.probe_in_flight.pop(op_id, None)
 
 
 async def test_sigkill_under_load_loses_no_acknowledged_operation(tmp_path: Path) -> None:
@@ -176,13 +201,13 @@ async def test_sigkill_under_load_loses_no_acknowledged_operation(tmp_path: Path
     data_dir = tmp_path / "data"
     log = tmp_path / "server.log"
     acks = Acks()
-    server = ServerProcess(data_dir, POLICIES[0], log)
+    server = DurableServer(data_dir, POLICIES[0], log)
     try:
         for cycle in range(CYCLES):
             port = server.wait_port()
             killed_ms = await run_load(port, acks, rng, cycle, server)
             assert acks.watches or acks.outcomes, f"seed {seed}: no load was acknowledged"
-            server = ServerProcess(data_dir, POLICIES[(cycle + 1) % len(POLICIES)], log)
+            server = DurableServer(data_dir, POLICIES[(cycle + 1) % len(POLICIES)], log)
             port = server.wait_port()
             ready_ms = now_ms()
             channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")

@@ -6,15 +6,15 @@ import asyncio
 from typing import Any, cast
 
 from purgatory_server._engine.time import MockTime
-from purgatory_server._service.conditions import SignalRecord
-from purgatory_server._service.durable import DurableJournal
+from purgatory_server._service.core.conditions import SignalRecord
+from purgatory_server._service.durable.local_store import DurableHooks
 
 
 async def test_signal_records_use_the_injected_clock() -> None:
     clock = MockTime(wall_clock_start_ms=1_000)
     clock.sleep(234)
     # The WAL is not reached: the record is only buffered until the loop's next turn.
-    journal = DurableJournal(cast(Any, None), asyncio.get_running_loop(), clock)
+    journal = DurableHooks(cast(Any, None), asyncio.get_running_loop(), clock)
     journal.on_signal("p", "k", SignalRecord(amount=1))
     (record,) = journal._buffer
     assert record.signal.applied_wall_ms == 1_234

@@ -15,11 +15,12 @@ from pathlib import Path
 import pytest
 from purgatory_proto.v1.journal_pb2 import JournalRecord
 from purgatory_server._journal import FsyncPolicy, Journal, JournalConfig, PendingOperation
-from purgatory_server._service import create_server, durable
-from purgatory_server._service.catalog import journal_dir, write_settings
-from purgatory_server._service.conditions import EMPTY_SIGNAL, ConditionKind, ConditionSpec
-from purgatory_server._service.config import PurgatorySettings
-from purgatory_server._service.journal_codec import (
+from purgatory_server._service import create_server
+from purgatory_server._service.config.server_config import PurgatorySettings
+from purgatory_server._service.core.conditions import EMPTY_SIGNAL, ConditionKind, ConditionSpec
+from purgatory_server._service.durable import local_store
+from purgatory_server._service.durable.catalog import journal_dir, write_settings
+from purgatory_server._service.durable.codec import (
     PendingDecoder,
     condition_to_proto,
     decode_pending,
@@ -103,7 +104,7 @@ def _write_journal(data_dir: Path) -> None:
 async def test_restart_rearms_in_batches_and_releases_the_snapshot(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(durable, "RESTORE_BATCH", 3)  # several engine calls
+    monkeypatch.setattr(local_store, "RESTORE_BATCH", 3)  # several engine calls
     _write_journal(tmp_path)
     server, _port = await create_server("127.0.0.1:0", durable_config(tmp_path))
     try:

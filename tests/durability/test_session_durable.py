@@ -5,7 +5,6 @@ nothing acknowledged is lost, no completed id is registered or completed twice."
 from __future__ import annotations
 
 import asyncio
-import socket
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -22,7 +21,7 @@ from purgatory_client import (
 )
 from purgatory_server._service import create_server
 
-from tests.durability.crash_load import ServerProcess
+from tests.durability.crash_load import DurableServer
 from tests.durability.helpers import NAME, durable_config
 
 
@@ -76,42 +75,17 @@ async def test_acknowledgements_and_outcomes_wait_for_the_journal(tmp_path: Path
         await server.stop(0.5)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-class FixedPortServer(ServerProcess):
-    """A durable server subprocess on a fixed port, so clients reconnect after a restart."""
-
-    def __init__(self, data_dir: Path, port: int, log: Path) -> None:
-        super().__init__(data_dir, "always", log, port=port)
-        self.target = f"127.0.0.1:{port}"
-
-    def wait_ready(self, timeout_s: float = 15.0) -> None:
-        deadline = time.monotonic() + timeout_s
-        with PurgatoryClient(self.target, timeout=1.0) as client:
-            while True:
-                try:
-                    client.get_purgatory(NAME)
-                    return
-                except Exception:
-                    if self.proc.poll() is not None or time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.05)
-
-
 def test_dispatcher_survives_a_server_restart(tmp_path: Path) -> None:
-    data_dir, log, port = tmp_path / "data", tmp_path / "server.log", _free_port()
-    server = FixedPortServer(data_dir, port, log)
+    # The restart binds the port the first start reported: the dispatcher reconnects to
+    # the same address, as to a restarted production server.
+    server = DurableServer(tmp_path / "data", "always", tmp_path / "server.log")
     n = 400
     config = DispatcherConfig(
         max_batch_size=20, max_batching_delay_ms=1, network_failure_retry_ms=50, max_in_flight=2
     )
     try:
-        server.wait_ready()
-        with PurgatoryClient(server.target, timeout=5, purgatory=NAME) as client:
+        server.wait_port()
+        with PurgatoryClient(server.address, timeout=5, purgatory=NAME) as client:
             dispatcher = client.dispatcher(config)
             watches: dict[str, Future[OperationStatus]] = {}
             signals: list[Future[int]] = []
@@ -129,8 +103,7 @@ def test_dispatcher_survives_a_server_restart(tmp_path: Path) -> None:
                         k for k, f in watches.items() if f.done() and not f.exception()
                     }
                     server.kill()
-                    server = FixedPortServer(data_dir, port, log)
-                    server.wait_ready()
+                    server.start().wait_port()
                 time.sleep(0.001)
             assert dispatcher.flush(60), "dispatcher did not drain after the restart"
             counters = dispatcher.counters

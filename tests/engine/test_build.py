@@ -17,13 +17,14 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import purgatory_server._engine as engine
 import pytest
 from purgatory_server import TimerTask
 from purgatory_server._engine import _native
+
+from harness import ServerProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 ENGINE_DIR = Path(engine.__file__).parent
@@ -201,24 +202,10 @@ def test_the_readme_engine_example_runs(build: str) -> None:
     _run(example, build)
 
 
-def test_the_server_logs_which_engine_runs() -> None:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "purgatory_server", "--listen", "127.0.0.1:0"],
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PURGATORY_LOG_LEVEL": "INFO"},
-    )
-    assert proc.stderr is not None
-    try:
-        deadline = time.monotonic() + 30
-        line = ""
-        while time.monotonic() < deadline and "listening on" not in line:
-            line = proc.stderr.readline()
-            if not line:
-                break
-    finally:
-        proc.kill()
-        proc.wait(10)
+def test_the_server_logs_which_engine_runs(tmp_path: Path) -> None:
+    args = ["--log-level", "INFO", "--data-dir", str(tmp_path / "data")]
+    with ServerProcess(tmp_path, args) as server:
+        line = server.wait_log(r".*listening on.*")[0]
     expected = "compiled (mypyc)" if engine.COMPILED else "pure Python"
     assert f"engine: {expected}" in line, line
 

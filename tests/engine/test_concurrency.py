@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 import threading
 import time
+from typing import Any
 
 from purgatory_server import DelayedOperationPurgatory, SystemTimer
 
@@ -100,6 +101,27 @@ def test_reaper_fires_on_real_time_and_stops_promptly() -> None:
     assert "ExpirationReaper-rt" not in {t.name for t in threading.enumerate()}
 
 
+def _guarded(errors: list[BaseException], fn: Any, *args: Any) -> threading.Thread:
+    """A thread running ``fn(*args)`` that records what it raises in ``errors``."""
+
+    def run() -> None:
+        try:
+            fn(*args)
+        except BaseException as e:  # noqa: BLE001 - re-raised below: a thread's failure fails the test
+            errors.append(e)
+
+    return threading.Thread(target=run)
+
+
+def _run_all(threads: list[threading.Thread], errors: list[BaseException]) -> None:
+    """Start every thread, join each (bounded); a thread's failure fails the test."""
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors, errors
+
+
 def test_stress_every_operation_completes_exactly_once() -> None:
     """Completers, checkers and the reaper race over the same operations."""
     purgatory: DelayedOperationPurgatory[FlagOperation] = DelayedOperationPurgatory(
@@ -136,25 +158,12 @@ def test_stress_every_operation_completes_exactly_once() -> None:
         while not registered.is_set():
             r.choice(ops).force_complete()
 
-    def guard(fn, *args):  # type: ignore[no-untyped-def]
-        def run() -> None:
-            try:
-                fn(*args)
-            except BaseException as e:  # noqa: BLE001 - re-raised below: a thread's failure fails the test
-                errors.append(e)
-
-        return threading.Thread(target=run)
-
-    threads = [guard(register)]
-    threads += [guard(make_ready, s) for s in range(2)]
-    threads += [guard(checker, 10 + s) for s in range(3)]
-    threads += [guard(forcer, 20 + s) for s in range(2)]
+    threads = [_guarded(errors, register)]
+    threads += [_guarded(errors, make_ready, s) for s in range(2)]
+    threads += [_guarded(errors, checker, 10 + s) for s in range(3)]
+    threads += [_guarded(errors, forcer, 20 + s) for s in range(2)]
     try:
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(60)
-        assert not errors, errors
+        _run_all(threads, errors)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and not all(op.is_completed() for op in ops):
             time.sleep(0.01)

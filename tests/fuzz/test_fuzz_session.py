@@ -18,7 +18,7 @@ from purgatory_client import PurgatoryClient
 from purgatory_proto.v1 import purgatory_pb2 as pb
 from purgatory_proto.v1 import purgatory_pb2_grpc as pb_grpc
 
-from tests.fuzz.test_fuzz_rpcs import keys, op_ids, purgatories, signals, specs
+from tests.fuzz.rpc_requests import keys, op_ids, purgatories, signals, specs
 from tests.service.helpers import ServerThread
 
 EXAMPLES = int(os.environ.get("FUZZ_SESSION_EXAMPLES", "60"))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from purgatory_client import PurgatoryClient
 
-from tests.durability.crash_load import ServerProcess
+from tests.durability.crash_load import DurableServer
 from tests.durability.helpers import NAME
 
 
@@ -19,67 +19,78 @@ def _until(predicate, timeout_s: float = 10.0) -> None:  # type: ignore[no-untyp
         time.sleep(0.02)
 
 
+def _before_the_kill(client: PurgatoryClient) -> int:
+    """Acked outcomes, a dead letter, one delivered but unacked; the dead letter's
+    sequence."""
+    stream = client.join_group("billing", visibility_timeout_ms=1500, max_attempts=2)
+    for i in range(6):
+        client.try_complete_else_watch([], 10, operation_id=f"order-{i}")
+    first = {}
+    while len(first) < 6:
+        d = next(stream)
+        first.setdefault(d.operation_id, d)
+    for i in (0, 1, 2, 5):  # acted on and acked; order-3 is poison, order-4 in flight
+        first[f"order-{i}"].ack()
+    # order-3 and order-4 come back as attempt 2; order-4 is then acked, order-3
+    # runs out of attempts and becomes a dead letter.
+    seen_again = set()
+    while seen_again != {"order-3", "order-4"}:
+        d = next(stream)
+        assert d.attempt == 2
+        seen_again.add(d.operation_id)
+        if d.operation_id == "order-4":
+            d.ack()
+    _until(lambda: len(client.list_dead_letters("billing").dead_letters) == 1)
+    # One more outcome, delivered but never acked when the server dies.
+    client.try_complete_else_watch([], 10, operation_id="order-6")
+    d = next(stream)
+    assert (d.operation_id, d.attempt) == ("order-6", 1)
+    dead_seq = client.list_dead_letters("billing").dead_letters[0].sequence
+    stream.close()
+    return int(dead_seq)
+
+
+def _after_the_restart(client: PurgatoryClient, dead_seq: int) -> None:
+    (group,) = client.list_groups()
+    assert (group.name, group.visibility_timeout_ms, group.max_attempts) == (
+        "billing",
+        1500,
+        2,
+    )
+    assert (group.ready, group.dead_letters) == (1, 1)
+    (dead,) = client.list_dead_letters("billing").dead_letters
+    assert (dead.operation_id, dead.sequence, dead.attempt) == ("order-3", dead_seq, 2)
+    stream = client.join_group("billing")
+    d = next(stream)
+    # The lease did not survive; the attempt count did (at-least-once).
+    assert (d.operation_id, d.attempt) == ("order-6", 2)
+    d.ack()
+    assert client.redrive("billing") == [dead_seq]
+    d = next(stream)
+    assert (d.operation_id, d.attempt) == ("order-3", 1)
+    d.ack()
+    stream.close()
+    _until(lambda: client.list_groups()[0].ready + client.list_groups()[0].leased == 0)
+    # Outcomes keep flowing to the recovered group; nothing acked came back.
+    client.try_complete_else_watch([], 10, operation_id="order-7")
+    stream = client.join_group("billing")
+    assert next(stream).operation_id == "order-7"
+    stream.close()
+
+
 def test_acks_and_dead_letters_survive_kill_9(tmp_path: Path) -> None:
     data = tmp_path / "data"
     data.mkdir()
-    server = ServerProcess(data, "always", tmp_path / "server.log")
+    server = DurableServer(data, "always", tmp_path / "server.log")
     try:
         target = f"127.0.0.1:{server.wait_port()}"
         with PurgatoryClient(target, purgatory=NAME, timeout=10) as client:
-            stream = client.join_group("billing", visibility_timeout_ms=1500, max_attempts=2)
-            for i in range(6):
-                client.try_complete_else_watch([], 10, operation_id=f"order-{i}")
-            first = {}
-            while len(first) < 6:
-                d = next(stream)
-                first.setdefault(d.operation_id, d)
-            for i in (0, 1, 2, 5):  # acted on and acked; order-3 is poison, order-4 in flight
-                first[f"order-{i}"].ack()
-            # order-3 and order-4 come back as attempt 2; order-4 is then acked, order-3
-            # runs out of attempts and becomes a dead letter.
-            seen_again = set()
-            while seen_again != {"order-3", "order-4"}:
-                d = next(stream)
-                assert d.attempt == 2
-                seen_again.add(d.operation_id)
-                if d.operation_id == "order-4":
-                    d.ack()
-            _until(lambda: len(client.list_dead_letters("billing").dead_letters) == 1)
-            # One more outcome, delivered but never acked when the server dies.
-            client.try_complete_else_watch([], 10, operation_id="order-6")
-            d = next(stream)
-            assert (d.operation_id, d.attempt) == ("order-6", 1)
-            dead_seq = client.list_dead_letters("billing").dead_letters[0].sequence
-            stream.close()
+            dead_seq = _before_the_kill(client)
         server.kill()
 
-        server = ServerProcess(data, "always", tmp_path / "server.log")
+        server = DurableServer(data, "always", tmp_path / "server.log")
         target = f"127.0.0.1:{server.wait_port()}"
         with PurgatoryClient(target, purgatory=NAME, timeout=10) as client:
-            (group,) = client.list_groups()
-            assert (group.name, group.visibility_timeout_ms, group.max_attempts) == (
-                "billing",
-                1500,
-                2,
-            )
-            assert (group.ready, group.dead_letters) == (1, 1)
-            (dead,) = client.list_dead_letters("billing").dead_letters
-            assert (dead.operation_id, dead.sequence, dead.attempt) == ("order-3", dead_seq, 2)
-            stream = client.join_group("billing")
-            d = next(stream)
-            # The lease did not survive; the attempt count did (at-least-once).
-            assert (d.operation_id, d.attempt) == ("order-6", 2)
-            d.ack()
-            assert client.redrive("billing") == [dead_seq]
-            d = next(stream)
-            assert (d.operation_id, d.attempt) == ("order-3", 1)
-            d.ack()
-            stream.close()
-            _until(lambda: client.list_groups()[0].ready + client.list_groups()[0].leased == 0)
-            # Outcomes keep flowing to the recovered group; nothing acked came back.
-            client.try_complete_else_watch([], 10, operation_id="order-7")
-            stream = client.join_group("billing")
-            assert next(stream).operation_id == "order-7"
-            stream.close()
+            _after_the_restart(client, dead_seq)
     finally:
         server.stop()

@@ -21,7 +21,7 @@ from purgatory_client import (
     ResourceExhaustedError,
 )
 from purgatory_server._service import Limits, ServerConfig, create_server
-from purgatory_server._service.config import PurgatorySettings
+from purgatory_server._service.config.server_config import PurgatorySettings
 
 from tests.service.helpers import ServerThread
 

@@ -35,92 +35,107 @@ async def test_counts_histograms_and_gauges_follow_real_rpcs() -> None:
     )
     try:
         async with AsyncPurgatoryClient(f"127.0.0.1:{port}", timeout=10) as c:
-            await c.try_complete_else_watch(["k0"], 60_000, operation_id="done")
-            await c.try_complete_else_watch(["k1"], 60_000, operation_id="forced")
-            await c.try_complete_else_watch(["k2"], 1500, operation_id="late")
-            # An idempotent re-send registers nothing new.
-            await c.try_complete_else_watch(["k0"], 60_000, operation_id="done")
-            assert await c.check_and_complete("k0") == 1
-            await c.force_complete("forced")
-            ops = [OperationSpec(keys=[f"b{i}"], timeout_ms=60_000) for i in range(4)]
-            await c.batch_try_complete_else_watch(ops)
-            result = await c.batch_check_and_complete([f"b{i}" for i in range(4)])
-            assert result.completed == 4
-            await c.create_purgatory("other")
-            await c.try_complete_else_watch(["x"], 60_000, purgatory="other")
-            mid = collect(reader)
-            assert value(mid, "purgatory.operations.delayed", DEFAULT) == 1  # "late"
-            assert value(mid, "purgatory.timer.size", DEFAULT) == 1
-            assert value(mid, "purgatory.operations.delayed", {"purgatory.name": "other"}) == 1
-            assert await c.delete_purgatory("other") == 1
-            with pytest.raises(NotFoundError):
-                await c.get_operation("missing")
-            # A long-poll that a signal answers.
-            poll = asyncio.ensure_future(c.wait(["lp"], 60_000))
-
-            async def watching() -> bool:
-                return (await c.get_purgatory("default")).watched_keys >= 2
-
-            await until(watching)
-            assert await c.check_and_complete("lp") == 1
-            await poll
-
-            async def expired() -> bool:
-                return (await c.get_operation("late")).is_final
-
-            await until(expired)
-            # Completed-but-unpurged watchers count until a signal (or a purge) drops them.
-            await c.check_and_complete("k2")
-            await c.check_and_complete("k1")
-
+            await _drive(c, reader)
         m = collect(reader)
-        assert value(m, "purgatory.operations.registered", DEFAULT) == 3 + 4 + 1
-        assert value(m, "purgatory.operations.outcomes", state("completed")) == 1 + 4 + 1
-        assert value(m, "purgatory.operations.outcomes", state("force_completed")) == 1
-        assert value(m, "purgatory.operations.outcomes", state("expired")) == 1
-        assert value(m, "purgatory.operations.outcomes", state("cancelled")) == 0
-        assert value(m, "purgatory.signals", DEFAULT) == 1 + 4 + 1 + 2
-        # The deleted purgatory's series are gone; its cancellation was counted before.
-        assert not [p for p in m["purgatory.operations.outcomes"] if "other" in str(p.attributes)]
-
-        lateness = point(m["purgatory.expiry.lateness"], DEFAULT)
-        assert lateness.count == 1
-        assert 0 <= lateness.sum < 1.0  # fired within a second of due (shared machine)
-        assert sum(lateness.bucket_counts) == 1
-        assert lateness.explicit_bounds[:4] == [0.0, 0.001, 0.002, 0.003]  # 1 ms resolution
-        assert value(m, "purgatory.expiry.early", DEFAULT) in (0, 1)
-
-        waits = m["purgatory.operation.wait.duration"]
-        assert point(waits, state("completed")).count == 6
-        assert point(waits, state("expired")).count == 1
-        # Its timeout, less the one 1 ms tick the wheel may fire early (expiry.early above).
-        assert point(waits, state("expired")).min >= 1.5 - 0.001
-        assert value(m, "purgatory.longpoll.duration", DEFAULT) == 1
-        batches = m["purgatory.batch.size"]
-        register = point(batches, {**DEFAULT, "purgatory.batch.kind": "register"})
-        assert register.count == 6 and register.max == 4  # 5 single calls + 1 batch of 4
-        signal = point(batches, {**DEFAULT, "purgatory.batch.kind": "signal"})
-        assert signal.count == 5 and signal.sum == 8
-
-        durations = m["rpc.server.call.duration"]
-        assert point(durations, rpc("TryCompleteElseWatch")).count == 6
-        assert point(durations, rpc("GetOperation", "NOT_FOUND")).count == 1
-        assert value(m, "purgatory.rpc.rejected", rpc("GetOperation", "NOT_FOUND")) == 1
-        rejected_ok = [p for p in m["purgatory.rpc.rejected"] if "OK" in p.attributes.values()]
-        assert not rejected_ok
-
-        # Clean-up done: every gauge is back to zero.
-        for gauge in (
-            "purgatory.operations.delayed",
-            "purgatory.keys.watched",
-            "purgatory.timer.size",
-            "purgatory.subscribers",
-        ):
-            assert value(m, gauge, DEFAULT) == 0, gauge
-        assert value(m, "purgatory.events.retained", DEFAULT) == 8
-        assert "purgatory.journal.size" not in m  # no durable purgatory
+        _check_counters(m)
+        _check_histograms(m)
+        _check_rpcs_and_gauges(m)
     finally:
         await server.stop(0.5)
+
+
+async def _drive(c: AsyncPurgatoryClient, reader: InMemoryMetricReader) -> None:
+    """Every kind of outcome, a batch, a second purgatory (deleted), a NOT_FOUND, a
+    long-poll; the gauges checked half-way."""
+    await c.try_complete_else_watch(["k0"], 60_000, operation_id="done")
+    await c.try_complete_else_watch(["k1"], 60_000, operation_id="forced")
+    await c.try_complete_else_watch(["k2"], 1500, operation_id="late")
+    # An idempotent re-send registers nothing new.
+    await c.try_complete_else_watch(["k0"], 60_000, operation_id="done")
+    assert await c.check_and_complete("k0") == 1
+    await c.force_complete("forced")
+    ops = [OperationSpec(keys=[f"b{i}"], timeout_ms=60_000) for i in range(4)]
+    await c.batch_try_complete_else_watch(ops)
+    result = await c.batch_check_and_complete([f"b{i}" for i in range(4)])
+    assert result.completed == 4
+    await c.create_purgatory("other")
+    await c.try_complete_else_watch(["x"], 60_000, purgatory="other")
+    mid = collect(reader)
+    assert value(mid, "purgatory.operations.delayed", DEFAULT) == 1  # "late"
+    assert value(mid, "purgatory.timer.size", DEFAULT) == 1
+    assert value(mid, "purgatory.operations.delayed", {"purgatory.name": "other"}) == 1
+    assert await c.delete_purgatory("other") == 1
+    with pytest.raises(NotFoundError):
+        await c.get_operation("missing")
+    # A long-poll that a signal answers.
+    poll = asyncio.ensure_future(c.wait(["lp"], 60_000))
+
+    async def watching() -> bool:
+        return (await c.get_purgatory("default")).watched_keys >= 2
+
+    await until(watching)
+    assert await c.check_and_complete("lp") == 1
+    await poll
+
+    async def expired() -> bool:
+        return (await c.get_operation("late")).is_final
+
+    await until(expired)
+    # Completed-but-unpurged watchers count until a signal (or a purge) drops them.
+    await c.check_and_complete("k2")
+    await c.check_and_complete("k1")
+
+
+def _check_counters(m: dict[str, Any]) -> None:
+    assert value(m, "purgatory.operations.registered", DEFAULT) == 3 + 4 + 1
+    assert value(m, "purgatory.operations.outcomes", state("completed")) == 1 + 4 + 1
+    assert value(m, "purgatory.operations.outcomes", state("force_completed")) == 1
+    assert value(m, "purgatory.operations.outcomes", state("expired")) == 1
+    assert value(m, "purgatory.operations.outcomes", state("cancelled")) == 0
+    assert value(m, "purgatory.signals", DEFAULT) == 1 + 4 + 1 + 2
+    # The deleted purgatory's series are gone; its cancellation was counted before.
+    assert not [p for p in m["purgatory.operations.outcomes"] if "other" in str(p.attributes)]
+
+
+def _check_histograms(m: dict[str, Any]) -> None:
+    lateness = point(m["purgatory.expiry.lateness"], DEFAULT)
+    assert lateness.count == 1
+    assert 0 <= lateness.sum < 1.0  # fired within a second of due (shared machine)
+    assert sum(lateness.bucket_counts) == 1
+    assert lateness.explicit_bounds[:4] == [0.0, 0.001, 0.002, 0.003]  # 1 ms resolution
+    assert value(m, "purgatory.expiry.early", DEFAULT) in (0, 1)
+
+    waits = m["purgatory.operation.wait.duration"]
+    assert point(waits, state("completed")).count == 6
+    assert point(waits, state("expired")).count == 1
+    # Its timeout, less the one 1 ms tick the wheel may fire early (expiry.early above).
+    assert point(waits, state("expired")).min >= 1.5 - 0.001
+    assert value(m, "purgatory.longpoll.duration", DEFAULT) == 1
+    batches = m["purgatory.batch.size"]
+    register = point(batches, {**DEFAULT, "purgatory.batch.kind": "register"})
+    assert register.count == 6 and register.max == 4  # 5 single calls + 1 batch of 4
+    signal = point(batches, {**DEFAULT, "purgatory.batch.kind": "signal"})
+    assert signal.count == 5 and signal.sum == 8
+
+
+def _check_rpcs_and_gauges(m: dict[str, Any]) -> None:
+    durations = m["rpc.server.call.duration"]
+    assert point(durations, rpc("TryCompleteElseWatch")).count == 6
+    assert point(durations, rpc("GetOperation", "NOT_FOUND")).count == 1
+    assert value(m, "purgatory.rpc.rejected", rpc("GetOperation", "NOT_FOUND")) == 1
+    rejected_ok = [p for p in m["purgatory.rpc.rejected"] if "OK" in p.attributes.values()]
+    assert not rejected_ok
+
+    # Clean-up done: every gauge is back to zero.
+    for gauge in (
+        "purgatory.operations.delayed",
+        "purgatory.keys.watched",
+        "purgatory.timer.size",
+        "purgatory.subscribers",
+    ):
+        assert value(m, gauge, DEFAULT) == 0, gauge
+    assert value(m, "purgatory.events.retained", DEFAULT) == 8
+    assert "purgatory.journal.size" not in m  # no durable purgatory
 
 
 async def test_subscriber_lag_and_gauge() -> None:
@@ -180,7 +195,7 @@ async def test_calls_refused_at_the_edge_are_measured_and_traced() -> None:
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
     from purgatory_client import UnauthenticatedError
-    from purgatory_server._service.config import from_mapping
+    from purgatory_server._service.config.server_config import from_mapping
 
     config = from_mapping(
         tomllib.loads(

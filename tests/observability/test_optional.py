@@ -3,11 +3,9 @@ clear one-line error without the extra, and the real flags serving a real scrape
 
 from __future__ import annotations
 
-import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from dataclasses import replace
 from pathlib import Path
@@ -15,6 +13,8 @@ from pathlib import Path
 import pytest
 from purgatory_server._service import ConfigError, ServerConfig
 from purgatory_server._service.telemetry import loader
+
+from harness import ServerProcess
 
 OFF_CHECK = """
 import asyncio, sys
@@ -55,49 +55,17 @@ def test_without_the_extra_asking_for_it_fails_clearly(
     assert loader.telemetry_from_config(ServerConfig()) is None  # off needs nothing
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_metrics_listen_flag_serves_prometheus(tmp_path: Path) -> None:
-    metrics_port = free_port()
-    port_file = tmp_path / "port"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "purgatory_server",
-            "--listen",
-            "127.0.0.1:0",
-            "--data-dir",
-            str(tmp_path / "data"),
-            "--port-file",
-            str(port_file),
-            "--metrics-listen",
-            f"127.0.0.1:{metrics_port}",
-            "--tracing",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while not port_file.exists():
-            assert proc.poll() is None, proc.communicate()[0]
-            assert time.monotonic() < deadline, "server did not start"
-            time.sleep(0.05)
-        url = f"http://127.0.0.1:{metrics_port}/metrics"
+    # Port 0: the server says which port it bound in its log line (an explicit port is
+    # what the README's block runs: tests/test_readme.py).
+    args = ["--data-dir", str(tmp_path / "data"), "--tracing"]
+    args += ["--metrics-listen", "127.0.0.1:0"]
+    with ServerProcess(tmp_path, args) as server:
+        url = server.wait_log(r"metrics: (http://127\.0\.0\.1:\d+/metrics)")[1]
         with urllib.request.urlopen(url, timeout=10) as response:
             body = response.read().decode()
         assert 'purgatory_operations_delayed{purgatory_name="default"} 0.0' in body
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        output = proc.communicate(timeout=30)[0]
-    assert proc.returncode == 0, output
-    assert f"metrics: http://127.0.0.1:{metrics_port}/metrics" in output
+    assert server.stop() == 0, server.log_text()
 
 
 async def test_a_taken_metrics_port_fails_start_up_naming_it(tmp_path: Path) -> None:

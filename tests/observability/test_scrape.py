@@ -11,6 +11,7 @@ import subprocess
 import urllib.request
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -52,7 +53,7 @@ async def _drive_and_scrape(data_dir: Path) -> str:
     try:
         assert server.telemetry is not None and server.telemetry.metrics_port > 0
         async with AsyncPurgatoryClient(f"127.0.0.1:{port}", timeout=10) as c:
-            await _drive(c)
+            await _drive(c, server.registry.get("default").feed)
         url = f"http://127.0.0.1:{server.telemetry.metrics_port}/metrics"
         content_type, body = await asyncio.to_thread(http_get, url)
         assert content_type.startswith("text/plain")
@@ -62,7 +63,7 @@ async def _drive_and_scrape(data_dir: Path) -> str:
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-async def _drive(c: AsyncPurgatoryClient) -> None:
+async def _drive(c: AsyncPurgatoryClient, feed: Any) -> None:
     stream = c.subscribe(after_sequence=0)
     await c.try_complete_else_watch(["late"], 30, operation_id="late")
     ops = [OperationSpec(keys=[f"b{i}"], timeout_ms=60_000) for i in range(3)]
@@ -71,7 +72,11 @@ async def _drive(c: AsyncPurgatoryClient) -> None:
     # Registered first, then long-polled by an idempotent re-send (no race with the signal).
     await c.try_complete_else_watch(["lp"], 60_000, operation_id="lp")
     poll = asyncio.ensure_future(c.wait(["lp"], 60_000, operation_id="lp"))
-    await asyncio.sleep(0.2)
+
+    async def parked() -> bool:  # a long-poll: it waits when the signal comes
+        return feed.waiting("lp") == 1
+
+    await until(parked)
     await c.check_and_complete("lp")
     await poll
     await c.try_complete_else_watch(["j"], 60_000, purgatory="journaled")

@@ -20,7 +20,7 @@ from purgatory_server._service import create_server
 from purgatory_server._service.telemetry import TraceLogFilter
 from purgatory_server._service.telemetry.setup import Telemetry
 
-from tests.service.helpers import TEST_CONFIG, ServerThread
+from tests.service.helpers import TEST_CONFIG, ServerThread, until, until_subscribers
 
 SERVICE = "purgatory.v1.PurgatoryService/"
 
@@ -35,15 +35,23 @@ def traceparent(span: ReadableSpan) -> str:
 
 
 @pytest.fixture
-async def traced() -> AsyncIterator[tuple[AsyncPurgatoryClient, InMemorySpanExporter]]:
+async def traced_server() -> AsyncIterator[tuple[Any, InMemorySpanExporter]]:
     exporter = InMemorySpanExporter()
     telemetry = Telemetry(span_processors=[SimpleSpanProcessor(exporter)])
-    server, port = await create_server("127.0.0.1:0", TEST_CONFIG, telemetry=telemetry)
+    server, _ = await create_server("127.0.0.1:0", TEST_CONFIG, telemetry=telemetry)
     try:
-        async with AsyncPurgatoryClient(f"127.0.0.1:{port}", timeout=10) as client:
-            yield client, exporter
+        yield server, exporter
     finally:
         await server.stop(0.5)
+
+
+@pytest.fixture
+async def traced(
+    traced_server: tuple[Any, InMemorySpanExporter],
+) -> AsyncIterator[tuple[AsyncPurgatoryClient, InMemorySpanExporter]]:
+    server, exporter = traced_server
+    async with AsyncPurgatoryClient(f"127.0.0.1:{server.port}", timeout=10) as client:
+        yield client, exporter
 
 
 async def finished_spans(exporter: InMemorySpanExporter, n: int) -> tuple[ReadableSpan, ...]:
@@ -95,15 +103,20 @@ async def test_client_context_propagates_to_the_server_span(traced: Any) -> None
     assert span.context is not None and span.context.trace_id == caller_ctx.trace_id
 
 
-async def test_outcomes_carry_the_registering_span(traced: Any) -> None:
+async def test_outcomes_carry_the_registering_span(traced: Any, traced_server: Any) -> None:
     client, exporter = traced
+    feed = traced_server[0].registry.get("default").feed
     stream = client.subscribe()
     first = asyncio.ensure_future(anext(stream))
-    await asyncio.sleep(0.2)  # the stream is open before anything ends
+    await until_subscribers(client, 1)  # the stream is open before anything ends
     with client_tracer.start_as_current_span("producer") as producer:
         registered = await client.try_complete_else_watch(["k"], 60_000, operation_id="op")
     poll = asyncio.ensure_future(client.wait(["k"], 60_000, operation_id="op"))
-    await asyncio.sleep(0.1)
+
+    async def parked() -> bool:  # the re-sent long-poll waits before the signal
+        return feed.waiting("op") == 1
+
+    await until(parked)
     await client.check_and_complete("k")
     event = await asyncio.wait_for(first, 10)
     answered = await asyncio.wait_for(poll, 10)

@@ -16,11 +16,11 @@ from purgatory_client import AsyncPurgatoryClient, Event, NotFoundError, Operati
 from purgatory_server import MockTime
 from purgatory_server._journal import Journal
 from purgatory_server._service import create_server
-from purgatory_server._service.catalog import journal_dir
-from purgatory_server._service.conditions import ConditionSpec
+from purgatory_server._service.core.conditions import ConditionSpec
+from purgatory_server._service.durable.catalog import journal_dir
 from purgatory_server._service.schedules.definition import ScheduleDefinition, upserted_record
 
-from tests.durability.crash_load import ServerProcess
+from tests.durability.crash_load import DurableServer
 from tests.durability.helpers import NAME, durable_config
 
 START = 1_700_000_000_000
@@ -101,7 +101,7 @@ def _now_ms() -> int:
 
 async def test_kill_9_keeps_the_schedule_and_fires_the_missed_time_once(tmp_path: Path) -> None:
     data_dir, log = tmp_path / "data", tmp_path / "server.log"
-    server = ServerProcess(data_dir, "always", log)
+    server = DurableServer(data_dir, "always", log)
     try:
         port = server.wait_port()
         async with AsyncPurgatoryClient(f"127.0.0.1:{port}", purgatory=NAME, timeout=10) as c:
@@ -115,7 +115,7 @@ async def test_kill_9_keeps_the_schedule_and_fires_the_missed_time_once(tmp_path
         # Stay down until the armed time and the one after it have both passed.
         await asyncio.sleep(max(0.0, (first + 1_000 + 150 - _now_ms()) / 1000))
         restarted = _now_ms()
-        server = ServerProcess(data_dir, "always", log)
+        server = DurableServer(data_dir, "always", log)
         port = server.wait_port()
         async with AsyncPurgatoryClient(f"127.0.0.1:{port}", purgatory=NAME, timeout=10) as c:
             assert await _until_state(c, f"tick@{first}") is OperationState.EXPIRED

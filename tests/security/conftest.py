@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from purgatory_server._service import ServerConfig
-from purgatory_server._service.config import from_mapping
+from purgatory_server._service.config.server_config import from_mapping
 
 from tests.security.certs import CertFiles, make_certs
 from tests.service.conftest import serve  # noqa: F401 - the same server fixture

@@ -16,7 +16,7 @@ from purgatory_client import (
 )
 from purgatory_client.cli import main as cli_main
 from purgatory_server._service import ServerConfig, create_server
-from purgatory_server._service.config import ConfigError, load_config
+from purgatory_server._service.config.server_config import ConfigError, load_config
 
 from tests.security.certs import CertFiles
 from tests.security.conftest import ADMIN, tls_config

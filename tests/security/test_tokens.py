@@ -16,7 +16,7 @@ from purgatory_client import (
     UnauthenticatedError,
 )
 from purgatory_server._service import ServerConfig
-from purgatory_server._service.config import ConfigError, from_mapping
+from purgatory_server._service.config.server_config import ConfigError, from_mapping
 
 from tests.security.conftest import ADMIN, FORCER, SECRETS, SIGNALLER, SUBSCRIBER, WATCHER
 from tests.service.helpers import TEST_CONFIG

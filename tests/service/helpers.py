@@ -14,7 +14,7 @@ from typing import Any
 
 from purgatory_client import AsyncPurgatoryClient
 from purgatory_server._service import Limits, PurgatoryServer, ServerConfig, create_server
-from purgatory_server._service.config import PurgatorySettings
+from purgatory_server._service.config.server_config import PurgatorySettings
 
 # Small limits so that every limit is cheap to hit in a test.
 TEST_LIMITS = Limits(
@@ -62,6 +62,30 @@ async def until(predicate: Callable[[], Awaitable[bool]], timeout_s: float = 5.0
 
 async def pending(client: AsyncPurgatoryClient, purgatory: str = "default") -> int:
     return (await client.get_purgatory(purgatory)).pending
+
+
+async def until_subscribers(
+    client: AsyncPurgatoryClient, count: int, purgatory: str = "default"
+) -> None:
+    """Until the purgatory counts ``count`` subscribers: streams opened before are
+    registered, so each sees every outcome published from now on (no sleep to guess it)."""
+
+    async def subscribed() -> bool:
+        return (await client.get_purgatory(purgatory)).subscribers == count
+
+    await until(subscribed)
+
+
+async def until_pending(
+    client: AsyncPurgatoryClient, count: int, purgatory: str = "default"
+) -> None:
+    """Until the purgatory holds ``count`` pending operations (a long-poll sent before is
+    registered: signals from now on count for it)."""
+
+    async def registered() -> bool:
+        return await pending(client, purgatory) == count
+
+    await until(registered)
 
 
 class ServerThread:

@@ -10,6 +10,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from purgatory_client import AsyncPurgatoryClient, NotFoundError, OperationState, PurgatoryConfig
 
+from tests.service.helpers import until_pending
+
 
 async def test_create_get_list_delete(client: AsyncPurgatoryClient) -> None:
     created = await client.create_purgatory("orders", PurgatoryConfig(tick_ms=5, max_pending=7))
@@ -28,7 +30,7 @@ async def test_delete_cancels_pending_operations_and_answers_waiters(
 ) -> None:
     await client.create_purgatory("tmp")
     waiter = asyncio.create_task(client.wait(["k"], 600_000, purgatory="tmp"))
-    await asyncio.sleep(0.1)
+    await until_pending(client, 1, "tmp")
     await client.try_complete_else_watch(["j"], 600_000, purgatory="tmp")
     assert await client.delete_purgatory("tmp") == 2
     status = await asyncio.wait_for(waiter, 5)

@@ -6,6 +6,8 @@ import asyncio
 
 from purgatory_client import AsyncPurgatoryClient, Condition, OperationState, Signal
 
+from tests.service.helpers import until_pending
+
 
 async def _state(client: AsyncPurgatoryClient, op_id: str) -> OperationState:
     return (await client.get_operation(op_id)).state
@@ -118,7 +120,7 @@ async def test_result_data_accumulates_up_to_the_limit(client: AsyncPurgatoryCli
     waiter = asyncio.create_task(
         client.wait(["d"], 60_000, condition=Condition.min_signals(3), operation_id="data")
     )
-    await asyncio.sleep(0.05)
+    await until_pending(client, 1)  # registered: the signals below count for it
     for chunk in (b"0123456789", b"abcdefghij", b"ABCDEFGHIJ"):
         await client.check_and_complete("d", Signal(data=chunk))
     status = await asyncio.wait_for(waiter, 5)

@@ -17,7 +17,7 @@ from purgatory_client import (
     UnavailableError,
 )
 
-from tests.service.helpers import config_with
+from tests.service.helpers import config_with, until_subscribers
 
 
 async def test_unknown_purgatory_is_not_found(client: AsyncPurgatoryClient) -> None:
@@ -92,7 +92,7 @@ async def test_existing_purgatory_is_already_exists(client: AsyncPurgatoryClient
 async def test_request_limits_are_invalid_argument_naming_the_field(
     client: AsyncPurgatoryClient, kwargs: dict[str, object], field: str
 ) -> None:
-    # Issue 8: a request over a fixed limit is invalid whatever the load (retrying a
+    # A request over a fixed limit is invalid whatever the load (retrying a
     # RESOURCE_EXHAUSTED would never succeed).
     args: dict[str, object] = {"keys": ["a"], "timeout_ms": 1000, **kwargs}
     with pytest.raises(InvalidArgumentError) as info:
@@ -128,7 +128,7 @@ async def test_batch_size_limit(serve) -> None:  # type: ignore[no-untyped-def]
 async def test_subscriber_limit(client: AsyncPurgatoryClient) -> None:
     streams = [client.subscribe() for _ in range(3)]  # max_subscribers=3
     readers = [asyncio.create_task(s.__anext__()) for s in streams]
-    await asyncio.sleep(0.2)
+    await until_subscribers(client, 3)
     with pytest.raises(ResourceExhaustedError, match="max_subscribers"):
         await client.subscribe().__anext__()
     for reader in readers:

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 from purgatory_proto.v1 import purgatory_pb2 as pb
-from purgatory_server._service.conditions import (
+from purgatory_server._service.config.server_config import Limits
+from purgatory_server._service.core.conditions import (
     EMPTY_RESULT,
     EMPTY_SIGNAL,
     ConditionSpec,
@@ -23,8 +24,10 @@ from purgatory_server._service.conditions import (
     SignalRecord,
     make_progress,
 )
-from purgatory_server._service.config import Limits
-from purgatory_server._service.convert import (
+from purgatory_server._service.core.errors import ServiceError
+from purgatory_server._service.core.operation_state import OperationState
+from purgatory_server._service.outcomes.event_log import Outcome
+from purgatory_server._service.wire.convert import (
     add_event,
     add_status,
     batch_status_response,
@@ -33,10 +36,7 @@ from purgatory_server._service.convert import (
     status_fields,
     status_response,
 )
-from purgatory_server._service.errors import ServiceError
-from purgatory_server._service.events import Outcome
-from purgatory_server._service.states import OperationState
-from purgatory_server._service.validation import (
+from purgatory_server._service.wire.validation import (
     FieldPrefixes,
     _bounds,
     _checked_request,

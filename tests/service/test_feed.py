@@ -8,18 +8,18 @@ from collections.abc import Callable
 
 import pytest
 from purgatory_server._engine.time import MockTime
-from purgatory_server._service.conditions import ConditionSpec, FirstSignal
-from purgatory_server._service.errors import LimitExceeded, OutOfRange, ShuttingDown
-from purgatory_server._service.events import EventLog, Outcome
-from purgatory_server._service.feed import Feed
-from purgatory_server._service.journal_hooks import NULL_JOURNAL, NullJournal
-from purgatory_server._service.operation import (
+from purgatory_server._service.core.conditions import ConditionSpec, FirstSignal
+from purgatory_server._service.core.errors import LimitExceeded, OutOfRange, ShuttingDown
+from purgatory_server._service.core.operation import (
     OperationDefinition,
     RemoteOperation,
     SignalSlot,
 )
-from purgatory_server._service.states import OperationState
-from purgatory_server._service.subscriptions import MATCH_ALL, EventFilter
+from purgatory_server._service.core.operation_state import OperationState
+from purgatory_server._service.durable.hooks import NULL_HOOKS, NullHooks
+from purgatory_server._service.outcomes.event_log import EventLog, Outcome
+from purgatory_server._service.outcomes.feed import Feed
+from purgatory_server._service.outcomes.subscriptions import MATCH_ALL, EventFilter
 
 CLOCK = MockTime()
 
@@ -33,7 +33,7 @@ def ended(op_id: str, state: OperationState = OperationState.COMPLETED) -> Remot
     return op
 
 
-class HeldJournal(NullJournal):
+class HeldJournal(NullHooks):
     """A journal that 'writes' only when told: after_write callbacks wait for flush()."""
 
     __slots__ = ("held", "recorded")
@@ -54,7 +54,7 @@ class HeldJournal(NullJournal):
             callback()
 
 
-def make_feed(journal: NullJournal = NULL_JOURNAL, *, retained: int = 100, **kw: int) -> Feed:
+def make_feed(journal: NullHooks = NULL_HOOKS, *, retained: int = 100, **kw: int) -> Feed:
     return Feed(
         "p",
         EventLog(retained),

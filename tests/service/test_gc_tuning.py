@@ -1,4 +1,4 @@
-"""The server entry point's GC settings (gc_tuning.settle_heap), checked in a child
+"""The server entry point's GC settings (process_tuning.settle_heap), checked in a child
 process because they are process-wide."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import sys
 
 CHECK = """
 import gc
-from purgatory_server._service.gc_tuning import YOUNG_THRESHOLD, settle_heap
+from purgatory_server._service.config.process_tuning import YOUNG_THRESHOLD, settle_heap
 before = gc.get_threshold()
 settle_heap()
 after = gc.get_threshold()

@@ -3,56 +3,25 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 from purgatory_client import InvalidArgumentError, PurgatoryClient
-from purgatory_server._service.config import ConfigError, ServerConfig
-from purgatory_server._service.logs import RateLimit
+from purgatory_server._service.config.logs import RateLimit
+from purgatory_server._service.config.server_config import ConfigError, ServerConfig
+
+from harness import ServerProcess
 
 
 def test_json_log_has_lifecycle_and_rejection_lines(tmp_path: Path) -> None:
-    port_file = tmp_path / "port"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "purgatory_server",
-            "--listen",
-            "127.0.0.1:0",
-            "--port-file",
-            str(port_file),
-            "--data-dir",
-            str(tmp_path / "data"),
-            "--log-format",
-            "json",
-            "--log-level",
-            "INFO",
-            "--grace",
-            "0.5",
-        ],
-        stderr=subprocess.PIPE,
-        text=True,
-        env={k: v for k, v in os.environ.items() if not k.startswith("PURGATORY_")},
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while not (port_file.exists() and port_file.read_text().strip()):
-            assert proc.poll() is None and time.monotonic() < deadline, "server did not start"
-            time.sleep(0.05)
-        target = f"127.0.0.1:{port_file.read_text().strip()}"
-        with PurgatoryClient(target, timeout=10) as client:
-            client.create_purgatory("logged")
-            client.delete_purgatory("logged")
-            with pytest.raises(InvalidArgumentError):
-                client.try_complete_else_watch(["k"], 0, purgatory="default")
-    finally:
-        proc.terminate()
-        _, err = proc.communicate(timeout=30)
+    args = ["--data-dir", str(tmp_path / "data"), "--log-format", "json", "--log-level", "INFO"]
+    server = ServerProcess(tmp_path, [*args, "--grace", "0.5"])
+    with server, PurgatoryClient(server.address, timeout=10) as client:
+        client.create_purgatory("logged")
+        client.delete_purgatory("logged")
+        with pytest.raises(InvalidArgumentError):
+            client.try_complete_else_watch(["k"], 0, purgatory="default")
+    err = server.log_text()
     entries = [json.loads(line) for line in err.splitlines() if line.strip()]
     assert all({"time", "level", "logger", "message"} <= e.keys() for e in entries)
     messages = [(e["level"], e["message"]) for e in entries]
@@ -79,10 +48,10 @@ def test_bad_log_settings_are_config_errors() -> None:
 
 
 async def test_a_slow_subscriber_cut_off_is_logged(caplog: pytest.LogCaptureFixture) -> None:
-    from purgatory_server._service.conditions import EMPTY_RESULT
-    from purgatory_server._service.events import Outcome
-    from purgatory_server._service.states import OperationState
-    from purgatory_server._service.subscriptions import MATCH_ALL, Subscriber
+    from purgatory_server._service.core.conditions import EMPTY_RESULT
+    from purgatory_server._service.core.operation_state import OperationState
+    from purgatory_server._service.outcomes.event_log import Outcome
+    from purgatory_server._service.outcomes.subscriptions import MATCH_ALL, Subscriber
 
     subscriber = Subscriber(MATCH_ALL, 1, (), 0)
     with caplog.at_level("WARNING", logger="purgatory_server.service"):

@@ -124,11 +124,15 @@ async def test_disconnecting_long_poll_leaves_the_operation(
     assert (await client.get_operation("gone")).state is OperationState.COMPLETED
 
 
-async def test_reconnecting_long_poll_gets_the_outcome(client: AsyncPurgatoryClient) -> None:
+async def test_reconnecting_long_poll_gets_the_outcome(
+    client: AsyncPurgatoryClient, server
+) -> None:  # type: ignore[no-untyped-def]
+    feed = server.registry.get("default").feed
     with pytest.raises(DeadlineExceededError):
         await client.wait(["k"], 60_000, operation_id="retry-me", timeout=0.1)
+    await until(lambda: _true(not feed.waiting("retry-me")))  # the first call is gone
     waiter = asyncio.create_task(client.wait(["k"], 60_000, operation_id="retry-me"))
-    await asyncio.sleep(0.05)
+    await until(lambda: _true(feed.waiting("retry-me") == 1))  # the re-send is waiting
     await client.check_and_complete("k")
     status = await asyncio.wait_for(waiter, 5)
     assert status.state is OperationState.COMPLETED

@@ -11,24 +11,24 @@ from collections.abc import AsyncIterator
 
 import pytest
 from purgatory_server._engine.time import MockTime
-from purgatory_server._service.conditions import ConditionKind, ConditionSpec, SignalRecord
-from purgatory_server._service.config import Limits, PurgatorySettings
-from purgatory_server._service.errors import (
+from purgatory_server._service.config.server_config import Limits, PurgatorySettings
+from purgatory_server._service.core.conditions import ConditionKind, ConditionSpec, SignalRecord
+from purgatory_server._service.core.errors import (
     AlreadyExists,
     InvalidArgument,
     LimitExceeded,
     NotFound,
     ShuttingDown,
 )
-from purgatory_server._service.events import Outcome
-from purgatory_server._service.named_purgatory import NamedPurgatory
-from purgatory_server._service.operation import (
+from purgatory_server._service.core.named_purgatory import NamedPurgatory
+from purgatory_server._service.core.operation import (
     OperationDefinition,
     OperationRequest,
     RemoteOperation,
 )
-from purgatory_server._service.states import OperationState
-from purgatory_server._service.subscriptions import MATCH_ALL
+from purgatory_server._service.core.operation_state import OperationState
+from purgatory_server._service.outcomes.event_log import Outcome
+from purgatory_server._service.outcomes.subscriptions import MATCH_ALL
 
 ANY = ConditionSpec()
 
@@ -147,7 +147,7 @@ async def test_force_complete_and_cancel_answer_with_outcomes(purgatory: NamedPu
     assert purgatory.cancel(["b", "c", "unknown"])[0].operation_id == "c"
     with pytest.raises(NotFound):
         purgatory.force_complete("unknown")
-    assert purgatory.last_sequence == 3 and purgatory.stats().pending == 0
+    assert (purgatory.stats().last_sequence, purgatory.stats().pending) == (3, 0)
 
 
 async def test_expiry_on_the_mock_clock(purgatory: NamedPurgatory, clock: MockTime) -> None:

@@ -12,7 +12,7 @@ import time
 from dataclasses import replace
 
 from purgatory_client import AsyncPurgatoryClient, OperationState, PurgatoryError
-from purgatory_server._service.config import PurgatorySettings
+from purgatory_server._service.config.server_config import PurgatorySettings
 
 from tests.service.helpers import TEST_CONFIG, until
 

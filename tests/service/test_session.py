@@ -22,7 +22,7 @@ from purgatory_client import (
 from purgatory_proto.v1 import purgatory_pb2 as pb
 from purgatory_proto.v1 import purgatory_pb2_grpc as pb_grpc
 from purgatory_server._service import Limits
-from purgatory_server._service.config import PurgatorySettings
+from purgatory_server._service.config.server_config import PurgatorySettings
 
 from tests.service.conftest import ServeFn
 from tests.service.helpers import TEST_CONFIG, ServerThread, config_with, pending

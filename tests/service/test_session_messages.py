@@ -5,15 +5,15 @@ from __future__ import annotations
 from collections import deque
 
 from purgatory_proto.v1 import purgatory_pb2 as pb
-from purgatory_server._service.conditions import EMPTY_RESULT
-from purgatory_server._service.events import Outcome
-from purgatory_server._service.session_messages import (
+from purgatory_server._service.api.session_messages import (
     MESSAGE_BYTES,
     OUTCOMES_PER_MESSAGE,
     Ack,
     pack,
 )
-from purgatory_server._service.states import OperationState
+from purgatory_server._service.core.conditions import EMPTY_RESULT
+from purgatory_server._service.core.operation_state import OperationState
+from purgatory_server._service.outcomes.event_log import Outcome
 
 
 def _outcome(i: int, payload: bytes = b"") -> Outcome:

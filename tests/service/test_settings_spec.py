@@ -1,4 +1,4 @@
-"""Purgatory settings are declared once (``_service/settings_spec.py``); everything that
+"""Purgatory settings are declared once (``_service/config/settings_spec.py``); everything that
 names them must agree with that declaration and with the proto's ``PurgatoryConfig``.
 
 A field added to the proto that the server does not declare, or that the Python client,
@@ -19,15 +19,15 @@ from purgatory_client import InvalidArgumentError, PurgatoryClient, PurgatoryCon
 from purgatory_client import cli as client_cli
 from purgatory_proto.v1 import purgatory_pb2 as pb
 from purgatory_server._service import ServerConfig
-from purgatory_server._service.config import ConfigError, Limits, from_mapping
-from purgatory_server._service.convert import purgatory_to_proto, settings_from_proto
-from purgatory_server._service.purgatory_stats import PurgatoryStats
-from purgatory_server._service.settings_spec import (
+from purgatory_server._service.config.server_config import ConfigError, Limits, from_mapping
+from purgatory_server._service.config.settings_spec import (
     PROTO_SETTINGS,
     SETTINGS,
     PurgatorySettings,
     Setting,
 )
+from purgatory_server._service.core.snapshots import PurgatoryStats
+from purgatory_server._service.wire.convert import purgatory_to_proto, settings_from_proto
 
 from tests.service.helpers import ServerThread
 

@@ -4,13 +4,12 @@ engine threads stop, and the real process exits cleanly on SIGTERM."""
 from __future__ import annotations
 
 import asyncio
-import os
-import re
 import signal
 import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from purgatory_client import (
@@ -20,6 +19,7 @@ from purgatory_client import (
     UnavailableError,
 )
 
+from harness import ServerProcess
 from tests.service.helpers import until
 
 
@@ -49,31 +49,12 @@ async def test_stop_ends_waiters_and_streams_with_unavailable(serve) -> None:  #
     assert "executor-shut-1" not in alive
 
 
-def _start_server(*args: str) -> tuple[subprocess.Popen[str], int]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "purgatory_server", "--listen", "127.0.0.1:0", *args],
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PURGATORY_LOG_LEVEL": "INFO"},
-    )
-    assert proc.stderr is not None
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        line = proc.stderr.readline()
-        if not line:
-            break
-        match = re.search(r"listening on 127\.0\.0\.1:(\d+)", line)
-        if match:
-            return proc, int(match.group(1))
-    proc.kill()
-    proc.wait(10)
-    raise AssertionError("server did not report its port")
-
-
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
-def test_process_shuts_down_gracefully_on_signal(signum: int) -> None:
-    proc, port = _start_server("--purgatory", "default", "--purgatory", "orders", "--grace", "3")
+def test_process_shuts_down_gracefully_on_signal(signum: int, tmp_path: Path) -> None:
+    args = ["--purgatory", "default", "--purgatory", "orders", "--grace", "3"]
+    server = ServerProcess(tmp_path, [*args, "--data-dir", str(tmp_path / "data")])
     try:
+        port = server.start().wait_port()
         # No re-sends after UNAVAILABLE: this is about the server ending its long-polls
         # (a re-send could even reach another test's server on the freed port).
         no_resend = ResumePolicy(attempts=0)
@@ -93,16 +74,12 @@ def test_process_shuts_down_gracefully_on_signal(signum: int) -> None:
             while client.get_purgatory("orders").pending != 1:
                 assert time.monotonic() < deadline
                 time.sleep(0.01)
-            proc.send_signal(signum)
+            server.signal(signum)
             poller.join(10)
             assert len(outcome) == 1
-        assert proc.wait(15) == 0
+        assert server.wait(15) == 0, server.log_text()
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
-        if proc.stderr is not None:
-            proc.stderr.close()
+        server.stop()
 
 
 def test_bad_configuration_exits_with_usage_error(tmp_path) -> None:  # type: ignore[no-untyped-def]

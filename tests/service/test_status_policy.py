@@ -1,7 +1,6 @@
-"""The status policy of issue 8, one regression test per item of its "Why" list.
-
-Each test names the item; each failed on the code before issue 8 (UNKNOWN, a hang,
-RESOURCE_EXHAUSTED for a fixed limit, an oversized status, a bare ValueError...).
+"""The status policy (docs/service.md "Errors"): every status code is an API. One
+regression test per way the server once broke it, each named for it: UNKNOWN, a hang,
+RESOURCE_EXHAUSTED for a fixed limit, an oversized status, a bare ValueError...
 """
 
 from __future__ import annotations
@@ -296,7 +295,7 @@ async def test_a_bug_is_internal_logged_once_with_its_traceback(
 
 
 def test_config_bounds_apply_to_the_server_configuration_too() -> None:
-    from purgatory_server._service.config import ConfigError, PurgatorySettings
+    from purgatory_server._service.config.server_config import ConfigError, PurgatorySettings
 
     for bad in (
         PurgatorySettings(wheel_size=1),

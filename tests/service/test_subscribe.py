@@ -20,7 +20,7 @@ from purgatory_client.errors import from_rpc_error
 from purgatory_proto.v1 import purgatory_pb2 as pb
 from purgatory_proto.v1 import purgatory_pb2_grpc as pb_grpc
 
-from tests.service.helpers import ServerThread
+from tests.service.helpers import ServerThread, until_subscribers
 
 
 async def _complete(client: AsyncPurgatoryClient, n: int, prefix: str = "op") -> None:
@@ -45,7 +45,7 @@ async def test_live_events_in_strictly_increasing_sequence(client: AsyncPurgator
     await _complete(client, 3, "before")  # not seen: the stream starts from now on
     stream = client.subscribe()
     reader = asyncio.create_task(_take(stream, 5))
-    await asyncio.sleep(0.1)
+    await until_subscribers(client, 1)
     await _complete(client, 5, "live")
     events = await asyncio.wait_for(reader, 5)
     assert [e.sequence for e in events] == [4, 5, 6, 7, 8]
@@ -57,7 +57,7 @@ async def test_live_events_in_strictly_increasing_sequence(client: AsyncPurgator
 async def test_after_sequence_replays_then_goes_live(client: AsyncPurgatoryClient) -> None:
     await _complete(client, 6)
     reader = asyncio.create_task(_take(client.subscribe(after_sequence=2), 6))
-    await asyncio.sleep(0.1)
+    await until_subscribers(client, 1)
     await _complete(client, 2, "new")
     events = await asyncio.wait_for(reader, 5)
     assert [e.sequence for e in events] == [3, 4, 5, 6, 7, 8]
@@ -100,7 +100,7 @@ async def test_slow_subscriber_is_cut_off_with_the_resume_sequence(server) -> No
         assert dict(await slow.initial_metadata())["purgatory-start-after"] == "0"
         async with AsyncPurgatoryClient(f"127.0.0.1:{server.port}") as client:
             fast = asyncio.create_task(_take(client.subscribe(), 10))
-            await asyncio.sleep(0.1)
+            await until_subscribers(client, 2)  # the slow one and this one
             # One batch publishes 10 outcomes in one loop turn: the slow stream's buffer (4)
             # overflows, while completions and the other subscriber carry on.
             await _complete(client, 10)
@@ -118,7 +118,7 @@ async def test_slow_subscriber_is_cut_off_with_the_resume_sequence(server) -> No
 
 async def test_async_subscribe_resumes_after_being_cut_off(client: AsyncPurgatoryClient) -> None:
     reader = asyncio.create_task(_take(client.subscribe(after_sequence=0), 30))
-    await asyncio.sleep(0.1)
+    await until_subscribers(client, 1)
     await _complete(client, 30)  # one loop turn: overflows the 4-event buffer at once
     events = await asyncio.wait_for(reader, 10)
     assert [e.sequence for e in events] == list(range(1, 31))
@@ -128,7 +128,7 @@ async def test_without_resume_the_cut_off_surfaces(serve) -> None:  # type: igno
     _, port = await serve()
     async with AsyncPurgatoryClient(f"127.0.0.1:{port}", resume=ResumePolicy(attempts=0)) as client:
         reader = asyncio.create_task(_take(client.subscribe(after_sequence=0), 30))
-        await asyncio.sleep(0.1)
+        await until_subscribers(client, 1)
         await _complete(client, 30)
         with pytest.raises(SlowSubscriberError):
             await asyncio.wait_for(reader, 10)
@@ -140,7 +140,7 @@ async def test_async_subscribe_resumes_from_now_on_without_loss(
     await _complete(client, 3, "old")
     stream = client.subscribe()
     reader = asyncio.create_task(_take(stream, 20))
-    await asyncio.sleep(0.1)
+    await until_subscribers(client, 1)
     await _complete(client, 20)
     events = await asyncio.wait_for(reader, 10)
     assert [e.sequence for e in events] == list(range(4, 24))

@@ -1,4 +1,4 @@
-"""The server entry point's GIL switch interval (switch_interval.shorten_switch_interval).
+"""The server entry point's GIL switch interval (process_tuning.shorten_switch_interval).
 
 Process-wide, so the test restores the interpreter's interval whatever happens.
 """
@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import sys
 
-from purgatory_server._service.switch_interval import SWITCH_INTERVAL_S, shorten_switch_interval
+from purgatory_server._service.config.process_tuning import (
+    SWITCH_INTERVAL_S,
+    shorten_switch_interval,
+)
 
 
 def test_lowers_cpythons_default_to_one_millisecond_and_never_raises_a_lower_one() -> None:

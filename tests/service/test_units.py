@@ -7,19 +7,19 @@ import asyncio
 import threading
 
 import pytest
-from purgatory_server._service.conditions import (
+from purgatory_server._service.config.server_config import ConfigError, load_config
+from purgatory_server._service.core.conditions import (
     ConditionKind,
     ConditionSpec,
     Progress,
     ResultSnapshot,
     SignalRecord,
 )
-from purgatory_server._service.config import ConfigError, load_config
-from purgatory_server._service.errors import OutOfRange
-from purgatory_server._service.events import EventLog, Outcome
-from purgatory_server._service.inbox import Inbox
-from purgatory_server._service.states import OperationState
-from purgatory_server._service.values import LatestValues
+from purgatory_server._service.core.errors import OutOfRange
+from purgatory_server._service.core.latest_values import LatestValues
+from purgatory_server._service.core.operation_state import OperationState
+from purgatory_server._service.outcomes.event_log import EventLog, Outcome
+from purgatory_server._service.outcomes.inbox import Inbox
 
 
 async def test_inbox_hands_a_burst_from_another_thread_over_in_one_batch() -> None:

@@ -1,20 +1,25 @@
-"""Replicated purgatories on NATS JetStream (issue 14; design in docs/scale-out.md).
+"""Replicated purgatories on NATS JetStream (design in docs/scale-out.md).
 
 Small modules, one concept each:
 
-- :mod:`.config`: the ``[cluster]`` table (imports nothing from NATS);
-- :mod:`.loader`: builds the node only when ``[cluster]`` asks for it;
-- :mod:`.setup`: creates the streams and buckets at start-up;
+- :mod:`.cluster_config`: the ``[cluster]`` table (imports nothing from NATS);
+- :mod:`.node_loader`: builds the node only when ``[cluster]`` asks for it;
+- :mod:`.jetstream_setup`: creates the streams and buckets at start-up;
 - :mod:`.layout`: streams, subjects and keys of a purgatory;
 - :mod:`.log`: the fenced, group-committed append of an owner's journal records;
 - :mod:`.shadow`: a standby's journal state, tailed from the stream;
-- :mod:`.lease`: the owner lease in a KV bucket with a TTL;
+- :mod:`.snapshot`, :mod:`.snapshot_writer`: a subject's snapshots; when the owner writes one;
+- :mod:`.owner_lease`: the owner lease in a KV bucket with a TTL;
+- :mod:`.membership`, :mod:`.placement`: live members, and which of them should own what;
 - :mod:`.store`: the durable store of an owned purgatory over its replicated log;
 - :mod:`.node`: the standby -> takeover -> owner -> evicted cycle and routing;
-- :mod:`.errors`: UNAVAILABLE with the owner's address in trailing metadata;
+- :mod:`.takeover`: the fence that shuts the old owner out, and the kept incarnation;
+- :mod:`.tombstone`: deleted purgatories stay deleted;
+- :mod:`.not_owner`: UNAVAILABLE with the owner's address in trailing metadata;
 - :mod:`.natsd`: a local three-node nats-server cluster (tests, ``make cluster``, bench);
 - :mod:`.local`: ``make cluster`` (NATS plus two purgatory servers, foreground).
 
-Only :mod:`.config` is imported by the service core; the rest is imported when a
-configuration names ``[cluster] nats_urls`` (the ``cluster`` extra: ``nats-py``).
+Only :mod:`.cluster_config` and :mod:`.node_loader` are imported by the service; the rest
+is imported when a configuration names ``[cluster] nats_urls`` (the ``cluster`` extra:
+``nats-py``).
 """

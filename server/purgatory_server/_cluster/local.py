@@ -28,12 +28,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-import grpc
-from purgatory_proto.v1 import purgatory_pb2 as pb
-from purgatory_proto.v1 import purgatory_pb2_grpc as pb_grpc
-
 from purgatory_server._cluster.natsd import LocalNatsCluster
-from purgatory_server._cluster.not_owner import METADATA_OWNER
 
 __all__ = ["main"]
 
@@ -94,23 +89,24 @@ def _wait_port(proc: subprocess.Popen[bytes], port_file: Path, timeout_s: float)
     raise TimeoutError("purgatory server did not start in time")
 
 
-def _wait_routed(addresses: list[str], timeout_s: float) -> None:
-    """Until one server serves the purgatory and every other names it as the owner."""
+def _wait_owner(proc: subprocess.Popen[bytes], log: Path, since: int, timeout_s: float) -> None:
+    """Until the server's log says it owns the purgatory (node.py logs it once it serves).
+
+    Read from the log rather than asked over gRPC: this launcher is server code, and only
+    the gRPC edge talks gRPC. The standby starts after this, and it learns the owner
+    before it writes its port file, so both route from the first request on. ``since``
+    is the log's size before the server started: earlier runs' lines do not count.
+    """
+    needle = f" owns purgatory {PURGATORY} ".encode()
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        owners = set()
-        for address in addresses:
-            with grpc.insecure_channel(address) as channel:
-                stub = pb_grpc.PurgatoryServiceStub(channel)  # type: ignore[no-untyped-call]
-                try:
-                    stub.GetPurgatory(pb.GetPurgatoryRequest(name=PURGATORY), timeout=2)
-                    owners.add(address)
-                except grpc.RpcError as exc:
-                    trailers = dict(exc.trailing_metadata() or ())
-                    owners.add(str(trailers.get(METADATA_OWNER, "")))
-        if len(owners) == 1 and "" not in owners:
-            return
-        time.sleep(0.1)
+        with log.open("rb") as f:
+            f.seek(since)
+            if needle in f.read():
+                return
+        if proc.poll() is not None:
+            raise RuntimeError(f"purgatory server exited with {proc.returncode}")
+        time.sleep(0.05)
     raise TimeoutError(f"no server owns {PURGATORY!r}")
 
 
@@ -136,15 +132,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         nats.start()
         for node in nats.nodes:
             _say(f"nats-server {node.name}: {node.url} (log {root / 'nats' / node.name}.log)")
-        addresses = []
         for i in range(2):  # one after the other: server1 is a member before server2 starts
             port = args.port + i if args.port else 0
+            log = root / f"server{i + 1}.log"
+            since = log.stat().st_size if log.exists() else 0
             proc, port_file = _spawn(root, f"server{i + 1}", nats.urls, port, args.lease_ms)
             servers.append(proc)
             bound = _wait_port(proc, port_file, 90.0)
-            addresses.append(f"127.0.0.1:{bound}")
+            if i == 0:  # the owner first: the standby then learns it as it starts
+                _wait_owner(proc, log, since, 90.0)
             _say(f"purgatory server{i + 1}: 127.0.0.1:{bound} (log {root}/server{i + 1}.log)")
-        _wait_routed(addresses, 90.0)
         _say(f"ready: replicated purgatory {PURGATORY!r}; Ctrl-C stops everything")
         while all(p.poll() is None for p in servers):
             time.sleep(0.2)

@@ -1,7 +1,7 @@
 """The replicated write-ahead log of one owned purgatory: appends to a JetStream subject.
 
 Shaped like the local journal's writer (``submit(records) -> Future``, ``close()``,
-``recovered``, ``directory``) so the service's :class:`~.._service.durable.DurableJournal`
+``recovered``, ``directory``) so the service's :class:`~.._service.durable.DurableHooks`
 batches records for it exactly as for a local journal, and the same ``JournalRecord``
 protobufs reach the stream, framed as in a local segment (CRC, length, payload;
 docs/journal.md §2). One JetStream message carries one or more submissions.
@@ -28,7 +28,7 @@ log fences itself too, since whether the append landed is unknown, and the purga
 rebuilt from the stream by whichever server acquires it next.
 
 Thread-safety: loop-confined (the server's event loop), except :meth:`close`, which a
-worker thread calls (``DurableJournal.close`` runs it with ``asyncio.to_thread``).
+worker thread calls (``DurableHooks.close`` runs it with ``asyncio.to_thread``).
 """
 
 from __future__ import annotations
@@ -112,8 +112,8 @@ class ReplicatedLog:
         self._lost: str | None = None
         self._closed = False
         self.bytes_appended = 0
-        # The metrics hook of a local journal's fsync: (seconds per append, records).
-        self.on_fsync: Callable[[float, int], None] | None = None
+        # The metrics hooks of a local journal's fsync: (seconds per append, records).
+        self._append_listeners: list[Callable[[float, int], None]] = []
         self._replay: SubjectReplay | None = None
         self.snapshots: SnapshotWriter | None = None
         if replay is not None and snapshot_policy is not None and snapshot_policy.enabled:
@@ -130,6 +130,11 @@ class ReplicatedLog:
                 submit=self.submit_marked,
                 loop=loop,
             )
+
+    def add_fsync_listener(self, listener: Callable[[float, int], None]) -> None:
+        """Call ``listener`` after each append the stream acknowledged, with its duration
+        in seconds and its records: the local journal's fsync metrics, here."""
+        self._append_listeners.append(listener)
 
     def release_recovered(self) -> None:
         """Forget the start-up snapshot's pending operations once the purgatory has them
@@ -185,8 +190,8 @@ class ReplicatedLog:
                     batch[0][2].set_result(self.last_sequence)
                     continue
                 records = sum(item[1] for item in batch)
-                if self.on_fsync is not None:
-                    self.on_fsync(time.monotonic() - started, records)
+                for listener in self._append_listeners:
+                    listener(time.monotonic() - started, records)
                 for _, count, future, _ in batch:
                     future.set_result(count)
                 if self.snapshots is not None:

@@ -8,13 +8,11 @@ this cycle for the life of the server:
    (routing); once it is absent (expired or released), try to create it: at once if
    placement (rendezvous over live members, ``placement.py``) prefers this server, else
    after a grace period;
-2. **takeover** (the key was created here; its revision is the new epoch): read the
-   subject's last sequence ``L``, wait until the shadow has applied ``L``, then append an
-   empty *fence* message with ``Nats-Expected-Last-Subject-Sequence: L``. If that is
-   rejected, the old owner appended meanwhile: catch up and try again. Once it is
-   accepted, no append of the old owner can ever succeed. Then build the purgatory from
-   the shadow's state through the registry (same restore code as a local restart: timers
-   re-armed at their original due times, overdue ones expire at once);
+2. **takeover** (the key was created here; its revision is the new epoch): append the
+   *fence* once the shadow holds everything before it (:mod:`.takeover`), so no append of
+   the old owner can succeed any more; then build the purgatory from the shadow's state
+   through the registry (same restore code as a local restart: timers re-armed at their
+   original due times, overdue ones expire at once);
 3. **owner**: renew the lease every ``lease / 3``; on a failed renewal, an expired lease,
    or a fenced/failed append, stop: evict the purgatory from the registry (its waiting
    calls end UNAVAILABLE naming the new owner when known), release the key if it is still
@@ -39,42 +37,30 @@ from typing import TYPE_CHECKING, Any
 
 import nats
 import nats.errors
-from nats.js.errors import APIError, KeyNotFoundError, KeyWrongLastSequenceError
+from nats.js.errors import KeyNotFoundError
 
-from purgatory_server._cluster.jetstream_setup import (
-    SETUP_TIMEOUT_S,
-    ensure_layout,
-    ensure_members,
-)
-from purgatory_server._cluster.layout import (
-    EPOCH_HEADER,
-    EXPECTED_SUBJECT_SEQ,
-    MSG_ID,
-    journal_stream,
-    journal_subject,
-    token,
-)
-from purgatory_server._cluster.log import WRONG_LAST_SEQUENCE, ReplicatedLog
+from purgatory_server._cluster.jetstream_setup import SETUP_TIMEOUT_S, ensure_layout, ensure_members
+from purgatory_server._cluster.layout import journal_stream, journal_subject, token
+from purgatory_server._cluster.log import ReplicatedLog
 from purgatory_server._cluster.membership import Membership, join
 from purgatory_server._cluster.not_owner import NotOwner
 from purgatory_server._cluster.owner_lease import LeaseValue, OwnerLease
 from purgatory_server._cluster.placement import Member, Placement
-from purgatory_server._cluster.shadow import Shadow, last_subject_sequence
+from purgatory_server._cluster.shadow import Shadow
 from purgatory_server._cluster.snapshot import SnapshotPolicy
 from purgatory_server._cluster.store import ReplicatedStore
+from purgatory_server._cluster.takeover import claim_incarnation, fence
 from purgatory_server._cluster.tombstone import (
     Buried,
-    DeleteNotRecorded,
     PurgatoryDeleted,
     RecreateRefused,
     Tombstones,
 )
 from purgatory_server._engine.time import SYSTEM_TIME, Time
-from purgatory_server._service.config import PurgatorySettings, ServerConfig
-from purgatory_server._service.incarnation import new_incarnation
+from purgatory_server._service.config.server_config import PurgatorySettings, ServerConfig
 
 if TYPE_CHECKING:
-    from purgatory_server._service.registry import (
+    from purgatory_server._service.core.registry import (
         Durability,
         JournalFactory,
         PurgatoryRegistry,
@@ -302,30 +288,9 @@ class ClusterNode:
         self._leases[name] = lease
         await self._tomb().ensure_alive(name)  # re-read at the KV leader once we hold it
         epoch = lease.epoch
-        fence_seq = 0
-        while fence_seq == 0:
-            if not lease.valid():
-                raise RuntimeError("lease expired during takeover")
-            last = await last_subject_sequence(self._js, stream, subject)
-            await shadow.catch_up(last, self._lease_s)
-            try:
-                ack = await self._js.publish(
-                    subject,
-                    b"",
-                    stream=stream,
-                    headers={
-                        EXPECTED_SUBJECT_SEQ: str(shadow.applied_sequence),
-                        MSG_ID: f"{token(name)}/{epoch}/0",
-                        EPOCH_HEADER: str(epoch),
-                    },
-                )
-            except APIError as exc:
-                if exc.err_code != WRONG_LAST_SEQUENCE:
-                    raise
-                continue  # the old owner appended after we read L: catch up again
-            fence_seq = int(ack.seq)
+        fence_seq = await fence(self._js, name, stream, subject, shadow, lease, self._lease_s)
         recovered = shadow.snapshot()
-        incarnation = await self._incarnation(name)
+        incarnation = await claim_incarnation(self._meta_kv, name)
         lost = self._lost[name]
         lost.clear()
         log = ReplicatedLog(
@@ -348,8 +313,14 @@ class ClusterNode:
             ),
         )
         self._logs[name] = log
-        store = ReplicatedStore(settings, log, self._loop, incarnation, clock=self._clock)
-        store.on_destroy = lambda: self._bury(name, incarnation, log)
+        store = ReplicatedStore(
+            settings,
+            log,
+            self._loop,
+            incarnation,
+            clock=self._clock,
+            on_destroy=lambda: self._tomb().bury_owned(name, incarnation, log),
+        )
         self._prepared[name] = store
         self._routes[name] = _Route(self.address, epoch)
         registry = self._registry
@@ -374,25 +345,6 @@ class ClusterNode:
     def _tomb(self) -> Tombstones:
         assert self._tombstones is not None  # set by start()
         return self._tombstones
-
-    async def _bury(self, name: str, incarnation: str, log: ReplicatedLog) -> None:
-        """DeletePurgatory at the owner: tombstone, then give the lease up (tombstone.py)."""
-        try:
-            await self._tomb().bury(name, incarnation)
-        except Exception as exc:
-            log.fence("deletion not recorded")  # the next owner rebuilds it from the stream
-            raise DeleteNotRecorded(name) from exc
-        log.fence("deleted")
-
-    async def _incarnation(self, name: str) -> str:
-        key = token(name)
-        fresh = new_incarnation()
-        try:
-            await self._meta_kv.create(key, fresh.encode())
-            return fresh
-        except KeyWrongLastSequenceError:
-            entry = await self._meta_kv.get(key)
-            return bytes(entry.value or b"").decode("ascii")
 
     async def _hold(self, name: str, lease: OwnerLease, log: ReplicatedLog) -> None:
         lost = self._lost[name]

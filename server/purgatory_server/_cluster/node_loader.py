@@ -12,7 +12,7 @@ import importlib.util
 from typing import TYPE_CHECKING
 
 from purgatory_server._engine.time import Time
-from purgatory_server._service.config import ConfigError, ServerConfig
+from purgatory_server._service.config.server_config import ConfigError, ServerConfig
 
 if TYPE_CHECKING:
     from purgatory_server._cluster.node import ClusterNode

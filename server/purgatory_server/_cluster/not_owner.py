@@ -11,7 +11,7 @@ route; a ``RetryInfo`` detail says retry at once (owner known) or after a short 
 
 from __future__ import annotations
 
-from purgatory_server._service.errors import Code, ServiceError
+from purgatory_server._service.core.errors import Code, ServiceError
 
 __all__ = ["METADATA_OWNER", "METADATA_OWNER_EPOCH", "NotOwner"]
 

@@ -20,8 +20,8 @@ from typing import cast
 from purgatory_server._cluster.log import ReplicatedLog
 from purgatory_server._engine.time import SYSTEM_TIME, Time
 from purgatory_server._journal import Journal as WriteAheadLog
-from purgatory_server._service.config import PurgatorySettings
-from purgatory_server._service.durable import DurableStore
+from purgatory_server._service.config.server_config import PurgatorySettings
+from purgatory_server._service.durable.local_store import DurableStore
 from purgatory_server._service.telemetry.counters import PurgatoryMetrics
 
 __all__ = ["ReplicatedStore"]
@@ -38,22 +38,25 @@ class ReplicatedStore(DurableStore):
         incarnation: str,
         *,
         clock: Time = SYSTEM_TIME,
+        on_destroy: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         # The log has the writer's shape (submit/close/recovered/directory); no data_dir.
         super().__init__(Path(), settings, cast(WriteAheadLog, log), loop, incarnation, clock=clock)
         self.log = log
         # DeletePurgatory: records the deletion cluster-wide (node.py -> tombstone.py).
-        self.on_destroy: Callable[[], Awaitable[None]] | None = None
+        self._on_destroy = on_destroy
+
+    def journal_bytes(self) -> int:
+        """Bytes this owner appended to the stream (its journal size here)."""
+        return self.log.bytes_appended
 
     def instrument(self, metrics: PurgatoryMetrics) -> None:
-        """Append latency and records per append as the fsync metrics; bytes appended."""
-        log = self.log
-        log.on_fsync = metrics.on_fsync
-        metrics.journal_bytes = lambda: log.bytes_appended
+        """Append latency and records per append as the fsync metrics."""
+        self.log.add_fsync_listener(metrics.on_fsync)
 
     async def destroy(self) -> None:
         """DeletePurgatory: append what is buffered (the CANCELLED outcomes), then bury
         the purgatory cluster-wide (:mod:`.tombstone`) before the RPC answers."""
         await self.close()
-        if self.on_destroy is not None:
-            await self.on_destroy()
+        if self._on_destroy is not None:
+            await self._on_destroy()

@@ -35,14 +35,17 @@ import logging
 import sys
 import time
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import nats
 import nats.errors
 from nats.js.errors import KeyNotFoundError, NotFoundError, ServiceUnavailableError
 
 from purgatory_server._cluster.layout import META_BUCKET, journal_stream, journal_subject, token
-from purgatory_server._service.errors import Code, FailedPrecondition, NotFound, ServiceError
+from purgatory_server._service.core.errors import Code, FailedPrecondition, NotFound, ServiceError
+
+if TYPE_CHECKING:
+    from purgatory_server._cluster.log import ReplicatedLog
 
 __all__ = [
     "Buried",
@@ -154,6 +157,16 @@ class Tombstones:
                 logger.info("cluster: purgatory %s is deleted: not served here", name)
                 logged = True
             await asyncio.sleep(poll_s)
+
+    async def bury_owned(self, name: str, incarnation: str, log: ReplicatedLog) -> None:
+        """DeletePurgatory at the owner: :meth:`bury`, then fence the owner's ``log`` so
+        the lease is given up (DeleteNotRecorded if the tombstone could not be written)."""
+        try:
+            await self.bury(name, incarnation)
+        except Exception as exc:
+            log.fence("deletion not recorded")  # the next owner rebuilds it from the stream
+            raise DeleteNotRecorded(name) from exc
+        log.fence("deleted")
 
     async def bury(self, name: str, incarnation: str) -> None:
         """Write the tombstone, then purge the history and the incarnation."""

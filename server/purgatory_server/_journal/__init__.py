@@ -1,4 +1,4 @@
-"""The durable journal: a write-ahead log of a durable purgatory's records (issue 4).
+"""The durable journal: a write-ahead log of a durable purgatory's records.
 
 A self-contained library; the server plugs it in. Format and guarantees are specified in
 ``docs/journal.md``. Entry point: :meth:`Journal.open`.

@@ -1,9 +1,10 @@
 """Retention and compaction planning: which old segments can go, and what to copy first.
 
 Why a pure planner: the rule for what may be deleted is the journal's main safety
-argument, so it is stated once, here, and tested without any I/O. The writer executes a
-plan in the crash-safe order (append the carried records, fsync, then delete the old
-segments oldest first with a directory fsync after each).
+argument, so it is stated once, here, and tested without any I/O
+(:func:`plan_compaction`). :func:`run_compaction` executes a plan on the journal's writer
+thread in the crash-safe order: append the carried records, fsync, then delete the old
+segments oldest first with a directory fsync after each.
 
 The rule. Only a *prefix* of the sealed segments (oldest first, never the head) is ever
 deleted, so the surviving segments always hold a contiguous index range. With ``cutoff``
@@ -28,14 +29,20 @@ deletion leaves both copies; replay is the same either way because carries repla
 
 from __future__ import annotations
 
+import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from purgatory_proto.v1.journal_pb2 import JournalRecord
 
+from purgatory_server._journal.framing import encode_frame
+from purgatory_server._journal.segment_writer import SegmentWriter
 from purgatory_server._journal.segments import SegmentMeta
 from purgatory_server._journal.state import JournalState
 from purgatory_server._journal.wire import carried_operation_payload
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,4 +137,62 @@ def plan_compaction(segments: list[SegmentMeta], state: JournalState) -> Compact
         carried_operations=carried_ops,
         carried_keys=carried_keys,
         freed_bytes=sum(seg.size for seg in doomed),
+    )
+
+
+def run_compaction(
+    files: SegmentWriter,
+    state: JournalState,
+    *,
+    force: bool,
+    max_carry_ratio: float,
+    hook: Callable[[str], None],
+) -> CompactionResult:
+    """Plan and execute one compaction (writer thread only).
+
+    Skipped, with the reason, when nothing is deletable, when a carried operation is too
+    large for a record, or (unless ``force``) when the carry would cost more than
+    ``max_carry_ratio`` of the bytes it frees. ``hook`` is called at named points (a test
+    may raise OSError there to simulate a crash between the append and the deletions).
+    """
+    plan = plan_compaction(files.segments, state)
+    if plan is None:
+        return CompactionResult(skipped_reason="no deletable segment")
+    try:
+        frames = [encode_frame(payload) for payload in plan.records]
+    except ValueError as exc:  # a carried operation larger than a record may be
+        log.warning("journal compaction skipped: %s", exc)
+        return CompactionResult(skipped_reason=str(exc))
+    carried_bytes = sum(len(f) for f in frames)
+    limit = max_carry_ratio * plan.freed_bytes
+    if not force and carried_bytes > limit:
+        return CompactionResult(
+            carried_bytes=carried_bytes,
+            skipped_reason=f"carry {carried_bytes} B > {limit:.0f} B allowed",
+        )
+    chunk: list[bytes] = []
+    for frame in frames:
+        chunk = files.add_frame(chunk, None, frame)
+    files.write(chunk)
+    files.fsync_head()
+    files.sealed = False  # rolls caused by the carry need no new pass
+    hook("compaction:carried")
+    for seg in plan.doomed:
+        files.delete(seg)
+        hook(f"compaction:deleted:{seg.path.name}")
+    state.forget_ended_before(plan.cutoff)
+    log.info(
+        "journal compaction in %s: deleted %d segments (%d B), carried %d ops, %d keys",
+        files.directory,
+        len(plan.doomed),
+        plan.freed_bytes,
+        plan.carried_operations,
+        plan.carried_keys,
+    )
+    return CompactionResult(
+        deleted_segments=len(plan.doomed),
+        freed_bytes=plan.freed_bytes,
+        carried_operations=plan.carried_operations,
+        carried_keys=plan.carried_keys,
+        carried_bytes=carried_bytes,
     )

@@ -21,7 +21,6 @@ belong to the journal from then on and must not be mutated.
 from __future__ import annotations
 
 import asyncio
-import fcntl
 import gc
 import logging
 import os
@@ -35,16 +34,17 @@ from typing import Any
 
 from purgatory_proto.v1.journal_pb2 import JournalRecord
 
-from purgatory_server._journal.compaction import CompactionResult, plan_compaction
-from purgatory_server._journal.framing import FRAME_OVERHEAD, encode_frame, encode_header
+from purgatory_server._journal.compaction import CompactionResult, run_compaction
+from purgatory_server._journal.framing import encode_frame
 from purgatory_server._journal.journal_errors import (
     JournalClosedError,
     JournalError,
     JournalFailedError,
 )
 from purgatory_server._journal.options import FsyncPolicy, JournalConfig
-from purgatory_server._journal.recovery import RecoveryReport, fsync_directory, recover
-from purgatory_server._journal.segments import SegmentMeta, segment_name
+from purgatory_server._journal.recovery import RecoveryReport, recover
+from purgatory_server._journal.segment_writer import SegmentWriter
+from purgatory_server._journal.segments import SegmentMeta, lock_directory
 from purgatory_server._journal.state import JournalState, RecoveredState
 
 log = logging.getLogger(__name__)
@@ -101,39 +101,50 @@ class Journal:
         # Lazy: read by the server before it appends anything (see release_recovered).
         self.recovered: RecoveredState = state.snapshot(report.next_index, lazy=True)
         self.report = report
-        self.fsync_count = 0
-        self.records_written = 0
-        self.bytes_written = 0
         self.compactions = 0
-        # Optional observer, called on the writer thread after each fsync with its
-        # duration in seconds and the records it made durable (its group size).
-        self.on_fsync: Callable[[float, int], None] | None = None
-        self._synced_records = 0
         self._state = state
         self._lock_fd = lock_fd
-        self._fsync_fn = fsync
         self._clock = clock
         self._fault = fault
-        self._segments: list[SegmentMeta] = list(report.segments)
-        self._next_index = report.next_index
         self._cond = threading.Condition()
         self._queue: list[_Submission] = []
         self._requests: list[_Request] = []
         self._closing = False
         self._failure: BaseException | None = None
-        self._dirty = False
-        self._last_fsync = clock()
-        self._wants_compaction = False
         # Futures the writer thread has taken off the queue and not yet resolved.
         self._in_flight: list[Future[Any]] = []
-        if self._segments:
-            self._fd = os.open(self._segments[-1].path, os.O_WRONLY | os.O_APPEND)
-        else:
-            self._fd = self._create_segment(self._next_index)
+        self._files = SegmentWriter(
+            directory=directory,
+            segment_bytes=config.segment_bytes,
+            state=state,
+            segments=report.segments,
+            next_index=report.next_index,
+            fsync=fsync,
+            clock=clock,
+            lock=self._cond,
+        )
         self._thread = threading.Thread(
             target=self._run, name=f"journal-writer-{directory.name}", daemon=True
         )
         self._thread.start()
+
+    @property
+    def fsync_count(self) -> int:
+        return self._files.fsync_count
+
+    @property
+    def records_written(self) -> int:
+        return self._files.records_written
+
+    @property
+    def bytes_written(self) -> int:
+        return self._files.bytes_written
+
+    def add_fsync_listener(self, listener: Callable[[float, int], None]) -> None:
+        """Call ``listener`` on the writer thread after each fsync with its duration in
+        seconds and the records it made durable (its group size). Add listeners before
+        the first append: the list is read without a lock."""
+        self._files.fsync_listeners.append(listener)
 
     def release_recovered(self) -> None:
         """Forget the start-up snapshot's pending operations once the reader has them.
@@ -168,12 +179,7 @@ class Journal:
         path = Path(directory)
         path.mkdir(parents=True, exist_ok=True)
         config = config or JournalConfig()
-        lock_fd = os.open(path / "LOCK", os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(lock_fd)
-            raise JournalError(f"journal directory {path} is in use by another journal") from None
+        lock_fd = lock_directory(path)
         # Recovery allocates millions of long-lived objects and no garbage cycles; letting
         # the cyclic GC rescan the growing heap meanwhile costs about a third of the time.
         gc_was_enabled = gc.isenabled()
@@ -244,8 +250,7 @@ class Journal:
 
     def segments(self) -> list[SegmentMeta]:
         """A copy of the current segment list, oldest first (approximate while writing)."""
-        with self._cond:
-            return [SegmentMeta(s.base, s.path, s.size, s.count) for s in self._segments]
+        return self._files.segment_list()
 
     def close(self, timeout: float | None = 30.0) -> None:
         """Write what is queued, fsync, stop the writer and release the directory.
@@ -258,9 +263,7 @@ class Journal:
         self._thread.join(timeout)
         if self._thread.is_alive():
             raise JournalError("journal writer did not stop in time")
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        self._files.close()
         if self._lock_fd >= 0:
             os.close(self._lock_fd)
             self._lock_fd = -1
@@ -311,37 +314,37 @@ class Journal:
         if batch:
             firsts = self._write_submissions(batch)
             if self.config.fsync is FsyncPolicy.ALWAYS or self._fsync_due():
-                self._fsync_head()
+                self._files.fsync_head()
             for sub, first in zip(batch, firsts, strict=True):
                 sub.future.set_result(first)
         elif self._fsync_due():
-            self._fsync_head()
+            self._files.fsync_head()
         for request in requests:
             self._serve(request)
         self._in_flight = []
-        if self._wants_compaction and self.config.auto_compact:
-            self._wants_compaction = False
+        if self._files.sealed and self.config.auto_compact:
+            self._files.sealed = False
             self._compact(force=False)
         if closing and not batch and not requests:
-            if self._dirty:
-                self._fsync_head()
+            if self._files.dirty:
+                self._files.fsync_head()
             return False
         return True
 
     def _fsync_due(self) -> bool:  # any thread; reads only
-        if not self._dirty or self.config.fsync is not FsyncPolicy.INTERVAL:
+        if not self._files.dirty or self.config.fsync is not FsyncPolicy.INTERVAL:
             return False
-        return self._clock() - self._last_fsync >= self.config.fsync_interval_ms / 1000
+        return self._clock() - self._files.last_fsync >= self.config.fsync_interval_ms / 1000
 
     def _fsync_wait(self) -> float | None:
-        if not self._dirty or self.config.fsync is not FsyncPolicy.INTERVAL:
+        if not self._files.dirty or self.config.fsync is not FsyncPolicy.INTERVAL:
             return None
-        elapsed = self._clock() - self._last_fsync
+        elapsed = self._clock() - self._files.last_fsync
         return max(0.0005, self.config.fsync_interval_ms / 1000 - elapsed)
 
     def _serve(self, request: _Request) -> None:
         if request.kind == "flush":
-            self._fsync_head()
+            self._files.fsync_head()
             request.future.set_result(None)
         else:
             request.future.set_result(self._compact(force=request.force))
@@ -362,123 +365,29 @@ class Journal:
 
     def _write_submissions(self, batch: list[_Submission]) -> list[int]:
         """Write a batch (rolling segments as needed); the first index of each submission."""
+        files = self._files
         firsts = []
         chunk: list[bytes] = []
         for sub in batch:
-            firsts.append(self._next_index)
+            firsts.append(files.next_index)
             for record, frame in zip(sub.records, sub.frames, strict=True):
-                chunk = self._add_frame(chunk, record, frame)
-        self._write(chunk)
+                chunk = files.add_frame(chunk, record, frame)
+        files.write(chunk)
         return firsts
-
-    def _add_frame(
-        self, chunk: list[bytes], record: JournalRecord | None, frame: bytes
-    ) -> list[bytes]:
-        head = self._segments[-1]
-        if head.count > 0 and head.size + len(frame) > self.config.segment_bytes:
-            self._write(chunk)
-            chunk = []
-            self._roll()
-            head = self._segments[-1]
-        chunk.append(frame)
-        head.size += len(frame)
-        head.count += 1
-        # The state keeps a registration's bytes (sliced from the frame), not the message.
-        self._state.apply_raw(self._next_index, memoryview(frame)[FRAME_OVERHEAD:], record)
-        self._next_index += 1
-        return chunk
-
-    def _write(self, chunk: list[bytes]) -> None:
-        if not chunk:
-            return
-        data = b"".join(chunk)
-        view = memoryview(data)
-        while view:
-            written = os.write(self._fd, view)
-            view = view[written:]
-        self._dirty = True
-        self.records_written += len(chunk)
-        self.bytes_written += len(data)
-
-    def _fsync_head(self) -> None:
-        on_fsync = self.on_fsync
-        if on_fsync is None:
-            self._fsync_fn(self._fd)
-        else:
-            started = time.perf_counter()
-            self._fsync_fn(self._fd)
-            on_fsync(time.perf_counter() - started, self.records_written - self._synced_records)
-        self._synced_records = self.records_written
-        self.fsync_count += 1
-        self._dirty = False
-        self._last_fsync = self._clock()
-
-    def _create_segment(self, base: int) -> int:
-        path = self.directory / segment_name(base)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
-        os.write(fd, encode_header(base))
-        fsync_directory(self.directory, self._fsync_fn)
-        with self._cond:
-            self._segments.append(SegmentMeta(base, path, len(encode_header(base)), 0))
-        return fd
-
-    def _roll(self) -> None:
-        """Seal the head (fsync, under every policy) and start a new segment."""
-        self._fsync_head()
-        os.close(self._fd)
-        self._fd = -1
-        self._fd = self._create_segment(self._next_index)
-        self._dirty = True  # the new header is not fsynced yet
-        self._wants_compaction = True
 
     # -- compaction --------------------------------------------------------------------------
 
     def _compact(self, *, force: bool) -> CompactionResult:
-        plan = plan_compaction(self._segments, self._state)
-        if plan is None:
-            return CompactionResult(skipped_reason="no deletable segment")
-        try:
-            frames = [encode_frame(payload) for payload in plan.records]
-        except ValueError as exc:  # a carried operation larger than a record may be
-            log.warning("journal compaction skipped: %s", exc)
-            return CompactionResult(skipped_reason=str(exc))
-        carried_bytes = sum(len(f) for f in frames)
-        limit = self.config.compaction_max_carry_ratio * plan.freed_bytes
-        if not force and carried_bytes > limit:
-            return CompactionResult(
-                carried_bytes=carried_bytes,
-                skipped_reason=f"carry {carried_bytes} B > {limit:.0f} B allowed",
-            )
-        chunk: list[bytes] = []
-        for frame in frames:
-            chunk = self._add_frame(chunk, None, frame)
-        self._write(chunk)
-        self._fsync_head()
-        self._wants_compaction = False  # rolls caused by the carry need no new pass
-        self._hook("compaction:carried")
-        for seg in plan.doomed:
-            seg.path.unlink()
-            fsync_directory(self.directory, self._fsync_fn)
-            with self._cond:
-                self._segments.remove(seg)
-            self._hook(f"compaction:deleted:{seg.path.name}")
-        self._state.forget_ended_before(plan.cutoff)
-        self.compactions += 1
-        log.info(
-            "journal compaction in %s: deleted %d segments (%d B), carried %d ops, %d keys",
-            self.directory,
-            len(plan.doomed),
-            plan.freed_bytes,
-            plan.carried_operations,
-            plan.carried_keys,
+        result = run_compaction(
+            self._files,
+            self._state,
+            force=force,
+            max_carry_ratio=self.config.compaction_max_carry_ratio,
+            hook=self._hook,
         )
-        return CompactionResult(
-            deleted_segments=len(plan.doomed),
-            freed_bytes=plan.freed_bytes,
-            carried_operations=plan.carried_operations,
-            carried_keys=plan.carried_keys,
-            carried_bytes=carried_bytes,
-        )
+        if result.deleted_segments:
+            self.compactions += 1
+        return result
 
     def _hook(self, point: str) -> None:
         if self._fault is not None:

@@ -5,9 +5,10 @@ is held between records (:class:`LiveOperation`, serialized, see below), how a k
 watchers are held (:class:`_Watching`), and the shapes the server receives at start-up
 (:class:`PendingOperation`, :class:`PendingView`).
 
-Serialized, not parsed (issue 15): a registration and the signals of an operation's
-progress stay the bytes they were journaled with. A parsed message per pending operation
-cost about 1.5 KB of memory; compaction writes these bytes back verbatim.
+Serialized, not parsed (for replay speed and memory): a registration and the signals of
+an operation's progress stay the bytes they were journaled with. A parsed message per
+pending operation cost about 1.5 KB of memory; compaction writes these bytes back
+verbatim.
 
 Thread-safety: as :mod:`.state` (one owner thread); :class:`PendingOperation` is
 immutable, and a :class:`PendingView` reflects its state only until the next record.

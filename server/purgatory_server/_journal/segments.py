@@ -7,11 +7,14 @@ corruption) depends on where the segment sits in the journal and is recovery's j
 Naming: ``<base_index as 20 decimal digits, zero-padded>.seg``, where ``base_index`` is the
 journal index of the segment's first record (the header repeats it). Sorting names sorts
 segments by index. Other files in the directory are not segments (the ``LOCK`` file, and
-``*.dropped`` / ``*.corrupt-*`` files that ``repair`` sets aside).
+``*.dropped`` / ``*.corrupt-*`` files that ``repair`` sets aside). :func:`lock_directory`
+takes the ``LOCK`` file, so two journals never write one directory.
 """
 
 from __future__ import annotations
 
+import fcntl
+import os
 import re
 import zlib
 from collections.abc import Iterator
@@ -27,9 +30,22 @@ from purgatory_server._journal.framing import (
     decode_frame,
     decode_header,
 )
+from purgatory_server._journal.journal_errors import JournalError
 
 SEGMENT_SUFFIX = ".seg"
 _SEGMENT_NAME = re.compile(r"^(\d{20})\.seg$")
+
+
+def lock_directory(directory: Path) -> int:
+    """Take ``directory``'s ``LOCK`` file (an flock, released when the fd is closed or the
+    process dies); the fd. Raises :class:`JournalError` if another journal holds it."""
+    lock_fd = os.open(directory / "LOCK", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(lock_fd)
+        raise JournalError(f"journal directory {directory} is in use by another journal") from None
+    return lock_fd
 
 
 def segment_name(base_index: int) -> str:

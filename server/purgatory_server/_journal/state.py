@@ -30,7 +30,7 @@ Replay rules (the contract docs/journal.md states for outside readers too):
 The event window holds outcomes with ``sequence > last_sequence - retain_events``, in
 journal order. The server appends outcomes in increasing sequence order.
 
-Memory and speed (issue 15): a pending operation's registration and its progress are
+Memory and speed: a pending operation's registration and its progress are
 kept as the bytes they were journaled with, never as parsed messages (about 1.5 KB each
 otherwise); :meth:`JournalState.apply_raw` reads a registration or a signal from its
 record's bytes without parsing the whole record, and compaction writes those bytes back
@@ -190,12 +190,18 @@ class JournalState:
                 carried.registration.SerializeToString(),
                 [s.SerializeToString() for s in carried.progress],
             )
-        elif kind == "carried_key_value":
+        elif kind == "rescheduled":
+            self._rescheduled(record.rescheduled)
+        else:
+            self._apply_other(index, kind, record)
+
+    def _apply_other(self, index: int, kind: str | None, record: JournalRecord) -> None:
+        """The records that are not about one operation: key values, compaction
+        checkpoints, schedules and worker groups."""
+        if kind == "carried_key_value":
             kv = record.carried_key_value
             self._set_value(kv.key, kv.value, index)
             self.purgatory = kv.purgatory
-        elif kind == "rescheduled":
-            self._rescheduled(record.rescheduled)
         elif kind == "compaction":
             self.last_sequence = max(self.last_sequence, record.compaction.last_sequence)
         elif kind == "schedule_upserted":

@@ -1,40 +1,38 @@
-"""The gRPC purgatory service: named purgatories, remote conditions, long-polls, streams.
+"""The gRPC purgatory service, in layers from the wire down (docs/architecture.md).
 
-Module map (one concept each): ``config`` (options), ``errors`` (plain service errors,
-no grpc), ``status`` (their gRPC status codes and details: the one mapping, edge only),
-``validation`` (every request check), ``conditions`` (declarative conditions and
-progress), ``values`` (bounded latest value per key), ``operation`` (the DelayedOperation
-subclass), ``operation_table`` (pending and finished operations by id), ``inbox`` (thread
--> loop hand-off in batches), ``events`` (outcomes and the retained window),
-``subscriptions`` (bounded subscriber buffers), ``feed`` (the one owner of outcomes:
-sequences, window, subscribers, long-poll waiters), ``journal_hooks`` (durability hooks),
-``named_purgatory`` (one named purgatory), ``registry`` (all of them), ``convert``
-(responses and events as protobuf), ``servicer`` and ``session`` (the RPCs), ``edge``
-(decoding, auth, last-resort status), ``app`` (server assembly and shutdown) and the
-``telemetry`` package (metrics, traces, log correlation; docs/observability.md). The
-threads they run on: docs/architecture.md.
+- ``api``: the gRPC edge, the only importer of grpc: handlers, servicer, Session, status
+  mapping, TLS, listen address, server assembly;
+- ``wire``: protobuf messages <-> service values, and every request check;
+- ``core``: named purgatories, their operations, conditions, capacity (loop-confined);
+- ``outcomes``: the feed, the one owner of what happens once an operation ended;
+- ``durable``: the journal hooks, the local store, the codec and the catalog;
+- ``config``: server configuration, settings, tokens, logging, process tuning;
+- ``groups``, ``schedules``, ``telemetry``: features wired into the core.
+
+Each package's ``__init__`` docstring is its module map. The engine (``_engine``) and the
+journal library (``_journal``) sit below all of this and know nothing of it.
 """
 
 import importlib
 from typing import TYPE_CHECKING
 
-from purgatory_server._service.config import (
+from purgatory_server._service.config.server_config import (
     ConfigError,
     Limits,
     PurgatorySettings,
     ServerConfig,
     load_config,
 )
-from purgatory_server._service.journal_hooks import Journal, NullJournal
+from purgatory_server._service.durable.hooks import JournalHooks, NullHooks
 
 if TYPE_CHECKING:
-    from purgatory_server._service.app import PurgatoryServer, create_server, serve
+    from purgatory_server._service.api.app import PurgatoryServer, create_server, serve
 
 __all__ = [
     "ConfigError",
-    "Journal",
+    "JournalHooks",
     "Limits",
-    "NullJournal",
+    "NullHooks",
     "PurgatoryServer",
     "PurgatorySettings",
     "ServerConfig",
@@ -50,5 +48,5 @@ _SERVER_NAMES = frozenset({"PurgatoryServer", "create_server", "serve"})
 
 def __getattr__(name: str) -> object:
     if name in _SERVER_NAMES:
-        return getattr(importlib.import_module("purgatory_server._service.app"), name)
+        return getattr(importlib.import_module("purgatory_server._service.api.app"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

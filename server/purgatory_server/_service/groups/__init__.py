@@ -1,13 +1,14 @@
 """Worker groups: competing consumers of a purgatory's outcomes (docs/service.md).
 
-- :mod:`.config`: a group's settings and their bounds;
+- :mod:`.group_config`: a group's settings and their bounds;
 - :mod:`.entry`: one held outcome and its state (ready, leased, dead);
 - :mod:`.lease`: a lease's expiry as a timing-wheel task;
 - :mod:`.member`: one connected member (a Subscribe stream) and its deliveries;
 - :mod:`.group`: one group: intake, dispatch, ack, extend, expiry, dead letters;
 - :mod:`.manager`: a purgatory's groups, their limits and the expiry hand-off;
-- :mod:`.records`, :mod:`.restore`: groups in the durable journal and back;
-- :mod:`.rpc`: the RPCs (a servicer mix-in).
+- :mod:`.records`, :mod:`.restore`: groups in the durable journal and back.
+
+The RPCs are :mod:`purgatory_server._service.api.groups_rpc`.
 """
 
 from purgatory_server._service.groups.group import WorkerGroup

@@ -32,12 +32,12 @@ from typing import Protocol
 
 from purgatory_server._engine.time import Time
 from purgatory_server._engine.timer import Timer
-from purgatory_server._service.errors import FailedPrecondition, NotFound, ServiceError
-from purgatory_server._service.events import Outcome
+from purgatory_server._service.core.errors import FailedPrecondition, NotFound, ServiceError
 from purgatory_server._service.groups.entry import EntryState, GroupEntry
 from purgatory_server._service.groups.group_config import GroupConfig
 from purgatory_server._service.groups.lease import LeaseTask
 from purgatory_server._service.groups.member import Delivery, GroupMember
+from purgatory_server._service.outcomes.event_log import Outcome
 
 __all__ = ["GroupJournal", "WorkerGroup"]
 

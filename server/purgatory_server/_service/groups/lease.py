@@ -5,7 +5,7 @@ tests drive them with MockTime and explicit ``advance_clock`` steps exactly like
 operation timeouts, and a million leases cost what a million timeouts cost.
 
 The task runs on the timer's executor thread, where it must not touch the group: it only
-puts itself in the group set's :class:`~purgatory_server._service.inbox.Inbox`, and the
+puts itself in the group set's :class:`~purgatory_server._service.outcomes.inbox.Inbox`, and the
 loop thread expires the lease from there (if it is still the entry's current lease: an
 ack or an extension may have won the race, see :mod:`.entry`).
 """

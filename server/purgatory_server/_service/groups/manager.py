@@ -1,10 +1,10 @@
 """The worker groups of one purgatory: creation on first join, limits, lease expiries.
 
-:class:`GroupSet` is what a :class:`~purgatory_server._service.named_purgatory.NamedPurgatory`
+:class:`GroupSet` is what a :class:`~purgatory_server._service.core.named_purgatory.NamedPurgatory`
 holds: it creates a group on its first join (checking ``max_groups``), hands each
 published outcome to every group, refuses new registrations while a group holds
 ``max_group_backlog`` outcomes (capacity that frees up as members ack), and applies lease
-expiries that the timer thread puts in its :class:`~purgatory_server._service.inbox.Inbox`.
+expiries that the timer thread puts in its :class:`~purgatory_server._service.outcomes.inbox.Inbox`.
 
 Why groups do not read the retained event window: a group must not lose an outcome that
 rolled out of the window while its members were away, so it keeps its own reference to
@@ -23,21 +23,21 @@ from purgatory_proto.v1.journal_pb2 import JournalRecord
 
 from purgatory_server._engine.time import Time
 from purgatory_server._engine.timer import Timer
-from purgatory_server._service.config import Limits
-from purgatory_server._service.errors import (
+from purgatory_server._service.config.server_config import Limits
+from purgatory_server._service.core.errors import (
     FailedPrecondition,
     LimitExceeded,
     NotFound,
     ServiceError,
 )
-from purgatory_server._service.events import Outcome
+from purgatory_server._service.core.quoting import quote
 from purgatory_server._service.groups.group import WorkerGroup
 from purgatory_server._service.groups.group_config import GroupConfig
 from purgatory_server._service.groups.lease import LeaseTask
 from purgatory_server._service.groups.member import GroupMember
 from purgatory_server._service.groups.records import GroupRecords, RestoredGroup
-from purgatory_server._service.inbox import Inbox
-from purgatory_server._service.quoting import quote
+from purgatory_server._service.outcomes.event_log import Outcome
+from purgatory_server._service.outcomes.inbox import Inbox
 
 __all__ = ["GroupSet"]
 

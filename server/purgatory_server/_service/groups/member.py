@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from purgatory_server._service.events import Outcome
-from purgatory_server._service.stream_queue import StreamQueue
+from purgatory_server._service.outcomes.event_log import Outcome
+from purgatory_server._service.outcomes.stream_queue import StreamQueue
 
 __all__ = ["Delivery", "GroupMember"]
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from purgatory_server._journal import RecoveredGroup
+from purgatory_server._service.durable.codec import decode_outcome
 from purgatory_server._service.groups.entry import GroupEntry
 from purgatory_server._service.groups.group_config import GroupConfig
 from purgatory_server._service.groups.records import RestoredGroup
-from purgatory_server._service.journal_codec import decode_outcome
 
 __all__ = ["decode_groups"]
 

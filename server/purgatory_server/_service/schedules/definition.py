@@ -14,13 +14,12 @@ from typing import Any
 from purgatory_proto.v1 import purgatory_pb2 as pb
 from purgatory_proto.v1.journal_pb2 import JournalRecord
 
-from purgatory_server._service.conditions import ConditionKind, ConditionSpec, make_progress
-from purgatory_server._service.config import MAX_TIMEOUT_MS, Limits
-from purgatory_server._service.convert import condition_from_proto
-from purgatory_server._service.errors import InvalidArgument
-from purgatory_server._service.journal_codec import condition_to_proto
-from purgatory_server._service.operation import OperationDefinition
-from purgatory_server._service.quoting import quote
+from purgatory_server._service.config.server_config import MAX_TIMEOUT_MS, Limits
+from purgatory_server._service.core.conditions import ConditionKind, ConditionSpec, make_progress
+from purgatory_server._service.core.errors import InvalidArgument
+from purgatory_server._service.core.operation import OperationDefinition
+from purgatory_server._service.core.quoting import quote
+from purgatory_server._service.durable.codec import condition_to_proto
 from purgatory_server._service.schedules.timing import (
     MIN_EVERY_MS,
     CronError,
@@ -29,7 +28,8 @@ from purgatory_server._service.schedules.timing import (
     parse_cron,
     zone,
 )
-from purgatory_server._service.validation import check_condition, check_keys, check_payload
+from purgatory_server._service.wire.convert import condition_from_proto
+from purgatory_server._service.wire.validation import check_condition, check_keys, check_payload
 
 __all__ = [
     "ScheduleDefinition",

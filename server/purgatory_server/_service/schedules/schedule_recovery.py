@@ -1,4 +1,4 @@
-"""Bringing a durable purgatory's schedules back at start-up (called by :mod:`..durable`).
+"""Bringing a durable purgatory's schedules back at start-up (called by :mod:`..local_store`).
 
 Two steps around the restore of the pending operations: the journaled definitions go in
 first, so that an occurrence which fell due during the downtime (and ends as soon as it
@@ -10,15 +10,13 @@ Thread safety: the loop thread, at start-up, before the purgatory serves.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Iterable
 
 from purgatory_proto.v1.journal_pb2 import JournalRecord
 
-from purgatory_server._service.named_purgatory import NamedPurgatory
+from purgatory_server._service.core.named_purgatory import NamedPurgatory
 from purgatory_server._service.schedules.definition import decode_upserted
-from purgatory_server._service.schedules.table import schedule_table
 
 __all__ = ["restore_schedules", "resume_schedules"]
 
@@ -26,14 +24,12 @@ logger = logging.getLogger("purgatory_server.service")
 
 
 def restore_schedules(
-    purgatory: NamedPurgatory,
-    loop: asyncio.AbstractEventLoop,
-    records: Iterable[JournalRecord.ScheduleUpserted],
+    purgatory: NamedPurgatory, records: Iterable[JournalRecord.ScheduleUpserted]
 ) -> None:
     """Put the journaled schedule definitions back (no occurrence armed yet)."""
     table = None
     for record in records:
-        table = table or schedule_table(purgatory, loop)
+        table = table or purgatory.schedule_table()
         definition = decode_upserted(record, purgatory.limits)
         if definition is None:
             logger.error(

@@ -27,10 +27,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
 
-from purgatory_server._service.errors import (
+from purgatory_server._service.core.errors import (
     AlreadyExists,
     FailedPrecondition,
     InvalidArgument,
@@ -38,10 +39,9 @@ from purgatory_server._service.errors import (
     NotFound,
     ServiceError,
 )
-from purgatory_server._service.events import Outcome
-from purgatory_server._service.named_purgatory import NamedPurgatory, OperationRequest
-from purgatory_server._service.operation import RemoteOperation
-from purgatory_server._service.quoting import quote
+from purgatory_server._service.core.operation import OperationRequest, RemoteOperation
+from purgatory_server._service.core.quoting import quote
+from purgatory_server._service.outcomes.event_log import Outcome
 from purgatory_server._service.schedules.definition import (
     ScheduleDefinition,
     deleted_record,
@@ -52,7 +52,11 @@ from purgatory_server._service.schedules.definition import (
 )
 from purgatory_server._service.schedules.timing import CronError
 
-__all__ = ["MAX_SCHEDULES", "ScheduleEntry", "ScheduleTable", "schedule_table"]
+if TYPE_CHECKING:
+    from purgatory_server._service.core.operation_table import Registration
+    from purgatory_server._service.durable.hooks import JournalHooks
+
+__all__ = ["MAX_SCHEDULES", "ScheduleEntry", "ScheduleHost", "ScheduleTable"]
 
 logger = logging.getLogger("purgatory_server.service")
 
@@ -75,10 +79,33 @@ class ScheduleEntry:
     fire_time_ms: int = 0
 
 
-class ScheduleTable:
-    """Schedule id -> :class:`ScheduleEntry` for one purgatory (loop-confined)."""
+class ScheduleHost(Protocol):
+    """What a schedule table needs of its purgatory (a NamedPurgatory, which owns the
+    table: this keeps the schedules package free of an import of the purgatory)."""
 
-    def __init__(self, purgatory: NamedPurgatory, loop: asyncio.AbstractEventLoop) -> None:
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def journal(self) -> JournalHooks: ...
+
+    def wall_clock_ms(self) -> int: ...
+
+    def register(
+        self, requests: Sequence[OperationRequest], fields: Sequence[str]
+    ) -> list[Registration]: ...
+
+    def cancel(self, ids: Sequence[str] = ()) -> list[Outcome]: ...
+
+
+class ScheduleTable:
+    """Schedule id -> :class:`ScheduleEntry` for one purgatory (loop-confined).
+
+    Built by its purgatory on first use (``NamedPurgatory.schedule_table``), which then
+    calls :meth:`on_ended` after every published batch.
+    """
+
+    def __init__(self, purgatory: ScheduleHost, loop: asyncio.AbstractEventLoop) -> None:
         self._purgatory = purgatory
         self._loop = loop
         self._entries: dict[str, ScheduleEntry] = {}
@@ -247,9 +274,9 @@ class ScheduleTable:
             if not entry.occurrence_id and self._entries.get(entry.definition.schedule_id) is entry:
                 self._rearm(entry, max(now, entry.fire_time_ms))
 
-    def on_ended(self, ops: Iterable[RemoteOperation]) -> None:
+    def on_ended(self, ops: Sequence[RemoteOperation], outcomes: Sequence[Outcome] = ()) -> None:
         """The purgatory published these outcomes: arm the next occurrence of each
-        schedule whose armed occurrence is among them."""
+        schedule whose armed occurrence is among them (a listener of its publisher)."""
         ticks = self._ticks
         for op in ops:
             sid = ticks.pop(op.operation_id, None)
@@ -301,12 +328,3 @@ class ScheduleTable:
         for entry in self._entries.values():
             if not entry.occurrence_id:
                 self._rearm(entry, now)
-
-
-def schedule_table(purgatory: NamedPurgatory, loop: asyncio.AbstractEventLoop) -> ScheduleTable:
-    """The purgatory's schedule table, created on first use (loop thread)."""
-    table = purgatory.schedules
-    if table is None:
-        table = ScheduleTable(purgatory, loop)
-        purgatory.schedules = table
-    return table

@@ -3,9 +3,10 @@
 Module map: ``histogram`` (the hot path's lock-free bucket counts), ``counters`` (what
 each purgatory counts), ``context`` (the call's traceparent and the log filter) and
 ``loader`` (builds telemetry on demand) need nothing beyond the standard library;
-``rpc`` (RPC metrics and spans), ``metrics`` (the OpenTelemetry instruments) and ``setup``
-(providers, readers, exporters) need the ``observability`` extra and are imported only
-when the configuration asks for observability.
+``metrics`` (the OpenTelemetry instruments) and ``setup`` (providers, readers,
+exporters) need the ``observability`` extra and are imported only when the configuration
+asks for observability. RPC metrics and spans wrap each method at the edge
+(:mod:`purgatory_server._service.api.rpc_telemetry`).
 """
 
 from purgatory_server._service.telemetry.context import TraceLogFilter, current_traceparent

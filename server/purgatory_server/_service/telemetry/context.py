@@ -1,6 +1,6 @@
 """The current request's trace context, readable without importing OpenTelemetry.
 
-The RPC wrapper (:mod:`.rpc`) sets :data:`TRACEPARENT` for the duration of each
+The RPC wrapper (:mod:`.rpc_telemetry`) sets :data:`TRACEPARENT` for the duration of each
 traced call; grpc.aio runs every call in its own task, so the context variable is the
 call's own. The purgatory reads it when it registers operations, so each outcome can
 carry the W3C ``traceparent`` of the request that registered it.

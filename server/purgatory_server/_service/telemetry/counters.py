@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from purgatory_server._service.states import OperationState
+from purgatory_server._service.core.operation_state import OperationState
 from purgatory_server._service.telemetry.histogram import (
     BATCH_BOUNDS,
     DURATION_BOUNDS,
@@ -30,7 +30,7 @@ from purgatory_server._service.telemetry.histogram import (
 )
 
 if TYPE_CHECKING:
-    from purgatory_server._service.operation import RemoteOperation
+    from purgatory_server._service.core.operation import RemoteOperation
 
 __all__ = ["FINAL_STATES", "PurgatoryMetrics"]
 
@@ -67,7 +67,7 @@ class PurgatoryMetrics:
         "wait",
     )
 
-    def __init__(self) -> None:
+    def __init__(self, journal_bytes: Callable[[], int] | None = None) -> None:
         self.started_ns = time.time_ns()  # start of the cumulative series
         self.registered = 0
         self.signals = 0
@@ -88,8 +88,8 @@ class PurgatoryMetrics:
         self.subscriber_lag = Histogram(LAG_BOUNDS)
         self.fsync_latency = Histogram(FSYNC_BOUNDS)
         self.fsync_group = Histogram(GROUP_BOUNDS)
-        # Set by a durable purgatory's store: the journal's size on disk (any thread).
-        self.journal_bytes: Callable[[], int] | None = None
+        # A durable purgatory's journal size on disk, from its store (any thread).
+        self.journal_bytes = journal_bytes
 
     def on_outcomes(self, ops: Sequence[RemoteOperation]) -> None:
         """Count a published batch (loop thread): state, wait time, expiry lateness."""

@@ -13,7 +13,7 @@ import importlib
 import importlib.util
 from typing import TYPE_CHECKING
 
-from purgatory_server._service.config import ConfigError, ServerConfig
+from purgatory_server._service.config.server_config import ConfigError, ServerConfig
 
 if TYPE_CHECKING:
     from purgatory_server._service.telemetry.setup import Telemetry

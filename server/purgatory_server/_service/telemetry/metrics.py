@@ -3,7 +3,7 @@
 Nothing here runs on the hot path. Counters and gauges are *observable* instruments
 whose callbacks read, when a reader collects, the plain counters the service keeps
 (:class:`~.counters.PurgatoryMetrics`), the engine's own counts and the RPC statistics
-of :mod:`.rpc`. Histograms are accumulated by the service in
+of :mod:`.rpc_telemetry`. Histograms are accumulated by the service in
 :class:`~.histogram.Histogram` and spliced into each collection by
 :func:`attach_histograms` (the SDK has no observable histogram, and its synchronous
 ``record`` is too dear per operation).
@@ -38,10 +38,10 @@ from opentelemetry.sdk.metrics.export import Histogram as HistogramData
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.util.types import Attributes
 
-from purgatory_server._service.named_purgatory import NamedPurgatory
+from purgatory_server._service.api.rpc_telemetry import RpcStats
+from purgatory_server._service.core.named_purgatory import NamedPurgatory
 from purgatory_server._service.telemetry.counters import FINAL_STATES, PurgatoryMetrics
 from purgatory_server._service.telemetry.histogram import Histogram
-from purgatory_server._service.telemetry.rpc import RpcStats
 
 __all__ = ["SCOPE", "attach_histograms", "register_instruments"]
 

@@ -29,17 +29,17 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import Tracer
 from prometheus_client import CollectorRegistry, start_http_server
 
-from purgatory_server._service.config import ConfigError, ServerConfig
+from purgatory_server._service.api.rpc_telemetry import RpcStats, wrap_method
+from purgatory_server._service.config.server_config import ConfigError, ServerConfig
 from purgatory_server._service.telemetry.metrics import (
     SCOPE,
     attach_histograms,
     histogram_metrics,
     register_instruments,
 )
-from purgatory_server._service.telemetry.rpc import RpcStats, wrap_method
 
 if TYPE_CHECKING:
-    from purgatory_server._service.registry import PurgatoryRegistry
+    from purgatory_server._service.core.registry import PurgatoryRegistry
 
 __all__ = ["Telemetry", "build_telemetry"]
 
@@ -86,7 +86,7 @@ class Telemetry:
     def wrap(
         self, name: str, server_streaming: bool, handler: Callable[..., Any]
     ) -> Callable[..., Any]:
-        """The edge's method wrapper: ``handler`` measured and traced (see :mod:`.rpc`)."""
+        """The edge's method wrapper: ``handler`` measured and traced (``api.rpc_telemetry``)."""
         return wrap_method(name, server_streaming, handler, self.rpc, self.tracer)
 
     def serve_prometheus(self, address: str, registry: CollectorRegistry) -> int:

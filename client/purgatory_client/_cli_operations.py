@@ -1,0 +1,143 @@
+"""The CLI's operation commands: ``purgatory watch``, ``signal``, ``get`` and ``force``."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import shlex
+import sys
+from typing import Any
+
+from purgatory_client._cli_common import CONDITION_HELP, Context, parse_condition
+from purgatory_client._models import Condition, Signal
+
+__all__ = ["register"]
+
+
+def register(sub: Any) -> None:
+    _add_watch_parser(sub)
+    signal = sub.add_parser(
+        "signal",
+        help="signal a key",
+        epilog="example: purgatory signal acks --source broker-1 --amount 1",
+    )
+    signal.add_argument("key", help="the key whose watchers are checked")
+    signal.add_argument("--amount", type=int, default=0, help="added to sum:N conditions (e.g. 3)")
+    signal.add_argument("--value", type=int, help="the key's latest value, for values:N (e.g. 42)")
+    signal.add_argument("--source", default="", help="who signals, counted once by min-distinct:N")
+    signal.add_argument("--data", default="", help="UTF-8 text appended to the outcome's data")
+    signal.set_defaults(handler=_signal)
+
+    get = sub.add_parser(
+        "get",
+        help="print one operation's state (and, while WATCHING, its progress so far)",
+        epilog="example: purgatory get order-17",
+    )
+    get.add_argument("operation_id", metavar="OPERATION_ID", help="the operation's id")
+    get.set_defaults(handler=_get)
+
+    force = sub.add_parser(
+        "force", help="force-complete an operation", epilog="example: purgatory force order-17"
+    )
+    force.add_argument("operation_id", metavar="OPERATION_ID", help="the operation's id")
+    force.set_defaults(handler=_force)
+
+
+def _add_watch_parser(sub: Any) -> None:
+    watch = sub.add_parser(
+        "watch",
+        help="register an operation and wait for its outcome",
+        epilog="example: purgatory watch acks --timeout-ms 30000 --condition min-distinct:2 "
+        "--id produce-17 (Ctrl-C stops waiting, not the operation)",
+    )
+    watch.add_argument("keys", nargs="*", metavar="KEY", help="keys to watch (none: a pure timer)")
+    watch.add_argument(
+        "--timeout-ms",
+        type=int,
+        required=True,
+        help="expire the operation after this many ms (e.g. 30000)",
+    )
+    watch.add_argument(
+        "--condition", type=parse_condition, default=Condition.any_key(), help=CONDITION_HELP
+    )
+    watch.add_argument("--id", default="", help="operation id (default: server-assigned)")
+    watch.add_argument(
+        "--payload", default="", help="UTF-8 text echoed in the outcome (e.g. order-17)"
+    )
+    watch.add_argument("--no-wait", action="store_true", help="return once registered")
+    watch.add_argument(
+        "--extend-on-resend",
+        action="store_true",
+        help="debounce: re-sending this --id while pending pushes its deadline to now + "
+        "--timeout-ms (e.g. watch --id flush-1 --timeout-ms 5000 --extend-on-resend)",
+    )
+    watch.add_argument(
+        "--max-extend-ms",
+        type=int,
+        default=0,
+        metavar="MS",
+        help="with --extend-on-resend: never past creation + MS (0: no cap)",
+    )
+    watch.set_defaults(handler=_watch)
+
+
+def _watch(args: argparse.Namespace, ctx: Context) -> int:
+    """Register, then wait; Ctrl-C while waiting says how to wait on it again.
+
+    Without ``--id`` a waiting watch registers first (no wait) to learn the server's id,
+    then re-sends the same operation with that id and waits: a re-send of an identical
+    operation is idempotent, so this is one operation either way.
+    """
+
+    def send(operation_id: str, wait: bool) -> Any:
+        return ctx.client.try_complete_else_watch(
+            args.keys,
+            args.timeout_ms,
+            condition=args.condition,
+            payload=args.payload.encode(),
+            operation_id=operation_id,
+            wait=wait,
+            extend_on_resend=args.extend_on_resend,
+            max_extend_ms=args.max_extend_ms,
+        )
+
+    if args.no_wait:
+        ctx.emit(send(args.id, False))
+        return 0
+    operation_id = args.id
+    created: bool | None = None
+    if not operation_id:
+        status = send("", False)
+        if status.state.is_final:
+            ctx.emit(status)
+            return 0
+        operation_id = status.operation_id
+        created = status.created  # the wait below is a re-send: it reports created=False
+    try:
+        result = send(operation_id, True)
+        ctx.emit(result if created is None else dataclasses.replace(result, created=created))
+    except KeyboardInterrupt:
+        again = list(ctx.argv) if args.id else [*ctx.argv, "--id", operation_id]
+        sys.stderr.write(
+            f"purgatory: stopped waiting; operation {operation_id!r} is still pending on "
+            f"the server. Wait on it again with:\n  purgatory {shlex.join(again)}\n"
+            f"or see its state with: purgatory get {shlex.quote(operation_id)}\n"
+        )
+        raise
+    return 0
+
+
+def _signal(args: argparse.Namespace, ctx: Context) -> int:
+    sig = Signal(args.amount, args.value, args.source, args.data.encode())
+    ctx.emit({"completed": ctx.client.check_and_complete(args.key, sig)})
+    return 0
+
+
+def _get(args: argparse.Namespace, ctx: Context) -> int:
+    ctx.emit(ctx.client.get_operation(args.operation_id))
+    return 0
+
+
+def _force(args: argparse.Namespace, ctx: Context) -> int:
+    ctx.emit(ctx.client.force_complete(args.operation_id))
+    return 0

@@ -1,0 +1,182 @@
+# Generated from _async_groups.py by client/generate_sync.py: do not edit by hand.
+# Edit _async_groups.py, then run `make sync-client` (`make test` checks this file).
+"""Worker-group methods of the client (a mix-in): join a group and read its deliveries
+(:class:`GroupStream`), ack, extend leases, list and redrive dead letters. Requests
+and models: ``_groups_base``; semantics: docs/service.md "Worker groups"."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from typing import Any
+
+import grpc
+
+from purgatory_client import _groups_base as gb
+from purgatory_client._base import ClientBase
+from purgatory_client._resume import Backoff, ResumePolicy
+from purgatory_client._routing import MAX_HOPS, METADATA_OWNER
+from purgatory_client.errors import UnavailableError, from_rpc_error
+from purgatory_client.tracing import with_trace
+
+__all__ = ["GroupMethods", "GroupStream"]
+
+
+class GroupMethods(ClientBase):
+    """Join a worker group, ack, extend leases, list and redrive dead letters."""
+
+    def join_group(
+        self,
+        group: str,
+        *,
+        visibility_timeout_ms: int = 0,
+        max_attempts: int = 0,
+        prefetch: int = 0,
+        purgatory: str | None = None,
+        heartbeat_interval_ms: int = 0,
+        resume: ResumePolicy | None = None,
+    ) -> GroupStream:
+        """Join ``group`` (created on first join with the given settings; 0: the
+        group's, or the defaults) and return the stream of deliveries leased to this
+        member. The member has joined when this returns: every outcome published from
+        then on reaches the group. ``prefetch``: leases held at once. A stream dropped by
+        UNAVAILABLE (a server restart) is re-joined under the client's ResumePolicy;
+        other errors are raised. Leases held when a stream drops run out and are
+        redelivered (at-least-once). ``close()`` leaves the group."""
+        req = gb.group_subscribe_request(
+            self._name(purgatory),
+            group,
+            visibility_timeout_ms=visibility_timeout_ms,
+            max_attempts=max_attempts,
+            prefetch=prefetch,
+            heartbeat_interval_ms=heartbeat_interval_ms,
+        )
+        stream = GroupStream(self, req, Backoff(resume or self._resume))
+        stream._open()
+        return stream
+
+    def ack(
+        self, group: str, sequence: int, *, attempt: int = 0, purgatory: str | None = None
+    ) -> None:
+        """End a delivery (or discard a dead letter). ``attempt`` 0: whatever delivery
+        holds it; else FailedPreconditionError if it was delivered again since."""
+        req = gb.ack_request(self._name(purgatory), group, sequence, attempt)
+        self._call(self._stub.Ack, req, self.timeout)
+
+    def extend_lease(
+        self,
+        group: str,
+        sequence: int,
+        attempt: int,
+        *,
+        visibility_timeout_ms: int = 0,
+        purgatory: str | None = None,
+    ) -> int:
+        req = gb.extend_request(
+            self._name(purgatory), group, sequence, attempt, visibility_timeout_ms
+        )
+        return int(self._call(self._stub.ExtendLease, req, self.timeout).lease_deadline_ms)
+
+    def list_dead_letters(
+        self,
+        group: str,
+        *,
+        after_sequence: int = 0,
+        page_size: int = 0,
+        purgatory: str | None = None,
+    ) -> gb.DeadLetterPage:
+        req = gb.dead_letters_request(self._name(purgatory), group, after_sequence, page_size)
+        resp = self._call(self._stub.ListDeadLetters, req, self.timeout)
+        return gb.DeadLetterPage(
+            tuple(gb.delivery_from_proto(m, self, gb.Delivery) for m in resp.dead_letters),
+            resp.next_after_sequence,
+        )
+
+    def redrive(
+        self,
+        group: str,
+        sequences: Iterable[int] | None = None,
+        *,
+        purgatory: str | None = None,
+    ) -> list[int]:
+        """Dead letters back to the group with fresh attempts (None: all of them)."""
+        req = gb.redrive_request(self._name(purgatory), group, sequences)
+        return list(self._call(self._stub.Redrive, req, self.timeout).redriven)
+
+    def list_groups(self, *, purgatory: str | None = None) -> list[gb.GroupInfo]:
+        req = gb.list_groups_request(self._name(purgatory))
+        resp = self._call(self._stub.ListGroups, req, self.timeout)
+        return [gb.group_from_proto(g) for g in resp.groups]
+
+    def delete_group(self, group: str, *, purgatory: str | None = None) -> int:
+        req = gb.delete_group_request(self._name(purgatory), group)
+        return int(self._call(self._stub.DeleteGroup, req, self.timeout).dropped)
+
+
+class GroupStream:
+    """A member's deliveries (an iterator of :class:`~purgatory_client.Delivery`).
+
+    One consumer at a time; ``ack``/``extend`` of its deliveries may be called from
+    anywhere the client may be (they are unary calls on the client).
+    """
+
+    def __init__(self, client: GroupMethods, request: Any, backoff: Backoff) -> None:
+        self._client = client
+        self._request = request
+        self._backoff = backoff
+        self._closed = False
+        self._call: Any = None
+
+    def _open(self) -> None:
+        client = self._client
+        name = self._request.purgatory
+        for hop in range(MAX_HOPS + 1):  # a refusal naming the owner: join there (_routing)
+            method = client._router.method(name, client._stub.Subscribe)
+            call = method(self._request, metadata=with_trace(client._metadata))
+            self._call = call
+            try:
+                if not call.initial_metadata():
+                    for _ in call:  # ended before joining: raises its error
+                        break
+                return
+            except grpc.RpcError as exc:
+                error = from_rpc_error(exc)
+            client._router.learn(name, error)
+            if hop == MAX_HOPS or not error.metadata.get(METADATA_OWNER):
+                raise error from None
+
+    def __iter__(self) -> GroupStream:
+        return self
+
+    def __next__(self) -> gb.Delivery:
+        while True:
+            try:
+                for msg in self._call:
+                    if msg.heartbeat:
+                        continue
+                    self._backoff.progress()
+                    return gb.delivery_from_proto(msg, self._client, gb.Delivery)  # type: ignore[no-any-return]
+                raise StopIteration
+            except grpc.RpcError as exc:
+                error = from_rpc_error(exc)
+                if self._closed or not isinstance(error, UnavailableError):
+                    raise error from None
+                client = self._client
+                client._router.learn(self._request.purgatory, error)  # a new owner, if named
+                time.sleep(self._backoff.delay(error))
+            try:
+                self._open()
+            except UnavailableError:
+                continue
+
+    def close(self) -> None:
+        """Leave the group (leases held run out and go to other members)."""
+        self._closed = True
+        if self._call is not None:
+            self._call.cancel()
+
+    def __enter__(self) -> GroupStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

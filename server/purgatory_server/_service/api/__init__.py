@@ -1,0 +1,24 @@
+"""The gRPC edge: the only package that imports grpc (with the app assembly in it).
+
+Each RPC arrives at :mod:`.edge` (decoding that cannot escape as UNKNOWN, token checks,
+the last-resort status), runs in :mod:`.servicer` (the PurgatoryService methods), which
+hands each unary RPC on a purgatory to its feature's ``*_rpc`` handler through
+:mod:`.answer` (look-up, handler, journal barrier: one rule), and ends with the status
+:mod:`.status_mapping` gives a
+:class:`~purgatory_server._service.core.errors.ServiceError`. Everything below the edge
+is plain Python on the event loop.
+
+- ``app``: server assembly (servicer, health, reflection), start and graceful shutdown;
+- ``edge``: method handlers around the servicer: decoding, authentication, last resort;
+- ``servicer``: the PurgatoryService RPCs: admin, one line per unary RPC, the streams;
+- ``answer``: look up the purgatory, run the RPC's handler, await the journal barrier;
+- ``operations_rpc``: register (long-poll), signal, force-complete, look up, cancel, reschedule;
+- ``session_rpc``: the bidirectional Session stream (reader, acknowledgements, writer);
+- ``session_messages``: how a Session packs acknowledgements and outcomes into messages;
+- ``heartbeats``: the Session's heartbeat message;
+- ``listing_rpc``, ``schedules_rpc``, ``groups_rpc``: the feature RPCs' handlers;
+- ``status_mapping``: service errors as gRPC statuses with ``google.rpc`` details;
+- ``rpc_telemetry``: RPC metrics and a server span around each method;
+- ``tls``: server credentials from PEM files;
+- ``listen``: the listen address, parsed and checked before gRPC binds it.
+"""

@@ -1,0 +1,93 @@
+"""The one way a unary RPC on a purgatory answers: look it up, answer, await the barrier.
+
+Every unary RPC that names a purgatory is a *handler*: a plain async function
+``handler(service, purgatory, request) -> response`` in the ``*_rpc`` module of its
+feature (:mod:`.operations_rpc`, :mod:`.listing_rpc`, :mod:`.schedules_rpc`,
+:mod:`.groups_rpc`). The servicer's method is one line: ``answer(service, request,
+handler)``, which
+
+1. runs the handler's request-only ``check`` if it has one (INVALID_ARGUMENT before the
+   purgatory is looked up, for the few RPCs that check first);
+2. looks the purgatory up by ``request.purgatory`` (NOT_FOUND, or the cluster's routing
+   error for a purgatory served elsewhere);
+3. runs the handler (validation, the purgatory's loop-confined call, the response);
+4. **the barrier rule**: if the purgatory is durable (it has a ``barrier``), awaits it
+   before returning, whatever the RPC did, reads included: an answer never reports a
+   state the journal could still lose. An in-memory purgatory has no barrier and answers
+   at once (no coroutine is created).
+
+A journal that cannot write is the server's state, not a bug: FAILED_PRECONDITION, so the
+caller knows the call's effects may not be durable; a closed journal means the server is
+shutting down (UNAVAILABLE). The streams keep the same rule their own way: Subscribe's
+outcomes wait for the journal in the feed, and a Session acknowledges each frame after
+its purgatory's barrier (:mod:`.session_rpc`).
+
+Thread safety: the server's event loop, like the purgatories.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
+
+from purgatory_server._journal import JournalClosedError, JournalError
+from purgatory_server._service.config.server_config import Limits
+from purgatory_server._service.core.errors import FailedPrecondition, ShuttingDown
+from purgatory_server._service.core.named_purgatory import NamedPurgatory
+from purgatory_server._service.core.registry import PurgatoryRegistry
+
+__all__ = ["Handler", "Service", "acknowledged", "answer"]
+
+
+@dataclass(frozen=True, slots=True)
+class Service:
+    """What every handler is given: the registry, the loop it runs on, the limits."""
+
+    registry: PurgatoryRegistry
+    loop: asyncio.AbstractEventLoop
+    limits: Limits
+
+
+class PurgatoryRequest(Protocol):
+    """A request that names its purgatory (every message with a ``purgatory`` field)."""
+
+    @property
+    def purgatory(self) -> str: ...
+
+
+Req = TypeVar("Req", bound=PurgatoryRequest)
+Resp = TypeVar("Resp")
+Handler = Callable[[Service, NamedPurgatory, Req], Awaitable[Resp]]
+
+
+async def answer(
+    service: Service,
+    request: Req,
+    handler: Handler[Req, Resp],
+    check: Callable[[Req, Limits], None] | None = None,
+) -> Resp:
+    """Run ``handler`` on the purgatory ``request`` names; see the module docstring."""
+    if check is not None:
+        check(request, service.limits)
+    purgatory = service.registry.get(request.purgatory)
+    response = await handler(service, purgatory, request)
+    if purgatory.barrier is not None:  # in memory: nothing to await
+        await acknowledged(purgatory)
+    return response
+
+
+async def acknowledged(purgatory: NamedPurgatory) -> None:
+    """Return once everything recorded so far (this call's records included) is written
+    under the journal's fsync policy (docs/journal.md §10); at once in memory."""
+    barrier = purgatory.barrier
+    if barrier is not None:
+        try:
+            await barrier()
+        except JournalClosedError as exc:
+            raise ShuttingDown() from exc
+        except (JournalError, OSError) as exc:
+            raise FailedPrecondition(
+                f"purgatory {purgatory.name!r} cannot write its journal: {str(exc)[:100]}"
+            ) from exc

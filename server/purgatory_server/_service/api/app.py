@@ -1,0 +1,280 @@
+"""Assembling and running the gRPC server: servicer, health, reflection, shutdown.
+
+:func:`create_server` builds and starts a ``grpc.aio`` server on the running loop and
+returns it with its bound port (``127.0.0.1:0`` in tests). :meth:`PurgatoryServer.stop`
+is the graceful shutdown used both by tests (in a ``finally``) and on SIGTERM/SIGINT:
+
+1. health turns NOT_SERVING and the registry refuses new work (UNAVAILABLE);
+2. waiting long-polls and Subscribe streams end at once with UNAVAILABLE;
+3. ``grpc.aio.Server.stop(grace)``: no new calls, in-flight ones get ``grace`` seconds;
+4. observability, if on, exports what it has (docs/observability.md), then every
+   purgatory's reaper and timer threads are stopped.
+
+Durable purgatories (docs/journal.md) live under ``config.data_dir``: those named in the
+configuration with ``durable = true`` and those recorded in the data directory's catalog
+(created durable at runtime) are opened and recovered before the server starts serving.
+
+No server state lives in globals: everything hangs off the returned object.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+from purgatory_proto.v1 import purgatory_pb2 as pb
+
+from purgatory_server._cluster.node_loader import cluster_node
+from purgatory_server._engine import COMPILED as ENGINE_COMPILED
+from purgatory_server._engine.time import Time
+from purgatory_server._service.api.edge import add_purgatory_service
+from purgatory_server._service.api.listen import check_bindable, parse_listen
+from purgatory_server._service.api.servicer import PurgatoryServicer
+from purgatory_server._service.api.tls import server_credentials
+from purgatory_server._service.config.auth import Authorizer
+from purgatory_server._service.config.process_tuning import settle_heap, shorten_switch_interval
+from purgatory_server._service.config.server_config import ServerConfig
+from purgatory_server._service.core.registry import JournalFactory, PurgatoryRegistry
+from purgatory_server._service.durable.catalog import read_catalog
+from purgatory_server._service.durable.local_store import durable_factory
+from purgatory_server._service.telemetry import telemetry_from_config
+
+if TYPE_CHECKING:
+    from purgatory_server._cluster.node import ClusterNode
+    from purgatory_server._service.telemetry.setup import Telemetry
+
+__all__ = ["SERVICE_NAME", "PurgatoryServer", "create_server", "serve"]
+
+logger = logging.getLogger("purgatory_server.service")
+
+SERVICE_NAME: str = pb.DESCRIPTOR.services_by_name["PurgatoryService"].full_name
+
+
+def server_options(config: ServerConfig) -> list[tuple[str, Any]]:
+    """gRPC core channel arguments; documented in docs/configuration.md."""
+    return [
+        # One client connection may carry thousands of concurrent long-polls.
+        ("grpc.max_concurrent_streams", config.max_concurrent_streams),
+        # A burst of calls queues in gRPC core until the loop requests them; past these
+        # limits core cancels them (the defaults, 1000 and 3000, are far too low for a
+        # burst of 10,000 long-polls).
+        ("grpc.server.max_pending_requests", config.max_pending_requests),
+        ("grpc.server.max_pending_requests_hard_limit", config.max_pending_requests),
+        # Fail loudly if the port is taken instead of sharing it with another server.
+        ("grpc.so_reuseport", 0),
+    ]
+
+
+@dataclass
+class PurgatoryServer:
+    """A started server: the grpc.aio server, its registry and its health servicer."""
+
+    grpc_server: grpc.aio.Server
+    registry: PurgatoryRegistry
+    health: Any
+    port: int
+    config: ServerConfig
+    telemetry: Telemetry | None = None
+    # Replicated purgatories' owner/standby cycles; None without [cluster].
+    cluster: Any = None
+    _stopped: bool = False
+
+    async def stop(self, grace: float | None = None) -> None:
+        """Graceful shutdown (see module docstring); idempotent."""
+        if self._stopped:
+            return
+        self._stopped = True
+        grace = self.config.grace_s if grace is None else grace
+        await self.health.enter_graceful_shutdown()
+        if self.cluster is not None:
+            self.cluster.begin_stop()
+        self.registry.begin_shutdown()
+        await self.grpc_server.stop(grace)
+        if self.telemetry is not None:
+            await asyncio.to_thread(self.telemetry.flush)
+        await self.registry.shutdown()
+        if self.cluster is not None:
+            await self.cluster.stop()
+        if self.telemetry is not None:
+            await asyncio.to_thread(self.telemetry.shutdown)
+        logger.info("server on port %d stopped", self.port)
+
+    async def wait_for_termination(self) -> None:
+        await self.grpc_server.wait_for_termination()
+
+
+async def create_server(
+    address: str | None = None,
+    config: ServerConfig | None = None,
+    *,
+    time: Time | None = None,
+    reaper_enabled: bool = True,
+    journal_factory: JournalFactory | None = None,
+    telemetry: Telemetry | None = None,
+) -> tuple[PurgatoryServer, int]:
+    """Build, start and return a server listening on ``address`` and its bound port.
+
+    ``address`` defaults to ``config.listen``. ``time``/``reaper_enabled`` let tests run
+    the purgatories on MockTime and drive expiry by hand; ``journal_factory`` replaces
+    the durable journal (the default opens ``config.data_dir`` for durable purgatories);
+    ``telemetry`` replaces the one the configuration asks for (tests pass in-memory
+    readers). The server owns it from here and shuts it down on stop.
+
+    The steps, each a function below: check the configuration and the address (errors
+    before anything starts), build the cluster node, the registry (wired to both through
+    its constructor) and the gRPC server, bind, open the configured and catalogued
+    purgatories, start serving; a failure after the registry exists stops what started.
+    """
+    config = config if config is not None else ServerConfig()
+    config.validate()
+    address = address if address is not None else config.listen
+    check_bindable(*parse_listen(address, "address"))
+    credentials = server_credentials(config)  # before anything starts: ConfigError early
+    loop = asyncio.get_running_loop()
+    if journal_factory is None:
+        journal_factory = durable_factory(config, loop, time)
+    cluster = cluster_node(config, loop, time)
+    if cluster is not None:
+        journal_factory = cluster.wrap_factory(journal_factory)
+    if telemetry is None:
+        telemetry = telemetry_from_config(config)
+    registry = _registry(config, loop, time, reaper_enabled, journal_factory, cluster, telemetry)
+    server, health_servicer, authorizer = _grpc_server(config, registry, loop, telemetry)
+    port = _bind(server, address, credentials)
+    if port == 0:
+        await registry.shutdown()
+        await _shutdown_telemetry(telemetry)
+        raise OSError(f"cannot listen on {address}")
+    if authorizer is not None and credentials is None:
+        logger.warning("tokens are configured but TLS is off: tokens travel in plaintext")
+    try:
+        _open_purgatories(config, registry, cluster)
+        await server.start()
+        if cluster is not None:
+            await cluster.start(registry, port)
+    except BaseException:
+        if cluster is not None:
+            await cluster.stop()
+        await registry.shutdown()
+        await server.stop(None)
+        await _shutdown_telemetry(telemetry)
+        raise
+    serving = health_pb2.HealthCheckResponse.SERVING
+    await health_servicer.set("", serving)
+    await health_servicer.set(SERVICE_NAME, serving)
+    purgatory_server = PurgatoryServer(
+        server, registry, health_servicer, port, config, telemetry, cluster
+    )
+    return purgatory_server, port
+
+
+def _registry(  # noqa: PLR0917 - the assembly's one call site, names kept apart
+    config: ServerConfig,
+    loop: asyncio.AbstractEventLoop,
+    time: Time | None,
+    reaper_enabled: bool,
+    journal_factory: JournalFactory,
+    cluster: ClusterNode | None,
+    telemetry: Telemetry | None,
+) -> PurgatoryRegistry:
+    """The registry, wired to the cluster (routing) and telemetry by its constructor."""
+    registry = PurgatoryRegistry(
+        config.limits,
+        config.defaults,
+        loop,
+        time=time,
+        reaper_enabled=reaper_enabled,
+        journal_factory=journal_factory,
+        metrics=telemetry is not None and telemetry.metrics,
+        traced=telemetry is not None and telemetry.tracing,
+        router=None if cluster is None else cluster.route,
+    )
+    if telemetry is not None:
+        telemetry.bind(registry)
+    return registry
+
+
+def _grpc_server(
+    config: ServerConfig,
+    registry: PurgatoryRegistry,
+    loop: asyncio.AbstractEventLoop,
+    telemetry: Telemetry | None,
+) -> tuple[grpc.aio.Server, Any, Authorizer | None]:
+    """The grpc.aio server with the purgatory service, health and reflection (not bound)."""
+    server = grpc.aio.server(
+        options=server_options(config), maximum_concurrent_rpcs=config.max_concurrent_rpcs
+    )
+    servicer = PurgatoryServicer(registry, loop)
+    authorizer = Authorizer(config.auth) if config.auth.enabled else None
+    wrap = None if telemetry is None else telemetry.wrap
+    add_purgatory_service(server, servicer, authorizer, wrap)
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    reflection.enable_server_reflection(
+        (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server
+    )
+    return server, health_servicer, authorizer
+
+
+def _bind(server: grpc.aio.Server, address: str, credentials: grpc.ServerCredentials | None) -> int:
+    """The bound port, or 0 if ``address`` cannot be bound."""
+    try:
+        if credentials is None:
+            return int(server.add_insecure_port(address))
+        return int(server.add_secure_port(address, credentials))
+    except RuntimeError:  # gRPC's "Failed to bind": a race with check_bindable
+        return 0
+
+
+def _open_purgatories(
+    config: ServerConfig, registry: PurgatoryRegistry, cluster: ClusterNode | None
+) -> None:
+    """The configured purgatories, then the durable ones the data directory's catalog
+    names (created at runtime); replicated ones wait for the cluster."""
+    for settings in config.purgatories:
+        if cluster is not None and cluster.is_replicated(settings.name):
+            continue  # owned or stood by once the cluster starts
+        registry.create(registry.settings_for(settings.name, settings))
+    configured = {p.name for p in config.purgatories}
+    for settings in read_catalog(Path(config.data_dir), config.limits):
+        if settings.name not in configured and settings.durable:
+            registry.create(settings)
+
+
+async def _shutdown_telemetry(telemetry: Telemetry | None) -> None:
+    if telemetry is not None:
+        await asyncio.to_thread(telemetry.shutdown)
+
+
+async def serve(config: ServerConfig) -> None:
+    """Run until SIGTERM or SIGINT, then shut down gracefully."""
+    server, port = await create_server(config.listen, config)
+    settle_heap()  # start-up's heap out of the collector's way (process_tuning.py)
+    shorten_switch_interval()  # expiry lateness (process_tuning.py)
+    if config.port_file:
+        tmp = Path(config.port_file + ".tmp")
+        tmp.write_text(f"{port}\n")
+        tmp.replace(config.port_file)  # readers never see a half-written file
+    host = config.listen.rsplit(":", 1)[0]
+    names = ", ".join(p.name for p in server.registry.all_purgatories()) or "(none)"
+    engine = "compiled (mypyc)" if ENGINE_COMPILED else "pure Python"  # which build runs
+    msg = "purgatory server listening on %s:%d; purgatories: %s; engine: %s"
+    logger.info(msg, host, port, names, engine)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+        logger.info("shutting down (grace %.1fs)", config.grace_s)
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+        await server.stop(config.grace_s)

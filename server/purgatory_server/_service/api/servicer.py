@@ -1,0 +1,236 @@
+"""The ``purgatory.v1.PurgatoryService`` servicer: typed RPCs onto the registry.
+
+Each method takes its generated request type and returns its response type. The admin
+RPCs act on the registry here. Every other unary RPC is one line: :func:`.answer.answer`
+with its feature's handler (:mod:`.operations_rpc`, :mod:`.listing_rpc`,
+:mod:`.schedules_rpc`, :mod:`.groups_rpc`), which looks the purgatory up, runs the
+handler and awaits the journal barrier by one rule. Errors are raised as plain
+:class:`~purgatory_server._service.core.errors.ServiceError`; the edge (:mod:`.edge`, via
+:mod:`.status_mapping`) ends the call with their status. All methods run on the server's
+event loop; nothing here blocks it except for microseconds of engine work, and
+long-polls await futures.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import grpc
+from purgatory_proto.v1 import purgatory_pb2 as pb
+from purgatory_proto.v1 import purgatory_pb2_grpc as pb_grpc
+
+from purgatory_server._service.api import groups_rpc, listing_rpc, operations_rpc, schedules_rpc
+from purgatory_server._service.api.answer import Service, answer
+from purgatory_server._service.api.groups_rpc import member_stream
+from purgatory_server._service.api.session_rpc import ClientGone, SessionFrames, SessionStream
+from purgatory_server._service.core.errors import METADATA_INCARNATION
+from purgatory_server._service.core.registry import PurgatoryRegistry
+from purgatory_server._service.outcomes.incarnation import check_incarnation
+from purgatory_server._service.wire.convert import (
+    event_to_proto,
+    purgatory_to_proto,
+    settings_from_proto,
+)
+from purgatory_server._service.wire.validation import (
+    check_settings,
+    filter_from_proto,
+    heartbeat_interval,
+)
+
+__all__ = ["METADATA_INCARNATION", "METADATA_START_AFTER", "PurgatoryServicer"]
+
+# Response header of Subscribe: the sequence the stream starts after (resume point).
+METADATA_START_AFTER = "purgatory-start-after"
+
+
+class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
+    def __init__(self, registry: PurgatoryRegistry, loop: asyncio.AbstractEventLoop) -> None:
+        self._registry = registry
+        self._loop = loop
+        self._limits = registry.limits
+        self._service = Service(registry, loop, registry.limits)
+
+    # ------------------------------------------------------------------ admin
+    async def CreatePurgatory(
+        self, request: pb.CreatePurgatoryRequest, context: grpc.aio.ServicerContext
+    ) -> pb.CreatePurgatoryResponse:
+        registry = self._registry
+        registry.validate_name(request.name)
+        overrides = settings_from_proto(request.name, request.config)
+        check_settings("config", overrides, self._limits)
+        settings = registry.settings_for(request.name, overrides)
+        purgatory = registry.create(settings)
+        return pb.CreatePurgatoryResponse(purgatory=purgatory_to_proto(purgatory.stats()))
+
+    async def DeletePurgatory(
+        self, request: pb.DeletePurgatoryRequest, context: grpc.aio.ServicerContext
+    ) -> pb.DeletePurgatoryResponse:
+        cancelled = await self._registry.delete(request.name)
+        return pb.DeletePurgatoryResponse(cancelled=cancelled)
+
+    async def ListPurgatories(
+        self, request: pb.ListPurgatoriesRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListPurgatoriesResponse:
+        return pb.ListPurgatoriesResponse(
+            purgatories=[purgatory_to_proto(p.stats()) for p in self._registry.all_purgatories()]
+        )
+
+    async def GetPurgatory(
+        self, request: pb.GetPurgatoryRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetPurgatoryResponse:
+        purgatory = self._registry.get(request.name, "name")
+        return pb.GetPurgatoryResponse(purgatory=purgatory_to_proto(purgatory.stats()))
+
+    # ------------------------------------------------------------------ operations
+    async def TryCompleteElseWatch(
+        self, request: pb.TryCompleteElseWatchRequest, context: grpc.aio.ServicerContext
+    ) -> pb.TryCompleteElseWatchResponse:
+        return await answer(self._service, request, operations_rpc.try_complete_else_watch)
+
+    async def BatchTryCompleteElseWatch(
+        self, request: pb.BatchTryCompleteElseWatchRequest, context: grpc.aio.ServicerContext
+    ) -> pb.BatchTryCompleteElseWatchResponse:
+        return await answer(self._service, request, operations_rpc.batch_try_complete_else_watch)
+
+    async def CheckAndComplete(
+        self, request: pb.CheckAndCompleteRequest, context: grpc.aio.ServicerContext
+    ) -> pb.CheckAndCompleteResponse:
+        return await answer(self._service, request, operations_rpc.check_and_complete)
+
+    async def BatchCheckAndComplete(
+        self, request: pb.BatchCheckAndCompleteRequest, context: grpc.aio.ServicerContext
+    ) -> pb.BatchCheckAndCompleteResponse:
+        return await answer(self._service, request, operations_rpc.batch_check_and_complete)
+
+    async def ForceComplete(
+        self, request: pb.ForceCompleteRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ForceCompleteResponse:
+        return await answer(self._service, request, operations_rpc.force_complete)
+
+    async def GetOperation(
+        self, request: pb.GetOperationRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetOperationResponse:
+        return await answer(self._service, request, operations_rpc.get_operation)
+
+    # ------------------------------------------------------------------ delayed messages
+    async def Cancel(
+        self, request: pb.CancelRequest, context: grpc.aio.ServicerContext
+    ) -> pb.CancelResponse:
+        return await answer(self._service, request, operations_rpc.cancel)
+
+    async def Reschedule(
+        self, request: pb.RescheduleRequest, context: grpc.aio.ServicerContext
+    ) -> pb.RescheduleResponse:
+        return await answer(self._service, request, operations_rpc.reschedule)
+
+    async def ListOperations(
+        self, request: pb.ListOperationsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListOperationsResponse:
+        return await answer(self._service, request, listing_rpc.list_operations)
+
+    # ------------------------------------------------------------------ recurring schedules
+    async def UpsertSchedule(
+        self, request: pb.UpsertScheduleRequest, context: grpc.aio.ServicerContext
+    ) -> pb.UpsertScheduleResponse:
+        return await answer(self._service, request, schedules_rpc.upsert_schedule)
+
+    async def DeleteSchedule(
+        self, request: pb.DeleteScheduleRequest, context: grpc.aio.ServicerContext
+    ) -> pb.DeleteScheduleResponse:
+        return await answer(self._service, request, schedules_rpc.delete_schedule)
+
+    async def ListSchedules(
+        self, request: pb.ListSchedulesRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListSchedulesResponse:
+        return await answer(self._service, request, schedules_rpc.list_schedules)
+
+    # ------------------------------------------------------------------ worker groups
+    async def Ack(
+        self, request: pb.AckRequest, context: grpc.aio.ServicerContext
+    ) -> pb.AckResponse:
+        return await answer(self._service, request, groups_rpc.ack, groups_rpc.check_ack)
+
+    async def ExtendLease(
+        self, request: pb.ExtendLeaseRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ExtendLeaseResponse:
+        return await answer(
+            self._service, request, groups_rpc.extend_lease, groups_rpc.check_extend_lease
+        )
+
+    async def ListDeadLetters(
+        self, request: pb.ListDeadLettersRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListDeadLettersResponse:
+        return await answer(
+            self._service, request, groups_rpc.list_dead_letters, groups_rpc.check_list_dead_letters
+        )
+
+    async def Redrive(
+        self, request: pb.RedriveRequest, context: grpc.aio.ServicerContext
+    ) -> pb.RedriveResponse:
+        return await answer(self._service, request, groups_rpc.redrive, groups_rpc.check_redrive)
+
+    async def ListGroups(
+        self, request: pb.ListGroupsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListGroupsResponse:
+        return await answer(self._service, request, groups_rpc.list_groups)
+
+    async def DeleteGroup(
+        self, request: pb.DeleteGroupRequest, context: grpc.aio.ServicerContext
+    ) -> pb.DeleteGroupResponse:
+        return await answer(self._service, request, groups_rpc.delete_group)
+
+    # ------------------------------------------------------------------ streams
+    async def Subscribe(
+        self, request: pb.SubscribeRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.OperationEvent]:
+        purgatory = self._registry.get(request.purgatory)
+        event_filter = filter_from_proto("filter", request.filter, self._limits)
+        check_incarnation(request.incarnation, purgatory.incarnation)
+        after = request.after_sequence if request.HasField("after_sequence") else None
+        idle_s = heartbeat_interval("heartbeat_interval_ms", request.heartbeat_interval_ms)
+        if request.group:  # a worker group's member
+            async for event in member_stream(purgatory, request, context, self._limits, idle_s):
+                yield event
+            return
+        subscriber = purgatory.subscribe(after, event_filter)
+        try:
+            await context.send_initial_metadata(
+                (
+                    (METADATA_START_AFTER, str(subscriber.start_after)),
+                    (METADATA_INCARNATION, purgatory.incarnation),
+                )
+            )
+            metrics = purgatory.metrics
+            while True:
+                batch = await subscriber.next_batch(idle_s)
+                if not batch:
+                    # Idle: tell the client the stream is alive and how far it has got.
+                    yield pb.OperationEvent(heartbeat=True, caught_up_sequence=subscriber.caught_up)
+                elif metrics is not None:
+                    metrics.subscriber_lag.record(purgatory.feed.last_sequence - batch[0].sequence)
+                for outcome in batch:
+                    yield event_to_proto(outcome)
+        finally:
+            purgatory.unsubscribe(subscriber)
+
+    async def Session(
+        self, request_iterator: SessionFrames, context: grpc.aio.ServicerContext
+    ) -> None:
+        """The bidirectional session (see :mod:`.session_rpc`); the transport's failures
+        (the client went away) reach it as :class:`~.session_rpc.ClientGone`."""
+
+        async def frames() -> SessionFrames:
+            try:
+                async for frame in request_iterator:
+                    yield frame
+            except (grpc.RpcError, asyncio.InvalidStateError) as exc:
+                raise ClientGone() from exc
+
+        async def send(message: pb.SessionResponse) -> None:
+            try:
+                await context.write(message)
+            except (grpc.RpcError, asyncio.InvalidStateError, ConnectionError) as exc:
+                raise ClientGone() from exc
+
+        await SessionStream(self._registry, self._loop).run(frames(), send)

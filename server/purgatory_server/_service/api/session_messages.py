@@ -1,0 +1,113 @@
+"""What a Session sends: acknowledgements queued in frame order, and how the ready ones
+and the outcomes are packed into ``SessionResponse`` messages (see :mod:`.session_rpc`).
+
+Pure functions and a plain record: no I/O, no loop; :class:`~.session_rpc.SessionStream`
+owns every instance (loop-confined).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from purgatory_proto.v1 import purgatory_pb2 as pb
+
+from purgatory_server._service.outcomes.event_log import Outcome
+from purgatory_server._service.wire.convert import add_event
+
+__all__ = [
+    "ACK_BYTES",
+    "MESSAGE_BYTES",
+    "OUTCOMES_PER_MESSAGE",
+    "Ack",
+    "OpKey",
+    "pack",
+    "status_size",
+]
+
+# Loose outcomes packed into one SessionResponse (frames of ~100-1000 carry best).
+OUTCOMES_PER_MESSAGE = 1000
+# About how many bytes of outcomes one SessionResponse carries (clients accept 4 MiB).
+MESSAGE_BYTES = 1 << 20
+
+OpKey = tuple[str, str]  # (purgatory name, operation id)
+
+# An acknowledgement's estimated size before its statuses (see Ack.size).
+ACK_BYTES = 64
+
+
+class Ack:
+    """One frame's acknowledgement, queued until its barrier passes (in frame order).
+
+    It is built in place inside the ``SessionResponse`` that will carry it (``message`` is
+    ``response.ack``), so sending it copies nothing.
+    """
+
+    __slots__ = ("keys", "message", "ready", "response", "size", "stash")
+
+    def __init__(self, request_id: int) -> None:
+        self.response = pb.SessionResponse()
+        self.message = self.response.ack
+        self.message.SetInParent()
+        self.message.request_id = request_id
+        self.ready = False
+        # About how many bytes the acknowledgement encodes to, kept by whoever adds to
+        # it (:func:`status_size` per status): re-reading the statuses' payloads and
+        # results from the message to estimate it cost more than building them.
+        self.size = ACK_BYTES
+        self.keys: list[OpKey] = []  # operations watched by this frame
+        self.stash: list[Outcome] = []  # their outcomes that ended before the ack left
+
+
+def pack(out: deque[Ack | Outcome]) -> list[pb.SessionResponse]:
+    """Everything in ``out`` (emptied), as SessionResponse messages.
+
+    An acknowledgement joins the message being filled when that has none yet (the
+    outcomes already in it belong to earlier frames, so none precedes its own
+    acknowledgement), and carries the outcomes stashed for it while they fit. A
+    message holds up to :data:`OUTCOMES_PER_MESSAGE` outcomes or about
+    :data:`MESSAGE_BYTES`, so none nears a client's 4 MiB receive limit. Outcomes are
+    added in place (:func:`.convert.add_event`; a message argument would be built, then copied).
+    """
+    groups: list[tuple[Ack | None, list[Outcome]]] = []
+    ack: Ack | None = None
+    events: list[Outcome] = []
+    budget = MESSAGE_BYTES
+    while out:
+        item = out.popleft()
+        if isinstance(item, Ack):
+            size = item.size
+            if ack is not None or (events and size > budget):
+                groups.append((ack, events))
+                events, budget = [], MESSAGE_BYTES
+            ack = item
+            budget -= size
+            outcomes: list[Outcome] = item.stash
+        else:
+            outcomes = [item]
+        for outcome in outcomes:
+            size = _outcome_size(outcome)
+            if events and (len(events) >= OUTCOMES_PER_MESSAGE or size > budget):
+                groups.append((ack, events))
+                ack, events, budget = None, [], MESSAGE_BYTES
+            events.append(outcome)
+            budget -= size
+    if ack is not None or events:
+        groups.append((ack, events))
+    messages = []
+    for group_ack, group_events in groups:
+        message = group_ack.response if group_ack is not None else pb.SessionResponse()
+        add = message.outcomes.add
+        for outcome in group_events:
+            add_event(add, outcome)
+        messages.append(message)
+    return messages
+
+
+def _outcome_size(outcome: Outcome) -> int:
+    """An upper-ish estimate of an outcome's encoded size, without encoding it."""
+    return 96 + len(outcome.payload) + len(outcome.result.data) + 40 * len(outcome.keys)
+
+
+def status_size(payload: bytes, result_data: bytes) -> int:
+    """An upper-ish estimate of one acknowledged status's encoded size (Ack.size)."""
+    return 96 + len(payload) + len(result_data)

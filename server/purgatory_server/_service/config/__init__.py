@@ -1,0 +1,8 @@
+"""Configuration and the process around the server.
+
+- ``server_config``: defaults, TOML file, ``PURGATORY_*`` environment overrides, limits;
+- ``settings_spec``: each purgatory setting declared once (type, default, bounds, wire);
+- ``auth``: bearer tokens with per-purgatory permissions (configuration and checks);
+- ``logs``: lifecycle lines, rate-limited warnings, the JSON line format;
+- ``process_tuning``: the process's collector and GIL settings.
+"""

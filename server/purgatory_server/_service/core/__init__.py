@@ -1,0 +1,16 @@
+"""Named purgatories and their operations: the service's state, loop-confined.
+
+- ``registry``: the purgatories of one server by name (create, delete, evict, shutdown);
+- ``named_purgatory``: one purgatory: register, signal, force-complete, cancel, reschedule;
+- ``operation``: the DelayedOperation whose condition arrives over the wire;
+- ``operation_table``: pending operations and the memory of finished ones, by id;
+- ``conditions``: declarative conditions and the progress they are judged on;
+- ``latest_values``: the bounded latest value signalled on each key;
+- ``budget``: server-wide capacity shared by every purgatory;
+- ``listing``, ``sorted_ids``: ListOperations' filter and cursor over ordered ids;
+- ``deadlines``: a pending operation's deadline moves (Reschedule; a re-send's debounce);
+- ``operation_state``: the states, numbered as the wire enum;
+- ``snapshots``: a purgatory's figures for the admin RPCs and exporters;
+- ``errors``: plain service errors, each naming its status code (no grpc);
+- ``quoting``: bounded quoting of caller values in error messages.
+"""

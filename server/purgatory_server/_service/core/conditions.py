@@ -1,0 +1,290 @@
+"""Declarative completion conditions and the per-operation progress they are judged on.
+
+A remote operation cannot run caller code in ``try_complete``, so it carries a
+:class:`ConditionSpec` instead, evaluated against the signals its keys receive:
+
+- ``ANY_KEY``: the first signal on any watched key (a plain long-poll, a wake-up);
+- ``ALL_KEYS``: every watched key signalled at least once (every partition acknowledged);
+- ``MIN_SIGNALS``: at least ``count`` signals; with ``distinct_sources`` each non-empty
+  ``source`` counts once (DelayedProduce: acks from N replicas). Signals with an empty
+  source cannot be told apart, so each of them counts;
+- ``SUM_AT_LEAST``: the sum of ``amount`` reaches ``threshold`` (DelayedFetch: min bytes);
+- ``VALUES_AT_LEAST``: every watched key's latest ``value`` is >= its target (replicas
+  reached an offset). Values known before registration count, which is why the purgatory
+  keeps the latest value per key (:mod:`.latest_values`).
+
+:class:`Progress` is the mutable accumulator of one operation. Thread safety: it is only
+touched under its operation's lock (``try_complete`` and ``on_complete`` both run with the
+lock held), so it needs no lock of its own. Everything it keeps is bounded by the limits
+(distinct sources, accumulated data).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+__all__ = [
+    "EMPTY_SIGNAL",
+    "ConditionKind",
+    "ConditionSpec",
+    "FirstSignal",
+    "Progress",
+    "ResultSnapshot",
+    "SignalRecord",
+    "make_progress",
+]
+
+# Wire ranges of OperationResult.amount_sum (int64) and .signal_count (uint32).
+INT64_MAX = 2**63 - 1
+INT64_MIN = -(2**63)
+UINT32_MAX = 2**32 - 1
+
+
+class ConditionKind(enum.Enum):
+    ANY_KEY = "any_key"
+    ALL_KEYS = "all_keys"
+    MIN_SIGNALS = "min_signals"
+    SUM_AT_LEAST = "sum_at_least"
+    VALUES_AT_LEAST = "values_at_least"
+
+
+@dataclass(frozen=True, slots=True)
+class ConditionSpec:
+    """A condition; hashable and comparable so re-sent definitions can be compared."""
+
+    kind: ConditionKind = ConditionKind.ANY_KEY
+    count: int = 0
+    distinct_sources: bool = False
+    threshold: int = 0
+    # Sorted (key, target) pairs; keys not listed use default_target.
+    targets: tuple[tuple[str, int], ...] = ()
+    default_target: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SignalRecord:
+    """One signal on a key, as recorded by CheckAndComplete."""
+
+    amount: int = 0
+    value: int | None = None
+    source: str = ""
+    data: bytes = b""
+
+
+class ResultSnapshot(NamedTuple):
+    """What satisfied (or did not satisfy) an operation, frozen at its end (a NamedTuple:
+    built once per ended operation, on the hot path)."""
+
+    signal_count: int = 0
+    sources: tuple[str, ...] = ()
+    signalled_keys: tuple[str, ...] = ()
+    amount_sum: int = 0
+    values: tuple[tuple[str, int], ...] = ()
+    data: bytes = b""
+    data_truncated: bool = False
+
+
+EMPTY_RESULT = ResultSnapshot()
+# The signal of a CheckAndComplete that sent none (a bare wake-up); shared, it is immutable.
+EMPTY_SIGNAL = SignalRecord()
+
+
+class Progress:
+    """The signals one operation has received so far, and whether its condition holds."""
+
+    __slots__ = (
+        "_anonymous",
+        "_data",
+        "_data_limit",
+        "_keys",
+        "_sources",
+        "_sources_limit",
+        "_targets",
+        "_truncated",
+        "_unmet",
+        "amount_sum",
+        "signal_count",
+        "signalled",
+        "spec",
+        "values",
+    )
+
+    def __init__(
+        self,
+        spec: ConditionSpec,
+        keys: Sequence[str],
+        known_values: Mapping[str, int],
+        *,
+        data_limit: int,
+        sources_limit: int,
+    ) -> None:
+        self.spec = spec
+        self._keys = keys
+        self.signal_count = 0
+        self._anonymous = 0
+        self._sources: dict[str, None] = {}
+        self._sources_limit = sources_limit
+        self.signalled: dict[str, None] = {}
+        self.amount_sum = 0
+        self.values: dict[str, int] = dict(known_values)
+        self._data = bytearray()
+        self._data_limit = data_limit
+        self._truncated = False
+        # VALUES_AT_LEAST: keys whose value is still below target (kept incrementally so a
+        # signal costs O(1), not O(keys)).
+        self._targets = dict(spec.targets)
+        self._unmet: set[str] = set()
+        if spec.kind is ConditionKind.VALUES_AT_LEAST:
+            self._unmet = {
+                k for k in keys if (v := self.values.get(k)) is None or v < self._target(k)
+            }
+
+    def _target(self, key: str) -> int:
+        return self._targets.get(key, self.spec.default_target)
+
+    def add(self, key: str, signal: SignalRecord) -> Progress:
+        """Account for ``signal`` received on ``key``; the progress to keep (``self``)."""
+        self.signal_count += 1
+        self.signalled[key] = None
+        total = self.amount_sum + signal.amount
+        # Saturate: the sum is an int64 on the wire and in the journal (docs/service.md).
+        self.amount_sum = INT64_MAX if total > INT64_MAX else max(total, INT64_MIN)
+        if signal.source:
+            if signal.source not in self._sources and len(self._sources) < self._sources_limit:
+                self._sources[signal.source] = None
+        else:
+            self._anonymous += 1
+        if signal.value is not None:
+            self.values[key] = signal.value
+            if self.spec.kind is ConditionKind.VALUES_AT_LEAST:
+                if signal.value >= self._target(key):
+                    self._unmet.discard(key)
+                else:
+                    self._unmet.add(key)
+        if signal.data and not self._truncated:
+            room = self._data_limit - len(self._data)
+            if len(signal.data) <= room:
+                self._data += signal.data
+            else:
+                self._data += signal.data[: max(room, 0)]
+                self._truncated = True
+        return self
+
+    def counted(self) -> int:
+        """Signals that count: distinct sources (plus anonymous ones) if asked, else all."""
+        if self.spec.distinct_sources:
+            return len(self._sources) + self._anonymous
+        return self.signal_count
+
+    def satisfied(self) -> bool:
+        spec = self.spec
+        kind = spec.kind
+        if kind is ConditionKind.ANY_KEY:
+            return self.signal_count > 0
+        if kind is ConditionKind.ALL_KEYS:
+            return len(self.signalled) >= len(self._keys)
+        if kind is ConditionKind.MIN_SIGNALS:
+            return self.counted() >= spec.count
+        if kind is ConditionKind.SUM_AT_LEAST:
+            return self.amount_sum >= spec.threshold
+        return not self._unmet
+
+    def snapshot(self) -> ResultSnapshot:
+        if not self.signal_count and not self.values:
+            return EMPTY_RESULT
+        return ResultSnapshot(
+            signal_count=min(self.counted(), UINT32_MAX),
+            sources=tuple(self._sources),
+            signalled_keys=tuple(self.signalled),
+            amount_sum=self.amount_sum,
+            values=tuple(self.values.items()),
+            data=bytes(self._data),
+            data_truncated=self._truncated,
+        )
+
+
+class FirstSignal:
+    """Progress of an ``ANY_KEY`` operation: the first signal decides, so keep only it.
+
+    Why a second class: ``ANY_KEY`` is the default condition (every plain long-poll) and
+    an operation that completes on its first signal never accumulates anything, so the
+    general :class:`Progress` (five containers and a dozen fields per operation) is pure
+    overhead on the hottest path. Same interface and same snapshot as :class:`Progress`
+    fed the same single signal.
+
+    Immutable: :meth:`add` returns the progress to keep, a new one for the first signal
+    and ``self`` after it. So every pending ``ANY_KEY`` operation of a purgatory shares
+    one unsignalled instance (:func:`make_progress`) instead of owning 64 bytes of its
+    own. Thread safety: as :class:`Progress` (the operation's lock guards its field).
+    """
+
+    __slots__ = ("_data_limit", "_sources_limit", "key", "signal")
+
+    def __init__(
+        self,
+        *,
+        data_limit: int,
+        sources_limit: int,
+        key: str | None = None,
+        signal: SignalRecord = EMPTY_SIGNAL,
+    ) -> None:
+        self._data_limit = data_limit
+        self._sources_limit = sources_limit
+        self.key = key
+        self.signal = signal
+
+    def add(self, key: str, signal: SignalRecord) -> FirstSignal:
+        if self.key is not None:  # later signals cannot change an ANY_KEY outcome
+            return self
+        return FirstSignal(
+            data_limit=self._data_limit, sources_limit=self._sources_limit, key=key, signal=signal
+        )
+
+    def satisfied(self) -> bool:
+        return self.key is not None
+
+    def snapshot(self) -> ResultSnapshot:
+        key = self.key
+        if key is None:
+            return EMPTY_RESULT
+        sig = self.signal
+        if sig is EMPTY_SIGNAL:
+            return ResultSnapshot(1, (), (key,))
+        data = sig.data
+        truncated = len(data) > self._data_limit
+        return ResultSnapshot(
+            signal_count=1,
+            sources=(sig.source,) if sig.source and self._sources_limit > 0 else (),
+            signalled_keys=(key,),
+            amount_sum=sig.amount,
+            values=((key, sig.value),) if sig.value is not None else (),
+            data=data[: max(self._data_limit, 0)] if truncated else data,
+            data_truncated=truncated,
+        )
+
+
+# The unsignalled FirstSignal per (data_limit, sources_limit): a server has one or two.
+_UNSIGNALLED: dict[tuple[int, int], FirstSignal] = {}
+
+
+def make_progress(
+    spec: ConditionSpec,
+    keys: Sequence[str],
+    known_values: Mapping[str, int],
+    *,
+    data_limit: int,
+    sources_limit: int,
+) -> Progress | FirstSignal:
+    """The progress object for ``spec``: the shared unsignalled :class:`FirstSignal` for
+    ``ANY_KEY``. Callers keep what ``add`` returns."""
+    if spec.kind is ConditionKind.ANY_KEY:
+        shared = _UNSIGNALLED.get((data_limit, sources_limit))
+        if shared is None:
+            shared = FirstSignal(data_limit=data_limit, sources_limit=sources_limit)
+            if len(_UNSIGNALLED) < 64:
+                _UNSIGNALLED[(data_limit, sources_limit)] = shared
+        return shared
+    return Progress(spec, keys, known_values, data_limit=data_limit, sources_limit=sources_limit)

@@ -1,0 +1,345 @@
+"""The operations of one purgatory by id: the pending ones and a memory of finished ones.
+
+What makes a re-sent registration idempotent: an id finds its pending operation, or its
+outcome while that is still remembered (the last ``finished_retained``, oldest forgotten
+first), and a re-send with a different definition is ALREADY_EXISTS. Capacity is checked
+here too, all or nothing per batch, before anything is created: ``max_pending`` for the
+purgatory, then the server-wide :class:`~.budget.ServerBudget`.
+
+The table also keeps the latest-value memory (:class:`~.latest_values.LatestValues`) in step: a
+key stays tracked while a pending operation watches it.
+
+Thread safety: loop-confined (see :mod:`.named_purgatory`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import secrets
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING
+
+from purgatory_server._service.config.server_config import Limits
+from purgatory_server._service.core.budget import ServerBudget
+from purgatory_server._service.core.conditions import (
+    ConditionKind,
+    ConditionSpec,
+    FirstSignal,
+    Progress,
+    make_progress,
+)
+from purgatory_server._service.core.errors import (
+    AlreadyExists,
+    InvalidArgument,
+    LimitExceeded,
+    NotFound,
+)
+from purgatory_server._service.core.latest_values import LatestValues
+from purgatory_server._service.core.listing import OperationsView
+from purgatory_server._service.core.operation import (
+    OperationDefinition,
+    OperationRequest,
+    Recovered,
+    RemoteOperation,
+    RestoredOperation,
+    SignalSlot,
+)
+from purgatory_server._service.core.quoting import quote
+from purgatory_server._service.core.sorted_ids import SortedIds
+from purgatory_server._service.outcomes.event_log import Outcome
+
+if TYPE_CHECKING:
+    from purgatory_server._service.groups import GroupSet
+
+__all__ = ["OperationTable", "Registration", "Target", "resolve"]
+
+# The live operation, or the outcome of an ended one.
+Target = RemoteOperation | Outcome
+# A registration's target, and whether this call created it.
+Registration = tuple[Target, bool]
+_ANY_KEY = ConditionKind.ANY_KEY
+
+# An operation and the keys it watches, as the engine's batch calls take them.
+Armed = tuple[RemoteOperation, tuple[str, ...]]
+
+
+class OperationTable:
+    """Pending operations and recently finished outcomes by id (loop-confined)."""
+
+    __slots__ = (
+        "_budget",
+        "_finished",
+        "_groups",
+        "_id_prefix",
+        "_ids",
+        "_limits",
+        "_max_pending",
+        "_slot",
+        "_unsignalled",
+        "name",
+        "pending",
+        "pending_ids",
+        "values",
+    )
+
+    def __init__(
+        self,
+        name: str,
+        max_pending: int,
+        limits: Limits,
+        *,
+        budget: ServerBudget,
+        values: LatestValues,
+        slot: SignalSlot,
+        groups: GroupSet | None = None,
+    ) -> None:
+        self.name = name
+        self.pending: dict[str, RemoteOperation] = {}
+        # Recently finished ids -> (definition, outcome), oldest first, bounded.
+        self._finished: OrderedDict[str, tuple[OperationDefinition, Outcome]] = OrderedDict()
+        self._limits = limits
+        self._max_pending = max_pending
+        self._budget = budget
+        self.values = values
+        self._slot = slot
+        self._id_prefix = secrets.token_hex(4) + "-"
+        self._unsignalled = make_progress(
+            ConditionSpec(),
+            (),
+            {},
+            data_limit=limits.max_result_data_bytes,
+            sources_limit=limits.max_result_sources,
+        )
+        self._ids = itertools.count(1)
+        # Pending ids in order, for ListOperations (:mod:`.listing`): built by the first
+        # listing (a purgatory never listed pays nothing), then kept up to date here.
+        self.pending_ids: SortedIds | None = None
+        # Worker groups refuse new registrations while one is full (capacity).
+        self._groups = groups
+
+    def __len__(self) -> int:
+        return len(self.pending)
+
+    def view(self, watchers: Callable[[str], list[RemoteOperation]]) -> OperationsView:
+        """The tables one ListOperations page reads (:mod:`.listing`); builds the ordered
+        index of pending ids on first use (kept up to date by create and retire)."""
+        if self.pending_ids is None:
+            self.pending_ids = SortedIds(self.pending)
+        return OperationsView(self.pending_ids, self.pending, self._finished, watchers)
+
+    # ----------------------------------------------------------------- lookups
+    def find(self, op_id: str) -> tuple[OperationDefinition, Target] | None:
+        op = self.pending.get(op_id)
+        if op is not None:
+            return op.definition, op
+        return self._finished.get(op_id)
+
+    def lookup(self, op_id: str) -> Target:
+        found = self.find(op_id)
+        if found is None:
+            raise self.not_found(op_id)
+        return found[1]
+
+    def not_found(self, op_id: str) -> NotFound:
+        return NotFound(
+            f"operation {quote(op_id)} not found in purgatory {self.name!r}", "operation", op_id
+        )
+
+    # ----------------------------------------------------------------- registration
+    def plan(
+        self, requests: Sequence[OperationRequest], fields: Sequence[str]
+    ) -> list[Registration | str]:
+        """Per request, the id to create or the existing target; all checks, no change.
+
+        Capacity for the new ones is reserved in the budget on success (the caller
+        creates them). ``fields[i]`` is read only for an error message (it may be built
+        lazily: FieldPrefixes).
+        """
+        if len(fields) != len(requests):
+            raise ValueError("one field name per request")
+        plan: list[Registration | str] = []
+        new = 0
+        new_bytes = 0
+        seen: set[str] = set()
+        for i, req in enumerate(requests):
+            op_id = req.operation_id
+            if not op_id:
+                plan.append(f"{self._id_prefix}{next(self._ids)}")
+                new += 1
+                new_bytes += len(req.definition.payload)
+                continue
+            if op_id in seen:
+                raise InvalidArgument(
+                    f"{fields[i]}operation_id", f"{quote(op_id)} repeated in the batch"
+                )
+            seen.add(op_id)
+            existing = self.find(op_id)
+            if existing is None:
+                plan.append(op_id)
+                new += 1
+                new_bytes += len(req.definition.payload)
+                continue
+            definition, target = existing
+            if definition != req.definition:
+                raise AlreadyExists(
+                    f"{fields[i]}operation_id: {quote(op_id)} already exists in purgatory "
+                    f"{self.name!r} with a different definition"
+                )
+            plan.append((target, False))
+        if new:
+            # Recovered operations are pending too: a restart that brought back more
+            # than max_pending keeps them all and refuses new ones until enough end.
+            pending = len(self.pending)
+            if pending + new > self._max_pending:
+                raise LimitExceeded(
+                    f"purgatory {self.name!r} has {pending} pending operations; "
+                    f"max_pending is {self._max_pending}"
+                )
+            groups = self._groups
+            if groups:
+                groups.check_capacity()
+            self._budget.reserve(new, new_bytes)
+        return plan
+
+    def admit(
+        self,
+        requests: Sequence[OperationRequest],
+        plan: Sequence[Registration | str],
+        on_registered: Callable[[str, RemoteOperation], None] | None,
+        on_resent: Callable[[RemoteOperation], None],
+    ) -> tuple[list[Registration], list[Armed]]:
+        """Carry out :meth:`plan`: create each planned operation (``on_registered``: its
+        journal record, before it is armed) and answer each re-send with its target
+        (``on_resent`` for a pending one whose definition debounces); (the registrations,
+        the created operations for the caller to arm)."""
+        create = self.create
+        name = self.name
+        out: list[Registration] = []
+        created: list[Armed] = []
+        for req, step in zip(requests, plan, strict=True):
+            if isinstance(step, str):
+                op = create(step, req.definition)
+                if on_registered is not None:
+                    on_registered(name, op)
+                created.append((op, op.keys))
+                out.append((op, True))
+            else:
+                resent = step[0]
+                if isinstance(resent, RemoteOperation) and resent.definition.extend_on_resend:
+                    on_resent(resent)
+                out.append(step)
+        return out, created
+
+    def create(
+        self, op_id: str, definition: OperationDefinition, recovered: Recovered | None = None
+    ) -> RemoteOperation:
+        """A new pending operation, tracked (its capacity already reserved or restored).
+
+        The one creation path, for a live registration and for one ``recovered`` from the
+        journal: then its progress is rebuilt by replaying its signals and its clock
+        readings (created, due) are the journaled ones.
+        """
+        progress = self._new_progress(definition)
+        restored = None
+        if recovered is not None:
+            for key, sig in recovered.signals:
+                progress = progress.add(key, sig)  # (a shared FirstSignal is replaced)
+            restored = (recovered.create_time_ms, recovered.due_time_ms, recovered.now_ms)
+        op = RemoteOperation(
+            op_id,
+            definition,
+            progress,
+            slot=self._slot,
+            restored=restored,
+        )
+        self.pending[op_id] = op
+        if self.pending_ids is not None:
+            self.pending_ids.add(op_id)
+        self.values.watch(definition.keys)
+        return op
+
+    def restore(
+        self, items: Iterable[RestoredOperation], now_ms: int
+    ) -> tuple[list[Armed], list[Armed]]:
+        """Recreate operations recovered from the journal through :meth:`create`
+        (start-up): (those still waiting, those their replayed progress satisfies)."""
+        waiting: list[Armed] = []
+        satisfied: list[Armed] = []
+        restored = self._budget.restored
+        for op_id, definition, created, due, signals in items:
+            restored(len(definition.payload))
+            op = self.create(op_id, definition, Recovered(created, due, signals, now_ms))
+            (satisfied if op.progress.satisfied() else waiting).append((op, definition.keys))
+        return waiting, satisfied
+
+    def _new_progress(self, definition: OperationDefinition) -> Progress | FirstSignal:
+        """Fresh progress for a new or recovered operation.
+
+        ANY_KEY (the default) gets the light FirstSignal. VALUES_AT_LEAST starts from the
+        latest values already known, because a value signalled before registration counts.
+        """
+        cond = definition.condition
+        if cond.kind is _ANY_KEY:  # the shared unsignalled progress (make_progress's)
+            return self._unsignalled
+        keys = definition.keys
+        known = self.values.known(keys) if cond.kind is ConditionKind.VALUES_AT_LEAST else {}
+        limits = self._limits
+        return make_progress(
+            cond,
+            keys,
+            known,
+            data_limit=limits.max_result_data_bytes,
+            sources_limit=limits.max_result_sources,
+        )
+
+    # ----------------------------------------------------------------- retirement
+    def retire(self, ops: Sequence[RemoteOperation], outcomes: Sequence[Outcome]) -> None:
+        """Ended operations leave the pending table; their outcomes are remembered.
+
+        Once per published batch: the budget is released and the finished memory trimmed
+        to its bound once for the batch, not per operation.
+        """
+        pending = self.pending
+        unwatch = self.values.unwatch
+        finished = self._finished
+        retained = self._limits.finished_retained
+        pending_ids = self.pending_ids
+        traces = self._slot.traces  # (RemoteOperation.traceparent)
+        released = released_bytes = 0
+        for op, outcome in zip(ops, outcomes, strict=True):
+            op_id = op.operation_id
+            definition = op.definition
+            if pending.get(op_id) is op:
+                del pending[op_id]
+                if pending_ids is not None:
+                    pending_ids.discard(op_id)
+                if traces:
+                    traces.pop(op_id, None)
+                released += 1
+                released_bytes += len(definition.payload)
+            if retained:  # remember(), inlined: once per ended operation
+                finished[op_id] = (definition, outcome)
+            unwatch(definition.keys)
+        if released:
+            self._budget.release_many(released, released_bytes)
+        if retained:
+            popitem = finished.popitem
+            for _ in range(len(finished) - retained):
+                popitem(last=False)
+
+    def remember(self, definition: OperationDefinition, outcome: Outcome) -> None:
+        """Keep a finished id's outcome so re-sends of it stay idempotent (bounded)."""
+        retained = self._limits.finished_retained
+        if retained:
+            finished = self._finished
+            finished[outcome.operation_id] = (definition, outcome)
+            if len(finished) > retained:
+                finished.popitem(last=False)
+
+
+def resolve(target: Target, ended: dict[str, Outcome]) -> Target:
+    """``target``'s outcome if it is among those just published (by id), else ``target``."""
+    if isinstance(target, Outcome):  # (a tuple check: RemoteOperation is an ABC)
+        return target
+    return ended.get(target.operation_id, target)

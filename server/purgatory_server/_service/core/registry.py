@@ -1,0 +1,260 @@
+"""The named purgatories of one server, created from config at start-up or by RPC.
+
+Durable purgatories: the journal factory returns a :class:`Durability` for settings
+with ``durable = true``; the registry builds the purgatory on its journal and event log,
+has it restore the recovered operations before anyone can reach it, and closes (server
+stop) or destroys (DeletePurgatory) it after the purgatory's engine has stopped.
+
+Thread safety: loop-confined like the purgatories it holds; the only blocking steps,
+stopping a purgatory's engine threads and closing journals, are pushed to worker threads
+so the loop keeps serving while a purgatory is deleted or the server stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Protocol
+
+from purgatory_server._engine.time import Time
+from purgatory_server._service.config.server_config import Limits, PurgatorySettings
+from purgatory_server._service.core.budget import ServerBudget
+from purgatory_server._service.core.errors import (
+    AlreadyExists,
+    FailedPrecondition,
+    InvalidArgument,
+    LimitExceeded,
+    NotFound,
+    ServiceError,
+    ShuttingDown,
+)
+from purgatory_server._service.core.named_purgatory import NamedPurgatory
+from purgatory_server._service.core.quoting import quote
+from purgatory_server._service.durable.hooks import JournalHooks
+from purgatory_server._service.outcomes.event_log import EventLog
+from purgatory_server._service.telemetry.counters import PurgatoryMetrics
+
+__all__ = ["PurgatoryRegistry"]
+
+logger = logging.getLogger("purgatory_server.service")
+
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+class Durability(Protocol):
+    """What a durable purgatory is built on (see :mod:`.local_store`)."""
+
+    @property
+    def journal(self) -> JournalHooks: ...
+
+    @property
+    def event_log(self) -> EventLog: ...
+
+    @property
+    def incarnation(self) -> str: ...
+
+    def restore(self, purgatory: NamedPurgatory) -> None: ...
+
+    def journal_bytes(self) -> int: ...
+
+    def instrument(self, metrics: PurgatoryMetrics) -> None: ...
+
+    async def close(self) -> None: ...
+
+    async def destroy(self) -> None: ...
+
+
+# Opens the durable store of a new purgatory; None keeps it in memory.
+JournalFactory = Callable[[PurgatorySettings], Durability | None]
+# (name, creating) -> None, or raises the routing error of a name served elsewhere.
+Router = Callable[[str, bool], None]
+
+
+class PurgatoryRegistry:
+    """Name -> :class:`NamedPurgatory`; loop-confined."""
+
+    def __init__(
+        self,
+        limits: Limits,
+        defaults: PurgatorySettings,
+        loop: asyncio.AbstractEventLoop,
+        *,
+        time: Time | None = None,
+        reaper_enabled: bool = True,
+        journal_factory: JournalFactory | None = None,
+        metrics: bool = False,
+        traced: bool = False,
+        router: Router | None = None,
+    ) -> None:
+        self.limits = limits
+        # Observability (docs/observability.md): each purgatory gets its own counters.
+        self._metrics = metrics
+        self._traced = traced
+        self.defaults = defaults
+        self._loop = loop
+        self._time = time
+        self._reaper_enabled = reaper_enabled
+        self._journal_factory = journal_factory
+        self._purgatories: dict[str, NamedPurgatory] = {}
+        self._durable: dict[str, Durability] = {}
+        self._closed: ServiceError | None = None
+        self.budget = ServerBudget(limits)
+        # Replicated purgatories: raises a routing error for a name this server does not
+        # serve but knows the owner of; None without a cluster.
+        self.router = router
+
+    def validate_name(self, name: str, field: str = "name") -> None:
+        if not name:
+            raise InvalidArgument(field, "must not be empty")
+        if len(name) > self.limits.max_name_length:
+            raise InvalidArgument(
+                field, f"longer than max_name_length ({self.limits.max_name_length})"
+            )
+        if not NAME_PATTERN.fullmatch(name):
+            raise InvalidArgument(field, "use letters, digits, '.', '_' and '-' only")
+
+    def settings_for(self, name: str, overrides: PurgatorySettings | None) -> PurgatorySettings:
+        """``overrides`` with zero fields taken from the server defaults."""
+        base = replace(self.defaults, name=name)
+        if overrides is None:
+            return base
+        return replace(overrides, name=name).over(base)
+
+    def create(self, settings: PurgatorySettings) -> NamedPurgatory:
+        if self._closed is not None:
+            raise self._closed
+        self.validate_name(settings.name)
+        if settings.name in self._purgatories:
+            raise AlreadyExists(f"purgatory {settings.name!r} already exists")
+        if self.router is not None:
+            self.router(settings.name, True)  # a replicated name: only its takeover creates it
+        if len(self._purgatories) >= self.limits.max_purgatories:
+            raise LimitExceeded(
+                f"{len(self._purgatories)} purgatories exist; "
+                f"max_purgatories is {self.limits.max_purgatories}"
+            )
+        self.budget.reserve_retained(settings.retained_events)
+        try:
+            purgatory = self._build(settings)
+        except BaseException:
+            self.budget.release_retained(settings.retained_events)
+            raise
+        logger.info(
+            "purgatory %s created (%s, max_pending %d, retained_events %d)",
+            settings.name,
+            "durable" if settings.durable else "in memory",
+            settings.max_pending,
+            settings.retained_events,
+        )
+        return purgatory
+
+    def _build(self, settings: PurgatorySettings) -> NamedPurgatory:
+        store = None
+        if self._journal_factory is not None:
+            try:
+                store = self._journal_factory(settings)
+            except OSError as exc:
+                # The server's state (a read-only or full data directory), not the request.
+                raise FailedPrecondition(
+                    f"cannot store durable purgatory {settings.name!r} in the data "
+                    f"directory: {exc.strerror or type(exc).__name__}"
+                ) from exc
+        purgatory = NamedPurgatory(
+            settings,
+            self.limits,
+            self._loop,
+            time=self._time,
+            journal=None if store is None else store.journal,
+            event_log=None if store is None else store.event_log,
+            reaper_enabled=self._reaper_enabled,
+            incarnation=None if store is None else store.incarnation,
+            budget=self.budget,
+            metrics=self._new_metrics(store),
+            traced=self._traced,
+        )
+        self._purgatories[settings.name] = purgatory
+        if store is not None:
+            self._durable[settings.name] = store
+            if purgatory.metrics is not None:
+                store.instrument(purgatory.metrics)
+            store.restore(purgatory)
+        return purgatory
+
+    def _new_metrics(self, store: Durability | None) -> PurgatoryMetrics | None:
+        """A purgatory's own counters (None with metrics off), measuring its store."""
+        if not self._metrics:
+            return None
+        return PurgatoryMetrics(None if store is None else store.journal_bytes)
+
+    def get(self, name: str, field: str = "purgatory") -> NamedPurgatory:
+        if self._closed is not None:
+            raise self._closed
+        purgatory = self._purgatories.get(name)
+        if purgatory is None:
+            if not name:
+                raise InvalidArgument(field, "must not be empty")
+            if self.router is not None:
+                self.router(name, False)
+            raise NotFound(f"purgatory {quote(name)} not found", "purgatory", name)
+        return purgatory
+
+    def snapshot(self) -> list[NamedPurgatory]:
+        """The purgatories now (any thread: one GIL-atomic copy; for exporters)."""
+        return list(self._purgatories.values())
+
+    def all_purgatories(self) -> list[NamedPurgatory]:
+        if self._closed is not None:
+            raise self._closed
+        return [self._purgatories[n] for n in sorted(self._purgatories)]
+
+    async def delete(self, name: str) -> int:
+        """Cancel its pending operations, end its streams, stop its threads."""
+        purgatory = self.get(name, "name")
+        del self._purgatories[name]
+        cancelled = purgatory.cancel_all()
+        self.budget.release_retained(purgatory.settings.retained_events)
+        purgatory.close(NotFound(f"purgatory {name!r} was deleted", "purgatory", name))
+        await asyncio.to_thread(purgatory.shutdown_engine)
+        store = self._durable.pop(name, None)
+        if store is not None:
+            await store.destroy()
+        logger.info("purgatory %s deleted: %d pending operations cancelled", name, cancelled)
+        return cancelled
+
+    async def evict(self, name: str, error: ServiceError) -> None:
+        """Stop serving ``name`` without ending its operations (another server of a
+        replicated purgatory owns it now): waiting calls and streams end with ``error``,
+        the store is closed."""
+        purgatory = self._purgatories.pop(name, None)
+        if purgatory is None:
+            return
+        self.budget.release_retained(purgatory.settings.retained_events)
+        purgatory.close(error)
+        await asyncio.to_thread(purgatory.shutdown_engine)
+        for operation in purgatory.pending_operations():  # they live on at the new owner
+            self.budget.release(len(operation.definition.payload))
+        store = self._durable.pop(name, None)
+        if store is not None:
+            await store.close()
+        logger.info("purgatory %s evicted: %s", name, error.message)
+
+    def begin_shutdown(self, error: ServiceError | None = None) -> None:
+        """Refuse new work and end waiting long-polls and streams (UNAVAILABLE)."""
+        error = error if error is not None else ShuttingDown()
+        if self._closed is None:
+            self._closed = error
+        for purgatory in self._purgatories.values():
+            purgatory.close(error)
+
+    async def shutdown(self) -> None:
+        """:meth:`begin_shutdown`, then stop every purgatory's engine threads."""
+        self.begin_shutdown()
+        purgatories = list(self._purgatories.values())
+        self._purgatories.clear()
+        await asyncio.gather(*(asyncio.to_thread(p.shutdown_engine) for p in purgatories))
+        stores = list(self._durable.values())
+        self._durable.clear()
+        await asyncio.gather(*(store.close() for store in stores))

@@ -1,0 +1,46 @@
+"""Operations that fell due while a durable server was down (downtime releases).
+
+On restart every recovered operation is re-armed at its journaled due time; one whose
+due time has passed (or falls within the first tick, which the timer also runs at once)
+expires at once. The timer hands such already-due operations to its one executor thread
+in the order they are re-armed, and the executor runs them in that order, so re-arming
+the late ones first and sorted by due time makes them expire, and be published, in
+due-time order, before anything else fires. Each is re-armed once, so each expires
+exactly once (its outcome record then ends it in the journal for good).
+
+Cost: two passes over the recovered operations plus a sort of the late ones only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from purgatory_server._journal import PendingView
+
+__all__ = ["rearm_order"]
+
+
+def rearm_order(pending: Mapping[str, Any], now_ms: int, tick_ms: int) -> Iterator[tuple[str, Any]]:
+    """``pending`` (id -> journal PendingOperation) in re-arming order: those due by
+    ``now_ms + tick_ms`` first, by due time (ties: journal order), then the rest in
+    journal order."""
+    horizon = now_ms + tick_ms
+    # The journal's opening snapshot has the due times at hand; reading them from each
+    # PendingOperation would build every one of them once more.
+    dues: Mapping[str, int]
+    if isinstance(pending, PendingView):
+        dues = pending.due_times
+    else:
+        dues = {op_id: op.due_wall_ms for op_id, op in pending.items()}
+    # Only the late ones (usually few) are listed; the rest stream out in journal order.
+    late = [(due, n, op_id) for n, (op_id, due) in enumerate(dues.items()) if due <= horizon]
+    late.sort()  # by due time, then journal order (n is unique)
+    for _, _, op_id in late:
+        yield op_id, pending[op_id]
+    if not late:
+        yield from pending.items()
+    elif len(late) < len(dues):
+        for op_id, op in pending.items():
+            if op.due_wall_ms > horizon:
+                yield op_id, op

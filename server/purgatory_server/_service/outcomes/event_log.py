@@ -1,0 +1,121 @@
+"""Outcomes, their per-purgatory sequence, and the retained window subscribers resume from.
+
+Every operation that ends becomes one :class:`Outcome` with a sequence number that is
+strictly increasing per purgatory (1, 2, 3, ... with no gaps). The last ``retained``
+outcomes are kept so that a subscriber reconnecting with ``after_sequence`` receives
+exactly what it missed, while that is still in the window.
+
+Restorable from outside: ``EventLog(retained, last_sequence=N, events=[...])`` rebuilds
+the window and continues numbering after ``N``, which is what a durable journal needs to
+resume a purgatory after a restart.
+
+Thread safety: loop-confined (sequences are assigned only on the purgatory's event loop
+thread, which is what makes them gap-free and ordered without a lock).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import deque
+from collections.abc import Iterable, Sequence
+from typing import NamedTuple
+
+from purgatory_server._service.core.conditions import ResultSnapshot
+from purgatory_server._service.core.errors import OutOfRange
+from purgatory_server._service.core.operation_state import OperationState
+
+__all__ = ["EventLog", "Outcome"]
+
+
+class Outcome(NamedTuple):
+    """An operation's end, as published to waiters, subscribers and the journal.
+
+    A NamedTuple rather than a frozen dataclass: one is built per ended operation on the
+    hot path, and tuple construction is several times cheaper.
+    """
+
+    sequence: int
+    purgatory: str
+    operation_id: str
+    state: OperationState
+    keys: tuple[str, ...]
+    payload: bytes
+    result: ResultSnapshot
+    create_time_ms: int
+    due_time_ms: int
+    complete_time_ms: int
+    # W3C traceparent of the request that registered the operation ("" untraced); it
+    # is not journaled, so outcomes recovered after a restart carry none.
+    traceparent: str = ""
+
+
+class EventLog:
+    """Sequence numbering plus a bounded window of the most recent outcomes."""
+
+    __slots__ = ("_events", "_last")
+
+    def __init__(self, retained: int, last_sequence: int = 0, events: Iterable[Outcome] = ()):
+        if retained <= 0:
+            raise ValueError(f"retained must be positive, got {retained}")
+        self._events: deque[Outcome] = deque(maxlen=retained)
+        self._last = last_sequence
+        for event in events:
+            if self._events and event.sequence != self._events[-1].sequence + 1:
+                raise ValueError("restored events must have consecutive sequences")
+            if event.sequence > last_sequence:
+                raise ValueError("restored events must not be after last_sequence")
+            self._events.append(event)
+        if self._events and self._events[-1].sequence != last_sequence:
+            raise ValueError("the last restored event must carry last_sequence")
+
+    @property
+    def last_sequence(self) -> int:
+        return self._last
+
+    @property
+    def oldest_sequence(self) -> int:
+        """The oldest retained sequence; ``last_sequence + 1`` when nothing is retained."""
+        return self._events[0].sequence if self._events else self._last + 1
+
+    def __len__(self) -> int:
+        return len(self._events)
+
+    def next_sequence(self) -> int:
+        self._last += 1
+        return self._last
+
+    def append(self, outcome: Outcome) -> None:
+        if outcome.sequence != self._last:
+            raise ValueError(f"outcome {outcome.sequence} is not the last issued ({self._last})")
+        self._events.append(outcome)
+
+    def extend(self, outcomes: Sequence[Outcome]) -> None:
+        """Append outcomes numbered ``last_sequence + 1``, ``+ 2``, ... in order (one
+        call per published batch; the caller numbered them)."""
+        if not outcomes:
+            return
+        first = self._last + 1
+        if outcomes[0].sequence != first or outcomes[-1].sequence != first + len(outcomes) - 1:
+            raise ValueError(f"outcomes must be numbered from {first} without gaps")
+        self._events.extend(outcomes)
+        self._last = outcomes[-1].sequence
+
+    def after(self, sequence: int) -> list[Outcome]:
+        """Every retained outcome after ``sequence``; OutOfRange if some were dropped."""
+        if sequence > self._last:
+            raise OutOfRange(
+                f"after_sequence {sequence} is beyond the last sequence {self._last}",
+                self.oldest_sequence,
+            )
+        oldest = self.oldest_sequence
+        if sequence + 1 < oldest:
+            raise OutOfRange(
+                f"events after {sequence} are no longer retained; the oldest available "
+                f"sequence is {oldest}",
+                oldest,
+            )
+        return list(itertools.islice(self._events, sequence + 1 - oldest, None))
+
+    def snapshot(self) -> list[Outcome]:
+        """The retained window, oldest first (for a journal's checkpoint)."""
+        return list(self._events)

@@ -1,0 +1,283 @@
+"""The feed: the one owner of a purgatory's outcomes.
+
+Everything that happens to an operation once it has ended goes through :class:`Feed`:
+its sequence number (1, 2, 3, ... per purgatory, no gaps), the retained window
+(:class:`~.event_log.EventLog`) subscribers resume from, the journal record, and delivery to
+subscribers (:class:`~.subscriptions.Subscriber`) and to long-poll waiters, which the
+feed keeps by operation id (so an operation never points back at the calls waiting on
+it).
+
+One path for every outcome. :meth:`Feed.publish` numbers the outcomes, appends them to
+the window, records them in the journal and asks the journal to run the delivery once
+they are written (``after_write``). The in-memory :class:`~.hooks.NullHooks`
+runs it at once; a durable journal runs it when the records are on disk, so nobody sees
+an outcome a crash could still take back. Waiters are detached from their operation at
+publish time and travel with the outcome to the delivery, so an id re-used meanwhile
+cannot catch an older outcome.
+
+Gap-free hand-over to subscribers: a subscriber starts after the last *delivered*
+sequence (or replays the window from ``after_sequence`` up to it), and the delivery offers
+it only outcomes after its start, all in the same loop turn.
+
+Thread safety: loop-confined. Outcomes arrive from the purgatory's inbox on the loop
+thread; waiters and subscribers are created, resolved and detached there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from functools import partial
+from typing import TYPE_CHECKING
+
+from purgatory_server._service.core.errors import LimitExceeded, ServiceError
+from purgatory_server._service.durable.hooks import NULL_HOOKS, JournalHooks
+from purgatory_server._service.outcomes.event_log import EventLog, Outcome
+from purgatory_server._service.outcomes.subscriptions import EventFilter, Subscriber
+
+if TYPE_CHECKING:
+    from purgatory_server._service.core.operation import RemoteOperation
+    from purgatory_server._service.groups import GroupSet
+
+__all__ = ["BatchWaiter", "Feed", "Waiter"]
+
+# One published batch on its way to delivery: each outcome with the waiters it resolves.
+_Delivery = list[tuple[Outcome, "list[Waiter] | None"]]
+
+
+class Waiter:
+    """Resolved with the outcome of one operation, or failed (shutdown)."""
+
+    __slots__ = ("future",)
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.future: asyncio.Future[Outcome] = loop.create_future()
+
+    def deliver(self, outcome: Outcome) -> None:
+        if not self.future.done():
+            self.future.set_result(outcome)
+
+    def fail(self, exc: BaseException) -> None:
+        if not self.future.done():
+            self.future.set_exception(exc)
+
+
+class BatchWaiter(Waiter):
+    """One future for a whole batch: resolved once ``remaining`` outcomes arrived."""
+
+    __slots__ = ("outcomes", "remaining")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, remaining: int) -> None:
+        super().__init__(loop)
+        self.remaining = remaining
+        self.outcomes: dict[str, Outcome] = {}
+
+    def deliver(self, outcome: Outcome) -> None:
+        self.outcomes[outcome.operation_id] = outcome
+        self.remaining -= 1
+        if self.remaining <= 0 and not self.future.done():
+            self.future.set_result(outcome)
+
+
+class Feed:
+    """Sequences, retained window, subscribers and waiters of one purgatory (loop-confined)."""
+
+    __slots__ = (
+        "_buffer",
+        "_delivered",
+        "_groups",
+        "_journal",
+        "_log",
+        "_loop",
+        "_max_subscribers",
+        "_subscribers",
+        "_waiters",
+        "name",
+    )
+
+    def __init__(
+        self,
+        name: str,
+        log: EventLog,
+        journal: JournalHooks,
+        loop: asyncio.AbstractEventLoop,
+        *,
+        max_subscribers: int,
+        subscriber_buffer: int,
+        groups: GroupSet | None = None,
+    ) -> None:
+        self.name = name
+        self._log = log
+        self._journal = journal
+        self._loop = loop
+        self._max_subscribers = max_subscribers
+        self._buffer = subscriber_buffer
+        self._subscribers: list[Subscriber] = []
+        # Operation id -> the long-polls and sessions waiting for its outcome.
+        self._waiters: dict[str, list[Waiter]] = {}
+        # The last sequence offered to anyone (behind last_sequence while a durable
+        # journal is still writing the rest).
+        self._delivered = log.last_sequence
+        # Worker groups take every outcome once it is written, like subscribers.
+        self._groups = groups
+
+    # ----------------------------------------------------------------- introspection
+    @property
+    def log(self) -> EventLog:
+        return self._log
+
+    @property
+    def last_sequence(self) -> int:
+        return self._log.last_sequence
+
+    @property
+    def subscriber_count(self) -> int:
+        return len(self._subscribers)
+
+    def waiting(self, operation_id: str) -> int:
+        """How many calls wait for ``operation_id``'s outcome (tests, diagnostics)."""
+        return len(self._waiters.get(operation_id, ()))
+
+    # ----------------------------------------------------------------- outcomes
+    def publish(self, ops: Sequence[RemoteOperation]) -> list[Outcome]:
+        """Number, retain and journal each ended operation; deliver once written.
+
+        Returns the outcomes in the order of ``ops``. Numbered here and appended to the
+        window once per batch (:meth:`.EventLog.extend`); the in-memory journal's no-op
+        record call is skipped.
+        """
+        log = self._log
+        name = self.name
+        journal = self._journal
+        on_outcome = None if journal is NULL_HOOKS else journal.on_outcome
+        pop_waiters = self._waiters.pop
+        sequence = log.last_sequence
+        outcomes: list[Outcome] = []
+        delivery: _Delivery = []
+        for op in ops:
+            op_id = op.operation_id
+            definition = op.definition
+            sequence += 1
+            outcome = Outcome(
+                sequence,
+                name,
+                op_id,
+                op.state,
+                definition.keys,
+                definition.payload,
+                op.result,
+                op.create_time_ms,
+                op.due_time_ms,
+                op.complete_time_ms,
+                op.traceparent,
+            )
+            outcomes.append(outcome)
+            delivery.append((outcome, pop_waiters(op_id, None)))
+        log.extend(outcomes)
+        if on_outcome is not None:
+            for op, outcome in zip(ops, outcomes, strict=True):
+                on_outcome(name, outcome, op.definition)
+        journal.after_write(partial(self._deliver, delivery))
+        return outcomes
+
+    def _deliver(self, delivery: _Delivery) -> None:
+        subscribers = self._subscribers
+        groups = self._groups
+        group_offer = groups.offer if groups else None
+        for outcome, waiters in delivery:
+            sequence = outcome.sequence
+            self._delivered = sequence
+            for sub in subscribers:
+                if sequence > sub.start_after:
+                    sub.offer(outcome)
+            if group_offer is not None:
+                group_offer(outcome)
+            if waiters:
+                for waiter in waiters:
+                    waiter.deliver(outcome)
+
+    # ----------------------------------------------------------------- waiters
+    def attach(self, operation_id: str, waiter: Waiter) -> None:
+        """Wait for a pending (not yet published) operation's outcome."""
+        waiters = self._waiters.get(operation_id)
+        if waiters is None:
+            self._waiters[operation_id] = [waiter]
+        else:
+            waiters.append(waiter)
+
+    def detach(self, operation_id: str, waiter: Waiter) -> None:
+        """Stop waiting (the caller went away); the operation stays as it is."""
+        waiters = self._waiters.get(operation_id)
+        if waiters is not None and waiter in waiters:
+            waiters.remove(waiter)
+            if not waiters:
+                del self._waiters[operation_id]
+
+    async def wait_one(self, op: RemoteOperation) -> Outcome:
+        """The outcome of pending ``op``, once delivered.
+
+        Raises what the waiter was failed with (e.g. ShuttingDown). On cancellation (the
+        caller went away) the waiter is detached before re-raising.
+        """
+        waiter = Waiter(self._loop)
+        op_id = op.operation_id
+        waiters = self._waiters
+        attached = waiters.get(op_id)
+        if attached is None:  # attach(), inlined: the unbatched long-poll's hot path
+            waiters[op_id] = [waiter]
+        else:
+            attached.append(waiter)
+        try:
+            return await waiter.future
+        finally:
+            if op_id in waiters:  # published: the feed already took the waiters
+                self.detach(op_id, waiter)
+
+    async def wait_all(self, ops: Sequence[RemoteOperation]) -> dict[str, Outcome]:
+        """The outcomes of every pending operation of ``ops`` by id (one future for all)."""
+        if not ops:
+            return {}
+        waiter = BatchWaiter(self._loop, len(ops))
+        for op in ops:
+            self.attach(op.operation_id, waiter)
+        try:
+            await waiter.future
+            return waiter.outcomes
+        finally:
+            for op in ops:
+                self.detach(op.operation_id, waiter)
+
+    # ----------------------------------------------------------------- subscribers
+    def subscribe(self, after_sequence: int | None, event_filter: EventFilter) -> Subscriber:
+        """A subscriber replaying what is retained after ``after_sequence``, then live."""
+        subscribers = self._subscribers
+        if len(subscribers) >= self._max_subscribers:
+            raise LimitExceeded(
+                f"purgatory {self.name!r} has {len(subscribers)} subscribers; "
+                f"max_subscribers is {self._max_subscribers}"
+            )
+        log = self._log
+        last = self._delivered  # outcomes still being journaled are offered live
+        if after_sequence is None:
+            start, replay = last, []
+        else:
+            start, replay = after_sequence, log.after(after_sequence)
+            if last < log.last_sequence:
+                replay = [o for o in replay if o.sequence <= last]
+        sub = Subscriber(event_filter, self._buffer, replay, start)
+        subscribers.append(sub)
+        return sub
+
+    def unsubscribe(self, sub: Subscriber) -> None:
+        if sub in self._subscribers:
+            self._subscribers.remove(sub)
+
+    # ----------------------------------------------------------------- life cycle
+    def close(self, error: ServiceError) -> None:
+        """Fail every waiter and end every subscriber stream with ``error``."""
+        waiters, self._waiters = self._waiters, {}
+        for attached in waiters.values():
+            for waiter in attached:
+                waiter.fail(error)
+        for sub in self._subscribers:
+            sub.close(error)

@@ -34,10 +34,10 @@ import {
   retryPolicy,
   sleep,
   type TlsOptions,
-} from "./connection";
-import * as wire from "./convert";
-import { fromGrpcError, INCARNATION, SlowSubscriberError, UnavailableError } from "./errors";
-import { purgatoryOf, Router } from "./routing";
+} from "./connection.js";
+import * as wire from "./convert.js";
+import { fromGrpcError, INCARNATION, SlowSubscriberError, UnavailableError } from "./errors.js";
+import { purgatoryOf, Router } from "./routing.js";
 import type {
   BatchSignalResult,
   Condition,
@@ -50,7 +50,7 @@ import type {
   PurgatoryInfo,
   RetryPolicy,
   Signal,
-} from "./models";
+} from "./models.js";
 
 export const DEFAULT_PURGATORY = "default";
 /** Subscribe's header metadata: the sequence the stream starts after. */

@@ -3,7 +3,6 @@
  * turning response objects into the typed models. The shapes here are @grpc/proto-loader's
  * (camelCase fields, 64-bit integers as numbers, enums as numbers, bytes as Buffer).
  */
-import * as path from "node:path";
 import * as protoLoader from "@grpc/proto-loader";
 import { loadPackageDefinition, type ServiceClientConstructor } from "@grpc/grpc-js";
 
@@ -20,18 +19,17 @@ import {
   type PurgatoryConfig,
   type PurgatoryInfo,
   type Signal,
-} from "./models";
+} from "./models.js";
 
-/** The package's copy of proto/purgatory/v1 (see scripts/copy-proto.js). */
-const PROTO_ROOT = path.resolve(__dirname, "..", "proto");
+import { DESCRIPTOR } from "./gen/descriptor.js";
 
 let serviceCtor: ServiceClientConstructor | undefined;
 
 export function serviceClient(): ServiceClientConstructor {
   if (serviceCtor === undefined) {
-    const definition = protoLoader.loadSync("purgatory/v1/purgatory.proto", {
-      includeDirs: [PROTO_ROOT],
-      keepCase: false,
+    // The descriptor is proto/purgatory/v1 as JSON, embedded at build time (scripts/build.js).
+    const json = DESCRIPTOR as Parameters<typeof protoLoader.fromJSON>[0];
+    const definition = protoLoader.fromJSON(json, {
       longs: Number,
       enums: Number,
       bytes: Buffer,

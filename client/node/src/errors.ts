@@ -24,7 +24,7 @@
  */
 import { Metadata, status as Status } from "@grpc/grpc-js";
 
-import { decodeDetails, NO_DETAILS, STATUS_DETAILS, type ErrorDetails } from "./details";
+import { decodeDetails, NO_DETAILS, STATUS_DETAILS, type ErrorDetails } from "./details.js";
 
 /** Trailing metadata of a slow-subscriber cut-off: the sequence to resume after. */
 export const RESUME_AFTER = "purgatory-resume-after";

@@ -12,10 +12,10 @@ export {
   type ClientOptions,
   type SubscribeOptions,
   type WatchOptions,
-} from "./client";
-export type { TlsOptions } from "./connection";
-export type { ErrorDetails } from "./details";
-export * from "./errors";
+} from "./client.js";
+export type { TlsOptions } from "./connection.js";
+export type { ErrorDetails } from "./details.js";
+export * from "./errors.js";
 export {
   Condition,
   OperationState,
@@ -30,5 +30,5 @@ export {
   type PurgatoryInfo,
   type RetryPolicy,
   type Signal,
-} from "./models";
-export { MAX_HOPS, OWNER } from "./routing";
+} from "./models.js";
+export { MAX_HOPS, OWNER } from "./routing.js";

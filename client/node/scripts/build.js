@@ -43,7 +43,11 @@ for (const [config, type] of [
   ["tsconfig.json", "commonjs"],
   ["tsconfig.esm.json", "module"],
 ]) {
-  execFileSync(tsc, ["-p", path.join(HERE, config)], { stdio: "inherit" });
+  try {
+    execFileSync(tsc, ["-p", path.join(HERE, config)], { stdio: "inherit" });
+  } catch (err) {
+    process.exit(err.status ?? 1); // tsc has printed its errors
+  }
   const out = path.join(HERE, "dist", type === "module" ? "esm" : "cjs");
   fs.writeFileSync(path.join(out, "package.json"), `${JSON.stringify({ type })}\n`);
 }

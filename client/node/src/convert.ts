@@ -82,6 +82,9 @@ export function specToWire(spec: OperationSpec): Wire {
     timeoutMs: spec.timeoutMs,
     condition: conditionToWire(spec.condition),
     payload: bytes(spec.payload),
+    dueTimeMs: spec.dueTimeMs ?? 0,
+    extendOnResend: spec.extendOnResend ?? false,
+    maxExtendMs: spec.maxExtendMs ?? 0,
   };
 }
 
@@ -115,6 +118,30 @@ const STATE_NAMES: readonly OperationState[] = [
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export type WireMessage = any;
 
+/** Back from a wire Condition (oneof `kind`, as proto-loader names the field set). */
+export function conditionFromWire(m: WireMessage): Condition {
+  switch (m?.kind) {
+    case "allKeys":
+      return { kind: "allKeys" };
+    case "minSignals":
+      return {
+        kind: "minSignals",
+        count: m.minSignals.count,
+        distinctSources: m.minSignals.distinctSources,
+      };
+    case "sumAtLeast":
+      return { kind: "sumAtLeast", threshold: m.sumAtLeast.threshold };
+    case "valuesAtLeast":
+      return {
+        kind: "valuesAtLeast",
+        targets: Object.freeze({ ...m.valuesAtLeast.targets }),
+        defaultTarget: m.valuesAtLeast.defaultTarget,
+      };
+    default:
+      return { kind: "anyKey" };
+  }
+}
+
 export function stateFromWire(n: number): OperationState {
   return STATE_NAMES[n] ?? OperationState.UNSPECIFIED;
 }
@@ -144,6 +171,7 @@ export function statusFromWire(m: WireMessage, payload?: Buffer): OperationStatu
     dueTimeMs: m.dueTimeMs,
     completeTimeMs: m.completeTimeMs,
     payload: payload ?? m.payload ?? Buffer.alloc(0),
+    traceparent: m.traceparent ?? "",
   });
 }
 
@@ -171,6 +199,9 @@ export function eventFromWire(m: WireMessage, incarnation: string): Event {
     dueTimeMs: m.dueTimeMs,
     completeTimeMs: m.completeTimeMs,
     incarnation,
+    traceparent: m.traceparent ?? "",
+    heartbeat: m.heartbeat ?? false,
+    caughtUpSequence: m.caughtUpSequence ?? 0,
   });
 }
 

@@ -168,3 +168,15 @@ export function fromGrpcError(err: unknown): unknown {
   const statusDetails = decodeDetails(Buffer.isBuffer(raw) ? raw : undefined);
   return new cls(e.code, e.details ?? e.message ?? "", metadata, statusDetails);
 }
+
+/** The PurgatoryError for a status the server reported in a message (a Session frame's
+ * acknowledgement carries a google.rpc.Code, not a call status). */
+export function errorForCode(code: number, details: string): PurgatoryError {
+  return fromGrpcError({ code, details }) as PurgatoryError;
+}
+
+/** A request the client refuses before sending it (INVALID_ARGUMENT naming the field),
+ * the same error the server would answer with. */
+export function invalidArgument(field: string, message: string): InvalidArgumentError {
+  return new InvalidArgumentError(Status.INVALID_ARGUMENT, `${field}: ${message}`);
+}

@@ -26,6 +26,7 @@ import { BatchingDispatcher, SessionTransport, type Task } from "./dispatcher.js
 import {
   fromGrpcError,
   INCARNATION,
+  invalidArgument,
   PurgatoryError,
   SlowSubscriberError,
   UnavailableError,
@@ -211,6 +212,7 @@ export class PurgatoryClient extends UnaryMethods {
    * leased to this member (groups.ts). `close()` it (or break out of its loop) to leave.
    */
   async joinGroup(group: string, options: JoinOptions = {}): Promise<GroupStream> {
+    if (!group) throw invalidArgument("group", "must not be empty");
     const purgatory = this.name(options);
     const heartbeatIntervalMs = options.heartbeatIntervalMs ?? 0;
     const dead = deadAfter(heartbeatIntervalMs, options.deadAfterMs);

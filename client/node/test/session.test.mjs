@@ -190,3 +190,33 @@ retained_events = 1000
     await (second ?? first).stop();
   }
 });
+
+test("subscribe yields heartbeats and gives up on a stream silent past deadAfterMs", async () => {
+  const own = await startServer();
+  const oc = new PurgatoryClient(own.target, { deadlineMs: 5_000 });
+  try {
+    await oc.wait([], 5, { operationId: "x1" });
+    const stream = oc.subscribe({
+      afterSequence: 0,
+      heartbeatIntervalMs: 100,
+      deadAfterMs: 500,
+      resume: { attempts: 0 },
+    });
+    const first = (await stream.next()).value;
+    assert.deepEqual([first.operationId, first.heartbeat], ["x1", false]);
+    const beat = (await stream.next()).value;
+    assert.equal(beat.heartbeat, true);
+    assert.equal(beat.caughtUpSequence, 1);
+    process.kill(own.pid, "SIGSTOP");
+    await assert.rejects(
+      (async () => {
+        for (;;) if ((await stream.next()).done) return;
+      })(),
+      (err) => err instanceof UnavailableError && /treated as dead/.test(err.message),
+    );
+  } finally {
+    process.kill(own.pid, "SIGCONT");
+    oc.close();
+    await own.stop();
+  }
+});

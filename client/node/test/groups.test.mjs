@@ -132,3 +132,45 @@ test("an outcome out of attempts is a dead letter; redrive gives it back", async
   assert.deepEqual(await c.listGroups({ purgatory }), []);
   await assert.rejects(c.deleteGroup("dl", { purgatory }), NotFoundError);
 });
+
+test("a member re-joins after its server restarts and keeps receiving", async () => {
+  const toml = `
+grace_s = 0.2
+log_level = "WARNING"
+[[purgatories]]
+name = "g-durable"
+durable = true
+`;
+  const first = await startServer({ toml });
+  const dc = new PurgatoryClient(first.target, {
+    purgatory: "g-durable",
+    deadlineMs: 5_000,
+    resume: { attempts: 60, initialDelayMs: 20, maxDelayMs: 200 },
+  });
+  let second;
+  const stream = await dc.joinGroup("survivors");
+  try {
+    const it = stream[Symbol.asyncIterator]();
+    await dc.wait([], 5, { operationId: "before" });
+    const d1 = (await it.next()).value;
+    assert.equal(d1.operationId, "before");
+    await d1.ack();
+    const next = it.next(); // the member is reading when the server goes away
+    await first.stop();
+    second = await startServer({ toml, listen: first.target, dataDir: first.dataDir });
+    for (let i = 0; ; i++) {
+      const [group] = await dc.listGroups().catch(() => []);
+      if (group?.members === 1) break;
+      if (i > 500) throw new Error("the member never re-joined");
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    await dc.wait([], 5, { operationId: "after" });
+    const d2 = (await next).value;
+    assert.equal(d2.operationId, "after");
+    await d2.ack();
+  } finally {
+    stream.close();
+    dc.close();
+    await (second ?? first).stop();
+  }
+});

@@ -143,3 +143,22 @@ test("schedules: upsert (idempotent), list, fire, delete", async () => {
   await assert.rejects(c.upsertSchedule("bad", { purgatory }), InvalidArgumentError);
   await assert.rejects(c.upsertSchedule("bad", { purgatory, everyMs: 100, cron: "* * * * *" }), InvalidArgumentError);
 });
+
+test("an absolute due time, and a debounce that pushes the deadline on each re-send", async () => {
+  const purgatory = "due";
+  await c.createPurgatory(purgatory);
+  const due = Date.now() + 40_000;
+  const byDue = await c.tryCompleteElseWatch(["d"], 0, { operationId: "by-due", purgatory, dueTimeMs: due });
+  assert.equal(byDue.dueTimeMs, due);
+  const options = { operationId: "debounced", purgatory, extendOnResend: true, maxExtendMs: 60_000 };
+  const first = await c.tryCompleteElseWatch(["e"], 5_000, options);
+  await new Promise((r) => setTimeout(r, 30));
+  const again = await c.tryCompleteElseWatch(["e"], 5_000, options);
+  assert.equal(again.created, false);
+  assert.ok(again.dueTimeMs > first.dueTimeMs, `${again.dueTimeMs} <= ${first.dueTimeMs}`);
+  const [spec] = await c.batchTryCompleteElseWatch(
+    [{ keys: ["f"], timeoutMs: 0, dueTimeMs: due, operationId: "batch-due" }],
+    { purgatory },
+  );
+  assert.equal(spec.dueTimeMs, due);
+});

@@ -8,7 +8,8 @@ import { after, before, test } from "node:test";
 import client from "../dist/cjs/index.js";
 import { startServer } from "./server.mjs";
 
-const { PurgatoryClient, InvalidArgumentError, UnavailableError, Condition } = client;
+const { PurgatoryClient, InvalidArgumentError, ResourceExhaustedError, UnavailableError, Condition } =
+  client;
 
 let server;
 let c;
@@ -216,6 +217,58 @@ test("subscribe yields heartbeats and gives up on a stream silent past deadAfter
     );
   } finally {
     process.kill(own.pid, "SIGCONT");
+    oc.close();
+    await own.stop();
+  }
+});
+
+test("a session that stops reading is cut by the server; watchMany re-sends and loses nothing", async () => {
+  const toml = `
+grace_s = 0.2
+log_level = "WARNING"
+[limits]
+session_buffer = 16
+max_payload_bytes = 65536
+[defaults]
+max_pending = 10000
+retained_events = 100
+`;
+  const own = await startServer({ toml });
+  const oc = new PurgatoryClient(own.target, { deadlineMs: 10_000 });
+  try {
+    const n = 200;
+    const payload = Buffer.alloc(60_000, 120); // 200 outcomes of 60 KB: more than HTTP/2 windows hold
+    const ops = Array.from({ length: n }, (_, i) => ({
+      keys: [`s${i}`],
+      timeoutMs: 60_000,
+      payload,
+      operationId: `s${i}`,
+    }));
+    // outcomeBuffer 1: the reader stops after one outcome (nobody reads).
+    const session = oc.session({ outcomeBuffer: 1 });
+    for (let start = 0; start < n; start += 10) {
+      assert.equal((await session.send({ watches: ops.slice(start, start + 10) })).error, null);
+    }
+    for (let i = 0; i < n; i++) await oc.checkAndComplete(`s${i}`);
+    let received = 0;
+    await assert.rejects(
+      (async () => {
+        for await (const _ of session.outcomes()) received++;
+      })(),
+      (err) => err instanceof ResourceExhaustedError && err.metadata["purgatory-session-buffer"] === "16",
+    );
+    assert.ok(received > 0 && received < n, `${received}`);
+    await session.close();
+    // Re-open and re-send by id: every outcome once, nothing registered again.
+    const seen = new Set();
+    for await (const event of oc.watchMany(ops, { frameSize: 5 })) {
+      assert.ok(!seen.has(event.operationId));
+      seen.add(event.operationId);
+    }
+    assert.equal(seen.size, n);
+    assert.equal((await oc.getPurgatory()).pending, 0);
+    assert.equal((await oc.getPurgatory()).lastSequence, n);
+  } finally {
     oc.close();
     await own.stop();
   }

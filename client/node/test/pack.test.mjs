@@ -58,7 +58,7 @@ test("npm pack: what a consumer needs, and nothing else", () => {
   assert.equal(meta.license, "Apache-2.0");
   assert.match(fs.readFileSync(path.join(PKG, "LICENSE"), "utf8"), /Apache License\s+Version 2\.0/);
   assert.equal(meta.scripts.prepare, "node scripts/build.js");
-  assert.deepEqual(Object.keys(meta.exports["."]), ["import", "require"]);
+  assert.deepEqual(Object.keys(meta.exports["."]), ["import", "require", "default"]);
 });
 
 test("source maps embed their sources; the README links nowhere outside the package", () => {

@@ -3,9 +3,11 @@
 // proto contract, README, LICENSE), source maps carry their sources, the README links
 // nowhere outside the package; then the tarball installed into a fresh directory is used
 // by an ES module and a CommonJS consumer against a real server, and type-checked from
-// both (the exports map's `types` for `import` and for `require`).
+// both (the exports map's `types` for `import` and for `require`). The install needs no
+// registry: the dependencies come from npm's cache, at the versions of the lockfile.
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
+import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { after, before, test } from "node:test";
@@ -117,15 +119,48 @@ const page: Promise<OperationPage> = client.listOperations({ prefix: "a" });
 void ack; void d; void n; void page;
 `;
 
+/**
+ * A fresh app depending on the tarball, with a lockfile that pins the package's runtime
+ * dependencies to the versions of client/node/package-lock.json (what `make node-deps`
+ * installed with `npm ci`): `npm ci` then resolves everything from npm's cache, with no
+ * registry round trip (`--prefer-offline`: the registry only if the cache lacks one).
+ */
+function freshApp(app, tarball) {
+  const lock = JSON.parse(fs.readFileSync(path.join(PKG, "package-lock.json"), "utf8"));
+  const own = lock.packages[""];
+  const spec = `file:${tarball}`;
+  const integrity = `sha512-${createHash("sha512").update(fs.readFileSync(path.join(app, tarball))).digest("base64")}`;
+  const packages = {
+    "": { name: "app", dependencies: { "@purgatory/client": spec } },
+    "node_modules/@purgatory/client": {
+      version: own.version,
+      resolved: spec,
+      integrity,
+      license: own.license,
+      dependencies: own.dependencies,
+      engines: own.engines,
+    },
+  };
+  for (const [where, entry] of Object.entries(lock.packages)) {
+    if (where.startsWith("node_modules/") && !entry.dev) packages[where] = entry;
+  }
+  const manifest = { name: "app", private: true, dependencies: { "@purgatory/client": spec } };
+  fs.writeFileSync(path.join(app, "package.json"), `${JSON.stringify(manifest)}\n`);
+  fs.writeFileSync(
+    path.join(app, "package-lock.json"),
+    `${JSON.stringify({ name: "app", lockfileVersion: 3, requires: true, packages }, null, 1)}\n`,
+  );
+}
+
 test("the tarball installed into a fresh directory: an ESM and a CJS consumer", async () => {
   const app = path.join(work, "app");
   fs.mkdirSync(app);
-  fs.writeFileSync(path.join(app, "package.json"), '{ "name": "app", "private": true }\n');
-  await run(
-    NPM,
-    ["install", "--no-audit", "--no-fund", "--prefer-offline", path.join(work, packed.filename)],
-    { cwd: app, timeout: 120_000 },
-  );
+  fs.copyFileSync(path.join(work, packed.filename), path.join(app, packed.filename));
+  freshApp(app, packed.filename);
+  await run(NPM, ["ci", "--no-audit", "--no-fund", "--prefer-offline", "--loglevel=error"], {
+    cwd: app,
+    timeout: 120_000,
+  });
   assert.ok(!fs.existsSync(path.join(app, "node_modules", "@purgatory", "client", "src")));
   fs.writeFileSync(path.join(app, "consumer.mjs"), ESM_CONSUMER);
   fs.writeFileSync(path.join(app, "consumer.cjs"), CJS_CONSUMER);

@@ -80,18 +80,18 @@ test("heartbeats are counted; a silent stream is treated as dead past deadAfterM
   assert.throws(() => c.session({ deadAfterMs: 100 }), InvalidArgumentError);
   const own = await startServer();
   const oc = new PurgatoryClient(own.target, { deadlineMs: 5_000 });
-  const session = oc.session({ heartbeatIntervalMs: 100, deadAfterMs: 600 });
+  // deadAfterMs well above the interval: a loaded machine may delay a heartbeat or two.
+  const session = oc.session({ heartbeatIntervalMs: 100, deadAfterMs: 1_500 });
   try {
     await session.send({ watches: specs(1, "h") });
-    await new Promise((r) => setTimeout(r, 450));
-    assert.ok(session.liveness.heartbeats >= 2, `${session.liveness.heartbeats} heartbeats`);
+    await until(() => session.liveness.heartbeats >= 2, 5_000);
     assert.ok(Math.abs(session.liveness.serverTimeMs - Date.now()) < 5_000);
     assert.equal(session.finished, false);
     // The server stops answering (SIGSTOP: the connection stays open, nothing comes).
     process.kill(own.pid, "SIGSTOP");
     const t0 = Date.now();
     await session.ended;
-    assert.ok(Date.now() - t0 < 5_000);
+    assert.ok(Date.now() - t0 < 8_000);
     assert.ok(session.error instanceof UnavailableError, String(session.error));
     assert.match(session.error.message, /treated as dead/);
     await assert.rejects(session.send({}), UnavailableError);
@@ -200,7 +200,7 @@ test("subscribe yields heartbeats and gives up on a stream silent past deadAfter
     const stream = oc.subscribe({
       afterSequence: 0,
       heartbeatIntervalMs: 100,
-      deadAfterMs: 500,
+      deadAfterMs: 1_500,
       resume: { attempts: 0 },
     });
     const first = (await stream.next()).value;

@@ -1,6 +1,6 @@
 // A watchMany producer: register many operations on ONE Session stream and act on each
 // outcome as it ends. Here, 50 orders wait for their payment (a signal on "paid:<order>")
-// for at most 1 s; a payment service pays most of them meanwhile, the rest expire.
+// for at most 2 s; a payment service pays most of them meanwhile, the rest expire.
 // Operation ids are given, so a stream cut by a restart or a slow read is re-opened and
 // only the watches still open are re-sent (nothing registered twice, no outcome twice).
 //
@@ -19,7 +19,7 @@ async function main(target) {
     const orders = Array.from({ length: 50 }, (_, i) => `order-${i}`);
     const specs = orders.map((order) => ({
       keys: [`paid:${order}`],
-      timeoutMs: 1_000,
+      timeoutMs: 2_000,
       operationId: `pay-${order}`,
       payload: order,
     }));

@@ -39,7 +39,7 @@ async function nextOf(stream) {
 test("a member gets leased deliveries; ack ends them, extendLease keeps them", async () => {
   const purgatory = "g-basic";
   await c.createPurgatory(purgatory);
-  const stream = await c.joinGroup("workers", { purgatory, visibilityTimeoutMs: 300 });
+  const stream = await c.joinGroup("workers", { purgatory, visibilityTimeoutMs: 800 });
   try {
     const it = stream[Symbol.asyncIterator]();
     await publish(purgatory, "job-1");
@@ -49,13 +49,13 @@ test("a member gets leased deliveries; ack ends them, extendLease keeps them", a
     assert.ok(d.leaseDeadlineMs > Date.now() - 5_000);
     const deadline = await d.extendLease(10_000);
     assert.ok(deadline > Date.now() + 5_000);
-    await new Promise((r) => setTimeout(r, 500)); // past the first lease: extended, kept
+    await new Promise((r) => setTimeout(r, 1_000)); // past the first lease: extended, kept
     await d.ack();
     await assert.rejects(d.ack(), NotFoundError); // acked already
     const [info] = await c.listGroups({ purgatory });
     assert.deepEqual(
       [info.name, info.members, info.leased, info.ready, info.visibilityTimeoutMs],
-      ["workers", 1, 0, 0, 300],
+      ["workers", 1, 0, 0, 800],
     );
   } finally {
     stream.close();

@@ -110,9 +110,14 @@ test("watchMany yields each outcome as it ends and throws a refused frame's erro
     { keys: ["w-b"], timeoutMs: 60_000, condition: Condition.allKeys() },
     { keys: ["w-b"], timeoutMs: 60_000 },
   ];
-  for await (const event of c.watchMany(ops, { frameSize: 1 })) {
+  const purgatory = "wmany";
+  await c.createPurgatory(purgatory);
+  for await (const event of c.watchMany(ops, { frameSize: 1, purgatory })) {
     got.push(event);
-    if (got.length === 1) await c.checkAndComplete("w-b");
+    if (got.length === 1) {
+      await until(async () => (await c.getPurgatory(purgatory)).pending === 2);
+      await c.checkAndComplete("w-b", undefined, { purgatory });
+    }
   }
   assert.equal(got[0].operationId, "w-early");
   assert.equal(got[0].state, "EXPIRED");

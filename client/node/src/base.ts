@@ -72,7 +72,8 @@ export interface CallTarget {
 export interface WatchOptions extends CallTarget {
   condition?: Condition;
   payload?: Uint8Array | string;
-  /** Unique per purgatory; `wait` makes one up when empty, `tryCompleteElseWatch` lets the server. */
+  /** Unique per purgatory; when empty `wait` makes one up, `tryCompleteElseWatch` lets the
+   * server. */
   operationId?: string;
   /** Long-poll: answer only once the operation has ended. */
   wait?: boolean;

@@ -182,7 +182,10 @@ export class TrafficShaper {
   }
 }
 
-export type PermanentErrorHandler<T> = (batch: readonly TaskHolder<T>[], error: PurgatoryError) => void;
+export type PermanentErrorHandler<T> = (
+  batch: readonly TaskHolder<T>[],
+  error: PurgatoryError,
+) => void;
 
 /** Eureka's AcceptorExecutor state (see the module comment). Single-threaded by nature. */
 export class AcceptorCore<T = unknown> {

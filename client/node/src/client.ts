@@ -38,7 +38,12 @@ import type { Event, OperationSpec, OperationState, RetryPolicy } from "./models
 import { Session, type SessionOptions } from "./session.js";
 import { Backoff, DEFAULT_FRAME_SIZE, watchMany } from "./watch.js";
 
-export { DEFAULT_PURGATORY, type CallTarget, type ClientOptions, type WatchOptions } from "./base.js";
+export {
+  DEFAULT_PURGATORY,
+  type CallTarget,
+  type ClientOptions,
+  type WatchOptions,
+} from "./base.js";
 
 /** Subscribe's header metadata: the sequence the stream starts after. */
 export const START_AFTER = "purgatory-start-after";
@@ -226,7 +231,8 @@ export class PurgatoryClient extends UnaryMethods {
     };
     const open = (): Stream => {
       const stub = this.stubFor(purgatory);
-      return (stub.Subscribe as (r: unknown, m: Metadata) => Stream).call(stub, req, this.metadata());
+      const subscribe = stub.Subscribe as (r: unknown, m: Metadata) => Stream;
+      return subscribe.call(stub, req, this.metadata());
     };
     const stream = new GroupStream(open, this, new Backoff(this.resume), dead);
     try {

@@ -288,7 +288,9 @@ export class BatchingDispatcher {
 
   /** Flush (up to `flushTimeoutMs`), fail what is left unsent, close the transport. */
   async shutdown(options: { flushTimeoutMs?: number } = {}): Promise<void> {
-    if (this.acceptor !== undefined && !this.stopped) await this.flush(options.flushTimeoutMs ?? 10_000);
+    if (this.acceptor !== undefined && !this.stopped) {
+      await this.flush(options.flushTimeoutMs ?? 10_000);
+    }
     this.stopped = true;
     this.core.dropAll(new UnavailableError(Status.UNAVAILABLE, "dispatcher shut down"));
     this.wake();

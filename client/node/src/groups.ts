@@ -72,7 +72,11 @@ export interface JoinOptions {
 
 /** What a Delivery's ack()/extendLease() call: the client's unary methods. */
 export interface LeaseOps {
-  ack(group: string, sequence: number, options: { attempt: number; purgatory: string }): Promise<void>;
+  ack(
+    group: string,
+    sequence: number,
+    options: { attempt: number; purgatory: string },
+  ): Promise<void>;
   extendLease(
     group: string,
     sequence: number,

@@ -100,7 +100,9 @@ export class UnaryMethods extends ClientBase {
     };
     const resp = await this.call("ListOperations", req, this.deadlineMs);
     return Object.freeze({
-      operations: Object.freeze(resp.operations.map((s: wire.WireMessage) => wire.statusFromWire(s))),
+      operations: Object.freeze(
+        resp.operations.map((s: wire.WireMessage) => wire.statusFromWire(s)),
+      ),
       nextPageToken: resp.nextPageToken,
     });
   }
@@ -122,7 +124,8 @@ export class UnaryMethods extends ClientBase {
    * Re-sending the same definition changes nothing (`changed` false).
    */
   async upsertSchedule(scheduleId: string, options: ScheduleOptions): Promise<ScheduleUpsert> {
-    const req = { purgatory: this.name(options), schedule: scheduleSpecToWire(scheduleId, options) };
+    const schedule = scheduleSpecToWire(scheduleId, options);
+    const req = { purgatory: this.name(options), schedule };
     const resp = await this.call("UpsertSchedule", req, this.deadlineMs);
     return Object.freeze({
       schedule: scheduleFromWire(resp.schedule),
@@ -133,7 +136,10 @@ export class UnaryMethods extends ClientBase {
 
   /** Delete a schedule (NotFoundError if unknown); resolves to its armed occurrence, now
    * CANCELLED, if one was pending, else null. */
-  async deleteSchedule(scheduleId: string, options: CallTarget = {}): Promise<OperationStatus | null> {
+  async deleteSchedule(
+    scheduleId: string,
+    options: CallTarget = {},
+  ): Promise<OperationStatus | null> {
     const req = { purgatory: this.name(options), scheduleId };
     const resp = await this.call("DeleteSchedule", req, this.deadlineMs);
     return resp.cancelled ? wire.statusFromWire(resp.cancelled) : null;
@@ -141,7 +147,8 @@ export class UnaryMethods extends ClientBase {
 
   /** Every schedule of the purgatory, in schedule id order, with its next occurrence. */
   async listSchedules(options: CallTarget = {}): Promise<Schedule[]> {
-    const resp = await this.call("ListSchedules", { purgatory: this.name(options) }, this.deadlineMs);
+    const req = { purgatory: this.name(options) };
+    const resp = await this.call("ListSchedules", req, this.deadlineMs);
     return resp.schedules.map(scheduleFromWire);
   }
 
@@ -188,14 +195,20 @@ export class UnaryMethods extends ClientBase {
     };
     const resp = await this.call("ListDeadLetters", req, this.deadlineMs);
     return Object.freeze({
-      deadLetters: Object.freeze(resp.deadLetters.map((m: wire.WireMessage) => deliveryFromWire(m, this))),
+      deadLetters: Object.freeze(
+        resp.deadLetters.map((m: wire.WireMessage) => deliveryFromWire(m, this)),
+      ),
       nextAfterSequence: resp.nextAfterSequence,
     });
   }
 
   /** Dead letters back to the group with fresh attempts (none given: all of them);
    * resolves to the sequences redriven. */
-  async redrive(group: string, sequences?: readonly number[], options: CallTarget = {}): Promise<number[]> {
+  async redrive(
+    group: string,
+    sequences?: readonly number[],
+    options: CallTarget = {},
+  ): Promise<number[]> {
     const req = { purgatory: this.name(options), group, sequences: [...(sequences ?? [])] };
     return [...(await this.call("Redrive", req, this.deadlineMs)).redriven];
   }

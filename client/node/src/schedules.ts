@@ -51,7 +51,10 @@ export interface ScheduleUpsert {
   readonly changed: boolean;
 }
 
-export function scheduleSpecToWire(scheduleId: string, o: ScheduleOptions): Record<string, unknown> {
+export function scheduleSpecToWire(
+  scheduleId: string,
+  o: ScheduleOptions,
+): Record<string, unknown> {
   if ((o.everyMs === undefined) === (o.cron === undefined)) {
     throw invalidArgument("timing", "give exactly one of everyMs or cron");
   }

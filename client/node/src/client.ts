@@ -122,12 +122,13 @@ export class PurgatoryClient extends UnaryMethods {
       let delay = 0;
       try {
         for await (const msg of call) {
-          watchdog.alive();
+          watchdog.pause(); // the consumer's time is not the stream's silence
           const event = wire.eventFromWire(msg, incarnation);
           position = event.heartbeat ? event.caughtUpSequence : event.sequence;
           failures = 0;
           hops = 0;
           yield event;
+          watchdog.alive();
         }
         return;
       } catch (err) {

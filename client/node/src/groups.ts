@@ -158,13 +158,15 @@ export class GroupStream implements AsyncIterable<Delivery> {
         let error: unknown;
         try {
           for await (const message of call) {
-            watchdog.alive();
             if (message.heartbeat) {
               this.heartbeats++;
+              watchdog.alive();
               continue;
             }
+            watchdog.pause(); // the consumer's time is not the stream's silence
             this.backoff.progress();
             yield deliveryFromWire(message, this.ops);
+            watchdog.alive();
           }
           return;
         } catch (err) {

@@ -32,9 +32,11 @@ export function deadStream(deadAfterMs: number): UnavailableError {
 }
 
 /**
- * Calls `onDead` once the stream has been silent for `deadAfterMs` (never when undefined).
- * `alive()` on every message pushes the deadline back; `stop()` when the stream ends. The
- * timer is unref'd: it never keeps a process alive by itself.
+ * Calls `onDead` once the stream has been silent for `deadAfterMs` (never when undefined)
+ * while its reader waits for a message. The reader calls `pause()` when a message arrives
+ * and `alive()` when it waits for the next one: time spent handing a message on (a
+ * consumer that is slow, a full queue) is the reader's, not the stream's silence. `stop()`
+ * when the stream ends. The timer is unref'd: it never keeps a process alive by itself.
  */
 export class Watchdog {
   fired = false;
@@ -47,12 +49,10 @@ export class Watchdog {
     this.alive();
   }
 
+  /** The reader waits for a message: the deadline starts now. */
   alive(): void {
     if (this.deadAfterMs === undefined || this.fired) return;
-    if (this.timer !== undefined) {
-      this.timer.refresh();
-      return;
-    }
+    this.pause();
     this.timer = setTimeout(() => {
       this.fired = true;
       this.onDead();
@@ -60,7 +60,13 @@ export class Watchdog {
     this.timer.unref();
   }
 
-  stop(): void {
+  /** A message arrived: no deadline while the reader hands it on. */
+  pause(): void {
     if (this.timer !== undefined) clearTimeout(this.timer);
+    this.timer = undefined;
+  }
+
+  stop(): void {
+    this.pause();
   }
 }

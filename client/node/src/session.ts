@@ -184,6 +184,7 @@ export class Session {
   async close(): Promise<void> {
     this.cancelled = true;
     this.call.cancel();
+    this.queue.close(); // a reader waiting for room in the queue goes on, and ends
     await this.ended;
   }
 
@@ -196,12 +197,13 @@ export class Session {
     let error: PurgatoryError | undefined;
     try {
       for await (const message of this.call) {
-        this.watchdog.alive();
+        this.watchdog.pause();
         error = await this.take(message);
         if (error !== undefined) {
           this.call.cancel();
           break;
         }
+        this.watchdog.alive();
       }
     } catch (err) {
       if (this.watchdog.fired) {

@@ -278,3 +278,32 @@ retained_events = 100
     await own.stop();
   }
 });
+
+test("a slow consumer is not a silent stream; closing a session with a full queue returns", async () => {
+  const purgatory = "slow";
+  await c.createPurgatory(purgatory);
+  await c.wait([], 5, { operationId: "slow-1", purgatory });
+  const stream = c.subscribe({
+    purgatory,
+    afterSequence: 0,
+    heartbeatIntervalMs: 100,
+    deadAfterMs: 800,
+    resume: { attempts: 0 }, // a stream taken for dead would throw
+  });
+  assert.equal((await stream.next()).value.operationId, "slow-1");
+  await new Promise((r) => setTimeout(r, 1_500)); // busy with the event, past deadAfterMs
+  assert.equal((await stream.next()).value.heartbeat, true);
+  await stream.return();
+
+  const session = c.session({ purgatory, outcomeBuffer: 1 });
+  await session.send({ watches: specs(3, "full", 5) });
+  await until(async () => (await c.getPurgatory(purgatory)).pending === 0);
+  await new Promise((r) => setTimeout(r, 100)); // the reader waits for room in the queue
+  let timer;
+  const closed = await Promise.race([
+    session.close().then(() => "closed"),
+    new Promise((r) => (timer = setTimeout(() => r("hung"), 5_000))),
+  ]);
+  clearTimeout(timer);
+  assert.equal(closed, "closed");
+});

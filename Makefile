@@ -147,7 +147,9 @@ buf-lint: $(NODE_STAMP)
 buf-breaking: $(NODE_STAMP)
 	BUF=$(BUF) proto/check-breaking.sh
 
-# Compile the TypeScript client (type declarations included) into client/node/dist.
+# Compile the TypeScript client into client/node/dist: dist/cjs (CommonJS) and dist/esm (ES
+# modules), each with type declarations (client/node/scripts/build.js; `npm ci` runs it too,
+# as the package's `prepare` script).
 node-build: $(NODE_STAMP)
 	cd $(NODE_DIR) && npm run --silent build
 
@@ -159,7 +161,7 @@ node-test: $(STAMP) node-build
 
 # The Node.js client's installed packages and build outputs (`make clean` leaves them).
 clean-node:
-	rm -rf $(NODE_DIR)/node_modules $(NODE_DIR)/dist $(NODE_DIR)/proto
+	rm -rf $(NODE_DIR)/node_modules $(NODE_DIR)/dist $(NODE_DIR)/proto $(NODE_DIR)/src/gen
 
 # The batching dispatcher against one RPC per signal (docs/benchmarks.md §9).
 .PHONY: bench-dispatcher

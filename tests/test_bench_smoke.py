@@ -156,8 +156,15 @@ CASES = [
     ),
     Case(
         "node_client_bench",
-        "--rounds 1 --duration 0.2 --warmup 0.05 --concurrency 2 --json {tmp}/n.json",
-        ("Node/Python pairs/s",),
+        "--rounds 1 --duration 0.2 --warmup 0.05 --concurrency 2 --wm-ops 200 --window 100"
+        " --json {tmp}/n.json",
+        (
+            "Node/Python pairs/s",
+            r"watchMany, 200 ops \| Node\.js",
+            r"dispatcher, window 100 \| Node\.js",
+            "Node/Python watchMany ops/s",
+            "Node/Python dispatcher ops/s",
+        ),
         _missing_node,
     ),
     Case(

@@ -11,7 +11,7 @@
 import * as fs from "node:fs";
 import { credentials, Metadata, type ChannelCredentials } from "@grpc/grpc-js";
 
-import type { RetryPolicy } from "./models";
+import type { RetryPolicy } from "./models.js";
 
 export interface TlsOptions {
   /** PEM of the CA that signed the server's certificate (default: the system roots). */

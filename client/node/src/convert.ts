@@ -3,7 +3,6 @@
  * turning response objects into the typed models. The shapes here are @grpc/proto-loader's
  * (camelCase fields, 64-bit integers as numbers, enums as numbers, bytes as Buffer).
  */
-import * as path from "node:path";
 import * as protoLoader from "@grpc/proto-loader";
 import { loadPackageDefinition, type ServiceClientConstructor } from "@grpc/grpc-js";
 
@@ -20,18 +19,17 @@ import {
   type PurgatoryConfig,
   type PurgatoryInfo,
   type Signal,
-} from "./models";
+} from "./models.js";
 
-/** The package's copy of proto/purgatory/v1 (see scripts/copy-proto.js). */
-const PROTO_ROOT = path.resolve(__dirname, "..", "proto");
+import { DESCRIPTOR } from "./gen/descriptor.js";
 
 let serviceCtor: ServiceClientConstructor | undefined;
 
 export function serviceClient(): ServiceClientConstructor {
   if (serviceCtor === undefined) {
-    const definition = protoLoader.loadSync("purgatory/v1/purgatory.proto", {
-      includeDirs: [PROTO_ROOT],
-      keepCase: false,
+    // The descriptor is proto/purgatory/v1 as JSON, embedded at build time (scripts/build.js).
+    const json = DESCRIPTOR as Parameters<typeof protoLoader.fromJSON>[0];
+    const definition = protoLoader.fromJSON(json, {
       longs: Number,
       enums: Number,
       bytes: Buffer,
@@ -84,6 +82,9 @@ export function specToWire(spec: OperationSpec): Wire {
     timeoutMs: spec.timeoutMs,
     condition: conditionToWire(spec.condition),
     payload: bytes(spec.payload),
+    dueTimeMs: spec.dueTimeMs ?? 0,
+    extendOnResend: spec.extendOnResend ?? false,
+    maxExtendMs: spec.maxExtendMs ?? 0,
   };
 }
 
@@ -117,6 +118,30 @@ const STATE_NAMES: readonly OperationState[] = [
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export type WireMessage = any;
 
+/** Back from a wire Condition (oneof `kind`, as proto-loader names the field set). */
+export function conditionFromWire(m: WireMessage): Condition {
+  switch (m?.kind) {
+    case "allKeys":
+      return { kind: "allKeys" };
+    case "minSignals":
+      return {
+        kind: "minSignals",
+        count: m.minSignals.count,
+        distinctSources: m.minSignals.distinctSources,
+      };
+    case "sumAtLeast":
+      return { kind: "sumAtLeast", threshold: m.sumAtLeast.threshold };
+    case "valuesAtLeast":
+      return {
+        kind: "valuesAtLeast",
+        targets: Object.freeze({ ...m.valuesAtLeast.targets }),
+        defaultTarget: m.valuesAtLeast.defaultTarget,
+      };
+    default:
+      return { kind: "anyKey" };
+  }
+}
+
 export function stateFromWire(n: number): OperationState {
   return STATE_NAMES[n] ?? OperationState.UNSPECIFIED;
 }
@@ -146,6 +171,7 @@ export function statusFromWire(m: WireMessage, payload?: Buffer): OperationStatu
     dueTimeMs: m.dueTimeMs,
     completeTimeMs: m.completeTimeMs,
     payload: payload ?? m.payload ?? Buffer.alloc(0),
+    traceparent: m.traceparent ?? "",
   });
 }
 
@@ -173,6 +199,9 @@ export function eventFromWire(m: WireMessage, incarnation: string): Event {
     dueTimeMs: m.dueTimeMs,
     completeTimeMs: m.completeTimeMs,
     incarnation,
+    traceparent: m.traceparent ?? "",
+    heartbeat: m.heartbeat ?? false,
+    caughtUpSequence: m.caughtUpSequence ?? 0,
   });
 }
 

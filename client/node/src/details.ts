@@ -6,7 +6,7 @@
  * format of googleapis' google/rpc/status.proto and error_details.proto); details of other
  * types are kept as their type URL only.
  */
-import * as protobuf from "protobufjs";
+import protobuf from "protobufjs";
 
 export const STATUS_DETAILS = "grpc-status-details-bin";
 

@@ -24,7 +24,7 @@
  */
 import { Metadata, status as Status } from "@grpc/grpc-js";
 
-import { decodeDetails, NO_DETAILS, STATUS_DETAILS, type ErrorDetails } from "./details";
+import { decodeDetails, NO_DETAILS, STATUS_DETAILS, type ErrorDetails } from "./details.js";
 
 /** Trailing metadata of a slow-subscriber cut-off: the sequence to resume after. */
 export const RESUME_AFTER = "purgatory-resume-after";
@@ -167,4 +167,16 @@ export function fromGrpcError(err: unknown): unknown {
   const raw = e.metadata?.get(STATUS_DETAILS)[0];
   const statusDetails = decodeDetails(Buffer.isBuffer(raw) ? raw : undefined);
   return new cls(e.code, e.details ?? e.message ?? "", metadata, statusDetails);
+}
+
+/** The PurgatoryError for a status the server reported in a message (a Session frame's
+ * acknowledgement carries a google.rpc.Code, not a call status). */
+export function errorForCode(code: number, details: string): PurgatoryError {
+  return fromGrpcError({ code, details }) as PurgatoryError;
+}
+
+/** A request the client refuses before sending it (INVALID_ARGUMENT naming the field),
+ * the same error the server would answer with. */
+export function invalidArgument(field: string, message: string): InvalidArgumentError {
+  return new InvalidArgumentError(Status.INVALID_ARGUMENT, `${field}: ${message}`);
 }

@@ -10,12 +10,42 @@ export {
   START_AFTER,
   type CallTarget,
   type ClientOptions,
+  type DispatcherOptions,
   type SubscribeOptions,
   type WatchOptions,
-} from "./client";
-export type { TlsOptions } from "./connection";
-export type { ErrorDetails } from "./details";
-export * from "./errors";
+} from "./client.js";
+export type { CancelOptions, ListFilter, RescheduleOptions } from "./methods.js";
+export {
+  AcceptorCore,
+  DEFAULT_DISPATCHER_CONFIG,
+  MAX_DELAY_MS,
+  ProcessingResult,
+  TaskExpiredError,
+  TaskHolder,
+  TaskOverflowError,
+  TrafficShaper,
+  classify,
+  type BatchOutcome,
+  type DispatcherConfig,
+  type DispatcherCounters,
+} from "./batcher.js";
+export {
+  BatchingDispatcher,
+  SessionTransport,
+  type BatchTransport,
+  type Task,
+  type TaskOptions,
+} from "./dispatcher.js";
+export type { TlsOptions } from "./connection.js";
+export type { ErrorDetails } from "./details.js";
+export * from "./errors.js";
+export {
+  GroupStream,
+  type DeadLetterPage,
+  type Delivery,
+  type GroupInfo,
+  type JoinOptions,
+} from "./groups.js";
 export {
   Condition,
   OperationState,
@@ -23,6 +53,7 @@ export {
   type BatchSignalResult,
   type Event,
   type ForceCompleteResult,
+  type OperationPage,
   type OperationResult,
   type OperationSpec,
   type OperationStatus,
@@ -30,5 +61,15 @@ export {
   type PurgatoryInfo,
   type RetryPolicy,
   type Signal,
-} from "./models";
-export { MAX_HOPS, OWNER } from "./routing";
+} from "./models.js";
+export { MAX_HOPS, OWNER } from "./routing.js";
+export type { Schedule, ScheduleOptions, ScheduleUpsert } from "./schedules.js";
+export {
+  Session,
+  type SessionAck,
+  type SessionFrame,
+  type SessionLiveness,
+  type SessionOptions,
+  type SignalEntry,
+} from "./session.js";
+export { DEFAULT_FRAME_SIZE } from "./watch.js";

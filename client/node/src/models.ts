@@ -82,6 +82,12 @@ export interface OperationSpec {
   condition?: Condition;
   payload?: Uint8Array | string;
   operationId?: string;
+  /** Instead of `timeoutMs` (give 0 there): an absolute deadline, Unix epoch ms (server clock). */
+  dueTimeMs?: number;
+  /** Debounce: a re-send of this id while it is pending pushes its deadline to now + timeoutMs. */
+  extendOnResend?: boolean;
+  /** With extendOnResend: never past createTimeMs + maxExtendMs (0: no cap). */
+  maxExtendMs?: number;
 }
 
 /** What the signals added up to when the operation ended. */
@@ -107,6 +113,8 @@ export interface OperationStatus {
   readonly dueTimeMs: number;
   readonly completeTimeMs: number;
   readonly payload: Buffer;
+  /** W3C traceparent of the registering request, when the server traces ("" otherwise). */
+  readonly traceparent: string;
 }
 
 /** One outcome from a subscription. */
@@ -124,6 +132,20 @@ export interface Event {
   /** The stream's incarnation ("" from a server without them): store it with `sequence`
    * to resume later with `subscribe({ afterSequence, incarnation })`. */
   readonly incarnation: string;
+  /** W3C traceparent of the registering request, when the server traces ("" otherwise). */
+  readonly traceparent: string;
+  /** A heartbeat, not an outcome (subscribe with `heartbeatIntervalMs`): every other field
+   * is empty and `caughtUpSequence` says every matching outcome up to it was delivered. */
+  readonly heartbeat: boolean;
+  readonly caughtUpSequence: number;
+}
+
+/** One page of listOperations: statuses in operation id order, with progress so far. */
+export interface OperationPage {
+  readonly operations: readonly OperationStatus[];
+  /** "" when there is nothing more; pass it back (same filter) for the next page. A page
+   * may be short, even empty, while it is set. */
+  readonly nextPageToken: string;
 }
 
 export interface ForceCompleteResult {

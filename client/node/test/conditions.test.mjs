@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 
-import client from "../dist/index.js";
+import client from "../dist/cjs/index.js";
 import { startServer } from "./server.mjs";
 
 const { PurgatoryClient, Condition } = client;

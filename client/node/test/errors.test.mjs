@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import { Metadata, status } from "@grpc/grpc-js";
 
-import client from "../dist/index.js";
+import client from "../dist/cjs/index.js";
 import * as fs from "node:fs";
 import * as path from "node:path";
 

@@ -17,6 +17,8 @@ const EXPECTED = {
   "fetch.js": "fetch-2: EXPIRED with 200 bytes (m0:200;)",
   "delayed.js": "order-3 still unpaid after 1000 ms: cancelling it",
   "subscription.js": 'expired only: ["job-1","job-3","job-5"]',
+  "watch-many.js": "outcomes: 40 paid, 10 expired unpaid",
+  "group-worker.js": 'handled: ["invoice-1","invoice-2","invoice-3"], invoice-1 on attempt 2',
 };
 
 let server;

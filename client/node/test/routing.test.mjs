@@ -7,7 +7,7 @@ import { spawn } from "node:child_process";
 import * as path from "node:path";
 import { after, before, test } from "node:test";
 
-import client from "../dist/index.js";
+import client from "../dist/cjs/index.js";
 import { REPO, tempDir } from "./server.mjs";
 
 const { PurgatoryClient } = client;

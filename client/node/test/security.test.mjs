@@ -7,7 +7,7 @@ import { execFileSync } from "node:child_process";
 import * as path from "node:path";
 import { before, test } from "node:test";
 
-import client from "../dist/index.js";
+import client from "../dist/cjs/index.js";
 import { REPO, startServer, tempDir } from "./server.mjs";
 
 const { PurgatoryClient, UnauthenticatedError, PermissionDeniedError, UnavailableError } = client;

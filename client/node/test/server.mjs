@@ -99,6 +99,7 @@ export async function startServer({ toml = TEST_TOML, args = [], listen, dataDir
   const port = Number(fs.readFileSync(portFile, "utf8").trim());
   return {
     port,
+    pid: child.pid,
     target: `127.0.0.1:${port}`,
     dataDir: data,
     /** Graceful stop (SIGTERM): waiting long-polls and streams end with UNAVAILABLE. */

@@ -1,0 +1,205 @@
+/**
+ * Worker groups (docs/service.md "Worker groups"), as the Python client's _async_groups:
+ * a member's stream of deliveries, and the models of groups and dead letters.
+ *
+ * `client.joinGroup(group)` resolves once the member has joined (every outcome published
+ * from then on reaches the group) to a GroupStream: an async iterable of Delivery, each an
+ * Event leased to this member with `ack()` and `extendLease()` bound to the client. A
+ * lease that is neither acked nor extended runs out and the outcome goes to another member
+ * (`attempt` grows: act idempotently); after the group's max attempts it becomes a dead
+ * letter (`listDeadLetters`, `redrive`). A stream dropped by UNAVAILABLE (a server restart)
+ * is re-joined with the client's `resume` back-off; other errors are thrown. Leases held
+ * when a stream drops run out and are redelivered (at-least-once). `close()` leaves.
+ */
+import type { ClientReadableStream, Metadata } from "@grpc/grpc-js";
+
+import * as wire from "./convert.js";
+import { fromGrpcError, UnavailableError } from "./errors.js";
+import { Watchdog, deadStream } from "./liveness.js";
+import type { Event } from "./models.js";
+import { Backoff } from "./watch.js";
+import { sleep } from "./connection.js";
+
+/** An outcome leased to this member (or, from listDeadLetters, a dead letter). */
+export interface Delivery extends Event {
+  /** 1 on the first delivery, 2 on the first redelivery, ... (a dead letter: attempts got). */
+  readonly attempt: number;
+  /** When the lease ends unless acked or extended, Unix epoch ms (server clock). */
+  readonly leaseDeadlineMs: number;
+  readonly group: string;
+  /** True for an entry of listDeadLetters. */
+  readonly deadLetter: boolean;
+  /** End the delivery (a dead letter: discard it); FailedPreconditionError if the lease
+   * was lost meanwhile (delivered again). */
+  ack(): Promise<void>;
+  /** Push the lease's deadline to now + `visibilityTimeoutMs` (0: the group's); resolves
+   * to the new deadline (epoch ms). */
+  extendLease(visibilityTimeoutMs?: number): Promise<number>;
+}
+
+export interface GroupInfo {
+  readonly name: string;
+  readonly visibilityTimeoutMs: number;
+  readonly maxAttempts: number;
+  /** Outcomes waiting for a member, leased, and dead. */
+  readonly ready: number;
+  readonly leased: number;
+  readonly deadLetters: number;
+  /** Connected members. */
+  readonly members: number;
+  readonly lastSequence: number;
+}
+
+export interface DeadLetterPage {
+  readonly deadLetters: readonly Delivery[];
+  /** Non-zero: pass as `afterSequence` for the next page. */
+  readonly nextAfterSequence: number;
+}
+
+export interface JoinOptions {
+  /** The lease of each delivery; 0: the group's (on creation: 30000). */
+  visibilityTimeoutMs?: number;
+  /** Deliveries before an unacked outcome becomes a dead letter; 0: the group's (5). */
+  maxAttempts?: number;
+  /** Leases this member may hold at once; 0: 16. */
+  prefetch?: number;
+  purgatory?: string;
+  /** Non-zero: the server sends heartbeats on an idle stream (`stream.heartbeats`). */
+  heartbeatIntervalMs?: number;
+  /** Needs heartbeats: a stream silent that long is re-joined like a dropped one. */
+  deadAfterMs?: number;
+}
+
+/** What a Delivery's ack()/extendLease() call: the client's unary methods. */
+export interface LeaseOps {
+  ack(
+    group: string,
+    sequence: number,
+    options: { attempt: number; purgatory: string },
+  ): Promise<void>;
+  extendLease(
+    group: string,
+    sequence: number,
+    attempt: number,
+    options: { visibilityTimeoutMs: number; purgatory: string },
+  ): Promise<number>;
+}
+
+export function deliveryFromWire(m: wire.WireMessage, ops: LeaseOps): Delivery {
+  const event = wire.eventFromWire(m, "");
+  const delivery: Delivery = {
+    ...event,
+    attempt: m.deliveryAttempt,
+    leaseDeadlineMs: m.leaseDeadlineMs,
+    group: m.group,
+    deadLetter: m.deadLetter,
+    ack: () => ops.ack(delivery.group, delivery.sequence, {
+      attempt: delivery.attempt,
+      purgatory: delivery.purgatory,
+    }),
+    extendLease: (visibilityTimeoutMs = 0) =>
+      ops.extendLease(delivery.group, delivery.sequence, delivery.attempt, {
+        visibilityTimeoutMs,
+        purgatory: delivery.purgatory,
+      }),
+  };
+  return Object.freeze(delivery);
+}
+
+export function groupFromWire(m: wire.WireMessage): GroupInfo {
+  return Object.freeze({
+    name: m.name,
+    visibilityTimeoutMs: m.visibilityTimeoutMs,
+    maxAttempts: m.maxAttempts,
+    ready: m.ready,
+    leased: m.leased,
+    deadLetters: m.deadLetters,
+    members: m.members,
+    lastSequence: m.lastSequence,
+  });
+}
+
+type Stream = ClientReadableStream<wire.WireMessage>;
+
+/** A member's deliveries; one consumer at a time. */
+export class GroupStream implements AsyncIterable<Delivery> {
+  /** Heartbeats received (with `heartbeatIntervalMs`). */
+  heartbeats = 0;
+  private call: Stream | undefined;
+  private closed = false;
+
+  constructor(
+    private readonly open: () => Stream,
+    private readonly ops: LeaseOps,
+    private readonly backoff: Backoff,
+    private readonly deadAfterMs: number | undefined,
+  ) {}
+
+  /** Open the stream and resolve once the server has let this member join. */
+  async join(): Promise<void> {
+    const call = this.open();
+    this.call = call;
+    call.on("error", () => undefined); // errors reach the readers; never unhandled
+    await new Promise<void>((resolve, reject) => {
+      const onError = (err: unknown): void => reject(fromGrpcError(err));
+      call.once("metadata", (_md: Metadata) => {
+        call.off("error", onError);
+        resolve();
+      });
+      call.once("error", onError);
+    });
+  }
+
+  async *[Symbol.asyncIterator](): AsyncGenerator<Delivery, void, undefined> {
+    try {
+      for (;;) {
+        const call = this.call as Stream;
+        const watchdog = new Watchdog(this.deadAfterMs, () => call.cancel());
+        let error: unknown;
+        try {
+          for await (const message of call) {
+            if (message.heartbeat) {
+              this.heartbeats++;
+              watchdog.alive();
+              continue;
+            }
+            watchdog.pause(); // the consumer's time is not the stream's silence
+            this.backoff.progress();
+            yield deliveryFromWire(message, this.ops);
+            watchdog.alive();
+          }
+          return;
+        } catch (err) {
+          error = watchdog.fired ? deadStream(this.deadAfterMs as number) : fromGrpcError(err);
+        } finally {
+          watchdog.stop();
+        }
+        if (this.closed) return;
+        if (!(error instanceof UnavailableError)) throw error;
+        await this.rejoin(error);
+      }
+    } finally {
+      this.close();
+    }
+  }
+
+  /** Re-join after `error` (UNAVAILABLE), with back-off, until joined or out of attempts. */
+  private async rejoin(error: unknown): Promise<void> {
+    for (let last = error; ; ) {
+      await sleep(this.backoff.delay(last));
+      try {
+        await this.join();
+        return;
+      } catch (err) {
+        if (!(err instanceof UnavailableError)) throw err;
+        last = err;
+      }
+    }
+  }
+
+  /** Leave the group (leases held run out and go to other members). */
+  close(): void {
+    this.closed = true;
+    this.call?.cancel();
+  }
+}

@@ -10,7 +10,11 @@ lease ends in one of three ways:
 - ``extend``: the same lease gets a new deadline;
 - expiry: READY again (redelivered to whichever member has room, the same one if alone),
   or DEAD once it has had ``max_attempts`` deliveries. Dead letters stay until redriven
-  (READY with attempts 0) or acked (discarded).
+  (READY with a fresh budget of ``max_attempts`` deliveries) or acked (discarded).
+
+Fencing: every lease is a new attempt number, strictly above every earlier one of the same
+outcome, redrives included (:mod:`.entry`); an ack or extension naming an older attempt is
+FailedPrecondition.
 
 A member that disconnects keeps its leases until they expire (it may still ack over a
 unary call); nothing is redelivered early. Delivery is therefore at-least-once: a member
@@ -224,7 +228,7 @@ class WorkerGroup:
             return  # acked, extended or redelivered meanwhile
         entry.lease = None
         entry.drop_lease()
-        if entry.attempts >= self.config.max_attempts:
+        if entry.budget_spent(self.config.max_attempts):
             entry.state = EntryState.DEAD
             if self._journal is not None:
                 self._journal.dead_lettered(self.name, [entry.sequence])
@@ -245,7 +249,8 @@ class WorkerGroup:
         return page, (page[-1].sequence if more else 0)
 
     def redrive(self, sequences: Iterable[int] | None) -> list[int]:
-        """Dead letters back to READY with attempts 0 (``None``: all); which were."""
+        """Dead letters back to READY with a fresh budget (``None``: all); which were.
+        Their attempt numbers go on from where they were (fencing, see :mod:`.entry`)."""
         if sequences is None:
             chosen = sorted(s for s, e in self._entries.items() if e.state is EntryState.DEAD)
         else:
@@ -257,7 +262,7 @@ class WorkerGroup:
         for s in chosen:
             entry = self._entries[s]
             entry.state = EntryState.READY
-            entry.attempts = 0
+            entry.redriven_at = entry.attempts
             heapq.heappush(self._ready, s)
         if chosen and self._journal is not None:
             self._journal.redriven(self.name, chosen)

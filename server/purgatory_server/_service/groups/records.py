@@ -4,7 +4,8 @@ The one place that spells a group on disk (docs/journal.md "Worker groups"): cre
 deletion as ``GroupState``, each lease as ``GroupDelivered`` (so attempt counts survive a
 restart and a poison outcome cannot loop forever across crashes), acks, dead-lettering
 and redrives as ``GroupSettled``. Leases themselves are not recovered: after a restart
-every entry that is not dead is ready again (at-least-once).
+every entry that is not dead is ready again (at-least-once), its attempt numbers going on
+from the last one recorded (fencing: a number is never handed out twice).
 
 Thread safety: loop-confined (called by the groups, on the purgatory's loop).
 """

@@ -24,7 +24,8 @@ def decode_groups(groups: Mapping[str, RecoveredGroup]) -> dict[str, RestoredGro
     for name, group in groups.items():
         state = group.state
         entries = [
-            GroupEntry(decode_outcome(e.outcome)[1], e.attempts, e.dead) for e in group.entries
+            GroupEntry(decode_outcome(e.outcome)[1], e.attempts, e.dead, e.redriven_at)
+            for e in group.entries
         ]
         out[name] = RestoredGroup(
             GroupConfig(state.visibility_timeout_ms, state.max_attempts),

@@ -126,7 +126,11 @@ class DispatcherConfig:
 
 @dataclass
 class DispatcherCounters:
-    """Eureka's acceptor and executor counters (tasks, not batches)."""
+    """Eureka's acceptor and executor counters (tasks, not batches; ``batches`` counts
+    batches sent), since the dispatcher started. ``pending`` and ``in_flight`` are gauges
+    filled in by a dispatcher's ``counters`` snapshot: tasks accepted and not yet sent,
+    and batches sent and not yet answered. Exported as OpenTelemetry metrics by
+    :func:`purgatory_client.metrics.instrument_dispatcher`."""
 
     accepted: int = 0
     overridden: int = 0
@@ -140,6 +144,8 @@ class DispatcherCounters:
     # tasks of their batches sent again without them.
     rejected: int = 0
     resent: int = 0
+    pending: int = 0
+    in_flight: int = 0
 
 
 @dataclass(eq=False, slots=True)

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from purgatory_client import (
     AsyncPurgatoryClient,
     DispatcherConfig,
@@ -16,6 +19,7 @@ from purgatory_client import (
     OperationState,
     ResourceExhaustedError,
 )
+from purgatory_client.metrics import instrument_dispatcher
 from purgatory_server._service import Limits, ServerConfig, create_server
 from purgatory_server._service.config.server_config import PurgatorySettings
 
@@ -90,5 +94,52 @@ async def test_one_invalid_task_fails_only_itself(target: str) -> None:
             assert (await client.get_operation("g5")).state is OperationState.COMPLETED
             counters = dispatcher.counters
             assert (counters.failed, counters.succeeded) == (1, 7)
+            assert (counters.rejected, counters.resent) == (1, 7)
+            assert (counters.pending, counters.in_flight) == (0, 0)
         finally:
             await dispatcher.shutdown(flush_timeout_s=1)
+
+
+async def test_dispatcher_counters_are_exported_as_metrics(target: str) -> None:
+    reader = InMemoryMetricReader()
+    meter = MeterProvider(metric_readers=[reader]).get_meter("test")
+    async with AsyncPurgatoryClient(target, purgatory="roomy", timeout=10) as client:
+        dispatcher = client.dispatcher(FAST)
+        instrument_dispatcher(dispatcher, meter, attributes={"purgatory.name": "roomy"})
+        try:
+            futures = [dispatcher.watch(spec(f"m{i}")) for i in range(4)]
+            futures.append(dispatcher.watch(spec("m-bad", key="y" * 300)))
+            await asyncio.wait(futures, timeout=5)
+            points = _points(reader)
+        finally:
+            await dispatcher.shutdown(flush_timeout_s=1)
+    tasks = {
+        a["purgatory.dispatcher.event"]: v
+        for a, v in points["purgatory.client.dispatcher.tasks"]
+        if a["purgatory.name"] == "roomy"
+    }
+    assert tasks == {
+        "accepted": 5,
+        "overridden": 0,
+        "expired": 0,
+        "overflowed": 0,
+        "retried": 0,
+        "succeeded": 4,
+        "failed": 1,
+        "rejected": 1,
+        "resent": 4,
+    }
+    assert [v for _, v in points["purgatory.client.dispatcher.batches"]] == [2]
+    assert [v for _, v in points["purgatory.client.dispatcher.pending"]] == [0]
+    assert [v for _, v in points["purgatory.client.dispatcher.in_flight"]] == [0]
+
+
+def _points(reader: InMemoryMetricReader) -> dict[str, list[tuple[dict[str, Any], int]]]:
+    data = reader.get_metrics_data()
+    assert data is not None
+    return {
+        metric.name: [(dict(p.attributes or {}), int(p.value)) for p in metric.data.data_points]  # type: ignore[union-attr]
+        for rm in data.resource_metrics
+        for sm in rm.scope_metrics
+        for metric in sm.metrics
+    }

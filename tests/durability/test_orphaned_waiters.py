@@ -13,7 +13,12 @@ from pathlib import Path
 
 import grpc
 import pytest
-from purgatory_client import AsyncPurgatoryClient, OperationSpec, UnavailableError
+from purgatory_client import (
+    AsyncPurgatoryClient,
+    FailedPreconditionError,
+    OperationSpec,
+    UnavailableError,
+)
 from purgatory_proto.v1 import purgatory_pb2 as pb
 from purgatory_proto.v1 import purgatory_pb2_grpc as pb_grpc
 from purgatory_server._service import create_server
@@ -39,13 +44,25 @@ async def test_failed_outcome_write_ends_long_poll_and_session_unavailable(
         request = watch("polled", ["k"], 60_000)
         request.wait = True  # the long-poll: answered when the operation ends
         long_poll = asyncio.ensure_future(stub.TryCompleteElseWatch(request))
-        async with AsyncPurgatoryClient(target, purgatory=NAME, timeout=10) as client:
+        async with (
+            AsyncPurgatoryClient(target, purgatory=NAME, timeout=10) as client,
+            AsyncPurgatoryClient(target, purgatory=NAME, timeout=None) as no_deadline,
+        ):
             session = client.session()
             ack = await session.send(watches=[OperationSpec(("k",), 60_000, operation_id="s1")])
             assert ack.error is None and ack.operations[0].created
 
+            # The Python client's long-poll, without a deadline: it must end, not hang.
+            waiting = asyncio.ensure_future(
+                no_deadline.wait(["k"], 60_000, operation_id="client-polled")
+            )
+
             async def both_waiting() -> bool:
-                return feed.waiting("polled") == 1 and feed.waiting("s1") == 1
+                return (
+                    feed.waiting("polled") == 1
+                    and feed.waiting("s1") == 1
+                    and feed.waiting("client-polled") == 1
+                )
 
             await until(both_waiting, timeout_s=10)
             # From now on every write of the purgatory's journal fails.
@@ -61,6 +78,10 @@ async def test_failed_outcome_write_ends_long_poll_and_session_unavailable(
             with pytest.raises(UnavailableError):
                 await asyncio.wait_for(session.outcomes().__anext__(), 5)
             await session.close()
+            # The client re-sent its long-poll after UNAVAILABLE; this server still cannot
+            # write, so the re-send is refused too: the call ends, it does not wait on.
+            with pytest.raises(FailedPreconditionError, match="cannot write its journal"):
+                await asyncio.wait_for(waiting, 10)
     finally:
         long_poll.cancel()
         await channel.close()

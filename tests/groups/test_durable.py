@@ -3,13 +3,16 @@ stay dead (with their attempt counts), unacked outcomes come back (at-least-once
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 
-from purgatory_client import PurgatoryClient
+from purgatory_client import AsyncPurgatoryClient, PurgatoryClient
+from purgatory_server._service import create_server
 
 from tests.durability.crash_load import DurableServer
-from tests.durability.helpers import NAME
+from tests.durability.helpers import NAME, durable_config
+from tests.durability.test_session_durable import GatedWal
 
 
 def _until(predicate, timeout_s: float = 10.0) -> None:  # type: ignore[no-untyped-def]
@@ -95,3 +98,42 @@ def test_acks_and_dead_letters_survive_kill_9(tmp_path: Path) -> None:
             _after_the_restart(client, dead_seq)
     finally:
         server.stop()
+
+
+async def test_a_delivery_is_sent_only_once_its_attempt_is_journaled(tmp_path: Path) -> None:
+    """Fencing across a crash: a member never holds an attempt number the journal could
+    lose (a restart would hand the same number out again, and the stale holder's ack
+    would pass). The delivery waits for its ``group_delivered`` record."""
+    server, port = await create_server("127.0.0.1:0", durable_config(tmp_path))
+    try:
+        async with AsyncPurgatoryClient(f"127.0.0.1:{port}", purgatory=NAME, timeout=10) as client:
+            first = await client.join_group("billing", visibility_timeout_ms=60_000)
+            await first.aclose()  # the group stays, with no member
+
+            async def until_group(members: int, ready: int) -> None:
+                loop = asyncio.get_running_loop()
+                deadline = loop.time() + 10
+                while True:
+                    (group,) = await client.list_groups()
+                    if (group.members, group.ready) == (members, ready):
+                        return
+                    assert loop.time() < deadline, group
+                    await asyncio.sleep(0.02)
+
+            await until_group(0, 0)
+            await client.try_complete_else_watch([], 10, operation_id="order-1")
+            await until_group(0, 1)
+            journal = server.registry.get(NAME)._journal
+            gated = GatedWal(journal._wal)
+            journal._wal = gated  # every write from now on waits for the gate
+            member = await client.join_group("billing")
+            received = asyncio.ensure_future(member.__anext__())
+            done, _ = await asyncio.wait({received}, timeout=0.3)
+            assert not done, "delivered before its attempt was journaled"
+            gated.gate.set()
+            delivery = await asyncio.wait_for(received, 10)
+            assert (delivery.operation_id, delivery.attempt) == ("order-1", 1)
+            await delivery.ack()
+            await member.aclose()
+    finally:
+        await server.stop(0.5)

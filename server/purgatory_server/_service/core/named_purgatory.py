@@ -149,6 +149,7 @@ class NamedPurgatory:
             self.name, limits, loop, timer=timer, clock=self._time,
             cursor=lambda: self.feed.last_sequence,
             write=None if journal is None else journal.on_group,
+            after_write=None if journal is None else journal.after_write,
         )  # fmt: skip
         self.feed.groups = self._table.groups = self.groups
 

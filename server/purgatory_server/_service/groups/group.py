@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Iterable
+from functools import partial
 from typing import Protocol
 
 from purgatory_server._engine.time import Time
@@ -49,7 +50,16 @@ __all__ = ["GroupJournal", "WorkerGroup"]
 class GroupJournal(Protocol):
     """Where a durable group's changes are recorded (see :mod:`.records`)."""
 
-    def delivered(self, group: str, sequence: int, attempt: int, deadline_ms: int) -> None: ...
+    def delivered(
+        self,
+        group: str,
+        sequence: int,
+        attempt: int,
+        deadline_ms: int,
+        then: Callable[[], None],
+    ) -> None:
+        """Record a lease; call ``then`` once the record is written (never if it fails)."""
+        ...
 
     def acked(self, group: str, sequences: list[int]) -> None: ...
 
@@ -169,9 +179,30 @@ class WorkerGroup:
         task = LeaseTask(timeout, self.name, entry.sequence, self._expired)
         entry.lease = task
         self._timer.add(task)
-        if self._journal is not None:
-            self._journal.delivered(self.name, entry.sequence, entry.attempts, deadline)
-        member.push(Delivery(entry.outcome, self.name, entry.attempts, deadline))
+        delivery = Delivery(entry.outcome, self.name, entry.attempts, deadline)
+        journal = self._journal
+        if journal is None:
+            member.push(delivery)
+            return
+        # Fencing across a crash: the member sees an attempt number only once it is
+        # journaled, so a restart can never hand the same number out again. Meanwhile
+        # the lease counts against the member's prefetch; if the write fails the lease
+        # simply runs out and the outcome is offered again.
+        member.leases.add(entry.sequence)
+        journal.delivered(
+            self.name,
+            entry.sequence,
+            entry.attempts,
+            deadline,
+            partial(self._send, entry, task, member, delivery),
+        )
+
+    @staticmethod
+    def _send(entry: GroupEntry, task: LeaseTask, member: GroupMember, delivery: Delivery) -> None:
+        """Hand a journaled delivery to its member, unless its lease ended meanwhile
+        (expired, or acked by an operator) or the member left."""
+        if entry.lease is task and entry.holder is member:
+            member.push(delivery)
 
     # ------------------------------------------------------------------ lease ends
     def _entry(self, sequence: int) -> GroupEntry:

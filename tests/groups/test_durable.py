@@ -1,5 +1,6 @@
 """Worker groups of a durable purgatory survive kill -9: acks stay acked, dead letters
-stay dead (with their attempt counts), unacked outcomes come back (at-least-once)."""
+stay dead (with their attempt counts), leases run to their recorded deadlines, unacked
+outcomes come back (at-least-once); a delivery is sent only once it is journaled."""
 
 from __future__ import annotations
 
@@ -60,12 +61,14 @@ def _after_the_restart(client: PurgatoryClient, dead_seq: int) -> None:
         1500,
         2,
     )
-    assert (group.ready, group.dead_letters) == (1, 1)
+    # order-6's lease survives the restart until its deadline (1.5 s after delivery):
+    # still leased, or ready again if the restart took longer.
+    assert (group.ready + group.leased, group.dead_letters) == (1, 1)
     (dead,) = client.list_dead_letters("billing").dead_letters
     assert (dead.operation_id, dead.sequence, dead.attempt) == ("order-3", dead_seq, 2)
     stream = client.join_group("billing")
     d = next(stream)
-    # The lease did not survive; the attempt count did (at-least-once).
+    # Redelivered once its lease ran out, with the attempt count it had (at-least-once).
     assert (d.operation_id, d.attempt) == ("order-6", 2)
     d.ack()
     assert client.redrive("billing") == [dead_seq]
@@ -137,3 +140,46 @@ async def test_a_delivery_is_sent_only_once_its_attempt_is_journaled(tmp_path: P
             await member.aclose()
     finally:
         await server.stop(0.5)
+
+
+LEASE_MS = 5_000  # long enough to outlive a restart on a loaded machine
+EXTENDED_MS = 7_000
+
+
+def test_leases_survive_kill_9(tmp_path: Path) -> None:
+    """A lease granted (or extended) before a kill -9 runs to its recorded deadline after
+    the restart: its holder's ack still counts, and nobody else gets the outcome before."""
+    data = tmp_path / "data"
+    data.mkdir()
+    server = DurableServer(data, "always", tmp_path / "server.log")
+    try:
+        with PurgatoryClient(f"127.0.0.1:{server.wait_port()}", purgatory=NAME, timeout=10) as c:
+            stream = c.join_group("billing", visibility_timeout_ms=LEASE_MS, max_attempts=3)
+            for i in (1, 2):
+                c.try_complete_else_watch([], 10, operation_id=f"order-{i}")
+            held = {d.operation_id: d for d in (next(stream), next(stream))}
+            assert {d.attempt for d in held.values()} == {1}
+            # order-2's holder needs more time: the extension is journaled too.
+            extended_deadline = held["order-2"].extend(EXTENDED_MS)
+            assert extended_deadline > held["order-2"].lease_deadline_ms + 1_000
+            stream.close()
+        server.kill()
+
+        server = DurableServer(data, "always", tmp_path / "server.log")
+        with PurgatoryClient(f"127.0.0.1:{server.wait_port()}", purgatory=NAME, timeout=10) as c:
+            (group,) = c.list_groups()
+            assert (group.ready, group.leased) == (0, 2)
+            other = c.join_group("billing")
+            # The holder of order-1 finished its work across the restart: its ack counts.
+            order1 = held["order-1"]
+            c.ack("billing", order1.sequence, attempt=order1.attempt)
+            # order-2's lease was never acked: it goes to the new member, but only once
+            # the lease recorded before the crash has run out.
+            d = next(other)
+            received_ms = time.time() * 1000
+            assert (d.operation_id, d.attempt) == ("order-2", 2)
+            assert received_ms >= extended_deadline - 50  # the same host's clock
+            d.ack()
+            other.close()
+    finally:
+        server.stop()

@@ -61,6 +61,8 @@ class GroupJournal(Protocol):
         """Record a lease; call ``then`` once the record is written (never if it fails)."""
         ...
 
+    def extended(self, group: str, sequence: int, attempt: int, deadline_ms: int) -> None: ...
+
     def acked(self, group: str, sequences: list[int]) -> None: ...
 
     def dead_lettered(self, group: str, sequences: list[int]) -> None: ...
@@ -116,11 +118,24 @@ class WorkerGroup:
         self._dispatch()
 
     def restore(self, entries: Iterable[GroupEntry]) -> None:
-        """Entries recovered from the journal (start-up): leases are gone, so every
-        entry that is not dead is READY again, with its attempts so far."""
+        """Entries recovered from the journal (start-up), with their attempts so far.
+
+        A lease whose recorded deadline is still ahead (on this server's wall clock)
+        stays: the entry is LEASED, held by nobody connected, until that deadline, so
+        its holder's ack or extension (same attempt) still counts after the restart and
+        nobody else gets the outcome meanwhile. Every other entry not dead is READY."""
+        now = self._clock.wall_clock_ms()
         for entry in entries:
             self._entries[entry.sequence] = entry
-            if entry.state is not EntryState.DEAD:
+            if entry.state is EntryState.DEAD:
+                continue
+            left = entry.lease_deadline_ms - now
+            if left > 0:
+                entry.state = EntryState.LEASED
+                task = LeaseTask(left, self.name, entry.sequence, self._expired)
+                entry.lease = task
+                self._timer.add(task)
+            else:
                 entry.state = EntryState.READY
                 heapq.heappush(self._ready, entry.sequence)
 
@@ -250,6 +265,8 @@ class WorkerGroup:
         entry.lease = task
         entry.lease_deadline_ms = self._clock.wall_clock_ms() + timeout
         self._timer.add(task)
+        if self._journal is not None:  # a restart keeps the extended lease (restore)
+            self._journal.extended(self.name, sequence, attempt, entry.lease_deadline_ms)
         return entry.lease_deadline_ms
 
     def expire(self, task: LeaseTask) -> None:

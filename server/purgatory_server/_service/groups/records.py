@@ -3,10 +3,12 @@
 The one place that spells a group on disk (docs/journal.md "Worker groups"): creation and
 deletion as ``GroupState``, each lease as ``GroupDelivered`` (so attempt counts survive a
 restart and a poison outcome cannot loop forever across crashes), acks, dead-lettering
-and redrives as ``GroupSettled``. Leases themselves are not recovered: after a restart
-every entry that is not dead is ready again (at-least-once), its attempt numbers going on
-from the last one recorded (fencing: a number is never handed out twice; that is why a
-delivery is sent only once its ``GroupDelivered`` record is written, ``delivered(then=)``).
+and redrives as ``GroupSettled``; lease extensions as ``GroupDelivered`` again (same
+attempt, new deadline). After a restart a lease whose deadline is still ahead runs to it
+(its holder may still ack), every other entry that is not dead is ready again
+(at-least-once), its attempt numbers going on from the last one recorded (fencing: a
+number is never handed out twice; that is why a delivery is sent only once its
+``GroupDelivered`` record is written, ``delivered(then=)``).
 
 Thread safety: loop-confined (called by the groups, on the purgatory's loop).
 """
@@ -92,6 +94,20 @@ class GroupRecords:
             then()
         else:
             self._after_write(then, _unwritten)
+
+    def extended(self, group: str, sequence: int, attempt: int, deadline_ms: int) -> None:
+        """The same lease, a new deadline: the same record (replay keeps the latest)."""
+        self._write(
+            JournalRecord(
+                group_delivered=JournalRecord.GroupDelivered(
+                    purgatory=self._purgatory,
+                    group=group,
+                    sequence=sequence,
+                    attempt=attempt,
+                    lease_deadline_wall_ms=deadline_ms,
+                )
+            )
+        )
 
     def _settled(self, group: str, sequences: list[int], disposition: int) -> None:
         self._write(

@@ -38,6 +38,7 @@ from purgatory_client._session_base import (
     session_request,
 )
 from purgatory_client.errors import PurgatoryError, UnavailableError, from_rpc_error
+from purgatory_client.tracing import with_trace
 
 __all__ = ["AsyncSession", "AsyncSessionMethods"]
 
@@ -77,7 +78,9 @@ class AsyncSessionMethods(ClientBase):
     async def _session_call(self, name: str) -> Any:
         """The Session call, opened where ``name`` lives (a probe first if unknown)."""
         await self._find_owner(name)
-        return self._router.method(name, self._stub.Session)(metadata=self._metadata)
+        # The caller's trace context when session() was called (this runs in the reader
+        # task, which copied it): the frames' registrations carry it (traceparent).
+        return self._router.method(name, self._stub.Session)(metadata=with_trace(self._metadata))
 
 
 class AsyncSession:

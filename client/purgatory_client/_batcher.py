@@ -22,7 +22,11 @@ and asyncio dispatchers drive (and tests drive by hand, with an injected clock):
 Outcomes map from status codes (:func:`classify`): OK -> SUCCESS, RESOURCE_EXHAUSTED ->
 CONGESTION, UNAVAILABLE and DEADLINE_EXCEEDED -> TRANSIENT_ERROR (both retried), anything
 else -> PERMANENT_ERROR (dropped, the tasks' futures fail and ``on_permanent_error`` is
-told).
+told). The server answers RESOURCE_EXHAUSTED only for capacity that frees up; a request
+that can never fit (more new operations than ``max_pending``) is INVALID_ARGUMENT, so it
+fails instead of being retried for ever. A permanent error that names one task of the
+batch (``BatchOutcome.culprit``) fails only that task (*rejected*); the others go back to
+the front of the processing order at once (*resent*: the server changed nothing).
 
 Every task has a future (anything with ``set_result``/``set_exception``/``done``); a task
 overridden by a newer one with the same id resolves with the newer one's result.
@@ -122,7 +126,11 @@ class DispatcherConfig:
 
 @dataclass
 class DispatcherCounters:
-    """Eureka's acceptor and executor counters (tasks, not batches)."""
+    """Eureka's acceptor and executor counters (tasks, not batches; ``batches`` counts
+    batches sent), since the dispatcher started. ``pending`` and ``in_flight`` are gauges
+    filled in by a dispatcher's ``counters`` snapshot: tasks accepted and not yet sent,
+    and batches sent and not yet answered. Exported as OpenTelemetry metrics by
+    :func:`purgatory_client.metrics.instrument_dispatcher`."""
 
     accepted: int = 0
     overridden: int = 0
@@ -132,6 +140,12 @@ class DispatcherCounters:
     succeeded: int = 0
     failed: int = 0
     batches: int = 0
+    # Failed alone by a permanent error naming them (included in ``failed``), and the
+    # tasks of their batches sent again without them.
+    rejected: int = 0
+    resent: int = 0
+    pending: int = 0
+    in_flight: int = 0
 
 
 @dataclass(eq=False, slots=True)
@@ -162,6 +176,9 @@ class BatchOutcome:
     result: ProcessingResult
     values: Sequence[Any] = ()
     error: PurgatoryError | None = None
+    # PERMANENT_ERROR only: the position of the one task the error is about (the rest
+    # of the batch was not applied and may be sent again), or None: the whole batch.
+    culprit: int | None = None
 
 
 class TrafficShaper:
@@ -263,6 +280,9 @@ class AcceptorCore:
         if previous is not None:
             self.counters.overridden += 1
             holder.followers.extend((previous.future, *previous.followers))
+            # The newer task takes the older one's place *and* its age: max_batching_delay
+            # bounds how long a task waits however often it is replaced meanwhile.
+            holder.submit_timestamp = previous.submit_timestamp
             pending[holder.task_id] = holder  # keeps its place in the processing order
             return
         if self._is_full():
@@ -331,8 +351,17 @@ class AcceptorCore:
             for holder, value in zip(batch, outcome.values, strict=True):
                 holder.succeed(value)
         elif result is ProcessingResult.PERMANENT_ERROR:
-            counters.failed += len(batch)
             error = outcome.error or PurgatoryError(grpc.StatusCode.UNKNOWN, "batch failed")
+            blamed = outcome.culprit
+            if blamed is not None and len(batch) > 1 and 0 <= blamed < len(batch):
+                # One task is at fault and nothing was applied: fail it, resend the rest.
+                bad = batch[blamed]
+                rest = [h for i, h in enumerate(batch) if i != blamed]
+                counters.rejected += 1
+                counters.resent += len(rest)
+                batch = [bad]
+                self.reprocess_queue.extend(rest)  # to the front, no traffic-shaper delay
+            counters.failed += len(batch)
             if self._on_permanent_error is not None:
                 self._on_permanent_error(batch, error)
             for holder in batch:

@@ -5,10 +5,16 @@ A batch of tasks becomes one ``SessionRequest``: its watches, signals and force-
 force-completes). The frame's acknowledgement gives each task its value: a watch its
 :class:`OperationStatus` at registration, a signal the number of operations it completed,
 a force-complete whether it ended the operation. No I/O here.
+
+One bad task does not sink its batch: the server checks a whole frame before changing
+anything and names the offending element in its error (``watches[3].keys[0]: ...``), so
+an error that names one element is pinned on that task (:attr:`BatchOutcome.culprit`);
+the core fails it alone and sends the others again (:mod:`._batcher`).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +24,14 @@ from purgatory_client._models import OperationSpec, Signal
 from purgatory_client._session_base import SessionAck, SignalEntry
 from purgatory_client.errors import PurgatoryError
 
-__all__ = ["ForceCompleteTask", "SignalTask", "WatchTask", "outcome_of_ack", "split_batch"]
+__all__ = [
+    "ForceCompleteTask",
+    "SignalTask",
+    "WatchTask",
+    "culprit",
+    "outcome_of_ack",
+    "split_batch",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +51,10 @@ class ForceCompleteTask:
 
 
 Task = SignalTask | WatchTask | ForceCompleteTask
+
+# A frame element named at the start of an error message, and its kind (FrameParts.places).
+_ELEMENT = re.compile(r"(watches|signals|force_complete)\[(\d+)\]")
+_KINDS = {"watches": 0, "signals": 1, "force_complete": 2}
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,9 +81,23 @@ def split_batch(tasks: Sequence[Task]) -> FrameParts:
     return parts
 
 
+def culprit(parts: FrameParts, error: PurgatoryError) -> int | None:
+    """The position in the batch of the task ``error`` names, if it names exactly one."""
+    match = _ELEMENT.match(error.details)
+    if match is None:
+        return None
+    place = (_KINDS[match.group(1)], int(match.group(2)))
+    try:
+        return parts.places.index(place)
+    except ValueError:
+        return None
+
+
 def outcome_of_ack(parts: FrameParts, ack: SessionAck) -> BatchOutcome:
     if ack.error is not None:
-        return BatchOutcome(classify(ack.error.code), error=ack.error)
+        result = classify(ack.error.code)
+        blamed = culprit(parts, ack.error) if result is ProcessingResult.PERMANENT_ERROR else None
+        return BatchOutcome(result, error=ack.error, culprit=blamed)
     lists: tuple[Sequence[Any], ...] = (
         ack.operations,
         ack.completed_per_signal,

@@ -36,6 +36,7 @@ from purgatory_client._session_base import (
     session_request,
 )
 from purgatory_client.errors import PurgatoryError, UnavailableError, from_rpc_error
+from purgatory_client.tracing import with_trace
 
 __all__ = ["SessionMethods", "SyncSession"]
 
@@ -65,7 +66,8 @@ class SessionMethods(ClientBase):
         self._find_owner(name)
         session = SyncSession(
             functools.partial(
-                self._router.method(name, self._stub.Session), metadata=self._metadata
+                self._router.method(name, self._stub.Session),
+                metadata=with_trace(self._metadata),  # the caller's trace context, now
             ),
             name,
             on_outcome=on_outcome,

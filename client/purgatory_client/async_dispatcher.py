@@ -21,6 +21,7 @@ import contextlib
 import itertools
 import math
 from collections.abc import Awaitable, Callable, Hashable, Sequence
+from dataclasses import replace
 from typing import Any, Protocol
 
 import grpc
@@ -132,7 +133,10 @@ class AsyncBatchingDispatcher:
 
     @property
     def counters(self) -> DispatcherCounters:
-        return DispatcherCounters(**vars(self._core.counters))
+        """A snapshot of the counters and gauges (the loop; a metrics reader's thread may
+        read it too: it only copies integers)."""
+        core = self._core
+        return replace(core.counters, pending=core.pending_count(), in_flight=self._in_flight)
 
     # ------------------------------------------------------------------ producers
     def process(

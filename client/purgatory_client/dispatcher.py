@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import replace
 from typing import Any, Protocol
 
 import grpc
@@ -156,8 +157,10 @@ class BatchingDispatcher:
 
     @property
     def counters(self) -> DispatcherCounters:
+        """A snapshot of the counters and gauges (any thread)."""
         with self._cond:
-            return DispatcherCounters(**vars(self._core.counters))
+            core = self._core
+            return replace(core.counters, pending=core.pending_count(), in_flight=self._in_flight)
 
     # ------------------------------------------------------------------ producers
     def process(self, task_id: Hashable, task: Task, expiry_time: float = math.inf) -> Future[Any]:

@@ -138,6 +138,22 @@ def test_max_batching_delay_and_max_batch_size() -> None:
     assert [len(b) for b in transport.batches] == [1, 3, 3, 1]
 
 
+def test_an_overridden_task_keeps_its_place_and_its_age() -> None:
+    """max_batching_delay bounds a task's wait even while newer tasks with its id keep
+    replacing it (each replacement used to restart the clock)."""
+    d, transport, clock, _ = make(max_batching_delay_ms=5)
+    first = d.signal("v1", task_id="offset")
+    assert not d.run_once()  # t=0: queued, not due
+    for t, value in ((2, "v2"), (4, "v3")):
+        clock.now = t
+        d.signal(value, task_id="offset")
+        assert not d.run_once()
+    clock.now = 5  # 5 ms since the first submission, 1 ms since the last replacement
+    assert d.run_once()
+    assert transport.keys(0) == ["v3"]
+    assert first.result(0) == "done:v3"
+
+
 @pytest.mark.parametrize(
     ("failure", "delay_field", "delay"),
     [

@@ -51,7 +51,7 @@ def test_group_commands(capsys: pytest.CaptureFixture[str]) -> None:
         code, out = _run(capsys, *t, "group", "redrive", "billing")
         assert code == 0 and out == [{"redriven": [second["sequence"]]}]
         code, out = _run(capsys, *t, "subscribe", "--group", "billing", "--ack", "--limit", "1")
-        assert code == 0 and [(d["operation_id"], d["attempt"]) for d in out] == [("order-2", 1)]
+        assert code == 0 and [(d["operation_id"], d["attempt"]) for d in out] == [("order-2", 2)]
         code, out = _run(capsys, *t, "group", "list")
         assert code == 0
         assert [(g["name"], g["ready"], g["leased"], g["dead_letters"]) for g in out] == [

@@ -28,10 +28,14 @@ def created(group: str, last_sequence: int = 0) -> JournalRecord:
     )
 
 
-def delivered(group: str, sequence: int, attempt: int) -> JournalRecord:
+def delivered(group: str, sequence: int, attempt: int, deadline: int = 0) -> JournalRecord:
     return JournalRecord(
         group_delivered=JournalRecord.GroupDelivered(
-            purgatory="p", group=group, sequence=sequence, attempt=attempt
+            purgatory="p",
+            group=group,
+            sequence=sequence,
+            attempt=attempt,
+            lease_deadline_wall_ms=deadline,
         )
     )
 
@@ -63,9 +67,10 @@ def test_replay_rules() -> None:
         out("b", 3),
         out("c", 4),
         delivered("g", 2, 1),
-        delivered("g", 3, 1),
-        delivered("g", 3, 2),
-        delivered("g", 4, 3),
+        delivered("g", 3, 1, 1_000),
+        delivered("g", 3, 2, 2_000),
+        delivered("g", 3, 2, 2_500),  # an extension: same attempt, new deadline
+        delivered("g", 4, 3, 3_000),
         settled("g", Settled.DISPOSITION_ACKED, 2),
         settled("g", Settled.DISPOSITION_DEAD_LETTERED, 4),
         created("gone"),
@@ -76,11 +81,17 @@ def test_replay_rules() -> None:
     ]
     for i, record in enumerate(records):
         state.apply(i, record)
-    assert groups_of(state.snapshot(len(records)).groups) == {
-        "g": (4, [(3, 2, False), (4, 3, True)])
-    }
+    snap = state.snapshot(len(records)).groups
+    assert groups_of(snap) == {"g": (4, [(3, 2, False), (4, 3, True)])}
+    # The latest lease's deadline is kept (a restart honours it); a dead letter has none.
+    assert [e.lease_deadline_wall_ms for e in snap["g"].entries] == [2_500, 0]
+    # A redrive keeps the attempt number (a fencing token) and records where the fresh
+    # budget starts; the next delivery goes on counting.
     state.apply(99, settled("g", Settled.DISPOSITION_REDRIVEN, 4))
-    assert groups_of(state.snapshot(100).groups) == {"g": (4, [(3, 2, False), (4, 0, False)])}
+    state.apply(100, delivered("g", 4, 4))
+    snap = state.snapshot(101).groups
+    assert groups_of(snap) == {"g": (4, [(3, 2, False), (4, 4, False)])}
+    assert [e.redriven_at for e in snap["g"].entries] == [0, 3]
 
 
 def test_compaction_carries_groups_and_reopen_restores_them(tmp_path: Path) -> None:
@@ -96,13 +107,18 @@ def test_compaction_carries_groups_and_reopen_restores_them(tmp_path: Path) -> N
             [delivered("g", 4, 3), settled("g", Settled.DISPOSITION_DEAD_LETTERED, 4)]
         )
         journal.append_sync([delivered("g", 8, 1)])
+        journal.append_sync([delivered("g", 8, 2), settled("g", Settled.DISPOSITION_REDRIVEN, 8)])
+        journal.append_sync([delivered("g", 8, 3, 9_000)])
         expected = groups_of(journal._state.snapshot(0).groups)
         result = journal.compact()
         assert result.deleted_segments >= 3
-    assert expected == {"g": (200, [(4, 3, True), (8, 1, False)])}
+    assert expected == {"g": (200, [(4, 3, True), (8, 3, False)])}
     with Journal.open(tmp_path, SMALL) as journal:
         recovered = journal.recovered
         assert groups_of(recovered.groups) == expected
+        # The carry keeps where the redriven entry's fresh budget starts.
+        assert [e.redriven_at for e in recovered.groups["g"].entries] == [0, 2]
+        assert [e.lease_deadline_wall_ms for e in recovered.groups["g"].entries] == [0, 9_000]
         # The carried entries keep their outcome records (the event window no longer does).
         (group,) = recovered.groups.values()
         assert [e.outcome.operation_id for e in group.entries] == ["s3", "s7"]

@@ -156,8 +156,18 @@ async def test_poison_outcome_is_dead_lettered_then_redriven(
     assert [(e.sequence, e.attempts) for e in page] == [(1, 3)] and more == 0
     assert group.counts() == (0, 0, 1)
     assert group.redrive([1, 99]) == [1]
-    assert [d.attempt for d in taken(a)] == [1]
-    group.ack(1, 1)
+    # Attempt numbers go on (fencing); the budget is fresh: three more deliveries.
+    attempts = []
+    for _ in range(3):
+        attempts += [d.attempt for d in taken(a)]
+        step(purgatory, clock, VISIBILITY)
+    assert attempts == [4, 5, 6]
+    assert group.counts() == (0, 0, 1)
+    assert group.redrive(None) == [1]
+    assert [d.attempt for d in taken(a)] == [7]
+    with pytest.raises(FailedPrecondition):
+        group.ack(1, 6)
+    group.ack(1, 7)
     assert group.dead_letters(0, 10) == ([], 0)
 
 

@@ -14,7 +14,13 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
-from purgatory_client import AsyncPurgatoryClient, NotFoundError, PurgatoryClient
+from purgatory_client import (
+    AsyncPurgatoryClient,
+    NotFoundError,
+    OperationSpec,
+    OperationState,
+    PurgatoryClient,
+)
 from purgatory_client.tracing import span_link
 from purgatory_server._service import create_server
 from purgatory_server._service.telemetry import TraceLogFilter
@@ -128,7 +134,7 @@ async def test_outcomes_carry_the_registering_span(traced: Any, traced_server: A
         if s.parent is not None and s.parent.span_id == producer.get_span_context().span_id
     ]
     expected = traceparent(registration)
-    assert registered.traceparent == ""  # still watching: no outcome yet
+    assert registered.traceparent == expected  # a WATCHING status carries it too
     assert event.traceparent == expected
     # The re-sent long-poll (another request) reports the registering request's span.
     assert answered.traceparent == expected
@@ -142,6 +148,25 @@ async def test_outcomes_carry_the_registering_span(traced: Any, traced_server: A
     assert consumer.links[0].context.span_id == registration.context.span_id  # type: ignore[attr-defined,union-attr]
     assert consumer.links[0].context.trace_id == producer.get_span_context().trace_id  # type: ignore[attr-defined]
     assert span_link("") is None
+
+
+async def test_session_outcomes_and_watching_statuses_carry_the_registering_span(
+    traced: Any,
+) -> None:
+    client, _ = traced
+    with client_tracer.start_as_current_span("producer") as producer:
+        session = client.session()  # the Session call's context: the producer's trace
+        ack = await session.send(watches=[OperationSpec(("k",), 60_000, operation_id="s-op")])
+    (status,) = ack.operations
+    producer_trace = f"{producer.get_span_context().trace_id:032x}"
+    assert status.state is OperationState.WATCHING
+    assert status.traceparent.startswith(f"00-{producer_trace}-")
+    watching = await client.get_operation("s-op")
+    assert (watching.state, watching.traceparent) == (OperationState.WATCHING, status.traceparent)
+    await client.check_and_complete("k")
+    event = await asyncio.wait_for(anext(session.outcomes()), 10)
+    await session.close()
+    assert (event.operation_id, event.traceparent) == ("s-op", status.traceparent)
 
 
 async def test_log_lines_inside_a_call_carry_its_trace(traced: Any) -> None:

@@ -9,7 +9,13 @@ from collections.abc import Callable
 import pytest
 from purgatory_server._engine.time import MockTime
 from purgatory_server._service.core.conditions import ConditionSpec, FirstSignal
-from purgatory_server._service.core.errors import LimitExceeded, OutOfRange, ShuttingDown
+from purgatory_server._service.core.errors import (
+    Code,
+    LimitExceeded,
+    OutcomeNotRecorded,
+    OutOfRange,
+    ShuttingDown,
+)
 from purgatory_server._service.core.operation import (
     OperationDefinition,
     RemoteOperation,
@@ -34,24 +40,32 @@ def ended(op_id: str, state: OperationState = OperationState.COMPLETED) -> Remot
 
 
 class HeldJournal(NullHooks):
-    """A journal that 'writes' only when told: after_write callbacks wait for flush()."""
+    """A journal that 'writes' only when told: after_write callbacks wait for flush()
+    (or fail()'s error)."""
 
     __slots__ = ("held", "recorded")
 
     def __init__(self) -> None:
-        self.held: list[Callable[[], None]] = []
+        self.held: list[tuple[Callable[[], None], Callable[[BaseException], None]]] = []
         self.recorded: list[int] = []
 
     def on_outcome(self, purgatory: str, outcome: Outcome, definition: OperationDefinition) -> None:
         self.recorded.append(outcome.sequence)
 
-    def after_write(self, callback: Callable[[], None]) -> None:
-        self.held.append(callback)
+    def after_write(
+        self, callback: Callable[[], None], failed: Callable[[BaseException], None]
+    ) -> None:
+        self.held.append((callback, failed))
 
     def flush(self) -> None:
         held, self.held = self.held, []
-        for callback in held:
+        for callback, _ in held:
             callback()
+
+    def fail(self, exc: BaseException) -> None:
+        held, self.held = self.held, []
+        for _, failed in held:
+            failed(exc)
 
 
 def make_feed(journal: NullHooks = NULL_HOOKS, *, retained: int = 100, **kw: int) -> Feed:
@@ -168,3 +182,35 @@ async def test_close_fails_waiters_and_ends_streams() -> None:
     with pytest.raises(ShuttingDown):
         await sub.next_batch()
     assert feed.waiting("a") == 0
+
+
+async def test_a_failed_write_ends_its_waiters_unavailable_and_offers_nothing() -> None:
+    journal = HeldJournal()
+    feed = make_feed(journal)
+    sub = feed.subscribe(None, MATCH_ALL)
+    one = asyncio.ensure_future(feed.wait_one(ended("lost")))
+    both = asyncio.ensure_future(feed.wait_all([ended("lost-a"), ended("lost-b")]))
+    await asyncio.sleep(0)
+    feed.publish([ended("lost"), ended("lost-a"), ended("lost-b")])
+    journal.fail(OSError(5, "EIO"))
+    for waiter in (one, both):
+        with pytest.raises(OutcomeNotRecorded) as failed:
+            await waiter
+        assert failed.value.code is Code.UNAVAILABLE and "EIO" in failed.value.message
+    assert sub.buffered == 0  # an unwritten outcome reaches no subscriber
+    assert feed._unwritten == {}
+
+
+async def test_close_ends_waiters_whose_outcome_is_still_being_written() -> None:
+    """An owner evicted while its append hangs: the detached waiters end with the close's
+    error (UNAVAILABLE) at once; the write's late result changes nothing."""
+    journal = HeldJournal()
+    feed = make_feed(journal)
+    waiter = asyncio.ensure_future(feed.wait_one(ended("hanging")))
+    await asyncio.sleep(0)
+    feed.publish([ended("hanging")])
+    feed.close(ShuttingDown("evicted"))
+    with pytest.raises(ShuttingDown):
+        await waiter
+    journal.flush()  # nothing left to deliver to
+    assert feed._unwritten == {}

@@ -151,14 +151,18 @@ class JournalRecord(_message.Message):
     class GroupState(_message.Message):
         __slots__ = ("purgatory", "group", "visibility_timeout_ms", "max_attempts", "last_sequence", "entries", "source_index", "deleted")
         class Entry(_message.Message):
-            __slots__ = ("outcome", "attempts", "dead")
+            __slots__ = ("outcome", "attempts", "dead", "redriven_at", "lease_deadline_wall_ms")
             OUTCOME_FIELD_NUMBER: _ClassVar[int]
             ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
             DEAD_FIELD_NUMBER: _ClassVar[int]
+            REDRIVEN_AT_FIELD_NUMBER: _ClassVar[int]
+            LEASE_DEADLINE_WALL_MS_FIELD_NUMBER: _ClassVar[int]
             outcome: JournalRecord.Outcome
             attempts: int
             dead: bool
-            def __init__(self, outcome: _Optional[_Union[JournalRecord.Outcome, _Mapping]] = ..., attempts: _Optional[int] = ..., dead: _Optional[bool] = ...) -> None: ...
+            redriven_at: int
+            lease_deadline_wall_ms: int
+            def __init__(self, outcome: _Optional[_Union[JournalRecord.Outcome, _Mapping]] = ..., attempts: _Optional[int] = ..., dead: _Optional[bool] = ..., redriven_at: _Optional[int] = ..., lease_deadline_wall_ms: _Optional[int] = ...) -> None: ...
         PURGATORY_FIELD_NUMBER: _ClassVar[int]
         GROUP_FIELD_NUMBER: _ClassVar[int]
         VISIBILITY_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]

@@ -338,7 +338,8 @@ class PurgatoryServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Redrive(self, request, context):
-        """Give dead letters back to their group for delivery, with a fresh attempt count.
+        """Give dead letters back to their group for delivery, with a fresh budget of
+        max_attempts deliveries; their delivery_attempt numbers go on (never repeat).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -6,9 +6,13 @@ Replay rules (docs/journal.md "Worker groups"), applied in journal order:
   entries); with ``deleted`` it removes it.
 - ``outcome``: joins every group whose ``last_sequence`` is below its sequence (a group
   takes every outcome after its creation) as an entry with 0 attempts.
-- ``group_delivered``: the entry's attempts become ``attempt``.
+- ``group_delivered`` (a lease, or its extension): the entry's attempts become
+  ``attempt`` and its lease deadline ``lease_deadline_wall_ms``.
 - ``group_settled``: ACKED removes the entries, DEAD_LETTERED marks them dead,
-  REDRIVEN makes them live again with 0 attempts. Unknown groups or sequences are ignored.
+  REDRIVEN makes them live again with a fresh budget: ``redriven_at`` becomes
+  ``attempts``, which stays (attempt numbers never repeat: they fence stale acks). Dead
+  letters and redriven entries hold no lease (deadline 0).
+  Unknown groups or sequences are ignored.
 
 Compaction carries every group whose ``group_state`` lies below the cutoff as a new
 ``group_state`` holding its whole state, entries (with their outcome records) included.
@@ -36,6 +40,8 @@ class _Item:
     outcome: JournalRecord.Outcome
     attempts: int
     dead: bool
+    redriven_at: int = 0
+    lease_deadline: int = 0
 
 
 @dataclass(slots=True)
@@ -68,7 +74,12 @@ class GroupTracker:
         settings = GroupState()
         settings.CopyFrom(record)
         del settings.entries[:]
-        entries = {e.outcome.sequence: _Item(e.outcome, e.attempts, e.dead) for e in record.entries}
+        entries = {
+            e.outcome.sequence: _Item(
+                e.outcome, e.attempts, e.dead, e.redriven_at, e.lease_deadline_wall_ms
+            )
+            for e in record.entries
+        }
         self.groups[record.group] = _LiveGroup(settings, record.last_sequence, entries, index)
 
     def apply_outcome(self, outcome: JournalRecord.Outcome) -> None:
@@ -83,6 +94,7 @@ class GroupTracker:
         item = group.entries.get(record.sequence) if group is not None else None
         if item is not None:
             item.attempts = record.attempt
+            item.lease_deadline = record.lease_deadline_wall_ms
 
     def apply_settled(self, record: JournalRecord.GroupSettled) -> None:
         group = self.groups.get(record.group)
@@ -97,11 +109,12 @@ class GroupTracker:
             item = entries.get(sequence)
             if item is None:
                 continue
+            item.lease_deadline = 0
             if disposition == Settled.DISPOSITION_DEAD_LETTERED:
                 item.dead = True
             elif disposition == Settled.DISPOSITION_REDRIVEN:
                 item.dead = False
-                item.attempts = 0
+                item.redriven_at = item.attempts
 
     def carry(self, cutoff: int) -> list[JournalRecord]:
         """``group_state`` copies of every group anchored below ``cutoff`` (compaction)."""
@@ -113,10 +126,7 @@ class GroupTracker:
             state.CopyFrom(group.state)
             state.last_sequence = group.last_sequence
             state.source_index = group.anchor
-            state.entries.extend(
-                Entry(outcome=item.outcome, attempts=item.attempts, dead=item.dead)
-                for _, item in sorted(group.entries.items())
-            )
+            state.entries.extend(_entry(item) for _, item in sorted(group.entries.items()))
             records.append(JournalRecord(group_state=state))
         return records
 
@@ -125,10 +135,17 @@ class GroupTracker:
             name: RecoveredGroup(
                 group.state,
                 group.last_sequence,
-                tuple(
-                    Entry(outcome=item.outcome, attempts=item.attempts, dead=item.dead)
-                    for _, item in sorted(group.entries.items())
-                ),
+                tuple(_entry(item) for _, item in sorted(group.entries.items())),
             )
             for name, group in self.groups.items()
         }
+
+
+def _entry(item: _Item) -> Entry:
+    return Entry(
+        outcome=item.outcome,
+        attempts=item.attempts,
+        dead=item.dead,
+        redriven_at=item.redriven_at,
+        lease_deadline_wall_ms=item.lease_deadline,
+    )

@@ -105,7 +105,13 @@ def pack(out: deque[Ack | Outcome]) -> list[pb.SessionResponse]:
 
 def _outcome_size(outcome: Outcome) -> int:
     """An upper-ish estimate of an outcome's encoded size, without encoding it."""
-    return 96 + len(outcome.payload) + len(outcome.result.data) + 40 * len(outcome.keys)
+    return (
+        96
+        + len(outcome.payload)
+        + len(outcome.result.data)
+        + 40 * len(outcome.keys)
+        + len(outcome.traceparent)
+    )
 
 
 def status_size(payload: bytes, result_data: bytes) -> int:

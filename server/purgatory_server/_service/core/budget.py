@@ -6,7 +6,8 @@ over all purgatories, the pending operations, the payload bytes they hold and th
 retained-event slots configured, and refuses new ones past ``max_total_pending``,
 ``max_pending_payload_bytes`` and ``max_total_retained_events`` with RESOURCE_EXHAUSTED:
 unlike a malformed request, this capacity frees up as operations end or purgatories are
-deleted, so backing off and retrying is the right reaction.
+deleted, so backing off and retrying is the right reaction. A single request asking for
+more than a limit in total can never fit, whatever the load: INVALID_ARGUMENT.
 
 Recovered operations (durable purgatories at start-up) are counted but never refused:
 what a restart brings back is kept even beyond a limit, and new operations are refused
@@ -18,7 +19,7 @@ Thread-safety: loop-confined, like the registry and purgatories that update it.
 from __future__ import annotations
 
 from purgatory_server._service.config.server_config import Limits
-from purgatory_server._service.core.errors import LimitExceeded
+from purgatory_server._service.core.errors import InvalidArgument, LimitExceeded
 
 __all__ = ["ServerBudget"]
 
@@ -32,9 +33,22 @@ class ServerBudget:
         self.payload_bytes = 0
         self.retained_events = 0
 
-    def reserve(self, operations: int, payload_bytes: int) -> None:
-        """Count ``operations`` new pending operations; LimitExceeded past a budget."""
+    def reserve(self, operations: int, payload_bytes: int, field: str = "operations") -> None:
+        """Count ``operations`` new pending operations; LimitExceeded past a budget, or
+        InvalidArgument (naming ``field``) for a request that could never fit one."""
         limits = self._limits
+        if operations > limits.max_total_pending:
+            raise InvalidArgument(
+                field,
+                f"{operations} new operations in one request can never fit: "
+                f"max_total_pending is {limits.max_total_pending} (send smaller batches)",
+            )
+        if payload_bytes > limits.max_pending_payload_bytes:
+            raise InvalidArgument(
+                field,
+                f"{payload_bytes} payload bytes in one request can never fit: "
+                f"max_pending_payload_bytes is {limits.max_pending_payload_bytes}",
+            )
         if self.pending + operations > limits.max_total_pending:
             raise LimitExceeded(
                 f"the server has {self.pending} pending operations; "

@@ -35,7 +35,8 @@ Tree::
     ├── Unauthenticated      UNAUTHENTICATED
     ├── PermissionDenied     PERMISSION_DENIED
     ├── Internal             INTERNAL
-    └── ShuttingDown         UNAVAILABLE (retry after 1 s)
+    ├── ShuttingDown         UNAVAILABLE (retry after 1 s)
+    └── OutcomeNotRecorded   UNAVAILABLE (retry after 1 s)
 
 Trailing metadata carries machine-readable details where a client must act on them:
 
@@ -63,6 +64,7 @@ __all__ = [
     "LimitExceeded",
     "NotFound",
     "OutOfRange",
+    "OutcomeNotRecorded",
     "PermissionDenied",
     "ServiceError",
     "ShuttingDown",
@@ -236,3 +238,19 @@ class ShuttingDown(ServiceError):
 
     def __init__(self, message: str = "server is shutting down") -> None:
         super().__init__(message)
+
+
+class OutcomeNotRecorded(ServiceError):
+    """The journal write holding an operation's outcome failed, so nobody may see that
+    outcome (a restart or the purgatory's next owner may not know it): the calls waiting
+    for it end with this instead of waiting for ever. Re-send the request (to the new
+    owner, if the purgatory moved): the operation's id makes that safe."""
+
+    code = Code.UNAVAILABLE
+    retry_after_s = 1.0
+
+    def __init__(self, purgatory: str, operation_id: str, cause: BaseException) -> None:
+        super().__init__(
+            f"purgatory {purgatory!r} could not journal the outcome of operation "
+            f"{quote(operation_id)} ({cause}); re-send the request"
+        )

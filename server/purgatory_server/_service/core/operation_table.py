@@ -188,6 +188,14 @@ class OperationTable:
                 )
             plan.append((target, False))
         if new:
+            if new > self._max_pending:
+                # Never fits, whatever the load: invalid, not capacity that frees up (a
+                # client retrying RESOURCE_EXHAUSTED would retry it for ever).
+                raise InvalidArgument(
+                    _batch_field(fields),
+                    f"{new} new operations in one request can never fit purgatory "
+                    f"{self.name!r}: max_pending is {self._max_pending} (send smaller batches)",
+                )
             # Recovered operations are pending too: a restart that brought back more
             # than max_pending keeps them all and refuses new ones until enough end.
             pending = len(self.pending)
@@ -199,7 +207,7 @@ class OperationTable:
             groups = self._groups
             if groups:
                 groups.check_capacity()
-            self._budget.reserve(new, new_bytes)
+            self._budget.reserve(new, new_bytes, _batch_field(fields))
         return plan
 
     def admit(
@@ -343,3 +351,10 @@ def resolve(target: Target, ended: dict[str, Outcome]) -> Target:
     if isinstance(target, Outcome):  # (a tuple check: RemoteOperation is an ABC)
         return target
     return ended.get(target.operation_id, target)
+
+
+def _batch_field(fields: Sequence[str]) -> str:
+    """The request field a whole batch came in ("operations" of "operations[3]."), or
+    "operation" for a single registration (whose prefix is empty)."""
+    first = fields[0] if fields else ""
+    return first.split("[", 1)[0] or "operation"

@@ -15,11 +15,14 @@ other exception is a bug: INTERNAL, logged by the edge).
 Durability contract (a journal that makes acknowledgements durable): ``barrier()``
 completes once everything recorded so far is written under the fsync policy, and the
 RPC handlers of a purgatory built with a journal await it before answering;
-``after_write(callback)`` runs ``callback`` on the loop once everything recorded so far is
-written, which is when the feed (:mod:`.feed`) offers outcomes to waiters and
-subscribers. Every outcome takes that path: :class:`NullHooks` runs the callback at
-once. Only ``barrier()`` is skipped in memory (the purgatory keeps ``barrier = None``,
-so an in-memory RPC answers without awaiting anything).
+``after_write(callback, failed)`` runs ``callback`` on the loop once everything recorded so
+far is written, which is when the feed (:mod:`.feed`) offers outcomes to waiters and
+subscribers; if that write fails it runs ``failed(exc)`` instead (exactly one of the two
+runs, unless the loop is gone), so the feed can end the calls waiting for those outcomes
+rather than leave them waiting for ever. Every outcome takes that path:
+:class:`NullHooks` runs the callback at once. Only ``barrier()`` is skipped in memory
+(the purgatory keeps ``barrier = None``, so an in-memory RPC answers without awaiting
+anything).
 
 To restore after a restart, build the purgatory with the journal's
 :class:`~purgatory_server._service.outcomes.event_log.EventLog` (last sequence + retained window).
@@ -57,7 +60,9 @@ class JournalHooks(Protocol):
 
     async def barrier(self) -> None: ...
 
-    def after_write(self, callback: Callable[[], None]) -> None: ...
+    def after_write(
+        self, callback: Callable[[], None], failed: Callable[[BaseException], None]
+    ) -> None: ...
 
 
 class NullHooks:
@@ -86,7 +91,9 @@ class NullHooks:
     async def barrier(self) -> None:
         return None
 
-    def after_write(self, callback: Callable[[], None]) -> None:
+    def after_write(
+        self, callback: Callable[[], None], failed: Callable[[BaseException], None]
+    ) -> None:
         callback()
 
 

@@ -132,15 +132,23 @@ class DurableHooks:
             return
         await asyncio.shield(future)
 
-    def after_write(self, callback: Callable[[], None]) -> None:
+    def after_write(
+        self, callback: Callable[[], None], failed: Callable[[BaseException], None]
+    ) -> None:
         future = self._batch if self._batch is not None else self._last
         if future is None:
             callback()
             return
 
         def run(done: asyncio.Future[None]) -> None:
-            if not done.cancelled() and done.exception() is None:
+            if done.cancelled():
+                failed(asyncio.CancelledError("journal write abandoned"))
+                return
+            exc = done.exception()
+            if exc is None:
                 callback()
+            else:
+                failed(exc)
 
         future.add_done_callback(run)
 

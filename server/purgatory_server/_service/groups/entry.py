@@ -1,8 +1,12 @@
 """One outcome held by a worker group, and where it stands: ready, leased or dead.
 
 An entry exists from the moment its group takes the outcome in until a member acks it
-(or the group is deleted). Its ``attempts`` counts deliveries and only ever grows, except
-that a redrive starts it again at 0. ``lease`` is the timer task of the current lease:
+(or the group is deleted). Its ``attempts`` counts deliveries over the entry's whole life
+and only ever grows, redrives included: it is the fencing token a member's ack or
+extension must show, so a number once handed out is never handed out again (a consumer
+whose lease lapsed can never ack the delivery another member now holds). A redrive gives
+a fresh *budget* instead: ``redriven_at`` records ``attempts`` at the last redrive, and
+``max_attempts`` counts the deliveries after it. ``lease`` is the timer task of the current lease:
 a lease is current only while ``entry.lease is task``, which is how a lease expiry that
 raced with an ack, an extension or a redelivery is recognised as stale and ignored.
 
@@ -32,11 +36,22 @@ class EntryState(enum.Enum):
 class GroupEntry:
     """An outcome in a group (loop-confined)."""
 
-    __slots__ = ("attempts", "holder", "lease", "lease_deadline_ms", "outcome", "state")
+    __slots__ = (
+        "attempts",
+        "holder",
+        "lease",
+        "lease_deadline_ms",
+        "outcome",
+        "redriven_at",
+        "state",
+    )
 
-    def __init__(self, outcome: Outcome, attempts: int = 0, dead: bool = False) -> None:
+    def __init__(
+        self, outcome: Outcome, attempts: int = 0, dead: bool = False, redriven_at: int = 0
+    ) -> None:
         self.outcome = outcome
         self.attempts = attempts
+        self.redriven_at = redriven_at
         self.state = EntryState.DEAD if dead else EntryState.READY
         self.lease: LeaseTask | None = None
         self.holder: GroupMember | None = None
@@ -45,6 +60,10 @@ class GroupEntry:
     @property
     def sequence(self) -> int:
         return self.outcome.sequence
+
+    def budget_spent(self, max_attempts: int) -> bool:
+        """Whether the deliveries since the last redrive (or intake) reach the limit."""
+        return self.attempts - self.redriven_at >= max_attempts
 
     def drop_lease(self) -> None:
         """Forget the current lease: cancel its timer, free its holder's slot."""

@@ -10,7 +10,11 @@ lease ends in one of three ways:
 - ``extend``: the same lease gets a new deadline;
 - expiry: READY again (redelivered to whichever member has room, the same one if alone),
   or DEAD once it has had ``max_attempts`` deliveries. Dead letters stay until redriven
-  (READY with attempts 0) or acked (discarded).
+  (READY with a fresh budget of ``max_attempts`` deliveries) or acked (discarded).
+
+Fencing: every lease is a new attempt number, strictly above every earlier one of the same
+outcome, redrives included (:mod:`.entry`); an ack or extension naming an older attempt is
+FailedPrecondition.
 
 A member that disconnects keeps its leases until they expire (it may still ack over a
 unary call); nothing is redelivered early. Delivery is therefore at-least-once: a member
@@ -28,6 +32,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Iterable
+from functools import partial
 from typing import Protocol
 
 from purgatory_server._engine.time import Time
@@ -45,7 +50,18 @@ __all__ = ["GroupJournal", "WorkerGroup"]
 class GroupJournal(Protocol):
     """Where a durable group's changes are recorded (see :mod:`.records`)."""
 
-    def delivered(self, group: str, sequence: int, attempt: int, deadline_ms: int) -> None: ...
+    def delivered(
+        self,
+        group: str,
+        sequence: int,
+        attempt: int,
+        deadline_ms: int,
+        then: Callable[[], None],
+    ) -> None:
+        """Record a lease; call ``then`` once the record is written (never if it fails)."""
+        ...
+
+    def extended(self, group: str, sequence: int, attempt: int, deadline_ms: int) -> None: ...
 
     def acked(self, group: str, sequences: list[int]) -> None: ...
 
@@ -102,11 +118,24 @@ class WorkerGroup:
         self._dispatch()
 
     def restore(self, entries: Iterable[GroupEntry]) -> None:
-        """Entries recovered from the journal (start-up): leases are gone, so every
-        entry that is not dead is READY again, with its attempts so far."""
+        """Entries recovered from the journal (start-up), with their attempts so far.
+
+        A lease whose recorded deadline is still ahead (on this server's wall clock)
+        stays: the entry is LEASED, held by nobody connected, until that deadline, so
+        its holder's ack or extension (same attempt) still counts after the restart and
+        nobody else gets the outcome meanwhile. Every other entry not dead is READY."""
+        now = self._clock.wall_clock_ms()
         for entry in entries:
             self._entries[entry.sequence] = entry
-            if entry.state is not EntryState.DEAD:
+            if entry.state is EntryState.DEAD:
+                continue
+            left = entry.lease_deadline_ms - now
+            if left > 0:
+                entry.state = EntryState.LEASED
+                task = LeaseTask(left, self.name, entry.sequence, self._expired)
+                entry.lease = task
+                self._timer.add(task)
+            else:
                 entry.state = EntryState.READY
                 heapq.heappush(self._ready, entry.sequence)
 
@@ -165,9 +194,30 @@ class WorkerGroup:
         task = LeaseTask(timeout, self.name, entry.sequence, self._expired)
         entry.lease = task
         self._timer.add(task)
-        if self._journal is not None:
-            self._journal.delivered(self.name, entry.sequence, entry.attempts, deadline)
-        member.push(Delivery(entry.outcome, self.name, entry.attempts, deadline))
+        delivery = Delivery(entry.outcome, self.name, entry.attempts, deadline)
+        journal = self._journal
+        if journal is None:
+            member.push(delivery)
+            return
+        # Fencing across a crash: the member sees an attempt number only once it is
+        # journaled, so a restart can never hand the same number out again. Meanwhile
+        # the lease counts against the member's prefetch; if the write fails the lease
+        # simply runs out and the outcome is offered again.
+        member.leases.add(entry.sequence)
+        journal.delivered(
+            self.name,
+            entry.sequence,
+            entry.attempts,
+            deadline,
+            partial(self._send, entry, task, member, delivery),
+        )
+
+    @staticmethod
+    def _send(entry: GroupEntry, task: LeaseTask, member: GroupMember, delivery: Delivery) -> None:
+        """Hand a journaled delivery to its member, unless its lease ended meanwhile
+        (expired, or acked by an operator) or the member left."""
+        if entry.lease is task and entry.holder is member:
+            member.push(delivery)
 
     # ------------------------------------------------------------------ lease ends
     def _entry(self, sequence: int) -> GroupEntry:
@@ -215,6 +265,8 @@ class WorkerGroup:
         entry.lease = task
         entry.lease_deadline_ms = self._clock.wall_clock_ms() + timeout
         self._timer.add(task)
+        if self._journal is not None:  # a restart keeps the extended lease (restore)
+            self._journal.extended(self.name, sequence, attempt, entry.lease_deadline_ms)
         return entry.lease_deadline_ms
 
     def expire(self, task: LeaseTask) -> None:
@@ -224,7 +276,7 @@ class WorkerGroup:
             return  # acked, extended or redelivered meanwhile
         entry.lease = None
         entry.drop_lease()
-        if entry.attempts >= self.config.max_attempts:
+        if entry.budget_spent(self.config.max_attempts):
             entry.state = EntryState.DEAD
             if self._journal is not None:
                 self._journal.dead_lettered(self.name, [entry.sequence])
@@ -245,7 +297,8 @@ class WorkerGroup:
         return page, (page[-1].sequence if more else 0)
 
     def redrive(self, sequences: Iterable[int] | None) -> list[int]:
-        """Dead letters back to READY with attempts 0 (``None``: all); which were."""
+        """Dead letters back to READY with a fresh budget (``None``: all); which were.
+        Their attempt numbers go on from where they were (fencing, see :mod:`.entry`)."""
         if sequences is None:
             chosen = sorted(s for s, e in self._entries.items() if e.state is EntryState.DEAD)
         else:
@@ -257,7 +310,7 @@ class WorkerGroup:
         for s in chosen:
             entry = self._entries[s]
             entry.state = EntryState.READY
-            entry.attempts = 0
+            entry.redriven_at = entry.attempts
             heapq.heappush(self._ready, s)
         if chosen and self._journal is not None:
             self._journal.redriven(self.name, chosen)

@@ -35,7 +35,7 @@ from purgatory_server._service.groups.group import WorkerGroup
 from purgatory_server._service.groups.group_config import GroupConfig
 from purgatory_server._service.groups.lease import LeaseTask
 from purgatory_server._service.groups.member import GroupMember
-from purgatory_server._service.groups.records import GroupRecords, RestoredGroup
+from purgatory_server._service.groups.records import AfterWrite, GroupRecords, RestoredGroup
 from purgatory_server._service.outcomes.event_log import Outcome
 from purgatory_server._service.outcomes.inbox import Inbox
 
@@ -55,6 +55,7 @@ class GroupSet:
         clock: Time,
         cursor: Callable[[], int],
         write: Callable[[JournalRecord], None] | None = None,
+        after_write: AfterWrite | None = None,
     ) -> None:
         self._purgatory = purgatory
         self._limits = limits
@@ -62,7 +63,7 @@ class GroupSet:
         self._clock = clock
         # The last sequence handed out: where a new group starts (see records.created).
         self._cursor = cursor
-        self._records = GroupRecords(purgatory, write) if write is not None else None
+        self._records = GroupRecords(purgatory, write, after_write) if write is not None else None
         self._groups: dict[str, WorkerGroup] = {}
         self._inbox: Inbox[LeaseTask] = Inbox(loop, self._expire)
 

@@ -3,8 +3,12 @@
 The one place that spells a group on disk (docs/journal.md "Worker groups"): creation and
 deletion as ``GroupState``, each lease as ``GroupDelivered`` (so attempt counts survive a
 restart and a poison outcome cannot loop forever across crashes), acks, dead-lettering
-and redrives as ``GroupSettled``. Leases themselves are not recovered: after a restart
-every entry that is not dead is ready again (at-least-once).
+and redrives as ``GroupSettled``; lease extensions as ``GroupDelivered`` again (same
+attempt, new deadline). After a restart a lease whose deadline is still ahead runs to it
+(its holder may still ack), every other entry that is not dead is ready again
+(at-least-once), its attempt numbers going on from the last one recorded (fencing: a
+number is never handed out twice; that is why a delivery is sent only once its
+``GroupDelivered`` record is written, ``delivered(then=)``).
 
 Thread safety: loop-confined (called by the groups, on the purgatory's loop).
 """
@@ -21,16 +25,29 @@ from purgatory_server._service.groups.group_config import GroupConfig
 __all__ = ["GroupRecords", "RestoredGroup"]
 
 Settled = JournalRecord.GroupSettled
+AfterWrite = Callable[[Callable[[], None], Callable[[BaseException], None]], None]
+
+
+def _unwritten(_: BaseException) -> None:
+    """A lease record that failed to write: its delivery is never sent; the lease runs
+    out and the outcome is offered again (the journal's failure is reported elsewhere)."""
 
 
 class GroupRecords:
     """Implements :class:`~.group.GroupJournal` over a record sink."""
 
-    __slots__ = ("_purgatory", "_write")
+    __slots__ = ("_after_write", "_purgatory", "_write")
 
-    def __init__(self, purgatory: str, write: Callable[[JournalRecord], None]) -> None:
+    def __init__(
+        self,
+        purgatory: str,
+        write: Callable[[JournalRecord], None],
+        after_write: AfterWrite | None = None,
+    ) -> None:
         self._purgatory = purgatory
         self._write = write
+        # The journal's after_write (:mod:`..durable.hooks`); None: written at once.
+        self._after_write = after_write
 
     def created(self, group: str, config: GroupConfig, last_sequence: int) -> None:
         self._write(
@@ -54,7 +71,32 @@ class GroupRecords:
             )
         )
 
-    def delivered(self, group: str, sequence: int, attempt: int, deadline_ms: int) -> None:
+    def delivered(
+        self,
+        group: str,
+        sequence: int,
+        attempt: int,
+        deadline_ms: int,
+        then: Callable[[], None],
+    ) -> None:
+        self._write(
+            JournalRecord(
+                group_delivered=JournalRecord.GroupDelivered(
+                    purgatory=self._purgatory,
+                    group=group,
+                    sequence=sequence,
+                    attempt=attempt,
+                    lease_deadline_wall_ms=deadline_ms,
+                )
+            )
+        )
+        if self._after_write is None:
+            then()
+        else:
+            self._after_write(then, _unwritten)
+
+    def extended(self, group: str, sequence: int, attempt: int, deadline_ms: int) -> None:
+        """The same lease, a new deadline: the same record (replay keeps the latest)."""
         self._write(
             JournalRecord(
                 group_delivered=JournalRecord.GroupDelivered(

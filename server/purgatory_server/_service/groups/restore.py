@@ -23,9 +23,11 @@ def decode_groups(groups: Mapping[str, RecoveredGroup]) -> dict[str, RestoredGro
     out: dict[str, RestoredGroup] = {}
     for name, group in groups.items():
         state = group.state
-        entries = [
-            GroupEntry(decode_outcome(e.outcome)[1], e.attempts, e.dead) for e in group.entries
-        ]
+        entries = []
+        for e in group.entries:
+            entry = GroupEntry(decode_outcome(e.outcome)[1], e.attempts, e.dead, e.redriven_at)
+            entry.lease_deadline_ms = e.lease_deadline_wall_ms
+            entries.append(entry)
         out[name] = RestoredGroup(
             GroupConfig(state.visibility_timeout_ms, state.max_attempts),
             group.last_sequence,

@@ -15,6 +15,13 @@ an outcome a crash could still take back. Waiters are detached from their operat
 publish time and travel with the outcome to the delivery, so an id re-used meanwhile
 cannot catch an older outcome.
 
+No orphaned waiter: while its write is on the way, a batch whose outcomes have waiters is
+kept in ``_unwritten``. If the write fails (``after_write``'s ``failed``), or the feed is
+closed first (shutdown, eviction of a purgatory whose owner lost it), those waiters end
+with an UNAVAILABLE error (:class:`~.errors.OutcomeNotRecorded`, or the close's error):
+the client re-sends, to the new owner if the purgatory moved, and never waits in silence.
+Subscribers and groups are not offered an outcome that was not written.
+
 Gap-free hand-over to subscribers: a subscriber starts after the last *delivered*
 sequence (or replays the window from ``after_sequence`` up to it), and the delivery offers
 it only outcomes after its start, all in the same loop turn.
@@ -30,7 +37,12 @@ from collections.abc import Sequence
 from functools import partial
 from typing import TYPE_CHECKING
 
-from purgatory_server._service.core.errors import LimitExceeded, ServiceError
+from purgatory_server._service.core.errors import (
+    Code,
+    LimitExceeded,
+    OutcomeNotRecorded,
+    ServiceError,
+)
 from purgatory_server._service.durable.hooks import NULL_HOOKS, JournalHooks
 from purgatory_server._service.outcomes.event_log import EventLog, Outcome
 from purgatory_server._service.outcomes.subscriptions import EventFilter, Subscriber
@@ -91,6 +103,7 @@ class Feed:
         "_loop",
         "_max_subscribers",
         "_subscribers",
+        "_unwritten",
         "_waiters",
         "name",
     )
@@ -115,6 +128,8 @@ class Feed:
         self._subscribers: list[Subscriber] = []
         # Operation id -> the long-polls and sessions waiting for its outcome.
         self._waiters: dict[str, list[Waiter]] = {}
+        # Batches with waiters whose journal write is on the way, by first sequence.
+        self._unwritten: dict[int, _Delivery] = {}
         # The last sequence offered to anyone (behind last_sequence while a durable
         # journal is still writing the rest).
         self._delivered = log.last_sequence
@@ -154,6 +169,7 @@ class Feed:
         sequence = log.last_sequence
         outcomes: list[Outcome] = []
         delivery: _Delivery = []
+        waited = False
         for op in ops:
             op_id = op.operation_id
             definition = op.definition
@@ -172,15 +188,37 @@ class Feed:
                 op.traceparent,
             )
             outcomes.append(outcome)
-            delivery.append((outcome, pop_waiters(op_id, None)))
+            waiters = pop_waiters(op_id, None)
+            if waiters:
+                waited = True
+            delivery.append((outcome, waiters))
         log.extend(outcomes)
         if on_outcome is not None:
             for op, outcome in zip(ops, outcomes, strict=True):
                 on_outcome(name, outcome, op.definition)
-        journal.after_write(partial(self._deliver, delivery))
+        token = 0
+        if waited and on_outcome is not None:
+            token = outcomes[0].sequence
+            self._unwritten[token] = delivery
+        journal.after_write(
+            partial(self._deliver, delivery, token), partial(self._not_written, token)
+        )
         return outcomes
 
-    def _deliver(self, delivery: _Delivery) -> None:
+    def _not_written(self, token: int, exc: BaseException) -> None:
+        """The write holding a batch failed: end its waiters (see module docstring)."""
+        delivery = self._unwritten.pop(token, None) if token else None
+        if delivery is None:
+            return
+        for outcome, waiters in delivery:
+            if waiters:
+                error = _lost(self.name, outcome, exc)
+                for waiter in waiters:
+                    waiter.fail(error)
+
+    def _deliver(self, delivery: _Delivery, token: int = 0) -> None:
+        if token:
+            self._unwritten.pop(token, None)
         subscribers = self._subscribers
         groups = self._groups
         group_offer = groups.offer if groups else None
@@ -279,5 +317,18 @@ class Feed:
         for attached in waiters.values():
             for waiter in attached:
                 waiter.fail(error)
+        unwritten, self._unwritten = self._unwritten, {}
+        for delivery in unwritten.values():  # their outcomes may never be written now
+            for _, detached in delivery:
+                for waiter in detached or ():
+                    waiter.fail(error)
         for sub in self._subscribers:
             sub.close(error)
+
+
+def _lost(purgatory: str, outcome: Outcome, exc: BaseException) -> ServiceError:
+    """What a waiter of an unwritten outcome ends with: UNAVAILABLE always (a replicated
+    purgatory's fenced owner already says so, naming the new owner)."""
+    if isinstance(exc, ServiceError) and exc.code is Code.UNAVAILABLE:
+        return exc
+    return OutcomeNotRecorded(purgatory, outcome.operation_id, exc)

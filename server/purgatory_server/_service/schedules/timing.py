@@ -19,6 +19,13 @@ wall-clock times, naive, and each is then placed on the time line with ``zoneinf
 This is the behaviour of Vixie cron for fixed-time jobs; a job that wants a strict
 interval across the change should use ``every_ms`` instead.
 
+Aliases (``@hourly``, ``@daily``/``@midnight``, ``@weekly``, ``@monthly``,
+``@yearly``/``@annually``) mean their classic expressions (``@daily`` is ``0 0 * * *``),
+expanded here before croniter sees them: croniter, given a ``hash_id``, turns an alias
+into hashed fields (``@daily`` into ``H H * * *``, firing at some minute and second of the
+day that depends on the schedule id). Hashing happens only where an expression asks for
+it, with ``H`` fields.
+
 Thread-safety: stateless; croniter objects are built per call.
 """
 
@@ -48,6 +55,16 @@ _MAX_CANDIDATES = 1_000
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # IANA names are short ("America/Argentina/ComodRivadavia" is among the longest).
 _MAX_ZONE_NAME = 64
+# The classic meanings of the aliases (Vixie cron's crontab(5)).
+_ALIASES = {
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}
 
 
 class CronError(ValueError):
@@ -83,7 +100,12 @@ def parse_cron(expression: str, hash_id: str) -> None:
     if fields[0].startswith("@"):
         if len(fields) != 1:
             raise CronError(f"{expression[:100]!r}: an @alias stands alone")
-    elif len(fields) != 5:
+        if fields[0].lower() not in _ALIASES:
+            raise CronError(
+                f"{expression[:100]!r}: unknown alias; use one of " + ", ".join(_ALIASES)
+            )
+        return
+    if len(fields) != 5:
         raise CronError(
             f"{expression[:100]!r} has {len(fields)} fields; use five "
             "(minute hour day-of-month month day-of-week)"
@@ -94,6 +116,14 @@ def parse_cron(expression: str, hash_id: str) -> None:
         croniter(expression, datetime(2000, 1, 1), hash_id=hash_id.encode())
     except (CroniterBadCronError, CroniterError, ValueError, KeyError) as exc:
         raise CronError(f"{expression[:100]!r}: {str(exc)[:100]}") from exc
+
+
+def _classic(expression: str) -> str:
+    """``expression`` with an alias replaced by its classic expression (module docstring)."""
+    stripped = expression.strip()
+    if stripped.startswith("@"):
+        return _ALIASES.get(stripped.lower(), stripped)
+    return expression
 
 
 def next_every_fire(every_ms: int, after_ms: int) -> int:
@@ -123,7 +153,7 @@ def next_cron_fire(expression: str, time_zone: str, after_ms: int, hash_id: str)
     # a repeated hour, matches in the first pass are before it and are filtered below.
     start = after.replace(tzinfo=None, fold=0) - timedelta(hours=1)
     try:
-        it = croniter(expression, start, hash_id=hash_id.encode())
+        it = croniter(_classic(expression), start, hash_id=hash_id.encode())
         for _ in range(_MAX_CANDIDATES):
             local = it.get_next(datetime)
             fire = _instant_ms(local, tz)

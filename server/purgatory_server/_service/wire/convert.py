@@ -99,6 +99,7 @@ class EventFields(TypedDict, total=False):
     create_time_ms: int
     due_time_ms: int
     complete_time_ms: int
+    traceparent: str
 
 
 def condition_from_proto(field: str, msg: pb.Condition) -> ConditionSpec:
@@ -184,6 +185,7 @@ def status_fields(target: RemoteOperation | Outcome, created: bool) -> StatusFie
             "operation_id": target.operation_id,
             "state": _WIRE_WATCHING,
             "created": created,
+            "traceparent": target.traceparent,
             "create_time_ms": target.create_time_ms,
             "due_time_ms": target.due_time_ms,
         }
@@ -266,6 +268,7 @@ def _status_message(
             operation_id=target.operation_id,
             state=_WIRE_WATCHING,
             created=created,
+            traceparent=target.traceparent,
             create_time_ms=target.create_time_ms,
             due_time_ms=target.due_time_ms,
             **payload,
@@ -300,6 +303,7 @@ def event_fields(outcome: Outcome) -> EventFields:
         "create_time_ms": outcome.create_time_ms,
         "due_time_ms": outcome.due_time_ms,
         "complete_time_ms": outcome.complete_time_ms,
+        "traceparent": outcome.traceparent,
     }
     if outcome.payload:
         fields["payload"] = outcome.payload
@@ -326,6 +330,7 @@ def add_event(add: Callable[..., pb.OperationEvent], outcome: Outcome) -> None:
         create_time_ms=outcome.create_time_ms,
         due_time_ms=outcome.due_time_ms,
         complete_time_ms=outcome.complete_time_ms,
+        traceparent=outcome.traceparent,  # as on Subscribe (event_to_proto)
     )
     result = outcome.result
     if result is not EMPTY_RESULT:

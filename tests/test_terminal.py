@@ -114,7 +114,7 @@ def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
     [
         (["--target", "localhost", "purgatories"], 2, "is not HOST:PORT"),
         (["watch", "k", "--timeout-ms", "soon"], 2, "invalid int value"),
-        (["watch", "k", "--timeout-ms", "-1"], 1, "INVALID_ARGUMENT: timeout_ms"),
+        (["watch", "k", "--timeout-ms", "-1"], 2, "--timeout-ms: must be at least 0"),
         (["--tls-ca", "/nonexistent/ca.pem", "purgatories"], 1, "tls_ca: cannot read"),
         (["--target", "127.0.0.1:1", "purgatories"], 1, "UNAVAILABLE"),
         (["frobnicate"], 2, "invalid choice"),

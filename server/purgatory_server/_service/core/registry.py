@@ -184,8 +184,8 @@ class PurgatoryRegistry:
             raise self._closed
         purgatory = self._purgatories.get(name)
         if purgatory is None:
-            if not name:
-                raise InvalidArgument(field, "must not be empty")
+            # A name no purgatory can have is INVALID_ARGUMENT, as CreatePurgatory says.
+            self.validate_name(name, field)
             if self.router is not None:
                 self.router(name, False)
             raise NotFound(f"purgatory {quote(name)} not found", "purgatory", name)

@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 from purgatory_client.cli import main as cli_main
 
+from harness import ServerProcess
+
 WITHOUT_EXTRA = [sys.executable, str(Path(__file__).parent / "without_observability.py")]
 
 
@@ -144,3 +146,12 @@ def test_listen_addresses_are_parsed_strictly() -> None:
     for bad in ("localhost", ":5", "host:", "host:70000", "host:x"):
         with pytest.raises(ConfigError, match="listen"):
             parse_listen(bad)
+
+
+def test_a_second_server_on_the_same_data_directory_suggests_data_dir(tmp_path: Path) -> None:
+    command = [*WITHOUT_EXTRA, "purgatory_server", "--durable"]
+    with ServerProcess(tmp_path / "first", command=command, cwd=tmp_path):
+        result = _server("--listen", "127.0.0.1:0", "--durable", cwd=tmp_path)
+    assert result.returncode == 1
+    line = _one_line(result.stderr)
+    assert "in use by another journal" in line and "its own --data-dir" in line

@@ -36,6 +36,7 @@ from purgatory_server._service.core.quoting import quote
 from purgatory_server._service.durable.hooks import Journal
 from purgatory_server._service.outcomes.event_log import EventLog
 from purgatory_server._service.telemetry.counters import PurgatoryMetrics
+from purgatory_server._service.telemetry.streams import SessionFigures
 
 __all__ = ["PurgatoryRegistry"]
 
@@ -97,6 +98,8 @@ class PurgatoryRegistry:
         self._durable: dict[str, Durability] = {}
         self._closed: ServiceError | None = None
         self.budget = ServerBudget(limits)
+        # Open Session streams and their cut-offs, for the metrics (telemetry/streams.py).
+        self.sessions = SessionFigures()
         # Replicated purgatories (issue 14): raises a routing error for a name this server
         # does not serve but knows the owner of; None without a cluster.
         # (name, creating) -> None.

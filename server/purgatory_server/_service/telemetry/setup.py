@@ -37,6 +37,7 @@ from purgatory_server._service.telemetry.metrics import (
     histogram_metrics,
     register_instruments,
 )
+from purgatory_server._service.telemetry.operator_metrics import register_operator_instruments
 
 if TYPE_CHECKING:
     from purgatory_server._service.core.registry import PurgatoryRegistry
@@ -79,7 +80,9 @@ class Telemetry:
             return
         rpc = self.rpc
         assert rpc is not None
-        register_instruments(self._meter_provider.get_meter(SCOPE), registry.snapshot, rpc)
+        meter = self._meter_provider.get_meter(SCOPE)
+        register_instruments(meter, registry.snapshot, rpc)
+        register_operator_instruments(meter, registry)
         for reader in self._readers:
             attach_histograms(reader, lambda: histogram_metrics(registry.snapshot, rpc))
 

@@ -210,3 +210,25 @@ def test_plaintext_client_against_tls_server_gets_a_hint_and_the_log_stays_json(
     [core] = [r for r in records if "Handshake failed" in r["message"]]
     assert core["logger"] == "grpc" and core["level"] == "INFO"
     assert re.search(r"\(ssl_transport_security\.cc:\d+\)$", core["message"])
+
+
+def test_help_text_has_no_markup(capsys: pytest.CaptureFixture[str]) -> None:
+    # Docstring markup (``code``, `code`) reads as noise in a terminal.
+    from purgatory_client._cli_completion import _subparsers
+    from purgatory_client.cli import build_parser
+
+    parser = build_parser()
+    helps = [parser.format_help()]
+    for child in _subparsers(parser).values():
+        helps.append(child.format_help())
+        helps += [grandchild.format_help() for grandchild in _subparsers(child).values()]
+    assert len(helps) > 15
+    server = subprocess.run(
+        [*WITHOUT_EXTRA, "purgatory_server", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    for text in (*helps, server.stdout):
+        assert "`" not in text, text

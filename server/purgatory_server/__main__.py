@@ -89,7 +89,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--metrics-listen",
         metavar="HOST:PORT",
-        help="serve Prometheus metrics at http://HOST:PORT/metrics (off by default)",
+        help="serve Prometheus metrics at http://HOST:PORT/metrics (off by default; HTTPS "
+        "with the same certificate under --tls-cert)",
     )
     parser.add_argument(
         "--otlp-endpoint", metavar="URL", help="export metrics and spans over OTLP/gRPC"

@@ -27,8 +27,12 @@ ENV PURGATORY_LISTEN=0.0.0.0:50051 \
     PURGATORY_DATA_DIR=/var/lib/purgatory
 VOLUME ["/var/lib/purgatory"]
 
+# The health check probes the port PURGATORY_LISTEN names (so `-e PURGATORY_LISTEN=...`
+# moves it too), on loopback. Under TLS set PURGATORY_TLS_CA to a CA that signed a
+# certificate valid for 127.0.0.1 (the CLI reads it), or replace this with --no-healthcheck
+# or your own HEALTHCHECK.
 HEALTHCHECK --interval=10s --timeout=5s --start-period=5s --retries=3 \
-    CMD ["purgatory", "--target", "127.0.0.1:50051", "health"]
+    CMD ["sh", "-c", "exec purgatory --target \"127.0.0.1:${PURGATORY_LISTEN##*:}\" ${PURGATORY_TLS_CA:+--tls-ca \"$PURGATORY_TLS_CA\"} health"]
 
 STOPSIGNAL SIGTERM
 ENTRYPOINT ["purgatory-server"]

@@ -23,12 +23,14 @@ APT_PACKAGES += prometheus
 APT_PACKAGES += redis-server
 
 help:
-	@echo "make serve   - run the gRPC server on 127.0.0.1:50051 (the 'default' purgatory)"
+	@echo "make serve   - run the gRPC server on 127.0.0.1:50051 (the 'default' purgatory);"
+	@echo "               ARGS='--listen 127.0.0.1:50061 --durable' passes server flags"
 	@echo "make test    - lint, type-check, stub check and the full test suite"
 	@echo "make stubs   - regenerate gRPC stubs from proto/"
 	@echo "make sync-client - regenerate the blocking Python client from the asyncio one"
 	@echo "make bench   - run the benchmarks (slow; not part of make test)"
 	@echo "make cluster - 3 nats-server nodes + 2 purgatory servers sharing replicated 'orders'"
+	@echo "               on 127.0.0.1:50051-50052 (CLUSTER_PORT=50061: 50061-50062)"
 	@echo "make pipeline - Spark ingest + report over make serve's data directory"
 
 # The engine is compiled with mypyc where a C compiler exists (setup.py; pure Python
@@ -49,13 +51,23 @@ install: $(STAMP)
 SERVE_EXTRAS := server,client
 SERVE_STAMP  := $(VENV)/.serve-stamp
 
+# The first run takes a while (1-6 minutes: downloads, and mypyc compiling the engine where
+# a C compiler exists), so it says what it is doing; pip's own lines show its progress.
 $(SERVE_STAMP): pyproject.toml setup.py $(ENGINE_SRC)
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[$(SERVE_EXTRAS)]'
-	touch $(SERVE_STAMP)
+	@test -x $(BIN)/python || { echo "make serve: creating $(VENV) with $(PYTHON)"; $(PYTHON) -m venv $(VENV); }
+	@echo "make serve: installing the server and the CLI into $(VENV) (extras $(SERVE_EXTRAS));"
+	@echo "make serve: the first time this takes 1-6 minutes (downloads; the engine is compiled with mypyc)"
+	$(BIN)/python -m pip install --disable-pip-version-check --progress-bar off -e '.[$(SERVE_EXTRAS)]' \
+	  | grep --line-buffered -E '^(Collecting|Building|Installing|Successfully|ERROR)' || true
+	@$(BIN)/python -c 'import purgatory_server, grpc' || { echo "make serve: the installation failed (see above)"; exit 1; }
+	@touch $(SERVE_STAMP)
+	@echo "make serve: installed"
 
+# ARGS: flags for purgatory-server, e.g. make serve ARGS="--listen 0.0.0.0:50051 --durable"
+# (`.venv/bin/purgatory-server --help` lists them; PURGATORY_* variables work too).
+ARGS ?=
 serve: $(SERVE_STAMP)
-	$(BIN)/python -m purgatory_server
+	$(BIN)/python -m purgatory_server $(ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -112,8 +124,10 @@ test: system-deps lint typecheck check-stubs check-sync-client buf-lint buf-brea
 # A replicated deployment on loopback (docs/scale-out.md §12): three nats-server nodes
 # (JetStream, R3) and two purgatory servers on 127.0.0.1:50051-50052 sharing the replicated
 # purgatory `orders`; runs in the foreground, Ctrl-C stops everything. State in .cluster/.
+# CLUSTER_PORT moves the two servers (CLUSTER_PORT and CLUSTER_PORT+1).
+CLUSTER_PORT ?= 50051
 cluster: $(STAMP)
-	$(BIN)/python -m purgatory_server._cluster.local --dir .cluster
+	$(BIN)/python -m purgatory_server._cluster.local --dir .cluster --port $(CLUSTER_PORT)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.timer_scaling

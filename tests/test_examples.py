@@ -4,6 +4,7 @@ examples run the same way from client/node/test/examples.test.mjs.)"""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -41,8 +42,11 @@ def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.mark.parametrize("script", sorted(EXPECTED))
 def test_example_runs(script: str, target: str) -> None:
+    # The server from PURGATORY_TARGET, as the CLI reads it (tests/test_readme.py passes
+    # HOST:PORT as an argument, the README's way).
     done = subprocess.run(
-        [sys.executable, str(EXAMPLES / script), target],
+        [sys.executable, str(EXAMPLES / script)],
+        env={**os.environ, "PURGATORY_TARGET": target},
         capture_output=True,
         text=True,
         timeout=60,

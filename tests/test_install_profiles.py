@@ -38,3 +38,30 @@ def test_serve_installs_only_the_server_extras() -> None:
 
 def test_test_profile_installs_the_dev_tools() -> None:
     assert "dev" in _extras(_recipe("install"))
+
+
+def test_serve_says_what_it_installs_and_passes_args_to_the_server() -> None:
+    recipe = subprocess.run(
+        ["make", "-n", "-B", "serve", "VENV=/nonexistent-venv", "ARGS=--listen 127.0.0.1:50061"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    # Progress before the long, otherwise silent install (pip's lines kept, filtered).
+    assert "make serve: installing the server and the CLI" in recipe
+    assert "the first time this takes" in recipe and "grep --line-buffered" in recipe
+    assert recipe.rstrip().endswith("-m purgatory_server --listen 127.0.0.1:50061")
+
+
+def test_cluster_ports_can_be_moved() -> None:
+    recipe = subprocess.run(
+        ["make", "-n", "cluster", "VENV=/nonexistent-venv", "CLUSTER_PORT=50061"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    assert "-m purgatory_server._cluster.local --dir .cluster --port 50061" in recipe

@@ -30,7 +30,7 @@ def _build_wheel(tmp_path_factory: pytest.TempPathFactory, *, pure: bool) -> Pat
     # Build from a copy: setuptools writes build/ and *.egg-info next to the sources,
     # and a test must not leave those in the checkout (nor compiled extensions).
     src = tmp_path_factory.mktemp("src")
-    for name in ("pyproject.toml", "README.md", "setup.py"):
+    for name in ("pyproject.toml", "README.md", "setup.py", "LICENSE"):
         shutil.copy2(ROOT / name, src / name)
     for name in ("server", "client", "proto", "pipeline"):
         shutil.copytree(
@@ -78,6 +78,19 @@ def test_wheel_contains_every_source_module(wheel: Path) -> None:
     }
     missing = sorted(expected - names)
     assert not missing, f"not in the wheel: {missing}"
+
+
+def test_wheel_metadata_names_the_version_license_and_classifiers(wheel: Path) -> None:
+    import purgatory_server
+
+    archive = zipfile.ZipFile(wheel)
+    [metadata] = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
+    text = archive.read(metadata).decode()
+    assert f"\nVersion: {purgatory_server.__version__}\n" in text  # read from the source
+    assert "\nLicense-Expression: Apache-2.0\n" in text
+    assert "\nLicense-File: LICENSE\n" in text and "Classifier: Typing :: Typed" in text
+    [license_file] = [n for n in archive.namelist() if n.endswith("/licenses/LICENSE")]
+    assert "Apache License" in archive.read(license_file).decode()[:200]
 
 
 def test_stubs_import_from_the_wheel_alone(wheel: Path) -> None:

@@ -1,12 +1,16 @@
-"""The README's examples run as written, so the front page cannot drift from the code.
+"""The README's walk-through runs as written and IN ORDER, as a newcomer follows it.
 
-Every fenced block of README.md is either run here (its Python executed, its shell lines
-run one by one with bash against a real server on 127.0.0.1:0) or listed in
-``NOT_RUN`` with the reason; a new block that is neither fails
-:func:`test_every_block_is_run_or_explained`. Shell lines reach the test's server through
-``PURGATORY_TARGET`` (the CLI), a ``HOST:PORT`` argument (the example scripts) or a free
-port put in place of the README's fixed one, and ``.venv/bin/`` is this interpreter's
-directory (the same virtual environment when run by ``make test``).
+Every fenced block of README.md is either run here or listed in ``NOT_RUN`` with the
+reason; a new block that is neither fails :func:`test_every_block_is_run_or_explained`.
+:func:`test_walkthrough_runs_in_order` starts ONE fresh server, as `make serve` does (the
+server's default limits, the ``default`` purgatory, its own data directory), and runs
+every block against it in the README's order: its Python executed, its shell lines run
+one by one with bash. So a block that trips over what an earlier one left (an operation
+id registered twice, a port taken twice) fails here as it would for a reader. Shell
+lines reach the server through ``PURGATORY_TARGET`` (the CLI), a ``HOST:PORT`` argument
+(the example scripts) or a free port put in place of the README's fixed one, and
+``.venv/bin/`` is this interpreter's directory (the same virtual environment when run
+by ``make test``).
 """
 
 from __future__ import annotations
@@ -20,17 +24,14 @@ import shlex
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import replace
+from collections.abc import Callable
 from pathlib import Path
 
-import pytest
 from purgatory_client import OperationState, PurgatoryClient, PurgatoryError
 from purgatory_server._service import ServerConfig
-from purgatory_server._service.config.server_config import Limits
 
 from harness import ServerProcess
-from tests.service.helpers import TEST_CONFIG, ServerThread
+from tests.service.helpers import ServerThread
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
@@ -40,13 +41,13 @@ BIN = str(Path(sys.executable).parent) + "/"
 
 # Blocks run by a test below, by a line that identifies them.
 RUN = {
-    "DelayedOperationPurgatory": "test_engine_example_runs",
-    "Condition.all_keys()": "test_client_example_runs_against_a_real_server",
-    "watch_many": "test_many_operations_example_runs_against_a_real_server",
-    "purgatory watch order-42": "test_cli_walkthrough_runs_line_by_line",
-    "examples/python/acks.py": "test_examples_block_runs",
-    "--metrics-listen 127.0.0.1:9464": "test_metrics_block_runs",
-    "iter_operations": "test_delayed_message_example_runs_against_a_real_server",
+    "DelayedOperationPurgatory": "run_engine_example",
+    "Condition.all_keys()": "run_client_example",
+    "watch_many": "run_many_operations_example",
+    "purgatory watch order-42": "run_cli_walkthrough",
+    "examples/python/acks.py": "run_examples_block",
+    "--metrics-listen 127.0.0.1:9464": "run_metrics_block",
+    "iter_operations": "run_delayed_message_example",
 }
 # Blocks no test can run, and why.
 NOT_RUN = {
@@ -54,8 +55,10 @@ NOT_RUN = {
     "tests/test_install_profiles.py checks what each installs",
     "docker build -t purgatory .": "needs a Docker engine, which the test machines lack; "
     "tests/test_install_profiles.py lints the Dockerfile",
-    "make cluster   #": "`make cluster` runs until Ctrl-C; tests/cluster/test_make_cluster.py "
-    "starts the same module and registers a watch on `orders` through the second server",
+    "make cluster CLUSTER_PORT": "`make cluster` runs until Ctrl-C; "
+    "tests/cluster/test_make_cluster.py starts the same module and registers a watch on "
+    "`orders` through the second server; tests/test_install_profiles.py checks "
+    "CLUSTER_PORT",
 }
 
 
@@ -96,12 +99,6 @@ def _until(check: Callable[[], bool], timeout_s: float = 30.0) -> None:
         time.sleep(0.05)
 
 
-@pytest.fixture
-def server() -> Iterator[ServerThread]:
-    with ServerThread(ServerConfig(listen="127.0.0.1:0", grace_s=0.5)) as st:
-        yield st
-
-
 def test_every_block_is_run_or_explained() -> None:
     for lang, body in FENCED:
         run = [m for m in RUN if m in body]
@@ -113,29 +110,33 @@ def test_every_block_is_run_or_explained() -> None:
     assert set(RUN.values()) <= set(globals())
 
 
-def test_engine_example_runs() -> None:
-    exec(compile(_block("DelayedOperationPurgatory"), "README.md", "exec"), {})
-
-
-def test_client_example_runs_against_a_real_server(server: ServerThread) -> None:
-    code = _block("Condition.all_keys()").replace('"127.0.0.1:50051"', repr(server.target))
+def _exec(code: str, target: str) -> str:
+    """Run a Python block against ``target``; what it printed."""
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        exec(compile(code, "README.md", "exec"), {})
-    assert out.getvalue().strip() == "COMPLETED"
+        exec(compile(code.replace('"127.0.0.1:50051"', repr(target)), "README.md", "exec"), {})
+    return out.getvalue()
 
 
-def test_many_operations_example_runs_against_a_real_server(server: ServerThread) -> None:
-    code = _block("watch_many").replace('"127.0.0.1:50051"', repr(server.target))
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        exec(compile(code, "README.md", "exec"), {})
-    assert out.getvalue().split("\n")[:2] == ["ack-0 COMPLETED", "ack-1 EXPIRED"]
+def run_engine_example(block: str, st: ServerThread, tmp_path: Path) -> None:
+    exec(compile(block, "README.md", "exec"), {})
 
 
-def test_cli_walkthrough_runs_line_by_line(server: ServerThread) -> None:
-    watch, get, signal, subscribe = _lines(_block("purgatory watch order-42"))
-    env = dict(os.environ, PURGATORY_TARGET=server.target)
+def run_client_example(block: str, st: ServerThread, tmp_path: Path) -> None:
+    assert _exec(block, st.target).strip() == "COMPLETED"
+
+
+def run_many_operations_example(block: str, st: ServerThread, tmp_path: Path) -> None:
+    assert _exec(block, st.target).split("\n")[:2] == ["ack-0 COMPLETED", "ack-1 EXPIRED"]
+
+
+def run_delayed_message_example(block: str, st: ServerThread, tmp_path: Path) -> None:
+    assert _exec(block, st.target).splitlines() == ["unpaid-42 45", "unpaid-43 30"]
+
+
+def run_cli_walkthrough(block: str, st: ServerThread, tmp_path: Path) -> None:
+    watch, get, signal, subscribe, table = _lines(block)
+    env = dict(os.environ, PURGATORY_TARGET=st.target)
     assert watch.endswith("&")
     # The backgrounded long-poll, as its own process; the next lines wait for it as a
     # user at a prompt would.
@@ -143,7 +144,7 @@ def test_cli_walkthrough_runs_line_by_line(server: ServerThread) -> None:
         shlex.split(watch[:-1]), cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True
     )
     try:
-        with PurgatoryClient(server.target, timeout=5) as client:
+        with PurgatoryClient(st.target, timeout=5) as client:
 
             def registered() -> bool:
                 try:
@@ -158,29 +159,31 @@ def test_cli_walkthrough_runs_line_by_line(server: ServerThread) -> None:
         assert waiter.returncode == 0 and "COMPLETED" in out, out
         [event] = [json.loads(line) for line in _bash(subscribe, env).splitlines()]
         assert (event["operation_id"], event["state"]) == ("order-42", "COMPLETED")
+        header, row = _bash(table, env).splitlines()
+        assert header.startswith("operation_id") and row.split()[:2] == ["order-42", "COMPLETED"]
     finally:
         if waiter.poll() is None:
             waiter.kill()
             waiter.wait(10)
 
 
-def test_examples_block_runs(tmp_path: Path) -> None:
-    serve, python_example, node_example = _lines(_block("examples/python/acks.py"))
-    # `make serve &` is the server this test starts; the Node.js line runs in `make
-    # node-test` (client/node/test/examples.test.mjs), with every other example.
-    assert serve == "make serve &" and node_example.startswith("make node-build && node ")
-    config = ServerConfig(listen="127.0.0.1:0", grace_s=0.5, data_dir=str(tmp_path))
-    with ServerThread(config) as st:
-        out = _bash(f"{python_example} {st.target}", dict(os.environ))
+def run_examples_block(block: str, st: ServerThread, tmp_path: Path) -> None:
+    python_example, node_example = _lines(block)
+    # The Node.js line runs in `make node-test` (client/node/test/examples.test.mjs),
+    # with every other example.
+    assert node_example.startswith("make node-build && node ")
+    out = _bash(f"{python_example} {st.target}", dict(os.environ))
     assert "produce answered: COMPLETED" in out, out
 
 
-def test_metrics_block_runs(tmp_path: Path) -> None:
-    start, scrape = _lines(_block("--metrics-listen 127.0.0.1:9464"))
+def run_metrics_block(block: str, st: ServerThread, tmp_path: Path) -> None:
+    install, start, scrape = _lines(block)
+    # `make install` made the virtual environment this test runs in.
+    assert install == "make install" and start.endswith("&")
     # The README's ports, 0 instead: the server binds free ones and says which (the
     # metrics one in its log, the gRPC one in the harness's port file).
-    command = shlex.split(start.replace("9464", "0"))
-    with ServerProcess(tmp_path, command=command, cwd=tmp_path) as server:
+    command = shlex.split(start[:-1].replace("9464", "0").replace("--listen 127.0.0.1:50052", ""))
+    with ServerProcess(tmp_path / "metrics", command=command, cwd=ROOT) as server:
         port = server.wait_log(r"metrics: http://127\.0\.0\.1:(\d+)/metrics")[1]
         done = subprocess.run(
             ["bash", "-c", scrape.replace("9464", port)],
@@ -191,14 +194,17 @@ def test_metrics_block_runs(tmp_path: Path) -> None:
         )
         assert done.returncode == 0, (done.stdout, done.stderr, server.log_text())
         assert "purgatory_operations_delayed" in done.stdout
+    assert "--listen 127.0.0.1:50052" in start  # beside make serve's 50051, not on it
 
 
-def test_delayed_message_example_runs_against_a_real_server() -> None:
-    code = _block("iter_operations")
-    # The server's default limits (the test config caps timeouts at 10 minutes).
-    with ServerThread(replace(TEST_CONFIG, limits=Limits())) as st:
-        code = code.replace('"127.0.0.1:50051"', repr(st.target))
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            exec(compile(code, "README.md", "exec"), {})
-    assert out.getvalue().splitlines() == ["order-42 45", "order-43 30"]
+def test_walkthrough_runs_in_order(tmp_path: Path) -> None:
+    # `make serve`: the server's defaults, with its data directory here.
+    config = ServerConfig(listen="127.0.0.1:0", grace_s=0.5, data_dir=str(tmp_path / "data"))
+    with ServerThread(config) as st:
+        for _, body in FENCED:
+            for marker, runner in RUN.items():
+                if marker in body:
+                    try:
+                        globals()[runner](body, st, tmp_path)
+                    except BaseException as exc:
+                        raise AssertionError(f"README block {marker!r} failed in order") from exc

@@ -1,6 +1,10 @@
 """Clean failures for a person at a terminal: ``purgatory-server`` and ``purgatory``
 print ONE line and exit non-zero for a busy port, a bad --listen/--target (a missing
-port is an error, not 443), an unreadable or invalid config file and a bad flag value."""
+port is an error, not 443), an unreadable or invalid config file, a bad flag value and
+an observability flag without the extra.
+
+The server runs as `make serve` installs it: without the ``observability`` extra
+(``tests/without_observability.py`` makes its packages unimportable)."""
 
 from __future__ import annotations
 
@@ -14,11 +18,15 @@ from pathlib import Path
 import pytest
 from purgatory_client.cli import main as cli_main
 
+from harness import ServerProcess
+
+WITHOUT_EXTRA = [sys.executable, str(Path(__file__).parent / "without_observability.py")]
+
 
 def _server(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PURGATORY_")}
     return subprocess.run(
-        [sys.executable, "-m", "purgatory_server", "--data-dir", str(cwd / "data"), *args],
+        [*WITHOUT_EXTRA, "purgatory_server", "--data-dir", str(cwd / "data"), *args],
         capture_output=True,
         text=True,
         timeout=60,
@@ -70,6 +78,20 @@ def test_server_bad_flags_and_config_are_one_line(
     assert expected in _one_line(result.stderr)
 
 
+@pytest.mark.parametrize(
+    "args",
+    [["--tracing"], ["--metrics-listen", "127.0.0.1:0", "--tracing"], ["--otlp-endpoint", "x"]],
+)
+def test_observability_without_the_extra_is_one_line_naming_it(
+    args: list[str], tmp_path: Path
+) -> None:
+    # find_spec("opentelemetry.sdk") raises (not returns None) when "opentelemetry" itself
+    # is missing: that was a ModuleNotFoundError traceback.
+    result = _server("--listen", "127.0.0.1:0", *args, cwd=tmp_path)
+    assert result.returncode == 2
+    assert "pip install 'purgatory-grpc[observability]'" in _one_line(result.stderr)
+
+
 def test_server_invalid_config_file_is_one_line(tmp_path: Path) -> None:
     bad_toml = tmp_path / "bad.toml"
     bad_toml.write_text("listen = [")
@@ -94,7 +116,7 @@ def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
     [
         (["--target", "localhost", "purgatories"], 2, "is not HOST:PORT"),
         (["watch", "k", "--timeout-ms", "soon"], 2, "invalid int value"),
-        (["watch", "k", "--timeout-ms", "-1"], 1, "INVALID_ARGUMENT: timeout_ms"),
+        (["watch", "k", "--timeout-ms", "-1"], 2, "--timeout-ms: must be at least 0"),
         (["--tls-ca", "/nonexistent/ca.pem", "purgatories"], 1, "tls_ca: cannot read"),
         (["--target", "127.0.0.1:1", "purgatories"], 1, "UNAVAILABLE"),
         (["frobnicate"], 2, "invalid choice"),
@@ -124,3 +146,12 @@ def test_listen_addresses_are_parsed_strictly() -> None:
     for bad in ("localhost", ":5", "host:", "host:70000", "host:x"):
         with pytest.raises(ConfigError, match="listen"):
             parse_listen(bad)
+
+
+def test_a_second_server_on_the_same_data_directory_suggests_data_dir(tmp_path: Path) -> None:
+    command = [*WITHOUT_EXTRA, "purgatory_server", "--durable"]
+    with ServerProcess(tmp_path / "first", command=command, cwd=tmp_path):
+        result = _server("--listen", "127.0.0.1:0", "--durable", cwd=tmp_path)
+    assert result.returncode == 1
+    line = _one_line(result.stderr)
+    assert "in use by another journal" in line and "its own --data-dir" in line

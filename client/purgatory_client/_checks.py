@@ -37,8 +37,10 @@ def key_list(field: str, keys: Any) -> list[str]:
 def uint(field: str, value: Any, bits: int = 64) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise invalid_argument(field, f"expected an int, got {type(value).__name__}")
-    if not 0 <= value < 2**bits:
-        raise invalid_argument(field, f"{value} is outside [0, {2**bits - 1}]")
+    if value < 0:
+        raise invalid_argument(field, f"must not be negative, got {value}")
+    if value >= 2**bits:
+        raise invalid_argument(field, f"{value} is more than {2**bits - 1}")
     return value
 
 

@@ -23,7 +23,7 @@ from concurrent.futures import Future
 from typing import Any, TextIO
 
 from purgatory_client._batcher import DispatcherConfig
-from purgatory_client._cli_common import Context, Emit, parse_condition
+from purgatory_client._cli_common import Context, Emit, count, parse_condition
 from purgatory_client._models import Condition, OperationSpec, Signal
 from purgatory_client._sync import PurgatoryClient
 from purgatory_client.errors import PurgatoryError
@@ -45,14 +45,16 @@ def register(sub: Any) -> None:
         epilog="example: printf 'k1\\nk2\\n' | purgatory batch signal",
     )
     batch.add_argument("kind", choices=["signal", "watch"], help="what each line is")
-    batch.add_argument("--timeout-ms", type=int, default=30_000, help="watches' default")
+    batch.add_argument(
+        "--timeout-ms", type=count(0), default=30_000, help="watches' default (30000)"
+    )
     batch.add_argument(
         "--condition",
         type=parse_condition,
         default=Condition.any_key(),
-        help="watches' condition; syntax as in `purgatory watch --help` (e.g. min:2)",
+        help="watches' condition; syntax as in purgatory watch --help (e.g. min:2)",
     )
-    batch.add_argument("--batch-size", type=int, default=500, help="tasks per frame")
+    batch.add_argument("--batch-size", type=count(1), default=500, help="tasks per frame")
     batch.set_defaults(handler=_batch)
 
 
@@ -63,13 +65,22 @@ def _lines(stream: TextIO) -> Iterable[tuple[int, str]]:
             yield number, line
 
 
-def _object(number: int, line: str) -> dict[str, Any]:
+SIGNAL_FIELDS = ("key", "amount", "value", "source", "data")
+WATCH_FIELDS = ("id", "keys", "timeout_ms", "payload")
+
+
+def _object(number: int, line: str, fields: tuple[str, ...]) -> dict[str, Any]:
+    """The line's JSON object; an unknown field (a typo such as ``operation_id`` for
+    ``id``) is refused rather than ignored, which would make up an id."""
     try:
         value = json.loads(line)
     except json.JSONDecodeError as exc:
         raise BadLine(number, f"invalid JSON: {exc.msg}") from None
     if not isinstance(value, dict):
         raise BadLine(number, "a JSON line must be an object")
+    unknown = sorted(set(value) - set(fields))
+    if unknown:
+        raise BadLine(number, f"unknown field {unknown[0][:100]!r} (known: {', '.join(fields)})")
     return value
 
 
@@ -79,7 +90,7 @@ def parse_signal(number: int, line: str) -> tuple[str, Signal | None]:
         if len(words) != 1:
             raise BadLine(number, "expected one KEY (or a JSON object)")
         return words[0], None
-    obj = _object(number, line)
+    obj = _object(number, line, SIGNAL_FIELDS)
     try:
         key = obj["key"]
         signal = Signal(
@@ -101,7 +112,7 @@ def parse_watch(number: int, line: str, timeout_ms: int, condition: Condition) -
         if len(words) < 2:
             raise BadLine(number, "expected ID KEY [KEY...] (or a JSON object)")
         return OperationSpec(tuple(words[1:]), timeout_ms, condition, operation_id=words[0])
-    obj = _object(number, line)
+    obj = _object(number, line, WATCH_FIELDS)
     try:
         return OperationSpec(
             tuple(str(k) for k in obj.get("keys", ())),

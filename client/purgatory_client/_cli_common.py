@@ -11,26 +11,31 @@ client and calls ``args.handler(args, Context(...))``. A handler returns the exi
 from __future__ import annotations
 
 import argparse
-import base64
 import dataclasses
-import enum
-import json
-import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from purgatory_client._models import Condition
 from purgatory_client._sync import PurgatoryClient
 
-__all__ = ["CONDITION_HELP", "Context", "Emit", "Handler", "emit_json", "parse_condition"]
+__all__ = [
+    "CONDITION_HELP",
+    "Context",
+    "Emit",
+    "Handler",
+    "count",
+    "global_options",
+    "parse_condition",
+]
 
 Emit = Callable[[Any], None]
 
 
 @dataclasses.dataclass(frozen=True)
 class Context:
-    """One run of a subcommand: the client, where results go (``emit``: one JSON line
-    each) and the command line as typed (for hints that repeat it)."""
+    """One run of a subcommand: the client, where results go (``emit``: one line each,
+    in the chosen ``--output``; ``_cli_output``) and the command line as typed (for hints
+    that repeat it)."""
 
     client: PurgatoryClient
     emit: Emit
@@ -69,23 +74,38 @@ CONDITION_HELP = (
 )
 
 
-def _jsonable(value: Any, text: bool = False) -> Any:
-    """JSON-ready ``value``; bytes are base64 (exact for any bytes), or with ``text`` UTF-8
-    where invalid sequences become U+FFFD (readable, but lossy for binary data)."""
-    if isinstance(value, enum.Enum):
-        return value.name
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace") if text else base64.b64encode(value).decode()
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _jsonable(getattr(value, f.name), text) for f in dataclasses.fields(value)}
-    if isinstance(value, Mapping):
-        return {str(k): _jsonable(v, text) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_jsonable(v, text) for v in value]
-    return value
+def count(minimum: int) -> Callable[[str], int]:
+    """An argparse type: an integer >= ``minimum`` (``--limit -1`` is a usage error, not
+    an empty listing)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid int value: {text[:100]!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        return value
+
+    parse.__name__ = "int"
+    return parse
 
 
-def emit_json(value: Any, text: bool = False) -> None:
-    """Print ``value`` as one JSON line (see :func:`_jsonable` for bytes) and flush."""
-    sys.stdout.write(json.dumps(_jsonable(value, text), sort_keys=True) + "\n")
-    sys.stdout.flush()
+def global_options(argv: Sequence[str]) -> list[str]:
+    """The options typed before the subcommand (``--target``, ``--purgatory``...), for hints
+    that name another command against the same server and purgatory."""
+    out: list[str] = []
+    words = iter(argv)
+    for word in words:
+        if not word.startswith("-"):
+            break
+        out.append(word)
+        if word in GLOBAL_VALUED and "=" not in word:
+            out.append(next(words, ""))
+    return out
+
+
+# The global options that take a value (cli._add_global_options).
+GLOBAL_VALUED = frozenset(
+    {"--target", "--purgatory", "--token", "--tls-ca", "--tls-cert", "--tls-key", "--output"}
+)

@@ -6,7 +6,8 @@ import argparse
 import sys
 from typing import Any
 
-from purgatory_client._cli_common import Context
+from purgatory_client._cli_common import Context, count
+from purgatory_client._cli_output import without
 from purgatory_client._models import OperationState
 
 __all__ = ["register"]
@@ -32,9 +33,9 @@ def register(sub: Any) -> None:
     )
     reschedule.add_argument("operation_id", help="the pending operation")
     when = reschedule.add_mutually_exclusive_group(required=True)
-    when.add_argument("--timeout-ms", type=int, help="new deadline, from now")
+    when.add_argument("--timeout-ms", type=count(0), help="new deadline, from now")
     when.add_argument(
-        "--due-time-ms", type=int, help="new deadline, Unix epoch ms on the server's clock"
+        "--due-time-ms", type=count(0), help="new deadline, Unix epoch ms on the server's clock"
     )
     reschedule.set_defaults(handler=_reschedule)
     _add_ls_parser(sub)
@@ -58,14 +59,18 @@ def _add_ls_parser(sub: Any) -> None:
         help="only operations in this state (repeatable; default: watching, i.e. pending)",
     )
     ls.add_argument(
-        "--due-after-ms", type=int, default=0, metavar="MS", help="due at or after MS (epoch ms)"
+        "--due-after-ms",
+        type=count(0),
+        default=0,
+        metavar="MS",
+        help="due at or after MS (epoch ms)",
     )
     ls.add_argument(
-        "--due-before-ms", type=int, default=0, metavar="MS", help="due before MS (epoch ms)"
+        "--due-before-ms", type=count(0), default=0, metavar="MS", help="due before MS (epoch ms)"
     )
-    ls.add_argument("--limit", type=int, metavar="N", help="stop after N operations")
+    ls.add_argument("--limit", type=count(1), metavar="N", help="stop after N operations")
     ls.add_argument(
-        "--page-size", type=int, default=0, metavar="N", help="one page of N (max 1000)"
+        "--page-size", type=count(0), default=0, metavar="N", help="one page of N (max 1000)"
     )
     ls.add_argument(
         "--page-token", default="", help="one page, from a previous page's next_page_token"
@@ -88,11 +93,11 @@ def _ls(args: argparse.Namespace, ctx: Context) -> int:
             page_token=args.page_token, page_size=args.page_size, **filters
         )
         for status in page.operations:
-            ctx.emit(status)
+            ctx.emit(without(status, "created"))
         ctx.emit({"next_page_token": page.next_page_token})
         return 0
     for n, status in enumerate(ctx.client.iter_operations(**filters), 1):
-        ctx.emit(status)
+        ctx.emit(without(status, "created"))
         if args.limit is not None and n >= args.limit:
             break
     return 0

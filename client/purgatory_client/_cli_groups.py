@@ -10,7 +10,7 @@ import dataclasses
 import sys
 from typing import Any
 
-from purgatory_client._cli_common import Context
+from purgatory_client._cli_common import Context, count
 from purgatory_client._resume import ResumePolicy
 
 __all__ = ["add_group_subscribe_args", "register", "run_group_subscribe"]
@@ -23,10 +23,10 @@ def register(sub: Any) -> None:
         epilog="example: purgatory ack billing 42 --attempt 2",
     )
     ack.add_argument("group", help="the worker group")
-    ack.add_argument("sequence", type=int, help="the outcome's sequence")
+    ack.add_argument("sequence", type=count(1), help="the outcome's sequence")
     ack.add_argument(
         "--attempt",
-        type=int,
+        type=count(0),
         default=0,
         help="the delivery_attempt being acked (refused if delivered again since); "
         "default: whichever delivery holds it",
@@ -48,13 +48,15 @@ def register(sub: Any) -> None:
     group.add_argument(
         "sequences",
         nargs="*",
-        type=int,
+        type=count(1),
         metavar="SEQ",
         help="redrive: these dead letters (default: all)",
     )
-    group.add_argument("--after", type=int, default=0, help="dead-letters: after this sequence")
     group.add_argument(
-        "--page-size", type=int, default=0, help="dead-letters: at most N (default 100)"
+        "--after", type=count(0), default=0, help="dead-letters: after this sequence"
+    )
+    group.add_argument(
+        "--page-size", type=count(0), default=0, help="dead-letters: at most N (default 100)"
     )
     group.set_defaults(handler=_group)
 
@@ -70,13 +72,16 @@ def add_group_subscribe_args(subscribe: argparse.ArgumentParser) -> None:
         help="with --group: ack each delivery once printed (otherwise: purgatory ack)",
     )
     subscribe.add_argument(
-        "--visibility-timeout-ms", type=int, default=0, help="with --group: lease length"
+        "--visibility-timeout-ms", type=count(0), default=0, help="with --group: lease length"
     )
     subscribe.add_argument(
-        "--max-attempts", type=int, default=0, help="with --group: deliveries before dead letter"
+        "--max-attempts",
+        type=count(0),
+        default=0,
+        help="with --group: deliveries before dead letter",
     )
     subscribe.add_argument(
-        "--prefetch", type=int, default=0, help="with --group: leases held at once (16)"
+        "--prefetch", type=count(0), default=0, help="with --group: leases held at once (16)"
     )
 
 

@@ -8,7 +8,14 @@ import shlex
 import sys
 from typing import Any
 
-from purgatory_client._cli_common import CONDITION_HELP, Context, parse_condition
+from purgatory_client._cli_common import (
+    CONDITION_HELP,
+    Context,
+    count,
+    global_options,
+    parse_condition,
+)
+from purgatory_client._cli_output import without
 from purgatory_client._models import Condition, Signal
 
 __all__ = ["register"]
@@ -53,7 +60,7 @@ def _add_watch_parser(sub: Any) -> None:
     watch.add_argument("keys", nargs="*", metavar="KEY", help="keys to watch (none: a pure timer)")
     watch.add_argument(
         "--timeout-ms",
-        type=int,
+        type=count(0),
         required=True,
         help="expire the operation after this many ms (e.g. 30000)",
     )
@@ -73,7 +80,7 @@ def _add_watch_parser(sub: Any) -> None:
     )
     watch.add_argument(
         "--max-extend-ms",
-        type=int,
+        type=count(0),
         default=0,
         metavar="MS",
         help="with --extend-on-resend: never past creation + MS (0: no cap)",
@@ -118,10 +125,11 @@ def _watch(args: argparse.Namespace, ctx: Context) -> int:
         ctx.emit(result if created is None else dataclasses.replace(result, created=created))
     except KeyboardInterrupt:
         again = list(ctx.argv) if args.id else [*ctx.argv, "--id", operation_id]
+        get = [*global_options(ctx.argv), "get", operation_id]
         sys.stderr.write(
             f"purgatory: stopped waiting; operation {operation_id!r} is still pending on "
             f"the server. Wait on it again with:\n  purgatory {shlex.join(again)}\n"
-            f"or see its state with: purgatory get {shlex.quote(operation_id)}\n"
+            f"or see its state with: purgatory {shlex.join(get)}\n"
         )
         raise
     return 0
@@ -134,7 +142,8 @@ def _signal(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _get(args: argparse.Namespace, ctx: Context) -> int:
-    ctx.emit(ctx.client.get_operation(args.operation_id))
+    # ``created`` says whether a registration made the operation: meaningless here.
+    ctx.emit(without(ctx.client.get_operation(args.operation_id), "created"))
     return 0
 
 

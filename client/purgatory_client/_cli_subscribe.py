@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from purgatory_client._cli_common import Context
+from purgatory_client._cli_common import Context, count
 from purgatory_client._cli_groups import add_group_subscribe_args, run_group_subscribe
 from purgatory_client._models import OperationState
 from purgatory_client._resume import ResumePolicy
@@ -26,7 +26,7 @@ def register(sub: Any) -> None:
     )
     subscribe.add_argument(
         "--after",
-        type=int,
+        type=count(0),
         metavar="SEQ",
         help="replay retained events after SEQ first (0: all retained)",
     )
@@ -41,10 +41,10 @@ def register(sub: Any) -> None:
         "--key", action="append", default=[], help="only operations watching KEY (repeatable)"
     )
     subscribe.add_argument("--prefix", default="", help="operation id prefix")
-    subscribe.add_argument("--limit", type=int, help="stop after N events")
+    subscribe.add_argument("--limit", type=count(1), metavar="N", help="stop after N events")
     subscribe.add_argument(
         "--resume-attempts",
-        type=int,
+        type=count(0),
         default=8,
         metavar="N",
         help="resumes in a row without an event before giving up (default 8: about 8 s)",

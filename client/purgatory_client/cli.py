@@ -15,8 +15,10 @@
     purgatory ls [--key K] [--prefix P] [--state S] [--limit N] [--page-size N]
     purgatory schedule set ID --every-ms N | --cron EXPR [--tz ZONE] | rm ID | ls
     purgatory health
+    purgatory completion bash|zsh    (eval "$(purgatory completion bash)")
 
-Results are printed as JSON (one object per line for ``subscribe``); bytes (payloads,
+Results are printed as JSON lines (``--output json``, the default: epoch-ms times, for
+scripts) or as a table (``--output table``: ISO 8601 times, for people); bytes (payloads,
 signal data) are base64 unless ``--text`` asks for UTF-8. ``subscribe`` streams outcomes
 from now on; ``--after 0`` first replays every retained one. The server address
 comes from ``--target`` or ``PURGATORY_TARGET`` (default ``127.0.0.1:50051``). Security:
@@ -26,15 +28,16 @@ success, 1 when the server reports an error, 2 for bad usage.
 
 Each subcommand's module registers its parser and handler (``_cli_operations``,
 ``_cli_subscribe``, ``_cli_groups``, ``_cli_batch``, ``_cli_delayed``, ``_cli_schedule``;
-the contract is in ``_cli_common``); this one holds the entry point, the global options
-and the commands about the server itself (``purgatories``, ``health``).
+the contract is in ``_cli_common``, the output formats in ``_cli_output``, shell
+completion in ``_cli_completion``); this one holds the entry point, the global options and
+the commands about the server itself (``purgatories``, ``health``).
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import functools
+import importlib.metadata
 import os
 import sys
 from collections.abc import Sequence
@@ -45,13 +48,15 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from purgatory_client import (
     _cli_batch,
+    _cli_completion,
     _cli_delayed,
     _cli_groups,
     _cli_operations,
     _cli_schedule,
     _cli_subscribe,
 )
-from purgatory_client._cli_common import Context, Handler, emit_json, parse_condition
+from purgatory_client._cli_common import Context, Handler, parse_condition
+from purgatory_client._cli_output import OUTPUTS, Printer
 from purgatory_client._models import PurgatoryConfig
 from purgatory_client._security import Security, resolve_security
 from purgatory_client._sync import PurgatoryClient
@@ -82,7 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
     handler); ``purgatories`` and ``health``, about the server itself, are here."""
     parser = _Parser(
         prog="purgatory",
-        description=__doc__.splitlines()[0],
+        description="The purgatory service from a terminal: register operations that wait "
+        "on keys, signal keys, stream outcomes, administer purgatories.",
         epilog="examples: purgatory watch acks --timeout-ms 30000 --condition min:2; "
         "purgatory signal acks --source broker-1; purgatory subscribe --after 0",
     )
@@ -96,6 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     _cli_delayed.register(sub)
     _cli_schedule.register(sub)
     sub.add_parser("health", help="exit 0 if the server reports SERVING")
+    _cli_completion.register(sub)
     return parser
 
 
@@ -113,6 +120,14 @@ def _add_global_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tls-ca", help="PEM file of CAs to trust (default: $PURGATORY_TLS_CA)")
     parser.add_argument("--tls-cert", help="PEM client certificate for mutual TLS")
     parser.add_argument("--tls-key", help="PEM private key of --tls-cert")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument(
+        "--output",
+        choices=OUTPUTS,
+        default="json",
+        help="json: one JSON object per line, epoch-ms times (the default, for scripts); "
+        "table: a header and aligned rows, ISO 8601 UTC times (for people)",
+    )
     parser.add_argument(
         "--text",
         action="store_true",
@@ -198,7 +213,15 @@ def _purgatories(args: argparse.Namespace, ctx: Context) -> int:
     return 0
 
 
-def _health(target: str, security: Security) -> int:
+def _version() -> str:
+    """The installed ``purgatory-grpc`` distribution's version."""
+    try:
+        return importlib.metadata.version("purgatory-grpc")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown (not installed)"
+
+
+def _health(target: str, security: Security, emit: Printer) -> int:
     credentials = security.channel_credentials()
     channel = (
         grpc.secure_channel(target, credentials)
@@ -210,20 +233,53 @@ def _health(target: str, security: Security) -> int:
         try:
             resp = stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=5)
         except grpc.RpcError as exc:
-            sys.stderr.write(f"purgatory: unhealthy: {exc.code().name}\n")
+            hint = _hint(exc.code().name, str(exc.details()), security.tls)
+            sys.stderr.write(f"purgatory: unhealthy: {exc.code().name}{hint}\n")
             return 1
     status = health_pb2.HealthCheckResponse.ServingStatus.Name(resp.status)
-    emit_json({"status": status})
+    emit({"status": status})
     return 0 if resp.status == health_pb2.HealthCheckResponse.SERVING else 1
+
+
+def _hint(code: str, message: str, tls: bool) -> str:
+    """What to try when an error's own words do not say (a plaintext client against a TLS
+    server sees only "Socket closed"; a TLS client against a plaintext one a bad record)."""
+    if code != "UNAVAILABLE":
+        return ""
+    if not tls and "Socket closed" in message:
+        return " (does the server serve TLS? then pass --tls-ca CA.pem, or --tls for a "
+        "certificate the system trusts)"
+    if tls and ("WRONG_VERSION_NUMBER" in message or "handshake" in message.lower()):
+        return " (TLS handshake failed: is the server plaintext, or is --tls-ca the wrong CA?)"
+    return ""
+
+
+def _not_utf8(argv: Sequence[str]) -> str | None:
+    """The first argument that is not valid UTF-8 (every name and key on the wire is)."""
+    for position, word in enumerate(argv, 1):
+        try:
+            word.encode("utf-8")
+        except UnicodeEncodeError:
+            shown = word.encode("utf-8", "backslashreplace").decode()[:100]
+            return f"argument {position} ({shown}) is not valid UTF-8"
+    return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    problem = _not_utf8(argv)
+    if problem is not None:
+        sys.stderr.write(f"purgatory: {problem}\n")
+        return 2
     args = build_parser().parse_args(argv)
+    emit = Printer(args.output, args.text)
+    security: Security | None = None
     try:
         security = _security(args)
         if args.command == "health":
-            return _health(args.target, security)
+            return _health(args.target, security, emit)
+        if args.command == "completion":
+            return _cli_completion.print_script(build_parser(), args.shell)
         with PurgatoryClient(
             args.target,
             purgatory=args.purgatory,
@@ -234,11 +290,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             tls_key=args.tls_key,
         ) as client:
             handler: Handler = args.handler
-            return handler(
-                args, Context(client, functools.partial(emit_json, text=args.text), argv)
-            )
+            return handler(args, Context(client, emit, argv))
     except PurgatoryError as exc:
-        sys.stderr.write(f"purgatory: {exc}\n")
+        hint = _hint(exc.code.name, str(exc), security is not None and security.tls)
+        sys.stderr.write(f"purgatory: {exc}{hint}\n")
         return 1
     except KeyboardInterrupt:
         return 130

@@ -2,7 +2,7 @@
 // have acknowledged it (Kafka's DelayedProduce with acks=all). A replica that acks twice
 // counts once.
 //
-//   node examples/node/acks.js [HOST:PORT]      (default 127.0.0.1:50051)
+//   node examples/node/acks.js [HOST:PORT]      (default $PURGATORY_TARGET, else 127.0.0.1:50051)
 //
 // Outside this repository: npm install <path-to>/client/node, then require it by name.
 "use strict";
@@ -39,7 +39,7 @@ async function main(target) {
   }
 }
 
-main(process.argv[2] ?? "127.0.0.1:50051").catch((err) => {
+main(process.argv[2] ?? process.env.PURGATORY_TARGET ?? "127.0.0.1:50051").catch((err) => {
   console.error(err);
   process.exitCode = 1;
 });

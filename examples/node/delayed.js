@@ -4,7 +4,7 @@
 // acts on EXPIRED outcomes; paying an order cancels its delayed message with ForceComplete,
 // whose outcome (FORCE_COMPLETED) the worker ignores.
 //
-//   node examples/node/delayed.js [HOST:PORT]      (default 127.0.0.1:50051)
+//   node examples/node/delayed.js [HOST:PORT]      (default $PURGATORY_TARGET, else 127.0.0.1:50051)
 "use strict";
 const { randomUUID } = require("node:crypto");
 const { PurgatoryClient } = require("../../client/node");
@@ -48,7 +48,7 @@ async function main(target) {
   }
 }
 
-main(process.argv[2] ?? "127.0.0.1:50051").catch((err) => {
+main(process.argv[2] ?? process.env.PURGATORY_TARGET ?? "127.0.0.1:50051").catch((err) => {
   console.error(err);
   process.exitCode = 1;
 });

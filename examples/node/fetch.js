@@ -2,7 +2,7 @@
 // produced to the partitions it reads, or until its max wait passes, and then gets
 // what there is (Kafka's DelayedFetch with fetch.min.bytes / fetch.max.wait.ms).
 //
-//   node examples/node/fetch.js [HOST:PORT]      (default 127.0.0.1:50051)
+//   node examples/node/fetch.js [HOST:PORT]      (default $PURGATORY_TARGET, else 127.0.0.1:50051)
 "use strict";
 const { randomUUID } = require("node:crypto");
 const { PurgatoryClient, Condition } = require("../../client/node");
@@ -42,7 +42,7 @@ async function main(target) {
   }
 }
 
-main(process.argv[2] ?? "127.0.0.1:50051").catch((err) => {
+main(process.argv[2] ?? process.env.PURGATORY_TARGET ?? "127.0.0.1:50051").catch((err) => {
   console.error(err);
   process.exitCode = 1;
 });

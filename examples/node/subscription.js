@@ -3,7 +3,7 @@
 // events after that sequence (then live), so nothing is missed or processed twice. While
 // it runs the client also resumes by itself after a dropped stream.
 //
-//   node examples/node/subscription.js [HOST:PORT]      (default 127.0.0.1:50051)
+//   node examples/node/subscription.js [HOST:PORT]      (default $PURGATORY_TARGET, else 127.0.0.1:50051)
 "use strict";
 const { randomUUID } = require("node:crypto");
 const { PurgatoryClient } = require("../../client/node");
@@ -49,7 +49,7 @@ async function main(target) {
   }
 }
 
-main(process.argv[2] ?? "127.0.0.1:50051").catch((err) => {
+main(process.argv[2] ?? process.env.PURGATORY_TARGET ?? "127.0.0.1:50051").catch((err) => {
   console.error(err);
   process.exitCode = 1;
 });

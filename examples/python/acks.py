@@ -2,12 +2,14 @@
 have acknowledged it (Kafka's DelayedProduce with acks=all). A replica that acks twice
 counts once.
 
-    python examples/python/acks.py [HOST:PORT]      (default 127.0.0.1:50051)
+    python examples/python/acks.py [HOST:PORT]
+        (default: $PURGATORY_TARGET, else 127.0.0.1:50051)
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import uuid
 
@@ -45,4 +47,5 @@ async def main(target: str) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1] if len(sys.argv) > 1 else "127.0.0.1:50051"))
+    default = os.environ.get("PURGATORY_TARGET", "127.0.0.1:50051")
+    asyncio.run(main(sys.argv[1] if len(sys.argv) > 1 else default))

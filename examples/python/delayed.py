@@ -4,12 +4,14 @@ ForceComplete) carrying the order id as payload. A worker subscribed to the purg
 on EXPIRED outcomes; paying an order cancels its delayed message with ForceComplete, whose
 outcome (FORCE_COMPLETED) the worker ignores.
 
-    python examples/python/delayed.py [HOST:PORT]      (default 127.0.0.1:50051)
+    python examples/python/delayed.py [HOST:PORT]
+        (default: $PURGATORY_TARGET, else 127.0.0.1:50051)
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import uuid
 
@@ -54,4 +56,5 @@ async def main(target: str) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1] if len(sys.argv) > 1 else "127.0.0.1:50051"))
+    default = os.environ.get("PURGATORY_TARGET", "127.0.0.1:50051")
+    asyncio.run(main(sys.argv[1] if len(sys.argv) > 1 else default))

@@ -2,12 +2,14 @@
 produced to the partitions it reads, or until its max wait passes, and then gets
 what there is (Kafka's DelayedFetch with fetch.min.bytes / fetch.max.wait.ms).
 
-    python examples/python/fetch.py [HOST:PORT]      (default 127.0.0.1:50051)
+    python examples/python/fetch.py [HOST:PORT]
+        (default: $PURGATORY_TARGET, else 127.0.0.1:50051)
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import uuid
 
@@ -56,4 +58,5 @@ async def main(target: str) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1] if len(sys.argv) > 1 else "127.0.0.1:50051"))
+    default = os.environ.get("PURGATORY_TARGET", "127.0.0.1:50051")
+    asyncio.run(main(sys.argv[1] if len(sys.argv) > 1 else default))

@@ -3,12 +3,14 @@ way, e.g. cron="0 9 * * MON-FRI", time_zone="Europe/Paris"). Two producers upser
 schedule; the second changes nothing. Each firing is an operation with the id
 "<schedule id>@<fire time ms>", delivered as an EXPIRED outcome to subscribers.
 
-    python examples/python/schedule.py [HOST:PORT]      (default 127.0.0.1:50051)
+    python examples/python/schedule.py [HOST:PORT]
+        (default: $PURGATORY_TARGET, else 127.0.0.1:50051)
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import uuid
 
@@ -53,4 +55,5 @@ async def main(target: str) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1] if len(sys.argv) > 1 else "127.0.0.1:50051"))
+    default = os.environ.get("PURGATORY_TARGET", "127.0.0.1:50051")
+    asyncio.run(main(sys.argv[1] if len(sys.argv) > 1 else default))

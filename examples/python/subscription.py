@@ -3,12 +3,14 @@ sequence processed, and later resume after it; the server replays exactly the re
 events after that sequence (then live), so nothing is missed or processed twice. While it
 runs the client also resumes by itself after a dropped stream.
 
-    python examples/python/subscription.py [HOST:PORT]      (default 127.0.0.1:50051)
+    python examples/python/subscription.py [HOST:PORT]
+        (default: $PURGATORY_TARGET, else 127.0.0.1:50051)
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator
@@ -68,4 +70,5 @@ async def _first(stream: AsyncGenerator[Event, None], n: int) -> AsyncIterator[E
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1] if len(sys.argv) > 1 else "127.0.0.1:50051"))
+    default = os.environ.get("PURGATORY_TARGET", "127.0.0.1:50051")
+    asyncio.run(main(sys.argv[1] if len(sys.argv) > 1 else default))

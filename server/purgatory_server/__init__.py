@@ -21,6 +21,14 @@ __all__ = [
     "TimerTaskEntry",
     "TimerTaskList",
     "TimingWheel",
+    "version",
 ]
 
+# The one place the version is written: pyproject.toml reads it (``dynamic``), the
+# ``purgatory_build_info`` metric and ``--version`` report it.
 __version__ = "0.1.0"
+
+
+def version() -> str:
+    """The version of this source tree (and of the ``purgatory-grpc`` distribution)."""
+    return __version__

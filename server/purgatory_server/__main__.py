@@ -17,11 +17,13 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
+from purgatory_server import version
 from purgatory_server._journal import JournalCorruptionError, JournalError
 from purgatory_server._service.api.app import serve
 from purgatory_server._service.api.listen import parse_listen
 from purgatory_server._service.config.logs import configure_logging
-from purgatory_server._service.config.server_config import ConfigError, load_config
+from purgatory_server._service.config.native_logs import NativeStderr
+from purgatory_server._service.config.server_config import ConfigError, ServerConfig, load_config
 from purgatory_server._service.core.errors import ServiceError
 from purgatory_server._service.telemetry import TraceLogFilter
 
@@ -39,8 +41,12 @@ class _Parser(argparse.ArgumentParser):
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = _Parser(
-        prog="purgatory-server", description="Kafka's delayed-operation purgatory over gRPC."
+        prog="purgatory-server",
+        description="Kafka's delayed-operation purgatory over gRPC.",
+        epilog="example: purgatory-server --listen 0.0.0.0:50051 --data-dir /var/lib/purgatory "
+        "--durable --log-format json (docs/configuration.md lists every option)",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     parser.add_argument("--listen", help="host:port to listen on (default 127.0.0.1:50051)")
     parser.add_argument("--config", help="TOML configuration file")
     parser.add_argument("--grace", type=float, help="seconds in-flight calls get on shutdown")
@@ -83,7 +89,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--metrics-listen",
         metavar="HOST:PORT",
-        help="serve Prometheus metrics at http://HOST:PORT/metrics (off by default)",
+        help="serve Prometheus metrics at http://HOST:PORT/metrics (off by default; HTTPS "
+        "with the same certificate under --tls-cert)",
     )
     parser.add_argument(
         "--otlp-endpoint", metavar="URL", help="export metrics and spans over OTLP/gRPC"
@@ -94,32 +101,31 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
-    overrides: dict[str, Any] = {}
-    if args.listen is not None:
-        overrides["listen"] = args.listen
+# Flags copied to the configuration under the same name when given.
+_PLAIN_FLAGS = (
+    "listen",
+    "log_level",
+    "log_format",
+    "max_concurrent_rpcs",
+    "data_dir",
+    "fsync",
+    "fsync_interval_ms",
+    "port_file",
+    "tls_cert",
+    "tls_key",
+    "tls_client_ca",
+    "metrics_listen",
+    "otlp_endpoint",
+)
+
+
+def overrides_from(args: argparse.Namespace) -> dict[str, Any]:
+    """The configuration options the flags set (the highest precedence)."""
+    overrides: dict[str, Any] = {
+        flag: getattr(args, flag) for flag in _PLAIN_FLAGS if getattr(args, flag) is not None
+    }
     if args.grace is not None:
         overrides["grace_s"] = args.grace
-    if args.log_level is not None:
-        overrides["log_level"] = args.log_level
-    if args.log_format is not None:
-        overrides["log_format"] = args.log_format
-    if args.max_concurrent_rpcs is not None:
-        overrides["max_concurrent_rpcs"] = args.max_concurrent_rpcs
-    for flag, option in (
-        ("data_dir", "data_dir"),
-        ("fsync", "fsync"),
-        ("fsync_interval_ms", "fsync_interval_ms"),
-        ("port_file", "port_file"),
-        ("tls_cert", "tls_cert"),
-        ("tls_key", "tls_key"),
-        ("tls_client_ca", "tls_client_ca"),
-        ("metrics_listen", "metrics_listen"),
-        ("otlp_endpoint", "otlp_endpoint"),
-    ):
-        if getattr(args, flag) is not None:
-            overrides[option] = getattr(args, flag)
     if args.repair_journal:
         overrides["repair_journal"] = True
     if args.tracing:
@@ -128,25 +134,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         overrides["defaults"] = {"durable": True}
     if args.purgatory:
         overrides["purgatories"] = list(args.purgatory)
-    try:
-        config = load_config(args.config, overrides=overrides)
-        parse_listen(config.listen)
-    except ConfigError as exc:
-        sys.stderr.write(f"purgatory-server: {exc}\n")
-        return 2
-    # Log lines carry the call's trace and span ids when tracing is on.
-    traced = config.tracing or bool(config.otlp_endpoint)
-    configure_logging(config.log_level, config.log_format, TraceLogFilter() if traced else None)
+    return overrides
+
+
+def _hint(exc: BaseException) -> str:
+    """What to do about a start-up failure, where the message alone does not say."""
+    if isinstance(exc, JournalCorruptionError):
+        return " (--repair-journal truncates it there)"
+    if isinstance(exc, JournalError) and "in use by another" in str(exc):
+        return (
+            " (another purgatory-server uses this data directory: stop it, or give this "
+            "one its own --data-dir)"
+        )
+    return ""
+
+
+def run(config: ServerConfig) -> int:
+    """Serve until stopped; the exit status (start-up failures logged as one line)."""
     try:
         asyncio.run(serve(config))
-    except JournalCorruptionError as exc:
-        logger.error("cannot start: %s (--repair-journal truncates it there)", exc)
-        return 1
     except ConfigError as exc:
         logger.error("cannot start: %s", exc)
         return 2
     except (OSError, JournalError) as exc:
-        logger.error("cannot start: %s", exc)
+        logger.error("cannot start: %s%s", exc, _hint(exc))
         return 1
     except ServiceError as exc:  # e.g. a configured purgatory the data directory refuses
         logger.error("cannot start: %s", exc.message)
@@ -154,6 +165,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        config = load_config(args.config, overrides=overrides_from(args))
+        parse_listen(config.listen)
+    except ConfigError as exc:
+        sys.stderr.write(f"purgatory-server: {exc}\n")
+        return 2
+    # Under JSON, gRPC core's own lines (written straight to descriptor 2) become records.
+    native = NativeStderr() if config.log_format == "json" else None
+    stream = native.start() if native is not None else None
+    # Log lines carry the call's trace and span ids when tracing is on.
+    traced = config.tracing or bool(config.otlp_endpoint)
+    configure_logging(
+        config.log_level, config.log_format, TraceLogFilter() if traced else None, stream=stream
+    )
+    try:
+        return run(config)
+    finally:
+        if native is not None:
+            native.stop()
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ from tests.service.helpers import TEST_CONFIG, until
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "examples" / "grafana" / "purgatory-dashboard.json"
 # Metric names as PromQL sees them: the families this server exports.
-NAME = re.compile(r"\b(?:purgatory|rpc_server)_[a-z0-9_]+\b")
+NAME = re.compile(r"\b(?:purgatory|rpc_server|process)_[a-z0-9_]+\b")
 # Label lists and matchers, which name labels (purgatory_name), not metrics.
 LABELS = re.compile(r"\b(?:by|without)\s*\([^)]*\)|\{[^}]*\}")
 
@@ -65,6 +65,21 @@ async def _drive_and_scrape(data_dir: Path) -> str:
 
 async def _drive(c: AsyncPurgatoryClient, feed: Any) -> None:
     stream = c.subscribe(after_sequence=0)
+    # A worker group holding one leased outcome, a schedule, an open Session stream.
+    members = await c.join_group("billing", visibility_timeout_ms=60_000)
+    await c.upsert_schedule("beat", every_ms=3_600_000)
+    await c.try_complete_else_watch(["g"], 60_000, operation_id="g")
+    await c.check_and_complete("g")
+    assert (await anext(members)).operation_id == "g"
+    session = c.watch_many([OperationSpec(keys=["s"], timeout_ms=60_000, operation_id="s")])
+    outcome = asyncio.ensure_future(anext(session))
+
+    async def in_session() -> bool:  # the stream registers it when first read
+        return feed.waiting("s") == 1
+
+    await until(in_session)
+    await c.check_and_complete("s")
+    assert (await outcome).operation_id == "s"
     await c.try_complete_else_watch(["late"], 30, operation_id="late")
     ops = [OperationSpec(keys=[f"b{i}"], timeout_ms=60_000) for i in range(3)]
     await c.batch_try_complete_else_watch(ops)
@@ -88,9 +103,10 @@ async def _drive(c: AsyncPurgatoryClient, feed: Any) -> None:
         return (await c.get_operation("late")).is_final
 
     await until(expired)
-    seen = [await anext(stream) for _ in range(5)]
-    assert len(seen) == 5
+    seen = [await anext(stream) for _ in range(7)]
+    assert len(seen) == 7
     await stream.aclose()
+    await members.aclose()
 
 
 def samples(exposition: str) -> dict[str, float]:
@@ -105,8 +121,9 @@ def samples(exposition: str) -> dict[str, float]:
 def test_scrape_serves_every_metric(exposition: str) -> None:
     found = samples(exposition)
     expected_counts = {
-        "purgatory_operations_registered_total": 1 + 3 + 1 + 1,
-        "purgatory_signals_total": 1 + 1 + 3,  # one batch of 3 signals counts 3
+        # late, 3 batched, lp, j, g, s and the schedule's armed occurrence.
+        "purgatory_operations_registered_total": 1 + 3 + 1 + 1 + 1 + 1 + 1,
+        "purgatory_signals_total": 1 + 1 + 3 + 1 + 1,  # one batch of 3 signals counts 3
         "purgatory_expiry_lateness_seconds_count": 1,
         "purgatory_longpoll_duration_seconds_count": 1,
         "purgatory_rpc_rejected_total": 1,
@@ -127,14 +144,65 @@ def test_scrape_serves_every_metric(exposition: str) -> None:
         "purgatory_journal_fsync_duration_seconds_count",
         "purgatory_journal_fsync_records_sum",
         "purgatory_batch_size_count",
+        # Issue 25: what an operator looks for first.
+        "process_memory_usage_bytes",
+        "process_cpu_time_seconds_total",
+        "process_open_file_descriptors",
+        "process_threads",
+        "purgatory_build_info",
+        "purgatory_budget_used",
+        "purgatory_budget_limit",
+        "purgatory_sessions",
+        "purgatory_session_buffered",
+        "purgatory_session_cut_off_total",
+        "purgatory_subscriber_buffered",
+        "purgatory_subscriber_cut_off_total",
+        "purgatory_group_ready",
+        "purgatory_group_leased",
+        "purgatory_group_dead_letters",
+        "purgatory_group_members",
+        "purgatory_schedules",
         "rpc_server_call_duration_seconds_count",
     ):
         assert name in found, name
+    assert found["process_memory_usage_bytes"] > 10_000_000
+    assert found["process_open_file_descriptors"] > 3 and found["process_threads"] > 1
+    # Every outcome of "default" since the group joined: 7, one of them leased at least.
+    assert found["purgatory_group_ready"] + found["purgatory_group_leased"] == 7
+    assert found["purgatory_budget_used"] > 0 and found["purgatory_budget_limit"] > 0
+
     assert found["purgatory_journal_size_bytes"] > 0
     assert found["purgatory_journal_fsync_duration_seconds_count"] >= 1
     # Bounded cardinality: no operation id or key ever appears as a label value.
     for secret in ('"late"', '"lp"', '"b0"', '"j"'):
         assert secret not in exposition
+
+
+def test_scrape_labels_name_the_build_group_and_schedule_state(exposition: str) -> None:
+    import purgatory_server
+
+    labelled = {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(exposition)
+        for sample in family.samples
+    }
+    [build] = [labels for name, labels in labelled if name == "purgatory_build_info"]
+    assert dict(build)["version"] == purgatory_server.__version__
+    assert dict(build)["engine"] in ("compiled", "python")
+    schedules = {
+        dict(labels)["state"]: value
+        for (name, labels), value in labelled.items()
+        if name == "purgatory_schedules" and dict(labels)["purgatory_name"] == "default"
+    }
+    assert schedules == {"defined": 1, "armed": 1}
+    group = ("purgatory_group", "billing")
+    assert any(n == "purgatory_group_dead_letters" and group in labels for n, labels in labelled)
+    budget = {
+        dict(labels)["resource"]
+        for (name, labels), _ in labelled.items()
+        if name == "purgatory_budget_used"
+    }
+    assert budget == {"pending", "payload_bytes", "retained_events"}
 
 
 def test_promtool_accepts_the_exposition(exposition: str, tmp_path: Path) -> None:

@@ -87,6 +87,8 @@ async def test_one_server_span_per_rpc_with_its_status(traced: Any) -> None:
     for span in spans:
         assert span.kind is SpanKind.SERVER
         assert span.attributes is not None and span.attributes["rpc.system.name"] == "grpc"
+        # Which purgatory the call was about (the client names "default").
+        assert span.attributes["purgatory.name"] == "default"
     (failed,) = server_spans(exporter, "GetOperation")
     assert failed.attributes is not None
     assert failed.attributes["rpc.response.status_code"] == "NOT_FOUND"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import tomllib
 from typing import Any
 
 import grpc
@@ -150,3 +151,14 @@ def test_bad_token_configuration_is_a_config_error() -> None:
     for auth in bad:
         with pytest.raises(ConfigError):
             from_mapping({"auth": auth}, TEST_CONFIG, {})
+
+
+async def test_a_token_with_no_permissions_may_list_purgatories_only(serve: Any) -> None:
+    # docs/service.md: "ListPurgatories any valid token", permissions = [] included.
+    text = f'[[auth.tokens]]\nname = "viewer"\ntoken = "{ADMIN}"\npermissions = []\n'
+    _, port = await serve(from_mapping(tomllib.loads(text), TEST_CONFIG, {}))
+    async with _client(port, ADMIN) as viewer:
+        assert [p.name for p in await viewer.list_purgatories()] == ["default"]
+        for call in (viewer.get_purgatory(), viewer.try_complete_else_watch(["k"], 1000)):
+            with pytest.raises(PermissionDeniedError):
+                await call

@@ -138,8 +138,9 @@ async def test_messages_quote_at_most_about_100_characters(client: AsyncPurgator
         (client.try_complete_else_watch(["k"], 1000, operation_id=huge), InvalidArgumentError),
         (client.try_complete_else_watch([huge], 1000), InvalidArgumentError),
         (client.try_complete_else_watch(["a", "a"], 1000), InvalidArgumentError),
-        (client.get_purgatory(huge), NotFoundError),
-        (client.check_and_complete("k", purgatory=huge), NotFoundError),
+        # A name no purgatory can have: INVALID_ARGUMENT, as CreatePurgatory (issue 25).
+        (client.get_purgatory(huge), InvalidArgumentError),
+        (client.check_and_complete("k", purgatory=huge), InvalidArgumentError),
         (client.force_complete("y" * 40), NotFoundError),
     ]
     for call, error in calls:
@@ -148,8 +149,8 @@ async def test_messages_quote_at_most_about_100_characters(client: AsyncPurgator
         assert len(raised.value.details) < 250, raised.value.details[:300]
         assert sum(len(v) for v in raised.value.metadata.values()) < 500
     with pytest.raises(NotFoundError) as missing:
-        await client.get_purgatory(huge)
-    assert missing.value.resource_info == ("purgatory", "x" * 100)
+        await client.get_purgatory("x" * 32)  # the longest valid name (TEST_CONFIG)
+    assert missing.value.resource_info == ("purgatory", "x" * 32)
 
 
 # -- Why 5: sums past int64 made GetOperation/ForceComplete UNKNOWN -------------------

@@ -56,6 +56,8 @@ _SERVER_ERRORS = frozenset(
 )
 
 CodeTable = dict[grpc.StatusCode, Histogram]
+# Methods whose request names the purgatory in ``name`` (the others: ``purgatory``).
+_NAMED_BY_NAME = frozenset({"CreatePurgatory", "DeletePurgatory", "GetPurgatory"})
 
 
 class RpcStats:
@@ -111,10 +113,13 @@ def _final_code(context: Any, exc: BaseException | None) -> grpc.StatusCode:
 class _Method:
     """What one wrapped method needs: its name, its code table, the tracer."""
 
-    __slots__ = ("name", "ok", "table", "tracer")
+    __slots__ = ("name", "ok", "purgatory_field", "table", "tracer")
 
     def __init__(self, name: str, stats: RpcStats | None, tracer: Tracer | None) -> None:
         self.name = name
+        # The request field naming the purgatory: ``name`` on the purgatory admin calls.
+        method = name.rpartition("/")[2]
+        self.purgatory_field = "name" if method in _NAMED_BY_NAME else "purgatory"
         self.table: CodeTable | None = stats.table(name) if stats is not None else None
         self.ok = self.table[_OK] if self.table is not None else None
         self.tracer = tracer
@@ -130,17 +135,22 @@ class _Method:
         name: str = code.name
         return name
 
-    def begin_span(self, context: Any) -> tuple[Any, object, object]:
-        """Start the call's span: (span, OpenTelemetry context token, traceparent token)."""
+    def begin_span(self, context: Any, request: Any = None) -> tuple[Any, object, object]:
+        """Start the call's span: (span, OpenTelemetry context token, traceparent token).
+
+        The span carries ``purgatory.name`` when the request names one (a stream of
+        requests, Session, names one per frame: none on its span).
+        """
         tracer = self.tracer
         assert tracer is not None
         carrier = {k: v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)}
         parent = propagate.extract(carrier)
+        attributes = {"rpc.system.name": "grpc", "rpc.method": self.name}
+        purgatory = getattr(request, self.purgatory_field, None)
+        if isinstance(purgatory, str) and purgatory:
+            attributes["purgatory.name"] = purgatory[:100]
         span = tracer.start_span(
-            self.name,
-            context=parent,
-            kind=trace.SpanKind.SERVER,
-            attributes={"rpc.system.name": "grpc", "rpc.method": self.name},
+            self.name, context=parent, kind=trace.SpanKind.SERVER, attributes=attributes
         )
         sc = span.get_span_context()
         traceparent = f"00-{sc.trace_id:032x}-{sc.span_id:016x}-{int(sc.trace_flags):02x}"
@@ -183,7 +193,7 @@ def _unary_metrics(m: _Method, behavior: Callable[..., Awaitable[Any]]) -> Calla
 def _unary_traced(m: _Method, behavior: Callable[..., Awaitable[Any]]) -> Callable[..., Any]:
     async def unary(request: Any, context: Any) -> Any:
         started = time.perf_counter()
-        state = m.begin_span(context)
+        state = m.begin_span(context, request)
         exc: BaseException | None = None
         try:
             return await behavior(request, context)
@@ -199,7 +209,7 @@ def _unary_traced(m: _Method, behavior: Callable[..., Awaitable[Any]]) -> Callab
 def _streaming(m: _Method, behavior: Callable[..., AsyncIterator[Any]]) -> Callable[..., Any]:
     async def stream(request: Any, context: Any) -> AsyncIterator[Any]:
         started = time.perf_counter()
-        state = m.begin_span(context) if m.tracer is not None else None
+        state = m.begin_span(context, request) if m.tracer is not None else None
         exc: BaseException | None = None
         try:
             async for item in behavior(request, context):

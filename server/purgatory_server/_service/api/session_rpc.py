@@ -161,6 +161,8 @@ class SessionStream:
         """
         reader = asyncio.ensure_future(self._read(requests))
         writer = asyncio.ensure_future(self._write(send))
+        sessions = self._registry.sessions
+        sessions.open.add(self)
         try:
             error = await self._ended
             reader.cancel()
@@ -177,6 +179,7 @@ class SessionStream:
                 with contextlib.suppress(BaseException):
                     await task
             self._detach()
+            sessions.open.discard(self)
         if error is not None:
             raise error
 
@@ -348,9 +351,15 @@ class SessionStream:
             self._wake_writer.set()
         self._count(1)
 
+    @property
+    def buffered(self) -> int:
+        """Outcomes and acknowledgements queued, acked or not (the metrics read it)."""
+        return self._buffered
+
     def _count(self, n: int) -> None:
         self._buffered += n
-        if self._buffered > self._bound:
+        if self._buffered > self._bound and not self._ended.done():
+            self._registry.sessions.cut_off += 1
             self.end(SessionOverflow(self._bound))
 
     async def _write(self, send: Send) -> None:

@@ -4,5 +4,6 @@
 - ``settings_spec``: each purgatory setting declared once (type, default, bounds, wire);
 - ``auth``: bearer tokens with per-purgatory permissions (configuration and checks);
 - ``logs``: lifecycle lines, rate-limited warnings, the JSON line format;
+- ``native_logs``: gRPC core's own stderr lines turned into log records (JSON logs);
 - ``process_tuning``: the process's collector and GIL settings.
 """

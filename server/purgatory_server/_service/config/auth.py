@@ -77,13 +77,17 @@ class TokenGrant:
     purgatories: frozenset[str]
 
     def allows(self, permission: Permission | None, purgatory: str | None) -> bool:
-        """``permission`` None: any permission; ``purgatory`` None: no purgatory named."""
+        """``permission`` None: any permission; ``purgatory`` None: no purgatory named.
+
+        A rule that names neither (ListPurgatories, opening a Session) needs only a valid
+        token, even one granted no permission at all (``permissions = []``).
+        """
         if purgatory is not None and not (
             ALL_PURGATORIES in self.purgatories or purgatory in self.purgatories
         ):
             return False
         if permission is None:
-            return bool(self.permissions)
+            return purgatory is None or bool(self.permissions)
         return permission in self.permissions or Permission.ADMIN in self.permissions
 
 

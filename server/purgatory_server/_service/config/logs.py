@@ -17,6 +17,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import TextIO
 
 __all__ = [
     "LOG_FORMATS",
@@ -58,15 +59,19 @@ class JsonFormatter(logging.Formatter):
 
 
 def configure_logging(
-    level: str, log_format: str = "text", record_filter: logging.Filter | None = None
+    level: str,
+    log_format: str = "text",
+    record_filter: logging.Filter | None = None,
+    stream: TextIO | None = None,
 ) -> None:
     """Install the root handler (stderr) in ``log_format``; replaces earlier handlers.
 
     ``record_filter`` (the telemetry's trace filter, when tracing is on) sets
     ``trace_id``/``span_id`` on each record: the text format then shows them, and the JSON
-    format adds them as fields when a call has them.
+    format adds them as fields when a call has them. ``stream`` (default ``sys.stderr``):
+    where lines go (:class:`.native_logs.NativeStderr`'s copy of the real stderr).
     """
-    handler = logging.StreamHandler()
+    handler = logging.StreamHandler(stream)
     if log_format == "json":
         handler.setFormatter(JsonFormatter())
     elif record_filter is not None:

@@ -36,6 +36,7 @@ from purgatory_server._service.core.quoting import quote
 from purgatory_server._service.durable.hooks import JournalHooks
 from purgatory_server._service.outcomes.event_log import EventLog
 from purgatory_server._service.telemetry.counters import PurgatoryMetrics
+from purgatory_server._service.telemetry.streams import SessionFigures
 
 __all__ = ["PurgatoryRegistry"]
 
@@ -105,6 +106,8 @@ class PurgatoryRegistry:
         # Replicated purgatories: raises a routing error for a name this server does not
         # serve but knows the owner of; None without a cluster.
         self.router = router
+        # Open Session streams and their cut-offs, for the metrics (telemetry/streams.py).
+        self.sessions = SessionFigures()
 
     def validate_name(self, name: str, field: str = "name") -> None:
         if not name:
@@ -194,8 +197,8 @@ class PurgatoryRegistry:
             raise self._closed
         purgatory = self._purgatories.get(name)
         if purgatory is None:
-            if not name:
-                raise InvalidArgument(field, "must not be empty")
+            # A name no purgatory can have is INVALID_ARGUMENT, as CreatePurgatory says.
+            self.validate_name(name, field)
             if self.router is not None:
                 self.router(name, False)
             raise NotFound(f"purgatory {quote(name)} not found", "purgatory", name)

@@ -103,7 +103,9 @@ class WorkerGroup:
     def counts(self) -> tuple[int, int, int]:
         """(ready, leased, dead) entries; O(entries), for listing only."""
         tally = dict.fromkeys(EntryState, 0)
-        for entry in self._entries.values():
+        # A copy (one C call under the GIL): the metrics exporter calls this from its
+        # own thread while the loop may add or remove entries.
+        for entry in list(self._entries.values()):
             tally[entry.state] += 1
         return tally[EntryState.READY], tally[EntryState.LEASED], tally[EntryState.DEAD]
 

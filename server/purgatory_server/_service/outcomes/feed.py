@@ -105,6 +105,7 @@ class Feed:
         "_subscribers",
         "_unwritten",
         "_waiters",
+        "cut_off",
         "name",
     )
 
@@ -135,6 +136,8 @@ class Feed:
         self._delivered = log.last_sequence
         # Worker groups take every outcome once it is written, like subscribers.
         self._groups = groups
+        # Subscribe streams ended for falling more than subscriber_buffer behind.
+        self.cut_off = 0
 
     # ----------------------------------------------------------------- introspection
     @property
@@ -148,6 +151,14 @@ class Feed:
     @property
     def subscriber_count(self) -> int:
         return len(self._subscribers)
+
+    def buffered(self) -> int:
+        """Outcomes queued to this purgatory's subscribers, not yet sent (any thread: the
+        list is copied in one GIL-atomic call)."""
+        return sum(sub.buffered for sub in list(self._subscribers))
+
+    def _count_cut_off(self) -> None:
+        self.cut_off += 1
 
     def waiting(self, operation_id: str) -> int:
         """How many calls wait for ``operation_id``'s outcome (tests, diagnostics)."""
@@ -302,7 +313,7 @@ class Feed:
             start, replay = after_sequence, log.after(after_sequence)
             if last < log.last_sequence:
                 replay = [o for o in replay if o.sequence <= last]
-        sub = Subscriber(event_filter, self._buffer, replay, start)
+        sub = Subscriber(event_filter, self._buffer, replay, start, self._count_cut_off)
         subscribers.append(sub)
         return sub
 

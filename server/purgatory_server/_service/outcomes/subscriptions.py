@@ -16,7 +16,7 @@ Thread safety: loop-confined (offers come from the publisher on the loop thread)
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from purgatory_server._service.config.logs import log_subscriber_cut_off
@@ -53,15 +53,22 @@ class Subscriber(StreamQueue[Outcome]):
     __slots__ = (
         "_buffer",
         "_filter",
+        "_on_cut_off",
         "_replay",
         "caught_up",
         "start_after",
     )
 
     def __init__(
-        self, event_filter: EventFilter, buffer: int, replay: Iterable[Outcome], start_after: int
+        self,
+        event_filter: EventFilter,
+        buffer: int,
+        replay: Iterable[Outcome],
+        start_after: int,
+        on_cut_off: Callable[[], None] | None = None,
     ) -> None:
         self._filter = event_filter
+        self._on_cut_off = on_cut_off  # counts cut-offs (the feed's metric)
         self._buffer = buffer
         self._replay: list[Outcome] | None = [o for o in replay if event_filter.matches(o)]
         super().__init__()
@@ -83,6 +90,8 @@ class Subscriber(StreamQueue[Outcome]):
         if len(self._queue) >= self._buffer:
             # Everything before this outcome was buffered (or filtered out): resume after it.
             log_subscriber_cut_off(self._buffer, outcome.sequence - 1)
+            if self._on_cut_off is not None:
+                self._on_cut_off()
             self.close(SlowSubscriber(outcome.sequence - 1, self._buffer))
             return
         self._queue.append(outcome)  # _put, inlined: once per outcome per subscriber

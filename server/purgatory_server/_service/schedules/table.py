@@ -116,6 +116,12 @@ class ScheduleTable:
     def __len__(self) -> int:
         return len(self._entries)
 
+    @property
+    def armed(self) -> int:
+        """Schedules with an armed occurrence (fewer than ``len`` while a full purgatory
+        refuses one: the ``purgatory.schedules`` gauge's ``armed`` figure)."""
+        return len(self._ticks)
+
     def entries(self) -> list[ScheduleEntry]:
         return [self._entries[k] for k in sorted(self._entries)]
 

@@ -23,11 +23,22 @@ __all__ = ["EXTRA_HINT", "available", "telemetry_from_config"]
 EXTRA_HINT = "install the observability extra: pip install 'purgatory-grpc[observability]'"
 
 
+def _importable(name: str) -> bool:
+    """Whether ``name`` can be imported; False too when a parent package is missing.
+
+    ``find_spec("a.b")`` imports ``a`` first and raises ModuleNotFoundError when there is
+    no ``a`` at all (the usual case without the extra: no ``opentelemetry`` package).
+    """
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:
+        return False
+
+
 def available() -> bool:
     """True when the OpenTelemetry SDK and exporters (the ``observability`` extra) are."""
     return all(
-        importlib.util.find_spec(name) is not None
-        for name in ("opentelemetry.sdk", "opentelemetry.exporter.prometheus")
+        _importable(name) for name in ("opentelemetry.sdk", "opentelemetry.exporter.prometheus")
     )
 
 

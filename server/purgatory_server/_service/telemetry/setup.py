@@ -37,6 +37,7 @@ from purgatory_server._service.telemetry.metrics import (
     histogram_metrics,
     register_instruments,
 )
+from purgatory_server._service.telemetry.operator_metrics import register_operator_instruments
 
 if TYPE_CHECKING:
     from purgatory_server._service.core.registry import PurgatoryRegistry
@@ -79,7 +80,9 @@ class Telemetry:
             return
         rpc = self.rpc
         assert rpc is not None
-        register_instruments(self._meter_provider.get_meter(SCOPE), registry.snapshot, rpc)
+        meter = self._meter_provider.get_meter(SCOPE)
+        register_instruments(meter, registry.snapshot, rpc)
+        register_operator_instruments(meter, registry)
         for reader in self._readers:
             attach_histograms(reader, lambda: histogram_metrics(registry.snapshot, rpc))
 
@@ -89,13 +92,33 @@ class Telemetry:
         """The edge's method wrapper: ``handler`` measured and traced (``api.rpc_telemetry``)."""
         return wrap_method(name, server_streaming, handler, self.rpc, self.tracer)
 
-    def serve_prometheus(self, address: str, registry: CollectorRegistry) -> int:
-        """Serve ``registry`` at http://``address``/metrics (own thread); the bound port."""
+    def serve_prometheus(
+        self,
+        address: str,
+        registry: CollectorRegistry,
+        *,
+        tls_cert: str = "",
+        tls_key: str = "",
+        tls_client_ca: str = "",
+    ) -> int:
+        """Serve ``registry`` at http(s)://``address``/metrics (own thread); the bound port.
+
+        With ``tls_cert``/``tls_key`` (the gRPC server's own) it is HTTPS, and with
+        ``tls_client_ca`` the scraper must present a certificate that CA signed: the
+        figures (purgatory names, rates) are no more open than the service itself.
+        """
         host, _, port = address.rpartition(":")
         if not host or not port.isdigit():
             raise ConfigError(f"metrics_listen must be host:port, got {address!r}")
+        tls: dict[str, Any] = {}
+        if tls_cert and tls_key:
+            tls = {"certfile": tls_cert, "keyfile": tls_key}
+            if tls_client_ca:
+                tls |= {"client_cafile": tls_client_ca, "client_auth_required": True}
         try:
-            server, thread = start_http_server(int(port), host.strip("[]"), registry=registry)
+            server, thread = start_http_server(
+                int(port), host.strip("[]"), registry=registry, **tls
+            )
         except OSError as exc:
             raise OSError(f"cannot serve metrics on {address}: {exc.strerror or exc}") from exc
         self._http = (server, thread)
@@ -146,13 +169,22 @@ def build_telemetry(config: ServerConfig) -> Telemetry:
     )
     if prometheus_registry is not None:
         try:
-            telemetry.serve_prometheus(config.metrics_listen, prometheus_registry)
+            telemetry.serve_prometheus(
+                config.metrics_listen,
+                prometheus_registry,
+                tls_cert=config.tls_cert,
+                tls_key=config.tls_key,
+                tls_client_ca=config.tls_client_ca,
+            )
         except BaseException:
             telemetry.shutdown()
             raise
+        https = bool(config.tls_cert and config.tls_key)
         logger.info(
-            "metrics: http://%s:%d/metrics",
+            "metrics: %s://%s:%d/metrics%s",
+            "https" if https else "http",
             config.metrics_listen.rpartition(":")[0],
             telemetry.metrics_port,
+            " (client certificate required)" if https and config.tls_client_ca else "",
         )
     return telemetry

@@ -116,8 +116,7 @@ class NamedPurgatory:
             self.name, limits, loop, timer=timer, clock=self._time,
             cursor=lambda: self.feed.last_sequence,
             write=None if journal is None else journal.on_group,
-            after_write=None if journal is None else journal.after_write,
-        )  # fmt: skip
+            after_write=None if journal is None else journal.after_write)  # fmt: skip
         # The one owner of this purgatory's outcomes (public: long-polls wait on it).
         self.feed = Feed(
             settings.name,

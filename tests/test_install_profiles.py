@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def _recipe(target: str) -> str:
     # -B: as if nothing were installed yet; -n: print the commands without running them.
     done = subprocess.run(
-        ["make", "-n", "-B", target, "VENV=/nonexistent-venv"],
+        ["make", "--no-print-directory", "-n", "-B", target, "VENV=/nonexistent-venv"],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -42,7 +42,15 @@ def test_test_profile_installs_the_dev_tools() -> None:
 
 def test_serve_says_what_it_installs_and_passes_args_to_the_server() -> None:
     recipe = subprocess.run(
-        ["make", "-n", "-B", "serve", "VENV=/nonexistent-venv", "ARGS=--listen 127.0.0.1:50061"],
+        [
+            "make",
+            "--no-print-directory",
+            "-n",
+            "-B",
+            "serve",
+            "VENV=/nonexistent-venv",
+            "ARGS=--listen 127.0.0.1:50061",
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -57,7 +65,14 @@ def test_serve_says_what_it_installs_and_passes_args_to_the_server() -> None:
 
 def test_cluster_ports_can_be_moved() -> None:
     recipe = subprocess.run(
-        ["make", "-n", "cluster", "VENV=/nonexistent-venv", "CLUSTER_PORT=50061"],
+        [
+            "make",
+            "--no-print-directory",
+            "-n",
+            "cluster",
+            "VENV=/nonexistent-venv",
+            "CLUSTER_PORT=50061",
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -120,7 +120,9 @@ test("an outcome out of attempts is a dead letter; redrive gives it back", async
     await assert.rejects(first.extendLease(), FailedPreconditionError); // the lease is gone
     assert.deepEqual(await c.redrive("dl", [dead.sequence], { purgatory }), [dead.sequence]);
     const again = (await it.next()).value;
-    assert.deepEqual([again.operationId, again.attempt, again.deadLetter], ["job-d", 1, false]);
+    // Fencing: a redrive goes on counting attempts (a fresh budget, never a number reused).
+    assert.deepEqual([again.operationId, again.attempt, again.deadLetter], ["job-d", 2, false]);
+    await assert.rejects(first.ack(), FailedPreconditionError); // the stale holder is fenced
     await again.ack();
     assert.equal((await c.listDeadLetters("dl", { purgatory })).deadLetters.length, 0);
   } finally {

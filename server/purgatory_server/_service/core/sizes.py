@@ -1,0 +1,82 @@
+"""What the things a client can make the server hold cost in memory, in bytes.
+
+The byte budget (:mod:`.budget`) charges estimates, not ``sys.getsizeof`` walks: an
+estimate is a few integer operations on lengths the request already carries, cheap enough
+for the registration hot path. The constants are CPython's measured costs on a 64-bit
+build (``tracemalloc`` around 10,000 registrations of each shape; see
+docs/benchmarks.md "Memory budget"), rounded up, so the budget errs towards charging
+more than is held:
+
+- a pending operation: its object, its table and timer entries, the latest-value watch
+  (``OPERATION_BYTES``), plus per key the string and its watch-list entry in the engine
+  and the latest-value memory (``KEY_BYTES`` + the key's length), plus its payload and id;
+- a condition that accumulates (every kind but ``ANY_KEY``): its progress object;
+- a retained outcome (the retained window, the finished-id memory): the outcome tuple,
+  its keys (string + tuple slot each), payload, result data and sources.
+
+Thread safety: pure functions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from purgatory_server._service.core.conditions import ConditionKind
+
+if TYPE_CHECKING:
+    from purgatory_server._service.core.operation import OperationDefinition
+    from purgatory_server._service.outcomes.event_log import Outcome
+
+__all__ = [
+    "KEY_BYTES",
+    "OPERATION_BYTES",
+    "OUTCOME_BYTES",
+    "PROGRESS_BYTES",
+    "operation_bytes",
+    "outcome_bytes",
+]
+
+# A pending operation without its keys, id, payload and progress (RemoteOperation,
+# TimerTaskEntry, the pending-table and timer-bucket slots, its definition tuple).
+OPERATION_BYTES = 1024
+# Per watched key beyond its characters: the str header, the engine's watch-list entry
+# (a dict slot per watcher and the per-key list), the latest-value watch count.
+KEY_BYTES = 448
+# The accumulating progress of a non-ANY_KEY condition (its dicts, set and counters).
+PROGRESS_BYTES = 1024
+# A retained outcome without its keys, payload and result: the Outcome and ResultSnapshot
+# tuples, its deque or dict slot, the operation id's str header.
+OUTCOME_BYTES = 512
+# Per key of a retained outcome beyond its characters: the str header and tuple slot.
+RETAINED_KEY_BYTES = 64
+_ANY_KEY = ConditionKind.ANY_KEY
+
+
+def keys_bytes(keys: Sequence[str], per_key: int) -> int:
+    return sum(map(len, keys)) + per_key * len(keys)
+
+
+def operation_bytes(operation_id: str, definition: OperationDefinition) -> int:
+    """What a new pending operation holds (its accumulated signal data is charged as it
+    arrives, once per shared link: see .signal_data)."""
+    keys = definition.keys
+    size = OPERATION_BYTES + len(operation_id) + len(definition.payload)
+    size += keys_bytes(keys, KEY_BYTES)
+    condition = definition.condition
+    if condition.kind is not _ANY_KEY:
+        size += PROGRESS_BYTES + len(condition.targets) * RETAINED_KEY_BYTES
+    return size
+
+
+def outcome_bytes(outcome: Outcome) -> int:
+    """What one retained outcome holds (charged in full by each memory that keeps it)."""
+    result = outcome.result
+    return (
+        OUTCOME_BYTES
+        + len(outcome.operation_id)
+        + len(outcome.payload)
+        + len(result.data)
+        + keys_bytes(outcome.keys, RETAINED_KEY_BYTES)
+        + keys_bytes(result.sources, RETAINED_KEY_BYTES)
+    )

@@ -202,6 +202,7 @@ def _unary(
         try:
             return await behavior(prepare(request, context), context)
         except ServiceError as exc:
+            request = None  # the AbortError keeps this frame (see abort())
             await abort(context, exc)
         except grpc.aio.AbortError:
             raise  # the servicer already ended the call with its status
@@ -220,6 +221,7 @@ def _stream(
             async for item in behavior(prepare(request, context), context):
                 yield item
         except ServiceError as exc:
+            request = None  # the AbortError keeps this frame (see abort())
             await abort(context, exc)
         except grpc.aio.AbortError:
             raise

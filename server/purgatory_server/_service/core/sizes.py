@@ -50,6 +50,8 @@ PROGRESS_BYTES = 1024
 OUTCOME_BYTES = 512
 # Per key of a retained outcome beyond its characters: the str header and tuple slot.
 RETAINED_KEY_BYTES = 64
+# Per (key, value) pair of a result's values: the pair, the int, the tuple slot.
+VALUE_BYTES = 112
 _ANY_KEY = ConditionKind.ANY_KEY
 
 
@@ -79,4 +81,6 @@ def outcome_bytes(outcome: Outcome) -> int:
         + len(result.data)
         + keys_bytes(outcome.keys, RETAINED_KEY_BYTES)
         + keys_bytes(result.sources, RETAINED_KEY_BYTES)
+        + 8 * len(result.signalled_keys)  # the tuple's slots (the keys are the outcome's)
+        + VALUE_BYTES * len(result.values)
     )

@@ -79,7 +79,8 @@ class Telemetry:
             return
         rpc = self.rpc
         assert rpc is not None
-        register_instruments(self._meter_provider.get_meter(SCOPE), registry.snapshot, rpc)
+        meter = self._meter_provider.get_meter(SCOPE)
+        register_instruments(meter, registry.snapshot, rpc, registry.budget)
         for reader in self._readers:
             attach_histograms(reader, lambda: histogram_metrics(registry.snapshot, rpc))
 

@@ -3,9 +3,9 @@
 The byte budget (:mod:`.budget`) charges estimates, not ``sys.getsizeof`` walks: an
 estimate is a few integer operations on lengths the request already carries, cheap enough
 for the registration hot path. The constants are CPython's measured costs on a 64-bit
-build (``tracemalloc`` around 10,000 registrations of each shape; see
-docs/benchmarks.md "Memory budget"), rounded up, so the budget errs towards charging
-more than is held:
+build (``python -m bench.memory_budget_bench --sizes``: ``tracemalloc`` around the
+registration of each shape; docs/benchmarks.md §17), rounded up, so the budget errs
+towards charging more than is held (1.06 to 1.8 times):
 
 - a pending operation: its object, its table and timer entries, the latest-value watch
   (``OPERATION_BYTES``), plus per key the string and its watch-list entry in the engine

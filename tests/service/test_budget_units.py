@@ -138,3 +138,68 @@ def test_each_outcome_is_encoded_once_for_every_stream() -> None:
     assert cache.encode(outcome, shared=True) is not first
     cache.clear()
     assert budget.held == 0
+
+
+def _registry(**limits: int):  # type: ignore[no-untyped-def]
+    import asyncio
+
+    from purgatory_server._engine.time import MockTime
+    from purgatory_server._service.config.server_config import PurgatorySettings
+    from purgatory_server._service.core.registry import PurgatoryRegistry
+
+    return PurgatoryRegistry(
+        Limits(memory_budget_bytes=4 * MIB, **limits),
+        PurgatorySettings(),
+        asyncio.get_running_loop(),
+        time=MockTime(),
+        reaper_enabled=False,
+    )
+
+
+def _request(op_id: str, keys: tuple[str, ...], condition: ConditionSpec | None = None):  # type: ignore[no-untyped-def]
+    from purgatory_server._service.core.operation import (
+        OperationDefinition,
+        OperationRequest,
+    )
+
+    spec = condition if condition is not None else ConditionSpec()
+    return OperationRequest(op_id, OperationDefinition(keys, 600_000, spec, b""))
+
+
+def _fill(p, prefix: str) -> None:  # type: ignore[no-untyped-def]
+    """Register ANY_KEY operations of 100 long keys (~65 KB each) until the share is full."""
+    keys = tuple(f"{prefix}{k:05d}".ljust(200, "k") for k in range(100))
+    with pytest.raises(LimitExceeded, match="share of the memory budget"):
+        for n in range(1000):
+            p.register([_request(f"{prefix}{n}", (f"{prefix}{n}", *keys))], [""])
+
+
+async def test_a_full_purgatory_can_still_be_signalled_unless_the_data_would_be_kept() -> None:
+    registry = _registry()
+    p = registry.create(registry.settings_for("p", None))
+    _fill(p, "a")
+    data = SignalRecord(data=b"d" * 100_000)  # more than the room left
+    assert p.signal([("a1", data)]) == [1]  # ANY_KEY watchers end on it, keeping nothing
+    p.register([_request("acc", ("shared",), ConditionSpec(ConditionKind.ALL_KEYS))], [""])
+    _fill(p, "b")
+    with pytest.raises(LimitExceeded, match="share of the memory budget"):
+        p.signal([("shared", data)])  # an accumulating watcher would keep it
+    assert p.signal([("shared", SignalRecord())]) == [1]  # without data: fine
+    await registry.shutdown()
+
+
+async def test_deleting_a_purgatory_gives_back_everything_it_held() -> None:
+    registry = _registry()
+    budget = registry.budget
+    p = registry.create(registry.settings_for("p", None))
+    spec = ConditionSpec(ConditionKind.MIN_SIGNALS, count=5)
+    p.register([_request(f"op{i}", ("k",), spec) for i in range(100)], [""] * 100)
+    p.signal([("k", SignalRecord(data=b"x" * 1000))])
+    p.register([_request("done", ("j",))], [""])
+    p.signal([("j", SignalRecord())])  # one outcome retained and remembered
+    assert budget.held > 0 and budget.retained > 0 and budget.pending == 100
+    await registry.delete("p")
+    gc.collect()
+    budget.drain()
+    assert (budget.held, budget.retained, budget.pending, budget.payload_bytes) == (0, 0, 0, 0)
+    await registry.shutdown()

@@ -201,7 +201,13 @@ class Account:
         self.holders = (window, *others)
         for holder in self.holders:
             self.budget.add_holder(holder)
-        window.charge_to(self.budget.retain)
+        window.charge_to(self.retain)
+
+    def retain(self, nbytes: int) -> None:
+        """A holder of this purgatory keeps ``nbytes`` more (:meth:`ServerBudget.retain`);
+        nothing once the purgatory is gone (its holders left the pool with it)."""
+        if not self.closed:
+            self.budget.retain(nbytes)
 
     def reserve(self, operations: int, payload_bytes: int, nbytes: int, field: str) -> None:
         """Charge ``operations`` new pending operations holding ``nbytes`` (``payload_bytes``
@@ -272,6 +278,8 @@ class Account:
 
     def release_many(self, operations: int, payload_bytes: int, nbytes: int) -> None:
         """``operations`` operations holding ``nbytes`` stopped being pending."""
+        if self.closed:  # close() released them
+            return
         budget = self.budget
         budget.pending -= operations
         budget.payload_bytes -= payload_bytes
@@ -281,6 +289,8 @@ class Account:
     def charge(self, nbytes: int) -> None:
         """Charge ``nbytes`` that cannot be refused any more (a data link being made,
         checked beforehand by :meth:`check_room`); loop thread."""
+        if self.closed:  # the purgatory is gone: nothing is charged to it any more
+            return
         self.held += nbytes
         self.budget.held += nbytes
 

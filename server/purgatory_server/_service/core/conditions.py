@@ -23,11 +23,12 @@ not copied into each (:mod:`.signal_data`).
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-from purgatory_server._service.core.signal_data import DataLink
+from purgatory_server._service.core.errors import LimitExceeded
+from purgatory_server._service.core.signal_data import Charges, DataLink
 
 __all__ = [
     "EMPTY_SIGNAL",
@@ -37,6 +38,7 @@ __all__ = [
     "Progress",
     "ResultSnapshot",
     "SignalRecord",
+    "check_data_room",
     "make_progress",
 ]
 
@@ -297,3 +299,24 @@ def make_progress(
         sources_limit=sources_limit,
         data_root=data_root,
     )
+
+
+def check_data_room(
+    charges: Charges,
+    signals: Sequence[tuple[str, SignalRecord]],
+    watchers: Callable[[str], Sequence[Any]],
+) -> None:
+    """Refuse (LimitExceeded, from ``charges.check_room``) signals whose data would be
+    kept and does not fit now. Only a watcher whose condition accumulates (a
+    :class:`Progress`) keeps data: an ``ANY_KEY`` one ends on the signal (its outcome is
+    the retained pool's), so a signal on a key without such a watcher is never refused,
+    and a full purgatory can always be signalled to end its operations. Loop thread."""
+    data = sum(len(sig.data) for _, sig in signals)
+    if not data:
+        return
+    try:
+        charges.check_room(data)
+    except LimitExceeded:
+        for key, sig in signals:
+            if sig.data and any(isinstance(op.progress, Progress) for op in watchers(key)):
+                raise

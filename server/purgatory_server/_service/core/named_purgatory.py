@@ -27,7 +27,7 @@ from purgatory_server._engine.system_timer import SystemTimer
 from purgatory_server._engine.time import SYSTEM_TIME, Time
 from purgatory_server._service.config.server_config import Limits, PurgatorySettings
 from purgatory_server._service.core.budget import ServerBudget
-from purgatory_server._service.core.conditions import SignalRecord
+from purgatory_server._service.core.conditions import SignalRecord, check_data_room
 from purgatory_server._service.core.deadlines import Deadlines
 from purgatory_server._service.core.errors import FailedPrecondition, ServiceError
 from purgatory_server._service.core.latest_values import LatestValues
@@ -251,7 +251,7 @@ class NamedPurgatory:
         journal = self._journal
         on_signal = None if journal is NULL_HOOKS else journal.on_signal
         name = self.name
-        self.account.check_room(sum(len(sig.data) for _, sig in signals))  # .signal_data
+        check_data_room(self.account, signals, self._engine.watchers)  # (.signal_data)
         counts: list[int] = []
         for key, sig in signals:
             if on_signal is not None:

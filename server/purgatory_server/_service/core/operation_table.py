@@ -367,7 +367,7 @@ class OperationTable:
         for _ in range(len(finished) - self._limits.finished_retained):
             kept -= outcome_bytes(popitem(last=False)[1][1])
         self._finished_bytes += kept
-        self._budget.budget.retain(kept)
+        self._budget.retain(kept)
 
     @property  # the memory budget's Reclaimable
     def retained_bytes(self) -> int:

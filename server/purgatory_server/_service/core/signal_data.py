@@ -47,6 +47,10 @@ class Charges(Protocol):
 
     def free_later(self, nbytes: int) -> None: ...
 
+    def check_room(self, nbytes: int) -> None:
+        """Raise LimitExceeded unless ``nbytes`` more fit now."""
+        ...
+
 
 class DataLink:
     """The data an operation accumulated so far: its last link (see module docstring)."""

@@ -33,6 +33,7 @@ thread): it queues the release on a deque (appends are atomic) drained by the lo
 
 from __future__ import annotations
 
+import heapq
 import logging
 import os
 from collections import deque
@@ -157,13 +158,21 @@ class ServerBudget:
             self.reclaim()
 
     def reclaim(self) -> None:
+        """Shed the largest holder's oldest entries until the pool fits, moving on to the
+        next largest when it gets below it (one scan of the holders per switch, not per
+        entry: in the steady state the purgatory that just appended sheds its own)."""
         holders = self._holders
         while self.retained > self.retained_capacity and holders:
-            largest = max(holders, key=_retained_bytes)
-            freed = largest.shed()
-            if freed <= 0:
-                break
-            self.retained -= freed
+            ranked = heapq.nlargest(2, holders, key=_retained_bytes)
+            largest = ranked[0]
+            floor = ranked[1].retained_bytes if len(ranked) > 1 else 0
+            while self.retained > self.retained_capacity:
+                freed = largest.shed()
+                if freed <= 0:
+                    return  # the largest holds nothing: neither does any other
+                self.retained -= freed
+                if largest.retained_bytes < floor:
+                    break
 
     # ----------------------------------------------------------------- bookkeeping
     def drain(self) -> None:

@@ -203,3 +203,11 @@ async def test_deleting_a_purgatory_gives_back_everything_it_held() -> None:
     budget.drain()
     assert (budget.held, budget.retained, budget.pending, budget.payload_bytes) == (0, 0, 0, 0)
     await registry.shutdown()
+
+
+def test_an_outcome_carries_its_size_without_it_changing_what_it_is() -> None:
+    plain = _outcome(1, b"p" * 100)
+    sized = plain._replace(nbytes=outcome_bytes(plain))
+    assert sized.nbytes == outcome_bytes(plain) > 100  # computed once, read after
+    assert sized == plain and hash(sized) == hash(plain)
+    assert outcome_bytes(sized) == outcome_bytes(plain)

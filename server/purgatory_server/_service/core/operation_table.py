@@ -326,10 +326,17 @@ class OperationTable:
         unwatch = self.values.unwatch
         pending_ids = self.pending_ids
         traces = self._slot.traces  # (RemoteOperation.traceparent)
-        released = released_payload = released_bytes = 0
-        for op in ops:
+        finished = self._finished
+        retained = self._limits.finished_retained
+        released = released_payload = released_bytes = kept = 0
+        for op, outcome in zip(ops, outcomes, strict=True):
             op_id = op.operation_id
             definition = op.definition
+            if retained:  # remember(), inlined: once per ended operation
+                if op_id in finished:  # ended before (rare): the older one goes
+                    kept -= outcome_bytes(finished.pop(op_id)[1])
+                finished[op_id] = (definition, outcome)
+                kept += outcome[11] or outcome_bytes(outcome)  # (nbytes: .sizes)
             if pending.get(op_id) is op:
                 del pending[op_id]
                 if pending_ids is not None:
@@ -343,26 +350,22 @@ class OperationTable:
             unwatch(definition.keys)
         if released:
             self._budget.release_many(released, released_payload, released_bytes)
-        if self._limits.finished_retained:  # the finished memory, once per batch
-            self._keep(zip((op.definition for op in ops), outcomes, strict=True))
+        if retained:
+            self._trim(kept)
 
     def remember(self, definition: OperationDefinition, outcome: Outcome) -> None:
         """Keep a finished id's outcome so re-sends of it stay idempotent (bounded)."""
         if self._limits.finished_retained:
-            self._keep(((definition, outcome),))
-
-    def _keep(self, entries: Iterable[tuple[OperationDefinition, Outcome]]) -> None:
-        """Remember finished ids, the oldest forgotten past ``finished_retained``; their
-        bytes charged to the budget's retained pool (which may make the table shed)."""
-        finished = self._finished
-        kept = 0
-        for definition, outcome in entries:
+            finished = self._finished
             op_id = outcome.operation_id
             old = finished.pop(op_id, None)
-            if old is not None:
-                kept -= outcome_bytes(old[1])
             finished[op_id] = (definition, outcome)
-            kept += outcome_bytes(outcome)
+            self._trim(outcome_bytes(outcome) - (outcome_bytes(old[1]) if old else 0))
+
+    def _trim(self, kept: int) -> None:
+        """Charge ``kept`` more bytes to the retained pool (which may make the table
+        shed) after forgetting the oldest ids past ``finished_retained``."""
+        finished = self._finished
         popitem = finished.popitem
         for _ in range(len(finished) - self._limits.finished_retained):
             kept -= outcome_bytes(popitem(last=False)[1][1])

@@ -19,10 +19,11 @@ Thread safety: pure functions.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from operator import itemgetter
 from typing import TYPE_CHECKING
 
-from purgatory_server._service.core.conditions import ConditionKind
+from purgatory_server._service.core.conditions import ConditionKind, ResultSnapshot
 
 if TYPE_CHECKING:
     from purgatory_server._service.core.operation import OperationDefinition
@@ -35,6 +36,8 @@ __all__ = [
     "PROGRESS_BYTES",
     "operation_bytes",
     "outcome_bytes",
+    "outcomes_bytes",
+    "result_bytes",
 ]
 
 # A pending operation without its keys, id, payload and progress (RemoteOperation,
@@ -53,6 +56,7 @@ RETAINED_KEY_BYTES = 64
 # Per (key, value) pair of a result's values: the pair, the int, the tuple slot.
 VALUE_BYTES = 112
 _ANY_KEY = ConditionKind.ANY_KEY
+_NBYTES = itemgetter(11)  # Outcome.nbytes
 
 
 def keys_bytes(keys: Sequence[str], per_key: int) -> int:
@@ -62,25 +66,40 @@ def keys_bytes(keys: Sequence[str], per_key: int) -> int:
 def operation_bytes(operation_id: str, definition: OperationDefinition) -> int:
     """What a new pending operation holds (its accumulated signal data is charged as it
     arrives, once per shared link: see .signal_data)."""
-    keys = definition.keys
-    size = OPERATION_BYTES + len(operation_id) + len(definition.payload)
-    size += keys_bytes(keys, KEY_BYTES)
-    condition = definition.condition
+    keys = definition[0]
+    size = OPERATION_BYTES + len(operation_id) + len(definition[3]) + KEY_BYTES * len(keys)
+    size += len(keys[0]) if len(keys) == 1 else sum(map(len, keys))
+    condition = definition[2]
     if condition.kind is not _ANY_KEY:
         size += PROGRESS_BYTES + len(condition.targets) * RETAINED_KEY_BYTES
     return size
 
 
 def outcome_bytes(outcome: Outcome) -> int:
-    """What one retained outcome holds (charged in full by each memory that keeps it)."""
-    result = outcome.result
-    return (
-        OUTCOME_BYTES
-        + len(outcome.operation_id)
-        + len(outcome.payload)
-        + len(result.data)
-        + keys_bytes(outcome.keys, RETAINED_KEY_BYTES)
-        + keys_bytes(result.sources, RETAINED_KEY_BYTES)
-        + 8 * len(result.signalled_keys)  # the tuple's slots (the keys are the outcome's)
-        + VALUE_BYTES * len(result.values)
-    )
+    """What one retained outcome holds (charged in full by each memory that keeps it):
+    the figure the feed computed once when it published it, else computed now."""
+    return outcome[11] or result_bytes(outcome[2], outcome[4], outcome[5], outcome[6])
+
+
+def outcomes_bytes(outcomes: Iterable[Outcome]) -> int:
+    """The sum of :func:`outcome_bytes` over ``outcomes``: a C-level sum of the figures
+    the feed computed, unless one has none."""
+    outcomes = tuple(outcomes)
+    if all(map(_NBYTES, outcomes)):
+        return sum(map(_NBYTES, outcomes))
+    return sum(map(outcome_bytes, outcomes))
+
+
+def result_bytes(
+    operation_id: str, keys: Sequence[str], payload: bytes, result: ResultSnapshot
+) -> int:
+    """What an outcome of these parts holds (computed once per outcome, when published)."""
+    size = OUTCOME_BYTES + len(operation_id) + len(payload) + RETAINED_KEY_BYTES * len(keys)
+    size += len(keys[0]) if len(keys) == 1 else sum(map(len, keys))
+    if result.signal_count:  # not the empty result
+        size += len(result.data) + 8 * len(result.signalled_keys)
+        if result.sources:
+            size += keys_bytes(result.sources, RETAINED_KEY_BYTES)
+    if result.values:
+        size += VALUE_BYTES * len(result.values)
+    return size

@@ -29,7 +29,7 @@ from typing import NamedTuple
 from purgatory_server._service.core.conditions import ResultSnapshot
 from purgatory_server._service.core.errors import OutOfRange
 from purgatory_server._service.core.operation_state import OperationState
-from purgatory_server._service.core.sizes import outcome_bytes
+from purgatory_server._service.core.sizes import outcome_bytes, outcomes_bytes
 
 __all__ = ["EventLog", "Outcome"]
 
@@ -54,6 +54,23 @@ class Outcome(NamedTuple):
     # W3C traceparent of the request that registered the operation ("" untraced); it
     # is not journaled, so outcomes recovered after a restart carry none.
     traceparent: str = ""
+    # What it holds in memory (core/sizes.py), computed once by the feed so that every
+    # memory that keeps or drops it charges the same figure cheaply; 0: computed on use.
+    # Not compared: an outcome is the same whatever figure it carries.
+    nbytes: int = 0
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Outcome):
+            return NotImplemented
+        return self[:11] == other[:11]
+
+    def __ne__(self, other: object) -> bool:
+        if not isinstance(other, Outcome):
+            return NotImplemented
+        return self[:11] != other[:11]
+
+    def __hash__(self) -> int:
+        return hash(self[:11])
 
 
 class EventLog:
@@ -76,7 +93,7 @@ class EventLog:
             self._events.append(event)
         if self._events and self._events[-1].sequence != last_sequence:
             raise ValueError("the last restored event must carry last_sequence")
-        self._bytes = sum(map(outcome_bytes, self._events))
+        self._bytes = outcomes_bytes(self._events)
 
     # ----------------------------------------------------------------- memory budget
     def charge_to(self, retain: Callable[[int], None]) -> None:
@@ -102,11 +119,11 @@ class EventLog:
         events = self._events
         assert events.maxlen is not None
         dropped = len(events) + len(added) - events.maxlen
-        nbytes = sum(map(outcome_bytes, added))
+        nbytes = outcomes_bytes(added)
         if dropped > 0:  # the oldest go: those retained first, then the first added
             old = min(dropped, len(events))
-            nbytes -= sum(map(outcome_bytes, itertools.islice(events, old)))
-            nbytes -= sum(map(outcome_bytes, added[: dropped - old]))
+            nbytes -= outcomes_bytes(itertools.islice(events, old))
+            nbytes -= outcomes_bytes(added[: dropped - old])
         events.extend(added)
         self._bytes += nbytes
         if self._retain is not None:

@@ -211,3 +211,20 @@ def test_an_outcome_carries_its_size_without_it_changing_what_it_is() -> None:
     assert sized.nbytes == outcome_bytes(plain) > 100  # computed once, read after
     assert sized == plain and hash(sized) == hash(plain)
     assert outcome_bytes(sized) == outcome_bytes(plain)
+
+
+async def test_an_evicted_purgatory_leaves_the_budget_with_its_pending_operations() -> None:
+    from purgatory_server._service.core.errors import ShuttingDown
+
+    registry = _registry()
+    budget = registry.budget
+    p = registry.create(registry.settings_for("p", None))
+    spec = ConditionSpec(ConditionKind.MIN_SIGNALS, count=5)
+    p.register([_request(f"op{i}", ("k",), spec) for i in range(10)], [""] * 10)
+    p.signal([("k", SignalRecord(data=b"x" * 1000))])
+    assert budget.pending == 10 and budget.held > 0
+    await registry.evict("p", ShuttingDown())
+    gc.collect()
+    budget.drain()
+    assert (budget.held, budget.retained, budget.pending) == (0, 0, 0)
+    await registry.shutdown()

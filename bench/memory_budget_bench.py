@@ -18,6 +18,11 @@ column says whether it was always served. This tree runs with ``memory_budget_by
 build_ext --inplace``) the same patterns run against that tree's server too, in the same
 run, with the same configuration less the budget's options (which it does not know).
 
+**Fan-out** (``--fanout N``): N Subscribe streams read while ``--fanout-outcomes`` (500)
+outcomes of 32 KiB are produced (batches of 50 completed by one signal); the server's CPU
+seconds (``/proc``) and the wall time until every stream had them all. Each outcome is
+encoded once for all streams in this tree, once per stream before.
+
 **Charges** (``--sizes``, in process): operations of several shapes registered in one
 purgatory under ``tracemalloc``; per operation, the bytes it holds (traced, plus its keys,
 id and payload, allocated before tracing started) next to what :mod:`.sizes` charges.
@@ -33,6 +38,8 @@ import gc
 import os
 import sys
 import tempfile
+import threading
+import time
 import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
@@ -154,6 +161,44 @@ def measure(root: Path, label: str, env: dict[str, str], budget: int | None, a) 
     return rows
 
 
+def fanout(root: Path, label: str, env: dict[str, str], a: argparse.Namespace) -> list[object]:
+    outcomes = a.fanout_outcomes
+    with (
+        ServerProcess(
+            root, ["--log-level", "WARNING"], label=label, config=_config(None), env=env
+        ) as server,
+        PurgatoryClient(server.address, timeout=60) as client,
+    ):
+        counts = [0] * a.fanout
+        ready = threading.Barrier(a.fanout + 1)
+
+        def read(i: int) -> None:
+            stream = client.subscribe(after_sequence=0)  # misses nothing, however late
+            ready.wait()
+            for _ in stream:
+                counts[i] += 1
+                if counts[i] == outcomes:
+                    stream.close()
+                    return
+
+        threads = [threading.Thread(target=read, args=(i,), daemon=True) for i in range(a.fanout)]
+        for t in threads:
+            t.start()
+        ready.wait()
+        time.sleep(0.5)  # the streams' calls under way
+        cpu, started = server.cpu_seconds(), time.perf_counter()
+        payload = os.urandom(32 * 1024)
+        for _ in range(outcomes // 50):
+            specs = [OperationSpec(("k",), 600_000, payload=payload) for _ in range(50)]
+            client.batch_try_complete_else_watch(specs)
+            client.check_and_complete("k")
+        for t in threads:
+            t.join(timeout=300)
+        wall = time.perf_counter() - started
+        used = server.cpu_seconds() - cpu
+    return [label, a.fanout, outcomes, round(used, 2), round(wall, 2), min(counts)]
+
+
 def sizes() -> None:
     from purgatory_server._engine.time import MockTime
     from purgatory_server._service.config.server_config import Limits, PurgatorySettings
@@ -214,6 +259,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--purgatories", type=int, default=30)
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--sizes", action="store_true", help="also the charges per shape")
+    parser.add_argument("--fanout", type=int, default=0, help="also N subscribers' fan-out")
+    parser.add_argument("--fanout-outcomes", type=int, default=500)
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
     a = parser.parse_args(argv)
     if a.quick:
@@ -237,6 +284,15 @@ def main(argv: list[str] | None = None) -> None:
         "probe served",
     ]
     print(markdown_table(headers, rows))
+    if a.fanout:
+        with tempfile.TemporaryDirectory(prefix="memory-budget-") as tmp:
+            out = []
+            if a.compare_src:
+                env = {"PYTHONPATH": tree_pythonpath(a.compare_src)}
+                out.append(fanout(Path(tmp), "compare-src", env, a))
+            out.append(fanout(Path(tmp), "this tree", {}, a))
+        head = ["server", "streams", "outcomes", "server CPU s", "wall s", "fewest received"]
+        print(markdown_table(head, out))
 
 
 if __name__ == "__main__":

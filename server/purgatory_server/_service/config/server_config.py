@@ -171,6 +171,12 @@ class ServerConfig:
         for f in fields(self.limits):
             if getattr(self.limits, f.name) < 0:
                 raise ConfigError(f"limits.{f.name} must be >= 0")
+        budget = self.limits.memory_budget_bytes
+        if 0 < budget < 1 << 20:
+            raise ConfigError(
+                f"limits.memory_budget_bytes must be 0 (a share of memory) or at least "
+                f"1048576 (1 MiB), got {budget}"
+            )
         for name, low, high in _PERCENTS:
             value = getattr(self.limits, name)
             if not low <= value <= high:

@@ -227,6 +227,10 @@ class ServerProcess:
     def rss_bytes(self) -> int:
         return rss_bytes(self.pid)
 
+    def peak_rss_bytes(self) -> int:
+        """The process's peak resident set size so far (``VmHWM``)."""
+        return rss_bytes(self.pid, "VmHWM")
+
     def cpu_seconds(self) -> float:
         return cpu_seconds(self.pid)
 
@@ -242,12 +246,13 @@ class ServerProcess:
         return f"; its log ({self.log_path}) ends:\n{text}"
 
 
-def rss_bytes(pid: int) -> int:
-    """Resident set size of process ``pid`` now (``VmRSS``)."""
+def rss_bytes(pid: int, field: str = "VmRSS") -> int:
+    """Resident set size of process ``pid`` now (``VmRSS``), or its peak so far
+    (``field="VmHWM"``), from ``/proc/<pid>/status``."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1]) * 1024
-    raise ServerError(f"no VmRSS in /proc/{pid}/status")
+    raise ServerError(f"no {field} in /proc/{pid}/status")
 
 
 def cpu_seconds(pid: int) -> float:

@@ -96,6 +96,11 @@ CASES = [
     Case("placement_sim", "--quick", (r"\| rendezvous \|",)),
     Case("session_pack_bench", "--repeats 1 --iterations 10", (r"ratio \(median",)),
     Case(
+        "memory_budget_bench",
+        "--quick --compare-src {root} --fanout 3 --fanout-outcomes 50",
+        (r"\| 5 retained outcomes \|", r"\| this tree \| 3 \| 50 \|"),
+    ),
+    Case(
         "engine_build_compare",
         "--rounds 1 --ops 1000 --rate 2000 --duration 0.3",
         ("pure / compiled",),

@@ -105,7 +105,7 @@ class Harness:
 
 def _fuzz_toml(data_dir: Path) -> str:
     """The fuzz server's configuration: the tests' small limits, a private data dir."""
-    limits = replace(TEST_LIMITS, max_total_retained_events=10_000)
+    limits = replace(TEST_LIMITS, memory_budget_bytes=256 << 20)
     lines = [f'data_dir = "{data_dir}"', 'fsync = "never"', "grace_s = 0.5", "[limits]"]
     lines += [f"{f.name} = {getattr(limits, f.name)}" for f in fields(limits)]
     lines += ["[defaults]", "max_pending = 200", "retained_events = 50"]

@@ -135,6 +135,10 @@ def _check_rpcs_and_gauges(m: dict[str, Any]) -> None:
     ):
         assert value(m, gauge, DEFAULT) == 0, gauge
     assert value(m, "purgatory.events.retained", DEFAULT) == 8
+    # The memory budget: nothing pending holds anything; the 8 outcomes are retained.
+    assert value(m, "purgatory.memory.held", DEFAULT) == 0
+    assert value(m, "purgatory.memory.retained", DEFAULT) > 8 * 512
+    assert value(m, "purgatory.memory.limit", {"pool": "held"}) > 0
     assert "purgatory.journal.size" not in m  # no durable purgatory
 
 

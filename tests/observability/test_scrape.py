@@ -139,6 +139,10 @@ def test_scrape_serves_every_metric(exposition: str) -> None:
         "purgatory_subscribers",
         "purgatory_events_retained",
         "purgatory_journal_size_bytes",
+        "purgatory_memory_held_bytes",
+        "purgatory_memory_retained_bytes",
+        "purgatory_memory_used_bytes",
+        "purgatory_memory_limit_bytes",
         "purgatory_operation_wait_duration_seconds_bucket",
         "purgatory_subscriber_lag_count",
         "purgatory_journal_fsync_duration_seconds_count",
@@ -172,6 +176,8 @@ def test_scrape_serves_every_metric(exposition: str) -> None:
     assert found["purgatory_budget_used"] > 0 and found["purgatory_budget_limit"] > 0
 
     assert found["purgatory_journal_size_bytes"] > 0
+    assert found["purgatory_memory_limit_bytes"] > 0  # summed over the pools
+    assert found["purgatory_memory_retained_bytes"] > 0  # outcomes were retained
     assert found["purgatory_journal_fsync_duration_seconds_count"] >= 1
     # Bounded cardinality: no operation id or key ever appears as a label value.
     for secret in ('"late"', '"lp"', '"b0"', '"j"'):

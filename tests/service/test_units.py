@@ -148,6 +148,9 @@ def test_config_file_env_and_flags_precedence(tmp_path) -> None:  # type: ignore
         ("[[purgatories]]\ntick_ms = 1", "needs a name"),
         ('purgatories = ["a", "a"]', "unique"),
         ("[defaults]\ntick_ms = 0", "tick_ms must be positive"),
+        ("[limits]\nmemory_budget_bytes = 1000", "memory_budget_bytes must be 0"),
+        ("[limits]\nretained_memory_percent = 95", r"retained_memory_percent must be in \[0, 90\]"),
+        ("[limits]\npurgatory_memory_percent = 0", "purgatory_memory_percent"),
     ],
 )
 def test_config_errors_name_the_option(tmp_path, text: str, message: str) -> None:  # type: ignore[no-untyped-def]

@@ -15,6 +15,7 @@ is plain Python on the event loop.
 - ``operations_rpc``: register (long-poll), signal, force-complete, look up, cancel, reschedule;
 - ``session_rpc``: the bidirectional Session stream (reader, acknowledgements, writer);
 - ``session_messages``: how a Session packs acknowledgements and outcomes into messages;
+- ``event_cache``: each outcome encoded once for all the Subscribe streams that send it;
 - ``heartbeats``: the Session's heartbeat message;
 - ``listing_rpc``, ``schedules_rpc``, ``groups_rpc``: the feature RPCs' handlers;
 - ``status_mapping``: service errors as gRPC statuses with ``google.rpc`` details;

@@ -202,6 +202,7 @@ def _unary(
         try:
             return await behavior(prepare(request, context), context)
         except ServiceError as exc:
+            request = None  # the AbortError keeps this frame (see abort())
             await abort(context, exc)
         except grpc.aio.AbortError:
             raise  # the servicer already ended the call with its status
@@ -220,6 +221,7 @@ def _stream(
             async for item in behavior(prepare(request, context), context):
                 yield item
         except ServiceError as exc:
+            request = None  # the AbortError keeps this frame (see abort())
             await abort(context, exc)
         except grpc.aio.AbortError:
             raise
@@ -239,6 +241,17 @@ _FACTORIES: dict[tuple[bool, bool], Callable[..., grpc.RpcMethodHandler]] = {
 # Wraps one method's finished handler (observability: metrics and a span around the
 # whole call, edge included): (full method name, server-streaming?, handler) -> handler.
 MethodWrapper = Callable[[str, bool, Callable[..., Any]], Callable[..., Any]]
+
+
+def _passthrough(response_cls: Any) -> Callable[[Any], bytes]:
+    """A streaming method's serializer: a message is serialized, ``bytes`` (a message
+    encoded once for many streams: :mod:`.event_cache`) are sent as they are."""
+    serialize = response_cls.SerializeToString
+
+    def serializer(message: Any) -> bytes:
+        return message if type(message) is bytes else serialize(message)
+
+    return serializer
 
 
 def add_purgatory_service(
@@ -267,7 +280,11 @@ def add_purgatory_service(
         handlers[name] = factory(
             handle,
             request_deserializer=_deserializer(request_cls),
-            response_serializer=response_cls.SerializeToString,
+            response_serializer=(
+                _passthrough(response_cls)
+                if method.server_streaming
+                else response_cls.SerializeToString
+            ),
         )
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))
     server.add_registered_method_handlers(SERVICE_NAME, handlers)

@@ -22,13 +22,13 @@ from purgatory_proto.v1 import purgatory_pb2_grpc as pb_grpc
 
 from purgatory_server._service.api import groups_rpc, listing_rpc, operations_rpc, schedules_rpc
 from purgatory_server._service.api.answer import Service, answer
+from purgatory_server._service.api.event_cache import EncodedEvents
 from purgatory_server._service.api.groups_rpc import member_stream
 from purgatory_server._service.api.session_rpc import ClientGone, SessionFrames, SessionStream
 from purgatory_server._service.core.errors import METADATA_INCARNATION
 from purgatory_server._service.core.registry import PurgatoryRegistry
 from purgatory_server._service.outcomes.incarnation import check_incarnation
 from purgatory_server._service.wire.convert import (
-    event_to_proto,
     purgatory_to_proto,
     settings_from_proto,
 )
@@ -50,6 +50,8 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
         self._loop = loop
         self._limits = registry.limits
         self._service = Service(registry, loop, registry.limits)
+        # Outcomes encoded once for all Subscribe streams (.event_cache).
+        self._events = EncodedEvents(registry.budget)
 
     # ------------------------------------------------------------------ admin
     async def CreatePurgatory(
@@ -183,7 +185,7 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
     # ------------------------------------------------------------------ streams
     async def Subscribe(
         self, request: pb.SubscribeRequest, context: grpc.aio.ServicerContext
-    ) -> AsyncIterator[pb.OperationEvent]:
+    ) -> AsyncIterator[pb.OperationEvent | bytes]:
         purgatory = self._registry.get(request.purgatory)
         event_filter = filter_from_proto("filter", request.filter, self._limits)
         check_incarnation(request.incarnation, purgatory.incarnation)
@@ -209,8 +211,11 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
                     yield pb.OperationEvent(heartbeat=True, caught_up_sequence=subscriber.caught_up)
                 elif metrics is not None:
                     metrics.subscriber_lag.record(purgatory.feed.last_sequence - batch[0].sequence)
+                # Encoded once for every stream (.event_cache); the edge sends bytes as-is.
+                shared = purgatory.feed.subscriber_count > 1
+                encode = self._events.encode
                 for outcome in batch:
-                    yield event_to_proto(outcome)
+                    yield encode(outcome, shared)
         finally:
             purgatory.unsubscribe(subscriber)
 

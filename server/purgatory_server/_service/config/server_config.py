@@ -70,10 +70,18 @@ class Limits:
     max_retained_events: int = DEFAULT_MAX_RETAINED_EVENTS
     # Server-wide capacity (RESOURCE_EXHAUSTED: it frees up as operations end or
     # purgatories are deleted): pending operations over all purgatories, the payload
-    # bytes they hold, and retained_events summed over all purgatories.
+    # bytes they hold.
     max_total_pending: int = 10_000_000
     max_pending_payload_bytes: int = 1 << 30
-    max_total_retained_events: int = 20_000_000
+    # The memory budget (core/budget.py, docs/service.md "Limits"): bytes the server may
+    # hold for clients; 0: memory_budget_percent of the machine's (or cgroup's) memory.
+    memory_budget_bytes: int = 0
+    memory_budget_percent: int = 50
+    # The retained pool (retained windows, finished-id memories), percent of the budget;
+    # the rest is the held pool (pending work, stream buffers).
+    retained_memory_percent: int = 25
+    # The most of the held pool one purgatory may hold, percent.
+    purgatory_memory_percent: int = 50
     # Worker groups (docs/service.md "Worker groups"): groups per purgatory, and outcomes
     # one group may hold (ready, leased or dead) before new registrations are refused.
     max_groups: int = 16
@@ -163,12 +171,28 @@ class ServerConfig:
         for f in fields(self.limits):
             if getattr(self.limits, f.name) < 0:
                 raise ConfigError(f"limits.{f.name} must be >= 0")
+        budget = self.limits.memory_budget_bytes
+        if 0 < budget < 1 << 20:
+            raise ConfigError(
+                f"limits.memory_budget_bytes must be 0 (a share of memory) or at least "
+                f"1048576 (1 MiB), got {budget}"
+            )
+        for name, low, high in _PERCENTS:
+            value = getattr(self.limits, name)
+            if not low <= value <= high:
+                raise ConfigError(f"limits.{name} must be in [{low}, {high}], got {value}")
         if self.limits.min_timeout_ms > self.limits.max_timeout_ms:
             raise ConfigError("limits.min_timeout_ms must be <= limits.max_timeout_ms")
         if self.limits.max_timeout_ms > MAX_TIMEOUT_MS:
             raise ConfigError(f"limits.max_timeout_ms must be <= {MAX_TIMEOUT_MS} (~10 years)")
 
 
+# The memory budget's percentages and their ranges.
+_PERCENTS = (
+    ("memory_budget_percent", 1, 100),
+    ("retained_memory_percent", 0, 90),
+    ("purgatory_memory_percent", 1, 100),
+)
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 _BOOL_WORDS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 

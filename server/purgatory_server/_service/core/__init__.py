@@ -6,7 +6,9 @@
 - ``operation_table``: pending operations and the memory of finished ones, by id;
 - ``conditions``: declarative conditions and the progress they are judged on;
 - ``latest_values``: the bounded latest value signalled on each key;
-- ``budget``: server-wide capacity shared by every purgatory;
+- ``signal_data``: signal data accumulated by operations: stored once, shared by operations;
+- ``budget``: the server's memory budget in bytes, each purgatory's share of it;
+- ``sizes``: what an operation or a retained outcome costs in memory (the charges);
 - ``listing``, ``sorted_ids``: ListOperations' filter and cursor over ordered ids;
 - ``deadlines``: a pending operation's deadline moves (Reschedule; a re-send's debounce);
 - ``operation_state``: the states, numbered as the wire enum;

@@ -16,15 +16,19 @@ A remote operation cannot run caller code in ``try_complete``, so it carries a
 :class:`Progress` is the mutable accumulator of one operation. Thread safety: it is only
 touched under its operation's lock (``try_complete`` and ``on_complete`` both run with the
 lock held), so it needs no lock of its own. Everything it keeps is bounded by the limits
-(distinct sources, accumulated data).
+(distinct sources, accumulated data). The accumulated data is shared between operations,
+not copied into each (:mod:`.signal_data`).
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
+
+from purgatory_server._service.core.errors import LimitExceeded
+from purgatory_server._service.core.signal_data import Charges, DataLink
 
 __all__ = [
     "EMPTY_SIGNAL",
@@ -34,6 +38,7 @@ __all__ = [
     "Progress",
     "ResultSnapshot",
     "SignalRecord",
+    "check_data_room",
     "make_progress",
 ]
 
@@ -97,13 +102,12 @@ class Progress:
 
     __slots__ = (
         "_anonymous",
-        "_data",
         "_data_limit",
         "_keys",
+        "_link",
         "_sources",
         "_sources_limit",
         "_targets",
-        "_truncated",
         "_unmet",
         "amount_sum",
         "signal_count",
@@ -120,6 +124,7 @@ class Progress:
         *,
         data_limit: int,
         sources_limit: int,
+        data_root: DataLink | None = None,
     ) -> None:
         self.spec = spec
         self._keys = keys
@@ -130,9 +135,9 @@ class Progress:
         self.signalled: dict[str, None] = {}
         self.amount_sum = 0
         self.values: dict[str, int] = dict(known_values)
-        self._data = bytearray()
+        # The shared chain of signal data received so far (.signal_data).
+        self._link = data_root if data_root is not None else _UNCHARGED_ROOT
         self._data_limit = data_limit
-        self._truncated = False
         # VALUES_AT_LEAST: keys whose value is still below target (kept incrementally so a
         # signal costs O(1), not O(keys)).
         self._targets = dict(spec.targets)
@@ -164,13 +169,8 @@ class Progress:
                     self._unmet.discard(key)
                 else:
                     self._unmet.add(key)
-        if signal.data and not self._truncated:
-            room = self._data_limit - len(self._data)
-            if len(signal.data) <= room:
-                self._data += signal.data
-            else:
-                self._data += signal.data[: max(room, 0)]
-                self._truncated = True
+        if signal.data:
+            self._link = self._link.add(signal, self._data_limit)
         return self
 
     def counted(self) -> int:
@@ -201,8 +201,8 @@ class Progress:
             signalled_keys=tuple(self.signalled),
             amount_sum=self.amount_sum,
             values=tuple(self.values.items()),
-            data=bytes(self._data),
-            data_truncated=self._truncated,
+            data=self._link.data(),
+            data_truncated=self._link.truncated,
         )
 
 
@@ -266,6 +266,8 @@ class FirstSignal:
         )
 
 
+# The chain of progress made without a purgatory's (charged) root: tests, tools.
+_UNCHARGED_ROOT = DataLink.root(None)
 # The unsignalled FirstSignal per (data_limit, sources_limit): a server has one or two.
 _UNSIGNALLED: dict[tuple[int, int], FirstSignal] = {}
 
@@ -277,9 +279,11 @@ def make_progress(
     *,
     data_limit: int,
     sources_limit: int,
+    data_root: DataLink | None = None,
 ) -> Progress | FirstSignal:
     """The progress object for ``spec``: the shared unsignalled :class:`FirstSignal` for
-    ``ANY_KEY``. Callers keep what ``add`` returns."""
+    ``ANY_KEY``; others accumulate signal data on ``data_root``'s chain (the purgatory's,
+    charged to its budget). Callers keep what ``add`` returns."""
     if spec.kind is ConditionKind.ANY_KEY:
         shared = _UNSIGNALLED.get((data_limit, sources_limit))
         if shared is None:
@@ -287,4 +291,32 @@ def make_progress(
             if len(_UNSIGNALLED) < 64:
                 _UNSIGNALLED[(data_limit, sources_limit)] = shared
         return shared
-    return Progress(spec, keys, known_values, data_limit=data_limit, sources_limit=sources_limit)
+    return Progress(
+        spec,
+        keys,
+        known_values,
+        data_limit=data_limit,
+        sources_limit=sources_limit,
+        data_root=data_root,
+    )
+
+
+def check_data_room(
+    charges: Charges,
+    signals: Sequence[tuple[str, SignalRecord]],
+    watchers: Callable[[str], Sequence[Any]],
+) -> None:
+    """Refuse (LimitExceeded, from ``charges.check_room``) signals whose data would be
+    kept and does not fit now. Only a watcher whose condition accumulates (a
+    :class:`Progress`) keeps data: an ``ANY_KEY`` one ends on the signal (its outcome is
+    the retained pool's), so a signal on a key without such a watcher is never refused,
+    and a full purgatory can always be signalled to end its operations. Loop thread."""
+    data = sum(len(sig.data) for _, sig in signals)
+    if not data:
+        return
+    try:
+        charges.check_room(data)
+    except LimitExceeded:
+        for key, sig in signals:
+            if sig.data and any(isinstance(op.progress, Progress) for op in watchers(key)):
+                raise

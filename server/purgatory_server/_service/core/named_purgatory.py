@@ -27,7 +27,7 @@ from purgatory_server._engine.system_timer import SystemTimer
 from purgatory_server._engine.time import SYSTEM_TIME, Time
 from purgatory_server._service.config.server_config import Limits, PurgatorySettings
 from purgatory_server._service.core.budget import ServerBudget
-from purgatory_server._service.core.conditions import SignalRecord
+from purgatory_server._service.core.conditions import SignalRecord, check_data_room
 from purgatory_server._service.core.deadlines import Deadlines
 from purgatory_server._service.core.errors import FailedPrecondition, ServiceError
 from purgatory_server._service.core.latest_values import LatestValues
@@ -91,8 +91,7 @@ class NamedPurgatory:
         self._traced = traced
         self.settings = settings
         self._limits = limits
-        # Server-wide capacity shared with the other purgatories (a private one if alone).
-        self._budget = budget if budget is not None else ServerBudget(limits)
+        self.account = (budget if budget is not None else ServerBudget(limits)).account(self.name)
         self._time: Time = time if time is not None else SYSTEM_TIME
         self._journal: JournalHooks = journal if journal is not None else NULL_HOOKS
         # Durable purgatories only (None in memory: nothing to wait for): RPCs await
@@ -137,12 +136,13 @@ class NamedPurgatory:
             settings.name,
             settings.max_pending,
             limits,
-            budget=self._budget,
+            budget=self.account,
             values=self._values,
             slot=self._slot,
             groups=self.groups,
         )
         publisher.add_listener(self._table.retire)
+        self.account.hold(self.feed.log, self._table)  # the budget's retained pool
         if metrics is not None:
             publisher.add_listener(lambda ops, _outcomes: metrics.on_outcomes(ops))
         self._active = self._table.pending  # pending operations by id (the table's)
@@ -228,12 +228,10 @@ class NamedPurgatory:
         if metrics is not None:
             metrics.registered += len(created)
             metrics.batch_register.record(len(requests))
-        # One engine call for the batch, one timer round. An operation its progress does
+        # One engine call and one timer round for the batch. An operation its progress does
         # not satisfy yet (every fresh ANY_KEY one) is watched and armed without Kafka's
-        # try / watch / try: those tries close the race with a signal arriving between
-        # the first try and the watch, and here there is none to close, since signals,
-        # like this call, run only on the loop thread (module docstring) and the
-        # operation is armed (reachable by its expiry) only after it is watched.
+        # try/watch/try, whose tries close a race with a signal between try and watch: none
+        # here, signals run only on the loop thread and an operation is armed once watched.
         if any(op.progress.satisfied() for op, _ in created):
             self._engine.try_complete_else_watch_all(created)
         elif created:
@@ -252,6 +250,7 @@ class NamedPurgatory:
         journal = self._journal
         on_signal = None if journal is NULL_HOOKS else journal.on_signal
         name = self.name
+        check_data_room(self.account, signals, self._engine.watchers)  # (.signal_data)
         counts: list[int] = []
         for key, sig in signals:
             if on_signal is not None:

@@ -1,10 +1,11 @@
 """The operations of one purgatory by id: the pending ones and a memory of finished ones.
 
 What makes a re-sent registration idempotent: an id finds its pending operation, or its
-outcome while that is still remembered (the last ``finished_retained``, oldest forgotten
-first), and a re-send with a different definition is ALREADY_EXISTS. Capacity is checked
-here too, all or nothing per batch, before anything is created: ``max_pending`` for the
-purgatory, then the server-wide :class:`~.budget.ServerBudget`.
+outcome while still remembered (the last ``finished_retained``, oldest forgotten first,
+sooner if the memory budget's retained pool needs room: a :class:`~.budget.Reclaimable`),
+and a re-send with a different definition is ALREADY_EXISTS. Capacity is checked here,
+all or nothing per batch, before anything is created: ``max_pending``, then the
+purgatory's share of the memory budget (:class:`~.budget.Account`, :mod:`.sizes`).
 
 The table also keeps the latest-value memory (:class:`~.latest_values.LatestValues`) in step: a
 key stays tracked while a pending operation watches it.
@@ -21,7 +22,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from purgatory_server._service.config.server_config import Limits
-from purgatory_server._service.core.budget import ServerBudget
+from purgatory_server._service.core.budget import Account
 from purgatory_server._service.core.conditions import (
     ConditionKind,
     ConditionSpec,
@@ -46,6 +47,8 @@ from purgatory_server._service.core.operation import (
     SignalSlot,
 )
 from purgatory_server._service.core.quoting import quote
+from purgatory_server._service.core.signal_data import DataLink
+from purgatory_server._service.core.sizes import operation_bytes, outcome_bytes
 from purgatory_server._service.core.sorted_ids import SortedIds
 from purgatory_server._service.outcomes.event_log import Outcome
 
@@ -69,7 +72,9 @@ class OperationTable:
 
     __slots__ = (
         "_budget",
+        "_data_root",
         "_finished",
+        "_finished_bytes",
         "_groups",
         "_id_prefix",
         "_ids",
@@ -89,7 +94,7 @@ class OperationTable:
         max_pending: int,
         limits: Limits,
         *,
-        budget: ServerBudget,
+        budget: Account,
         values: LatestValues,
         slot: SignalSlot,
         groups: GroupSet | None = None,
@@ -101,6 +106,8 @@ class OperationTable:
         self._limits = limits
         self._max_pending = max_pending
         self._budget = budget
+        self._finished_bytes = 0  # what the finished memory holds (the retained pool)
+        self._data_root = DataLink.root(budget)  # accumulated signal data (.signal_data)
         self.values = values
         self._slot = slot
         self._id_prefix = secrets.token_hex(4) + "-"
@@ -164,10 +171,11 @@ class OperationTable:
         seen: set[str] = set()
         for i, req in enumerate(requests):
             op_id = req.operation_id
+            definition = req.definition
             if not op_id:
                 plan.append(f"{self._id_prefix}{next(self._ids)}")
                 new += 1
-                new_bytes += len(req.definition.payload)
+                new_bytes += len(definition.payload)
                 continue
             if op_id in seen:
                 raise InvalidArgument(
@@ -178,10 +186,10 @@ class OperationTable:
             if existing is None:
                 plan.append(op_id)
                 new += 1
-                new_bytes += len(req.definition.payload)
+                new_bytes += len(definition.payload)
                 continue
-            definition, target = existing
-            if definition != req.definition:
+            known, target = existing
+            if known != definition:
                 raise AlreadyExists(
                     f"{fields[i]}operation_id: {quote(op_id)} already exists in purgatory "
                     f"{self.name!r} with a different definition"
@@ -207,7 +215,12 @@ class OperationTable:
             groups = self._groups
             if groups:
                 groups.check_capacity()
-            self._budget.reserve(new, new_bytes, _batch_field(fields))
+            held = sum(  # the bytes the new operations hold (.sizes)
+                operation_bytes(step, r.definition)
+                for r, step in zip(requests, plan, strict=True)
+                if isinstance(step, str)
+            )
+            self._budget.reserve(new, new_bytes, held, _batch_field(fields))
         return plan
 
     def admit(
@@ -276,7 +289,7 @@ class OperationTable:
         satisfied: list[Armed] = []
         restored = self._budget.restored
         for op_id, definition, created, due, signals in items:
-            restored(len(definition.payload))
+            restored(len(definition.payload), operation_bytes(op_id, definition))
             op = self.create(op_id, definition, Recovered(created, due, signals, now_ms))
             (satisfied if op.progress.satisfied() else waiting).append((op, definition.keys))
         return waiting, satisfied
@@ -299,6 +312,7 @@ class OperationTable:
             known,
             data_limit=limits.max_result_data_bytes,
             sources_limit=limits.max_result_sources,
+            data_root=self._data_root,
         )
 
     # ----------------------------------------------------------------- retirement
@@ -310,14 +324,19 @@ class OperationTable:
         """
         pending = self.pending
         unwatch = self.values.unwatch
-        finished = self._finished
-        retained = self._limits.finished_retained
         pending_ids = self.pending_ids
         traces = self._slot.traces  # (RemoteOperation.traceparent)
-        released = released_bytes = 0
+        finished = self._finished
+        retained = self._limits.finished_retained
+        released = released_payload = released_bytes = kept = 0
         for op, outcome in zip(ops, outcomes, strict=True):
             op_id = op.operation_id
             definition = op.definition
+            if retained:  # remember(), inlined: once per ended operation
+                if op_id in finished:  # ended before (rare): the older one goes
+                    kept -= outcome_bytes(finished.pop(op_id)[1])
+                finished[op_id] = (definition, outcome)
+                kept += outcome[11] or outcome_bytes(outcome)  # (nbytes: .sizes)
             if pending.get(op_id) is op:
                 del pending[op_id]
                 if pending_ids is not None:
@@ -325,25 +344,44 @@ class OperationTable:
                 if traces:
                     traces.pop(op_id, None)
                 released += 1
-                released_bytes += len(definition.payload)
-            if retained:  # remember(), inlined: once per ended operation
-                finished[op_id] = (definition, outcome)
+                payload = definition.payload
+                released_payload += len(payload)
+                released_bytes += operation_bytes(op_id, definition)
             unwatch(definition.keys)
         if released:
-            self._budget.release_many(released, released_bytes)
+            self._budget.release_many(released, released_payload, released_bytes)
         if retained:
-            popitem = finished.popitem
-            for _ in range(len(finished) - retained):
-                popitem(last=False)
+            self._trim(kept)
 
     def remember(self, definition: OperationDefinition, outcome: Outcome) -> None:
         """Keep a finished id's outcome so re-sends of it stay idempotent (bounded)."""
-        retained = self._limits.finished_retained
-        if retained:
+        if self._limits.finished_retained:
             finished = self._finished
-            finished[outcome.operation_id] = (definition, outcome)
-            if len(finished) > retained:
-                finished.popitem(last=False)
+            op_id = outcome.operation_id
+            old = finished.pop(op_id, None)
+            finished[op_id] = (definition, outcome)
+            self._trim(outcome_bytes(outcome) - (outcome_bytes(old[1]) if old else 0))
+
+    def _trim(self, kept: int) -> None:
+        """Charge ``kept`` more bytes to the retained pool (which may make the table
+        shed) after forgetting the oldest ids past ``finished_retained``."""
+        finished = self._finished
+        popitem = finished.popitem
+        for _ in range(len(finished) - self._limits.finished_retained):
+            kept -= outcome_bytes(popitem(last=False)[1][1])
+        self._finished_bytes += kept
+        self._budget.retain(kept)
+
+    @property  # the memory budget's Reclaimable
+    def retained_bytes(self) -> int:
+        return self._finished_bytes
+
+    def shed(self) -> int:
+        if not self._finished:
+            return 0
+        freed = outcome_bytes(self._finished.popitem(last=False)[1][1])
+        self._finished_bytes -= freed
+        return freed
 
 
 def resolve(target: Target, ended: dict[str, Outcome]) -> Target:

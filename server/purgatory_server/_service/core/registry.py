@@ -103,6 +103,13 @@ class PurgatoryRegistry:
         self._durable: dict[str, Durability] = {}
         self._closed: ServiceError | None = None
         self.budget = ServerBudget(limits)
+        logger.info(
+            "memory budget %d MiB: %d MiB held (%d MiB per purgatory), %d MiB retained",
+            self.budget.capacity >> 20,
+            self.budget.held_capacity >> 20,
+            self.budget.share >> 20,
+            self.budget.retained_capacity >> 20,
+        )
         # Replicated purgatories: raises a routing error for a name this server does not
         # serve but knows the owner of; None without a cluster.
         self.router = router
@@ -139,12 +146,7 @@ class PurgatoryRegistry:
                 f"{len(self._purgatories)} purgatories exist; "
                 f"max_purgatories is {self.limits.max_purgatories}"
             )
-        self.budget.reserve_retained(settings.retained_events)
-        try:
-            purgatory = self._build(settings)
-        except BaseException:
-            self.budget.release_retained(settings.retained_events)
-            raise
+        purgatory = self._build(settings)
         logger.info(
             "purgatory %s created (%s, max_pending %d, retained_events %d)",
             settings.name,
@@ -218,7 +220,7 @@ class PurgatoryRegistry:
         purgatory = self.get(name, "name")
         del self._purgatories[name]
         cancelled = purgatory.cancel_all()
-        self.budget.release_retained(purgatory.settings.retained_events)
+        purgatory.account.close(0, 0)  # what it still holds (retained, signal data)
         purgatory.close(NotFound(f"purgatory {name!r} was deleted", "purgatory", name))
         await asyncio.to_thread(purgatory.shutdown_engine)
         store = self._durable.pop(name, None)
@@ -234,11 +236,11 @@ class PurgatoryRegistry:
         purgatory = self._purgatories.pop(name, None)
         if purgatory is None:
             return
-        self.budget.release_retained(purgatory.settings.retained_events)
+        # Its pending operations live on at the new owner: they leave this budget.
+        ops = purgatory.pending_operations()
+        purgatory.account.close(len(ops), sum(len(op.definition.payload) for op in ops))
         purgatory.close(error)
         await asyncio.to_thread(purgatory.shutdown_engine)
-        for operation in purgatory.pending_operations():  # they live on at the new owner
-            self.budget.release(len(operation.definition.payload))
         store = self._durable.pop(name, None)
         if store is not None:
             await store.close()

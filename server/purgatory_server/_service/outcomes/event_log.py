@@ -5,6 +5,12 @@ strictly increasing per purgatory (1, 2, 3, ... with no gaps). The last ``retain
 outcomes are kept so that a subscriber reconnecting with ``after_sequence`` receives
 exactly what it missed, while that is still in the window.
 
+The window is bounded in bytes too: it is one of the memory budget's
+:class:`~.budget.Reclaimable` holders (:meth:`EventLog.charge_to`), charged what its
+outcomes hold (:func:`~.sizes.outcome_bytes`), and gives up its oldest outcomes when the
+budget's retained pool needs room (:meth:`EventLog.shed`); a subscriber resuming before
+them gets OUT_OF_RANGE, as when ``retained`` is passed.
+
 Restorable from outside: ``EventLog(retained, last_sequence=N, events=[...])`` rebuilds
 the window and continues numbering after ``N``, which is what a durable journal needs to
 resume a purgatory after a restart.
@@ -17,12 +23,13 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import NamedTuple
 
 from purgatory_server._service.core.conditions import ResultSnapshot
 from purgatory_server._service.core.errors import OutOfRange
 from purgatory_server._service.core.operation_state import OperationState
+from purgatory_server._service.core.sizes import outcome_bytes, outcomes_bytes
 
 __all__ = ["EventLog", "Outcome"]
 
@@ -47,18 +54,37 @@ class Outcome(NamedTuple):
     # W3C traceparent of the request that registered the operation ("" untraced); it
     # is not journaled, so outcomes recovered after a restart carry none.
     traceparent: str = ""
+    # What it holds in memory (core/sizes.py), computed once by the feed so that every
+    # memory that keeps or drops it charges the same figure cheaply; 0: computed on use.
+    # Not compared: an outcome is the same whatever figure it carries.
+    nbytes: int = 0
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Outcome):
+            return NotImplemented
+        return self[:11] == other[:11]
+
+    def __ne__(self, other: object) -> bool:
+        if not isinstance(other, Outcome):
+            return NotImplemented
+        return self[:11] != other[:11]
+
+    def __hash__(self) -> int:
+        return hash(self[:11])
 
 
 class EventLog:
     """Sequence numbering plus a bounded window of the most recent outcomes."""
 
-    __slots__ = ("_events", "_last")
+    __slots__ = ("_bytes", "_events", "_last", "_retain")
 
     def __init__(self, retained: int, last_sequence: int = 0, events: Iterable[Outcome] = ()):
         if retained <= 0:
             raise ValueError(f"retained must be positive, got {retained}")
         self._events: deque[Outcome] = deque(maxlen=retained)
         self._last = last_sequence
+        self._bytes = 0  # what the window holds (.sizes)
+        self._retain: Callable[[int], None] | None = None
         for event in events:
             if self._events and event.sequence != self._events[-1].sequence + 1:
                 raise ValueError("restored events must have consecutive sequences")
@@ -67,6 +93,41 @@ class EventLog:
             self._events.append(event)
         if self._events and self._events[-1].sequence != last_sequence:
             raise ValueError("the last restored event must carry last_sequence")
+        self._bytes = outcomes_bytes(self._events)
+
+    # ----------------------------------------------------------------- memory budget
+    def charge_to(self, retain: Callable[[int], None]) -> None:
+        """Charge what the window holds, now and from now on, with ``retain(nbytes)``
+        (the budget's retained pool, which may call :meth:`shed` to make room)."""
+        self._retain = retain
+        retain(self._bytes)
+
+    @property
+    def retained_bytes(self) -> int:
+        return self._bytes
+
+    def shed(self) -> int:
+        """Forget the oldest retained outcome; the bytes that frees (0: none left)."""
+        if not self._events:
+            return 0
+        freed = outcome_bytes(self._events.popleft())
+        self._bytes -= freed
+        return freed
+
+    def _append(self, added: Sequence[Outcome]) -> None:
+        """Append ``added``, charging them less what the count bound drops for them."""
+        events = self._events
+        assert events.maxlen is not None
+        dropped = len(events) + len(added) - events.maxlen
+        nbytes = outcomes_bytes(added)
+        if dropped > 0:  # the oldest go: those retained first, then the first added
+            old = min(dropped, len(events))
+            nbytes -= outcomes_bytes(itertools.islice(events, old))
+            nbytes -= outcomes_bytes(added[: dropped - old])
+        events.extend(added)
+        self._bytes += nbytes
+        if self._retain is not None:
+            self._retain(nbytes)  # may shed(), now that the window holds them
 
     @property
     def last_sequence(self) -> int:
@@ -87,7 +148,7 @@ class EventLog:
     def append(self, outcome: Outcome) -> None:
         if outcome.sequence != self._last:
             raise ValueError(f"outcome {outcome.sequence} is not the last issued ({self._last})")
-        self._events.append(outcome)
+        self._append((outcome,))
 
     def extend(self, outcomes: Sequence[Outcome]) -> None:
         """Append outcomes numbered ``last_sequence + 1``, ``+ 2``, ... in order (one
@@ -97,7 +158,7 @@ class EventLog:
         first = self._last + 1
         if outcomes[0].sequence != first or outcomes[-1].sequence != first + len(outcomes) - 1:
             raise ValueError(f"outcomes must be numbered from {first} without gaps")
-        self._events.extend(outcomes)
+        self._append(outcomes)
         self._last = outcomes[-1].sequence
 
     def after(self, sequence: int) -> list[Outcome]:

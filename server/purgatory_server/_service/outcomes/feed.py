@@ -43,6 +43,7 @@ from purgatory_server._service.core.errors import (
     OutcomeNotRecorded,
     ServiceError,
 )
+from purgatory_server._service.core.sizes import result_bytes
 from purgatory_server._service.durable.hooks import NULL_HOOKS, JournalHooks
 from purgatory_server._service.outcomes.event_log import EventLog, Outcome
 from purgatory_server._service.outcomes.subscriptions import EventFilter, Subscriber
@@ -184,19 +185,23 @@ class Feed:
         for op in ops:
             op_id = op.operation_id
             definition = op.definition
+            keys = definition.keys
+            payload = definition.payload
+            result = op.result
             sequence += 1
             outcome = Outcome(
                 sequence,
                 name,
                 op_id,
                 op.state,
-                definition.keys,
-                definition.payload,
-                op.result,
+                keys,
+                payload,
+                result,
                 op.create_time_ms,
                 op.due_time_ms,
                 op.complete_time_ms,
                 op.traceparent,
+                result_bytes(op_id, keys, payload, result),  # once (core/sizes.py)
             )
             outcomes.append(outcome)
             waiters = pop_waiters(op_id, None)

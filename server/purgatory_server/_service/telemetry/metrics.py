@@ -39,6 +39,7 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.util.types import Attributes
 
 from purgatory_server._service.api.rpc_telemetry import RpcStats
+from purgatory_server._service.core.budget import ServerBudget
 from purgatory_server._service.core.named_purgatory import NamedPurgatory
 from purgatory_server._service.telemetry.counters import FINAL_STATES, PurgatoryMetrics
 from purgatory_server._service.telemetry.histogram import Histogram
@@ -93,8 +94,53 @@ def _gauges(purgatories: Purgatories) -> dict[str, Callback]:
     }
 
 
-def register_instruments(meter: Meter, purgatories: Purgatories, rpc: RpcStats) -> None:
+def _memory_gauges(meter: Meter, purgatories: Purgatories, budget: ServerBudget) -> None:
+    """The memory budget (core/budget.py): each pool's size and use, and each purgatory's
+    part of them (plain int reads; releases other threads queued count at the next drain)."""
+
+    def limit(options: CallbackOptions) -> Iterator[Observation]:
+        yield Observation(budget.held_capacity, {"pool": "held"})
+        yield Observation(budget.retained_capacity, {"pool": "retained"})
+        yield Observation(budget.share, {"pool": "share"})
+
+    def used(options: CallbackOptions) -> Iterator[Observation]:
+        yield Observation(budget.held, {"pool": "held"})
+        yield Observation(budget.retained, {"pool": "retained"})
+
+    def held(options: CallbackOptions) -> Iterator[Observation]:
+        for p in purgatories():
+            if p.metrics is not None:
+                yield Observation(p.account.held, {"purgatory.name": p.name})
+
+    def retained(options: CallbackOptions) -> Iterator[Observation]:
+        for p in purgatories():
+            if p.metrics is not None:
+                kept = sum(h.retained_bytes for h in p.account.holders)
+                yield Observation(kept, {"purgatory.name": p.name})
+
+    gauge = meter.create_observable_gauge
+    gauge(
+        "purgatory.memory.limit",
+        [limit],
+        "By",
+        "The memory budget's pools (held, retained) and one purgatory's share of held.",
+    )
+    gauge("purgatory.memory.used", [used], "By", "Bytes charged to each pool, server-wide.")
+    gauge("purgatory.memory.held", [held], "By", "Bytes a purgatory holds for pending work.")
+    gauge(
+        "purgatory.memory.retained",
+        [retained],
+        "By",
+        "Bytes of a purgatory's retained outcomes and finished-id memory.",
+    )
+
+
+def register_instruments(
+    meter: Meter, purgatories: Purgatories, rpc: RpcStats, budget: ServerBudget | None = None
+) -> None:
     """Create every observable counter and gauge on ``meter``."""
+    if budget is not None:
+        _memory_gauges(meter, purgatories, budget)
 
     def by_purgatory(
         read: Callable[[PurgatoryMetrics], int],

@@ -110,26 +110,23 @@ def _budget(meter: Meter, registry: PurgatoryRegistry) -> None:
     def used(options: CallbackOptions) -> Iterator[Observation]:
         yield Observation(budget.pending, {"resource": "pending"})
         yield Observation(budget.payload_bytes, {"resource": "payload_bytes"})
-        yield Observation(budget.retained_events, {"resource": "retained_events"})
 
     def limit(options: CallbackOptions) -> Iterator[Observation]:
         yield Observation(limits.max_total_pending, {"resource": "pending"})
         yield Observation(limits.max_pending_payload_bytes, {"resource": "payload_bytes"})
-        yield Observation(limits.max_total_retained_events, {"resource": "retained_events"})
 
     meter.create_observable_gauge(
         "purgatory.budget.used",
         [used],
         "1",
-        "Server-wide budget in use, by resource: pending operations, their payload bytes, "
-        "retained-event slots of every purgatory. Past the limit: RESOURCE_EXHAUSTED.",
+        "Server-wide budget in use, by resource: pending operations and their payload "
+        "bytes (memory in bytes: purgatory.memory.*). Past the limit: RESOURCE_EXHAUSTED.",
     )
     meter.create_observable_gauge(
         "purgatory.budget.limit",
         [limit],
         "1",
-        "The server-wide budget, by resource (max_total_pending, "
-        "max_pending_payload_bytes, max_total_retained_events).",
+        "The server-wide budget, by resource (max_total_pending, max_pending_payload_bytes).",
     )
 
 

@@ -81,7 +81,7 @@ class Telemetry:
         rpc = self.rpc
         assert rpc is not None
         meter = self._meter_provider.get_meter(SCOPE)
-        register_instruments(meter, registry.snapshot, rpc)
+        register_instruments(meter, registry.snapshot, rpc, registry.budget)
         register_operator_instruments(meter, registry)
         for reader in self._readers:
             attach_histograms(reader, lambda: histogram_metrics(registry.snapshot, rpc))

@@ -1,0 +1,105 @@
+"""What the things a client can make the server hold cost in memory, in bytes.
+
+The byte budget (:mod:`.budget`) charges estimates, not ``sys.getsizeof`` walks: an
+estimate is a few integer operations on lengths the request already carries, cheap enough
+for the registration hot path. The constants are CPython's measured costs on a 64-bit
+build (``python -m bench.memory_budget_bench --sizes``: ``tracemalloc`` around the
+registration of each shape; docs/benchmarks.md §17), rounded up, so the budget errs
+towards charging more than is held (1.06 to 1.8 times):
+
+- a pending operation: its object, its table and timer entries, the latest-value watch
+  (``OPERATION_BYTES``), plus per key the string and its watch-list entry in the engine
+  and the latest-value memory (``KEY_BYTES`` + the key's length), plus its payload and id;
+- a condition that accumulates (every kind but ``ANY_KEY``): its progress object;
+- a retained outcome (the retained window, the finished-id memory): the outcome tuple,
+  its keys (string + tuple slot each), payload, result data and sources.
+
+Thread safety: pure functions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from operator import itemgetter
+from typing import TYPE_CHECKING
+
+from purgatory_server._service.core.conditions import ConditionKind, ResultSnapshot
+
+if TYPE_CHECKING:
+    from purgatory_server._service.core.operation import OperationDefinition
+    from purgatory_server._service.outcomes.event_log import Outcome
+
+__all__ = [
+    "KEY_BYTES",
+    "OPERATION_BYTES",
+    "OUTCOME_BYTES",
+    "PROGRESS_BYTES",
+    "operation_bytes",
+    "outcome_bytes",
+    "outcomes_bytes",
+    "result_bytes",
+]
+
+# A pending operation without its keys, id, payload and progress (RemoteOperation,
+# TimerTaskEntry, the pending-table and timer-bucket slots, its definition tuple).
+OPERATION_BYTES = 1024
+# Per watched key beyond its characters: the str header, the engine's watch-list entry
+# (a dict slot per watcher and the per-key list), the latest-value watch count.
+KEY_BYTES = 448
+# The accumulating progress of a non-ANY_KEY condition (its dicts, set and counters).
+PROGRESS_BYTES = 1024
+# A retained outcome without its keys, payload and result: the Outcome and ResultSnapshot
+# tuples, its deque or dict slot, the operation id's str header.
+OUTCOME_BYTES = 512
+# Per key of a retained outcome beyond its characters: the str header and tuple slot.
+RETAINED_KEY_BYTES = 64
+# Per (key, value) pair of a result's values: the pair, the int, the tuple slot.
+VALUE_BYTES = 112
+_ANY_KEY = ConditionKind.ANY_KEY
+_NBYTES = itemgetter(11)  # Outcome.nbytes
+
+
+def keys_bytes(keys: Sequence[str], per_key: int) -> int:
+    return sum(map(len, keys)) + per_key * len(keys)
+
+
+def operation_bytes(operation_id: str, definition: OperationDefinition) -> int:
+    """What a new pending operation holds (its accumulated signal data is charged as it
+    arrives, once per shared link: see .signal_data)."""
+    keys = definition[0]
+    size = OPERATION_BYTES + len(operation_id) + len(definition[3]) + KEY_BYTES * len(keys)
+    size += len(keys[0]) if len(keys) == 1 else sum(map(len, keys))
+    condition = definition[2]
+    if condition.kind is not _ANY_KEY:
+        size += PROGRESS_BYTES + len(condition.targets) * RETAINED_KEY_BYTES
+    return size
+
+
+def outcome_bytes(outcome: Outcome) -> int:
+    """What one retained outcome holds (charged in full by each memory that keeps it):
+    the figure the feed computed once when it published it, else computed now."""
+    return outcome[11] or result_bytes(outcome[2], outcome[4], outcome[5], outcome[6])
+
+
+def outcomes_bytes(outcomes: Iterable[Outcome]) -> int:
+    """The sum of :func:`outcome_bytes` over ``outcomes``: a C-level sum of the figures
+    the feed computed, unless one has none."""
+    outcomes = tuple(outcomes)
+    if all(map(_NBYTES, outcomes)):
+        return sum(map(_NBYTES, outcomes))
+    return sum(map(outcome_bytes, outcomes))
+
+
+def result_bytes(
+    operation_id: str, keys: Sequence[str], payload: bytes, result: ResultSnapshot
+) -> int:
+    """What an outcome of these parts holds (computed once per outcome, when published)."""
+    size = OUTCOME_BYTES + len(operation_id) + len(payload) + RETAINED_KEY_BYTES * len(keys)
+    size += len(keys[0]) if len(keys) == 1 else sum(map(len, keys))
+    if result.signal_count:  # not the empty result
+        size += len(result.data) + 8 * len(result.signalled_keys)
+        if result.sources:
+            size += keys_bytes(result.sources, RETAINED_KEY_BYTES)
+    if result.values:
+        size += VALUE_BYTES * len(result.values)
+    return size

@@ -208,7 +208,7 @@ def test_scrape_labels_name_the_build_group_and_schedule_state(exposition: str) 
         for (name, labels), _ in labelled.items()
         if name == "purgatory_budget_used"
     }
-    assert budget == {"pending", "payload_bytes", "retained_events"}
+    assert budget == {"pending", "payload_bytes"}
 
 
 def test_promtool_accepts_the_exposition(exposition: str, tmp_path: Path) -> None:

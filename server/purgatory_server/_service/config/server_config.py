@@ -63,7 +63,6 @@ class Limits:
     max_subscribers: int = 1024
     subscriber_buffer: int = 10_000
     max_tracked_values: int = 100_000
-    finished_retained: int = 10_000
     # Outcomes and acknowledgements one Session stream may have waiting to be sent.
     session_buffer: int = 10_000
     # Per purgatory: the largest retained_events a purgatory may be configured with.

@@ -1,8 +1,9 @@
 """The operations of one purgatory by id: the pending ones and a memory of finished ones.
 
 What makes a re-sent registration idempotent: an id finds its pending operation, or its
-outcome while that is still remembered (the last ``finished_retained``, oldest forgotten
-first), and a re-send with a different definition is ALREADY_EXISTS. Capacity is checked
+outcome while the dedup window remembers it (:class:`~.finished_ids.FinishedIds`: for
+``dedup_window_ms`` after it ended, within ``dedup_max_bytes``), and a re-send with a
+different definition is ALREADY_EXISTS. Capacity is checked
 here too, all or nothing per batch, before anything is created: ``max_pending`` for the
 purgatory, then the server-wide :class:`~.budget.ServerBudget`.
 
@@ -16,11 +17,10 @@ from __future__ import annotations
 
 import itertools
 import secrets
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from purgatory_server._service.config.server_config import Limits
+from purgatory_server._service.config.server_config import Limits, PurgatorySettings
 from purgatory_server._service.core.budget import ServerBudget
 from purgatory_server._service.core.conditions import (
     ConditionKind,
@@ -35,6 +35,7 @@ from purgatory_server._service.core.errors import (
     LimitExceeded,
     NotFound,
 )
+from purgatory_server._service.core.finished_ids import FinishedIds
 from purgatory_server._service.core.latest_values import LatestValues
 from purgatory_server._service.core.listing import OperationsView
 from purgatory_server._service.core.operation import (
@@ -69,7 +70,6 @@ class OperationTable:
 
     __slots__ = (
         "_budget",
-        "_finished",
         "_groups",
         "_id_prefix",
         "_ids",
@@ -77,6 +77,7 @@ class OperationTable:
         "_max_pending",
         "_slot",
         "_unsignalled",
+        "finished",
         "name",
         "pending",
         "pending_ids",
@@ -85,8 +86,7 @@ class OperationTable:
 
     def __init__(
         self,
-        name: str,
-        max_pending: int,
+        settings: PurgatorySettings,
         limits: Limits,
         *,
         budget: ServerBudget,
@@ -94,12 +94,12 @@ class OperationTable:
         slot: SignalSlot,
         groups: GroupSet | None = None,
     ) -> None:
-        self.name = name
+        self.name = settings.name
         self.pending: dict[str, RemoteOperation] = {}
-        # Recently finished ids -> (definition, outcome), oldest first, bounded.
-        self._finished: OrderedDict[str, tuple[OperationDefinition, Outcome]] = OrderedDict()
+        # Finished ids -> (definition, outcome), oldest first: the dedup window.
+        self.finished = FinishedIds(settings.dedup_window_ms, settings.dedup_max_bytes)
         self._limits = limits
-        self._max_pending = max_pending
+        self._max_pending = settings.max_pending
         self._budget = budget
         self.values = values
         self._slot = slot
@@ -126,14 +126,14 @@ class OperationTable:
         index of pending ids on first use (kept up to date by create and retire)."""
         if self.pending_ids is None:
             self.pending_ids = SortedIds(self.pending)
-        return OperationsView(self.pending_ids, self.pending, self._finished, watchers)
+        return OperationsView(self.pending_ids, self.pending, self.finished.entries, watchers)
 
     # ----------------------------------------------------------------- lookups
     def find(self, op_id: str) -> tuple[OperationDefinition, Target] | None:
         op = self.pending.get(op_id)
         if op is not None:
             return op.definition, op
-        return self._finished.get(op_id)
+        return self.finished.get(op_id)
 
     def lookup(self, op_id: str) -> Target:
         found = self.find(op_id)
@@ -305,13 +305,13 @@ class OperationTable:
     def retire(self, ops: Sequence[RemoteOperation], outcomes: Sequence[Outcome]) -> None:
         """Ended operations leave the pending table; their outcomes are remembered.
 
-        Once per published batch: the budget is released and the finished memory trimmed
-        to its bound once for the batch, not per operation.
+        Once per published batch: the budget is released and the dedup window trimmed
+        once for the batch, not per operation.
         """
         pending = self.pending
         unwatch = self.values.unwatch
-        finished = self._finished
-        retained = self._limits.finished_retained
+        finished = self.finished
+        remember = finished.add if finished.enabled else None
         pending_ids = self.pending_ids
         traces = self._slot.traces  # (RemoteOperation.traceparent)
         released = released_bytes = 0
@@ -326,24 +326,19 @@ class OperationTable:
                     traces.pop(op_id, None)
                 released += 1
                 released_bytes += len(definition.payload)
-            if retained:  # remember(), inlined: once per ended operation
-                finished[op_id] = (definition, outcome)
+            if remember is not None:
+                remember(definition, outcome)
             unwatch(definition.keys)
         if released:
             self._budget.release_many(released, released_bytes)
-        if retained:
-            popitem = finished.popitem
-            for _ in range(len(finished) - retained):
-                popitem(last=False)
+        if remember is not None:
+            finished.trim()
 
     def remember(self, definition: OperationDefinition, outcome: Outcome) -> None:
-        """Keep a finished id's outcome so re-sends of it stay idempotent (bounded)."""
-        retained = self._limits.finished_retained
-        if retained:
-            finished = self._finished
-            finished[outcome.operation_id] = (definition, outcome)
-            if len(finished) > retained:
-                finished.popitem(last=False)
+        """Keep a finished id's outcome so re-sends of it stay idempotent (start-up: the
+        journal's; the window and the byte cap apply as for live ones)."""
+        self.finished.add(definition, outcome)
+        self.finished.trim()
 
 
 def resolve(target: Target, ended: dict[str, Outcome]) -> Target:

@@ -3,9 +3,11 @@
 
 Frames are written as they are submitted (many may be in flight); a reader task matches
 acknowledgements to their futures by request id and hands outcomes to ``on_outcome`` or to
-a bounded queue read by :meth:`AsyncSession.outcomes`. A full queue stops the reader, so a
-caller that stops consuming outcomes is felt by the server (it ends the stream with
-RESOURCE_EXHAUSTED past its bound) instead of growing memory here.
+a bounded queue read by :meth:`AsyncSession.outcomes` (an ``on_outcome`` that returns an
+awaitable is awaited). A full queue stops the reader, so a caller that stops consuming
+outcomes is felt by the server (it stops reading frames past its bound: flow control)
+instead of growing memory here. ``delivered`` is the number of the last outcome received:
+with ``session_id``, a new stream resumes the session from it (``resume_after``).
 
 Thread safety: loop-confined, one event loop. Any number of tasks may submit at once
 (writes take turns: gRPC allows one pending write per call).

@@ -1,10 +1,11 @@
 """The Session stream's no-I/O half, shared by the sync and asyncio clients.
 
 Frames are built and acknowledgements parsed here; :class:`WatchSet` is the bookkeeping of
-``watch_many``: which watches still owe an outcome, so that after a dropped stream (the
-server's slow-reader RESOURCE_EXHAUSTED, or UNAVAILABLE across a restart) a new stream
-re-sends exactly those, by id. Re-sending is safe because registration is idempotent by
-operation id: the server registers nothing new and answers an ended one with its outcome.
+``watch_many``: which watches still owe an outcome and which a frame's acknowledgement
+confirmed, so that after a dropped stream a resumed session sends only the unconfirmed
+ones, and a fresh one (the server could not resume) re-sends every open one, by id.
+Re-sending is safe because registration is idempotent by operation id: the server
+registers nothing new and answers an ended one with its outcome (its dedup window).
 :class:`Mailbox` (blocking) and :class:`AsyncMailbox` are where ``watch_many`` waits for
 what the session's reader hands over: outcomes, and wake-ups (an acknowledgement, the
 stream's end).

@@ -20,6 +20,7 @@ from purgatory_client import (
     ResourceExhaustedError,
 )
 from purgatory_server._service import Limits
+from purgatory_server._service.api import session_outbound
 from purgatory_server._service.config.server_config import PurgatorySettings
 
 from tests.service.conftest import ServeFn
@@ -217,3 +218,44 @@ async def test_sessions_past_max_sessions_are_resource_exhausted(serve: ServeFn)
         await until(fourth_opens)  # a closed session frees its place
         await b.close()
         await third.close()
+
+
+async def test_watch_many_resumes_a_cut_session_without_re_sending(
+    serve: ServeFn, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Twenty 60 KB outcomes at once on a 64 KB bound, with a client taken as not reading
+    # after 0.5 s (5 s in production): the stream is cut; watch_many resumes the session
+    # and gets all twenty without sending a watch again.
+    monkeypatch.setattr(session_outbound, "STALLED_S", 0.5)
+    limits = replace(Limits(), session_buffer_bytes=64 * 1024, max_payload_bytes=64 * 1024)
+    _, port = await serve(config=_config(limits))
+    specs = [
+        OperationSpec((f"c{i}",), 1500, payload=b"x" * 60_000, operation_id=f"c{i}")
+        for i in range(20)
+    ]
+    async with AsyncPurgatoryClient(f"127.0.0.1:{port}", timeout=10) as client:
+        opened: list[dict[str, Any]] = []
+        frames_sent: list[int] = []
+        open_session = client.session
+
+        def spying_session(**kwargs: Any) -> Any:
+            session = open_session(**kwargs)
+            opened.append(kwargs)
+            submit_all = session.submit_all
+
+            async def counting(frames: Any, on_ack: Any) -> Any:
+                frames = list(frames)
+                frames_sent.append(sum(len(f) for f in frames))
+                return await submit_all(frames, on_ack)
+
+            session.submit_all = counting
+            return session
+
+        client.session = spying_session  # type: ignore[method-assign]
+        seen = [event.operation_id async for event in client.watch_many(specs, frame_size=20)]
+        info = await client.get_purgatory()
+    assert sorted(seen) == sorted(s.operation_id for s in specs)
+    assert len(opened) >= 2  # cut at least once
+    assert [kw["resume_after"] is not None for kw in opened] == [False] + [True] * (len(opened) - 1)
+    assert frames_sent == [20] + [0] * (len(opened) - 1)  # resumed, nothing re-sent
+    assert info.last_sequence == 20

@@ -32,6 +32,8 @@ __all__ = ["METADATA_SESSION_BUFFER", "ClientGone", "Send", "SessionOutbound", "
 
 # Trailing metadata of a session cut for not reading: the bound it went past.
 METADATA_SESSION_BUFFER = "purgatory-session-buffer"
+# Seconds without a message written after which a client is taken as not reading.
+STALLED_S = 5.0
 
 
 class ClientGone(Exception):
@@ -44,13 +46,14 @@ Send = Callable[[pb.SessionResponse], Awaitable[None]]
 
 
 class SessionOverflow(LimitExceeded):
-    """What waits to be sent passed the stream's hard bound (the client is not reading
-    and outcomes outgrew their estimate)."""
+    """What waits to be sent passed the stream's hard bound and the client has read
+    nothing for a while."""
 
     def __init__(self, bound: int) -> None:
         super().__init__(
             f"session has more than {bound} bytes of outcomes and acknowledgements "
-            "waiting (the client is not reading); resume it (session_id, resume_after) "
+            f"waiting and read nothing for {STALLED_S:g} s (the client is not reading); "
+            "resume it (session_id, resume_after) "
             "or re-open it and re-send the watches still wanted"
         )
         self.bound = bound
@@ -87,6 +90,10 @@ class SessionOutbound:
         self._ended: asyncio.Future[ServiceError | None] = loop.create_future()
         # Seconds of silence after which the writer sends a heartbeat (None: never).
         self._heartbeat_s: float | None = None
+        # Messages packed but not yet written (their outcomes are still owed).
+        self._unsent: deque[pb.SessionResponse] = deque()
+        # When the writer last made progress (a message written, or nothing to write).
+        self._progress_at = loop.time()
 
     def end(self, error: ServiceError | None) -> None:
         if not self._ended.done():
@@ -131,14 +138,15 @@ class SessionOutbound:
         self._count(1, outcome_size(outcome))
 
     def _count(self, n: int, size: int) -> None:
-        """``n`` messages of about ``size`` bytes queued. Past twice the byte bound the
-        stream is cut: the reader stopped at the bound, so only the outcomes of
-        operations watched before (a burst of large ones, a client that stopped
-        reading) get there."""
+        """``n`` messages of about ``size`` bytes queued. The stream is cut only if more
+        than twice the byte bound waits *and* the client has read nothing for
+        :data:`STALLED_S`: the reader stopped at the bound, so only outcomes of
+        operations watched before get there, and a client that reads them (a burst,
+        a resume) is served, not cut."""
         self._buffered += n
         self._queued_bytes += size
         hard = 2 * self._bytes_bound
-        if self._queued_bytes > hard:
+        if self._queued_bytes > hard and self._loop.time() - self._progress_at >= STALLED_S:
             self.end(SessionOverflow(hard))
 
     def _full(self) -> bool:
@@ -163,18 +171,24 @@ class SessionOutbound:
                         await send(session_heartbeat())
                         continue
                 self._wake_writer.clear()
+                if ended.done():
+                    return  # (what is queued stays queued: a named session parks it)
                 sizes: list[int] = []
-                for message, size in zip(pack(self._out, sizes), sizes, strict=True):
+                unsent = self._unsent = deque(pack(self._out, sizes))
+                for size in sizes:
                     if ended.done():
                         return
+                    message = unsent.popleft()
                     outcomes = len(message.outcomes)
                     if outcomes:
                         self._number(message, outcomes)
                     await send(message)
+                    self._progress_at = self._loop.time()
                     self._buffered -= outcomes + (1 if message.HasField("ack") else 0)
                     self._queued_bytes -= size
                     if not self._full():
                         self._room.set()
+                self._progress_at = self._loop.time()  # (all written)
                 self._maybe_finished()
         except ClientGone:
             self.end(None)

@@ -20,9 +20,9 @@ it is re-sent on it.
 Bounded memory: past the bound the client adds nothing (the reader waits); only the
 outcomes of operations watched before can still arrive. A burst of them is written as
 the client reads, never cut for its count: they are operations the server already held.
-Past twice ``session_buffer_bytes`` (a client that stopped reading) the stream ends with
-RESOURCE_EXHAUSTED and its buffer is dropped at once (a named session parks what it owes
-for a resume). Shutdown fails the session's waiter: the stream ends with UNAVAILABLE.
+Past twice ``session_buffer_bytes`` with nothing read for 5 s (a client that stopped
+reading) the stream ends with RESOURCE_EXHAUSTED and its buffer is dropped at once (a
+named session parks what it owes). Shutdown ends the stream with UNAVAILABLE.
 
 Resuming: outcomes are numbered as written; a named stream parks what it owes when it
 ends (:mod:`.session_resume`), and ``resume_after`` takes that over on a new stream.
@@ -43,7 +43,6 @@ from purgatory_proto.v1 import purgatory_pb2 as pb
 from purgatory_server._service.api.session_messages import (
     ACK_BYTES,
     Ack,
-    OpKey,
     outcome_size,
     status_size,
     watch_size,
@@ -194,10 +193,10 @@ class SessionStream(SessionOutbound):
 
     def _parked(self) -> Parked | None:
         """What this named stream still owes (before its queues are dropped): the watches
-        not ended, and the outcomes not yet written (queued, or stashed for an ack)."""
+        not ended, the outcomes not yet written (packed, queued, stashed for an ack)."""
         if not self.session_id or self._clean:
             return None
-        owed: list[OpKey] = []
+        owed = [(e.purgatory, e.operation_id) for m in self._unsent for e in m.outcomes]
         for item in (*self._out, *self._acks):
             for outcome in item.stash if isinstance(item, Ack) else (item,):
                 owed.append((outcome.purgatory, outcome.operation_id))

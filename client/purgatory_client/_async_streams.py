@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from typing import Any
 
 import grpc
 
@@ -27,6 +28,7 @@ from purgatory_client._session_base import (
     WatchSet,
     new_session_id,
     raise_refusal,
+    settle,
 )
 from purgatory_client.async_dispatcher import AsyncBatchingDispatcher, AsyncSessionTransport
 from purgatory_client.errors import (
@@ -162,6 +164,7 @@ class AsyncStreamMethods(AsyncSessionMethods, AsyncGroupMethods):
                 resume_after=resume_after,
             )
             session.add_end_callback(mailbox.wake)
+            acks: list[Any] = []
             try:
                 frames = watches.frames(frame_size, resumed=resume_after is not None)
                 acks = await session.submit_all(frames, mailbox.wake_on_done)
@@ -199,6 +202,7 @@ class AsyncStreamMethods(AsyncSessionMethods, AsyncGroupMethods):
                 resume_after = session.delivered
             finally:
                 await session.close()
+                settle(acks)
             await asyncio.sleep(delay)
 
     def dispatcher(

@@ -42,6 +42,7 @@ __all__ = [
     "new_session_id",
     "raise_refusal",
     "session_request",
+    "settle",
 ]
 
 # Watches per frame in watch_many: ~100 per message is where the transport carries most.
@@ -168,6 +169,14 @@ class WatchSet:
 def new_session_id() -> str:
     """A name for a resumable session (``SessionRequest.session_id``)."""
     return f"ws-{uuid.uuid4().hex}"
+
+
+def settle(acks: Iterable[Any]) -> None:
+    """Take the errors of the acknowledgements that failed with their stream (the stream's
+    error says it), so that none is reported as an exception never retrieved."""
+    for future in acks:
+        if future.done() and not future.cancelled():
+            future.exception()
 
 
 def raise_refusal(acks: Iterable[Any]) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
 
 import grpc
 
@@ -27,6 +28,7 @@ from purgatory_client._session_base import (
     WatchSet,
     new_session_id,
     raise_refusal,
+    settle,
 )
 from purgatory_client._sync_groups import GroupMethods
 from purgatory_client._sync_session import SessionMethods, SyncSession
@@ -163,6 +165,7 @@ class StreamMethods(SessionMethods, GroupMethods):
                 resume_after=resume_after,
             )
             session.add_end_callback(mailbox.wake)
+            acks: list[Any] = []
             try:
                 frames = watches.frames(frame_size, resumed=resume_after is not None)
                 acks = session.submit_all(frames, mailbox.wake_on_done)
@@ -200,6 +203,7 @@ class StreamMethods(SessionMethods, GroupMethods):
                 resume_after = session.delivered
             finally:
                 session.close()
+                settle(acks)
             time.sleep(delay)
 
     def dispatcher(

@@ -100,8 +100,8 @@ async def test_a_session_that_does_not_read_holds_the_server_to_its_bound(
         await asyncio.sleep(1.0)  # time enough to register everything, were it read
         held = await registered()
         # About bound / (ack status + outcome, ~120 KB each) watches, plus a frame and
-        # what the transport holds: far below the 400 written.
-        assert held <= 60, held
+        # what HTTP/2's windows hold (a few MB in flight): far below the 400 written.
+        assert held <= 150, held
         assert not session.finished  # pushed back, not cut
         # Reading again: flow control lets everything through, each outcome once.
         got = set()
@@ -112,6 +112,7 @@ async def test_a_session_that_does_not_read_holds_the_server_to_its_bound(
         await until(lambda: _done(acks, frames))
         assert all(f.result().error is None for f in acks)
         await session.close()
+    assert held < len(specs)
 
 
 async def _positive(value: Any) -> bool:

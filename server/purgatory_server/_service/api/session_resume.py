@@ -36,9 +36,12 @@ from purgatory_server._service.core.errors import (
     NotFound,
 )
 
-__all__ = ["MAX_SESSION_ID", "Parked", "SessionDirectory"]
+__all__ = ["MAX_SESSION_ID", "SESSION_OWNER", "Parked", "SessionDirectory"]
 
 MAX_SESSION_ID = 128
+# With tokens, the edge prefixes a session id with its token's name and this separator,
+# so that only the token that named a session can resume it.
+SESSION_OWNER = "\x1f"
 
 
 @dataclass(slots=True)
@@ -85,11 +88,11 @@ class SessionDirectory:
     def name(self, session_id: str, field: str) -> None:
         """Claim ``session_id`` for an open stream (FAILED_PRECONDITION if another open
         stream holds it)."""
-        if len(session_id) > MAX_SESSION_ID:
+        if len(session_id.rpartition(SESSION_OWNER)[2]) > MAX_SESSION_ID:
             raise InvalidArgument(field, f"longer than {MAX_SESSION_ID} characters")
         if session_id in self._named:
             raise FailedPrecondition(
-                f"session {session_id[:100]!r} is open on another stream; close it first"
+                f"session {_shown(session_id)} is open on another stream; close it first"
             )
         self._named.add(session_id)
 
@@ -102,11 +105,11 @@ class SessionDirectory:
         parked = self._parked.pop(session_id, None)
         if parked is None:
             raise NotFound(
-                f"session {session_id[:100]!r} is not kept by this server (never named, "
+                f"session {_shown(session_id)} is not kept by this server (never named, "
                 "expired after session_resume_ms, or the server restarted); re-send the "
                 "watches still wanted",
                 "session",
-                session_id,
+                session_id.rpartition(SESSION_OWNER)[2],
             )
         return parked
 
@@ -126,3 +129,8 @@ class SessionDirectory:
         parked = self._parked
         while parked and next(iter(parked.values())).expires_at <= now:
             parked.popitem(last=False)
+
+
+def _shown(session_id: str) -> str:
+    """The client's part of a session id, quoted for an error message."""
+    return repr(session_id.rpartition(SESSION_OWNER)[2][:100])

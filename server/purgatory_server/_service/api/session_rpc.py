@@ -336,6 +336,8 @@ class SessionStream(SessionOutbound):
         directory = self._directory
         if directory is None:
             raise InvalidArgument("session_id", "sessions are not kept here")
+        if resume and self._delivered:  # (its numbering would restart)
+            raise InvalidArgument("resume_after", "only before the stream sent an outcome")
         directory.name(session_id, "session_id")
         try:
             if resume:

@@ -201,6 +201,7 @@ class AsyncStreamMethods(AsyncSessionMethods, AsyncGroupMethods):
                 delay = backoff.delay(exc)
                 resume_after = session.delivered
             finally:
+                mailbox.close()  # (a reader waiting for room would hold up the close)
                 await session.close()
                 settle(acks)
             await asyncio.sleep(delay)

@@ -194,13 +194,22 @@ class Mailbox:
     thread running ``watch_many``. ``put`` blocks while ``capacity`` outcomes wait to be
     taken (the reader then reads no more: the server is pushed back)."""
 
-    __slots__ = ("_queue",)
+    __slots__ = ("_closed", "_queue")
 
     def __init__(self, capacity: int = 10_000) -> None:
         self._queue: queue.Queue[Event | None] = queue.Queue(max(1, capacity))
+        self._closed = False
 
     def put(self, event: Event) -> None:
-        self._queue.put(event)
+        if not self._closed:
+            self._queue.put(event)
+
+    def close(self) -> None:
+        """Nobody takes any more: a reader blocked in :meth:`put` goes on (and ends)."""
+        self._closed = True
+        with contextlib.suppress(queue.Empty):
+            while True:
+                self._queue.get_nowait()
 
     def wake(self) -> None:
         # A full mailbox wakes its reader anyway: a wake-up that does not fit is not needed.
@@ -228,7 +237,7 @@ class AsyncMailbox:
     """:class:`Mailbox` for asyncio: the session's reader and ``watch_many`` share the
     event loop. ``put`` waits while ``capacity`` outcomes wait to be taken."""
 
-    __slots__ = ("_capacity", "_ready", "_room", "_wake")
+    __slots__ = ("_capacity", "_closed", "_ready", "_room", "_wake")
 
     def __init__(self, capacity: int = 10_000) -> None:
         self._capacity = max(1, capacity)
@@ -236,13 +245,21 @@ class AsyncMailbox:
         self._wake = asyncio.Event()
         self._room = asyncio.Event()
         self._room.set()
+        self._closed = False
 
     async def put(self, event: Event) -> None:
-        while len(self._ready) >= self._capacity:
+        while len(self._ready) >= self._capacity and not self._closed:
             self._room.clear()
             await self._room.wait()
-        self._ready.append(event)
-        self._wake.set()
+        if not self._closed:
+            self._ready.append(event)
+            self._wake.set()
+
+    def close(self) -> None:
+        """Nobody takes any more: a reader waiting in :meth:`put` goes on (and ends)."""
+        self._closed = True
+        self._ready.clear()
+        self._room.set()
 
     def wake(self) -> None:
         self._wake.set()

@@ -202,6 +202,7 @@ class StreamMethods(SessionMethods, GroupMethods):
                 delay = backoff.delay(exc)
                 resume_after = session.delivered
             finally:
+                mailbox.close()  # (a reader waiting for room would hold up the close)
                 session.close()
                 settle(acks)
             time.sleep(delay)

@@ -260,3 +260,31 @@ async def test_watch_many_resumes_a_cut_session_without_re_sending(
     assert [kw["resume_after"] is not None for kw in opened] == [False] + [True] * (len(opened) - 1)
     assert frames_sent == [20] + [0] * (len(opened) - 1)  # resumed, nothing re-sent
     assert info.last_sequence == 20
+
+
+async def test_watch_many_holds_at_most_its_buffer(serve: ServeFn) -> None:
+    # 50 outcomes at once and a caller that takes one, then pauses: the client keeps at
+    # most `buffer` of them, reads no further (the server is pushed back), and reading
+    # again gets the rest.
+    _, port = await serve(config=_config(Limits(), max_pending=100))
+    specs = [OperationSpec((f"w{i}",), 200, operation_id=f"w{i}") for i in range(50)]
+    async with AsyncPurgatoryClient(f"127.0.0.1:{port}", timeout=10) as client:
+        sessions: list[Any] = []
+        open_session = client.session
+
+        def spying_session(**kwargs: Any) -> Any:
+            sessions.append(open_session(**kwargs))
+            return sessions[-1]
+
+        client.session = spying_session  # type: ignore[method-assign]
+        events = client.watch_many(specs, buffer=2)
+        first = await _next(events)
+        await until(lambda: _all_ended(client, 50))
+        await asyncio.sleep(0.3)  # time enough to read all 50, were it unbounded
+        assert sessions[0].delivered < 50  # the reader waits for room
+        rest = [event.operation_id async for event in events]
+    assert sorted([first.operation_id, *rest]) == sorted(s.operation_id for s in specs)
+
+
+async def _all_ended(client: AsyncPurgatoryClient, count: int) -> bool:
+    return (await client.get_purgatory()).last_sequence == count

@@ -32,7 +32,7 @@ __all__ = ["METADATA_SESSION_BUFFER", "ClientGone", "Send", "SessionOutbound", "
 
 # Trailing metadata of a session cut for not reading: the bound it went past.
 METADATA_SESSION_BUFFER = "purgatory-session-buffer"
-# Seconds without a message written after which a client is taken as not reading.
+# Seconds the writer may wait on one message before the client is taken as not reading.
 STALLED_S = 5.0
 
 
@@ -92,8 +92,8 @@ class SessionOutbound:
         self._heartbeat_s: float | None = None
         # Messages packed but not yet written (their outcomes are still owed).
         self._unsent: deque[pb.SessionResponse] = deque()
-        # When the writer last made progress (a message written, or nothing to write).
-        self._progress_at = loop.time()
+        # While the writer writes: when it last finished a message (None while idle).
+        self._progress_at: float | None = None
 
     def end(self, error: ServiceError | None) -> None:
         if not self._ended.done():
@@ -139,15 +139,20 @@ class SessionOutbound:
 
     def _count(self, n: int, size: int) -> None:
         """``n`` messages of about ``size`` bytes queued. The stream is cut only if more
-        than twice the byte bound waits *and* the client has read nothing for
-        :data:`STALLED_S`: the reader stopped at the bound, so only outcomes of
-        operations watched before get there, and a client that reads them (a burst,
-        a resume) is served, not cut."""
+        than twice the byte bound waits *and* the writer has been stuck on one message
+        for :data:`STALLED_S` (the client reads nothing): the reader stopped at the
+        bound, so only outcomes of operations watched before get there, and a client
+        that reads them (a burst, a resume) is served, not cut."""
         self._buffered += n
         self._queued_bytes += size
         hard = 2 * self._bytes_bound
-        if self._queued_bytes > hard and self._loop.time() - self._progress_at >= STALLED_S:
+        if self._queued_bytes > hard and self._stalled():
             self.end(SessionOverflow(hard))
+
+    def _stalled(self) -> bool:
+        """Whether the writer has been stuck on one message for :data:`STALLED_S`."""
+        since = self._progress_at
+        return since is not None and self._loop.time() - since >= STALLED_S
 
     def _full(self) -> bool:
         """Whether the reader must wait: what waits to be sent reaches ``session_buffer``
@@ -175,6 +180,7 @@ class SessionOutbound:
                     return  # (what is queued stays queued: a named session parks it)
                 sizes: list[int] = []
                 unsent = self._unsent = deque(pack(self._out, sizes))
+                self._progress_at = self._loop.time()
                 for size in sizes:
                     if ended.done():
                         return
@@ -188,7 +194,7 @@ class SessionOutbound:
                     self._queued_bytes -= size
                     if not self._full():
                         self._room.set()
-                self._progress_at = self._loop.time()  # (all written)
+                self._progress_at = None  # (all written: idle, not stalled)
                 self._maybe_finished()
         except ClientGone:
             self.end(None)

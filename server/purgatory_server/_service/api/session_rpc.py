@@ -20,7 +20,7 @@ it is re-sent on it.
 Bounded memory: past the bound the client adds nothing (the reader waits); only the
 outcomes of operations watched before can still arrive. A burst of them is written as
 the client reads, never cut for its count: they are operations the server already held.
-Past twice ``session_buffer_bytes`` with nothing read for 5 s (a client that stopped
+Past twice ``session_buffer_bytes`` with the writer stuck for 5 s (a client that stopped
 reading) the stream ends with RESOURCE_EXHAUSTED and its buffer is dropped at once (a
 named session parks what it owes). Shutdown ends the stream with UNAVAILABLE.
 

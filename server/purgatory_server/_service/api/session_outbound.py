@@ -32,6 +32,8 @@ __all__ = ["METADATA_SESSION_BUFFER", "ClientGone", "Send", "SessionOutbound", "
 
 # Trailing metadata of a session cut for not reading: the bound it went past.
 METADATA_SESSION_BUFFER = "purgatory-session-buffer"
+# Written outcomes a named session keeps (ids) for a replay on resume, at most.
+REPLAY_MAX = 1024
 # Seconds the writer may wait on one message before the client is taken as not reading.
 STALLED_S = 5.0
 
@@ -81,7 +83,7 @@ class SessionOutbound:
         # last outcomes written (for a replay; only for a named session).
         self.session_id = ""
         self._delivered = 0
-        self._sent: deque[tuple[int, OpKey]] = deque(maxlen=self._bound)
+        self._sent: deque[tuple[int, OpKey]] = deque(maxlen=min(self._bound, REPLAY_MAX))
         self._clean = False  # ended because the client was done and owed nothing
         self._wake_writer = asyncio.Event()
         self._room = asyncio.Event()  # set while the reader may read

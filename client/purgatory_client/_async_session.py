@@ -3,9 +3,11 @@
 
 Frames are written as they are submitted (many may be in flight); a reader task matches
 acknowledgements to their futures by request id and hands outcomes to ``on_outcome`` or to
-a bounded queue read by :meth:`AsyncSession.outcomes`. A full queue stops the reader, so a
-caller that stops consuming outcomes is felt by the server (it ends the stream with
-RESOURCE_EXHAUSTED past its bound) instead of growing memory here.
+a bounded queue read by :meth:`AsyncSession.outcomes` (an ``on_outcome`` that returns an
+awaitable is awaited). A full queue stops the reader, so a caller that stops consuming
+outcomes is felt by the server (it stops reading frames past its bound: flow control)
+instead of growing memory here. ``delivered`` is the number of the last outcome received:
+with ``session_id``, a new stream resumes the session from it (``resume_after``).
 
 Thread safety: loop-confined, one event loop. Any number of tasks may submit at once
 (writes take turns: gRPC allows one pending write per call).
@@ -20,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -31,7 +33,6 @@ from purgatory_client._liveness import AsyncStreamReader, SessionLiveness
 from purgatory_client._models import Event, OperationSpec
 from purgatory_client._responses import event_from_proto
 from purgatory_client._session_base import (
-    OutcomeCallback,
     SessionAck,
     SignalEntry,
     ack_from_proto,
@@ -40,7 +41,11 @@ from purgatory_client._session_base import (
 from purgatory_client.errors import PurgatoryError, UnavailableError, from_rpc_error
 from purgatory_client.tracing import with_trace
 
-__all__ = ["AsyncSession", "AsyncSessionMethods"]
+__all__ = ["AsyncOutcomeCallback", "AsyncSession", "AsyncSessionMethods"]
+
+# Called with each outcome on the loop; an awaitable result is awaited before the next
+# message is read (a bounded consumer pushes back on the server: flow control).
+AsyncOutcomeCallback = Callable[[Event], Awaitable[None] | None]
 
 
 class AsyncSessionMethods(ClientBase):
@@ -50,10 +55,12 @@ class AsyncSessionMethods(ClientBase):
         self,
         *,
         purgatory: str | None = None,
-        on_outcome: OutcomeCallback | None = None,
+        on_outcome: AsyncOutcomeCallback | None = None,
         outcome_buffer: int = 10_000,
         heartbeat_interval_ms: int = 0,
         dead_after_s: float | None = None,
+        session_id: str = "",
+        resume_after: int | None = None,
     ) -> AsyncSession:
         """Open a Session stream (many watches, signals and force-completes per message;
         each watched operation's outcome as soon as it ends). Must be called on the loop.
@@ -61,7 +68,13 @@ class AsyncSessionMethods(ClientBase):
         ``heartbeat_interval_ms`` (0: none): the server sends a heartbeat whenever the
         stream was idle that long (``session.liveness`` counts them); ``dead_after_s``
         (needs heartbeats): a stream silent that long is treated as dead and ends with
-        :class:`UnavailableError`, failing its unanswered acknowledgements."""
+        :class:`UnavailableError`, failing its unanswered acknowledgements.
+
+        ``session_id`` names the session so that the server keeps what it still owes when
+        the stream ends early; ``resume_after`` (with it; the ``delivered`` of the stream
+        that ended) takes that over: the outcomes after it come on this stream, with no
+        watch re-sent. A refused resume ends this stream with the server's error
+        (NotFoundError, OutOfRangeError or FailedPreconditionError: re-send instead)."""
         name = self._name(purgatory)
         session = AsyncSession(
             None,
@@ -71,6 +84,8 @@ class AsyncSessionMethods(ClientBase):
             outcome_buffer=outcome_buffer,
             heartbeat_interval_ms=heartbeat_interval_ms,
             dead_after_s=dead_after_s,
+            session_id=session_id,
+            resume_after=resume_after,
         )
         session.add_end_callback(lambda: self._router.learn(name, session.error))
         return session
@@ -97,10 +112,12 @@ class AsyncSession:
         call: Any,
         purgatory: str,
         *,
-        on_outcome: OutcomeCallback | None = None,
+        on_outcome: AsyncOutcomeCallback | None = None,
         outcome_buffer: int = 10_000,
         heartbeat_interval_ms: int = 0,
         dead_after_s: float | None = None,
+        session_id: str = "",
+        resume_after: int | None = None,
         connect: Callable[[], Awaitable[Any]] | None = None,
     ) -> None:
         # Heartbeats: the server sends one whenever the stream was idle for
@@ -108,7 +125,12 @@ class AsyncSession:
         # ``liveness.server_time_ms`` is the server's clock in the latest. With
         # ``dead_after_s``, a stream silent that long (no message, no heartbeat) is
         # cancelled and ends with UnavailableError ("... treated as dead").
-        self.liveness = SessionLiveness(heartbeat_interval_ms, dead_after_s)
+        self.liveness = SessionLiveness(
+            heartbeat_interval_ms, dead_after_s, session_id, resume_after
+        )
+        # The number of the last outcome received (SessionResponse.delivered_through):
+        # where a resume of this session starts.
+        self.delivered = 0
         # Without ``call``, the reader opens it with ``connect()`` (the client finds the
         # purgatory's owner first, _routing); submitters wait for ``_opened``.
         self._connect = connect
@@ -125,8 +147,9 @@ class AsyncSession:
         # Set once the liveness-only frame (if any) is written: frames and done_writing
         # wait for it, so it is the stream's first message.
         self._opened = asyncio.Event()
-        if self.liveness.heartbeat_interval_ms == 0 and self._call is not None:
+        if self.liveness.opening_frame() is None and self._call is not None:
             self._opened.set()
+        self._writer: asyncio.Future[None] | None = None  # submit_all's task
         self._reader = asyncio.ensure_future(self._read())
 
     async def __aenter__(self) -> AsyncSession:
@@ -196,6 +219,27 @@ class AsyncSession:
         )
         return await future
 
+    async def submit_all(
+        self, frames: Iterable[Sequence[OperationSpec]], on_ack: Callable[[object], None]
+    ) -> list[asyncio.Future[SessionAck]]:
+        """Write one frame of watches per item of ``frames``, then :meth:`done_writing`,
+        in a task: a server that pushes back (it reads no more frames while this session
+        owes it its bound) blocks that task, not the caller, who goes on reading
+        outcomes. Each acknowledgement's future joins the returned list as its frame is
+        written, ``on_ack`` called when it resolves; a stream that ends stops the task."""
+        acks: list[asyncio.Future[SessionAck]] = []
+
+        async def write_all() -> None:
+            with contextlib.suppress(PurgatoryError):
+                for frame in frames:
+                    future = await self.submit(watches=frame)
+                    future.add_done_callback(on_ack)
+                    acks.append(future)
+                await self.done_writing()
+
+        self._writer = asyncio.ensure_future(write_all())
+        return acks
+
     async def done_writing(self) -> None:
         """No more frames: the server ends the stream once every outcome is sent."""
         with contextlib.suppress(grpc.RpcError, asyncio.InvalidStateError):
@@ -218,6 +262,8 @@ class AsyncSession:
 
     async def close(self) -> None:
         """Cancel the stream (pending acknowledgements fail) and stop the reader."""
+        if self._writer is not None:
+            self._writer.cancel()
         if self._call is not None:
             self._call.cancel()
         else:
@@ -286,10 +332,14 @@ class AsyncSession:
                 future.set_result(ack_from_proto(message.ack))
         for raw in message.outcomes:
             event = event_from_proto(raw)
-            if self._on_outcome is not None:
-                self._on_outcome(event)
-            else:
+            if self._on_outcome is None:
                 await self._queue.put(event)
+            else:
+                handed = self._on_outcome(event)
+                if handed is not None:  # a bounded consumer: wait for room
+                    await handed
+        if message.delivered_through:
+            self.delivered = message.delivered_through
         return None
 
     def _finish(self, error: PurgatoryError | None) -> None:

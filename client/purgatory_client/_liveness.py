@@ -157,23 +157,43 @@ class SessionLiveness:
     """A Session's heartbeat options and the heartbeats it received.
 
     ``heartbeat_interval_ms`` (0: none) is sent in a liveness-only frame (request id 0,
-    acknowledged by the server and ignored here) as the stream opens; ``dead_after_s``
+    acknowledged by the server and ignored here) as the stream opens, with the session's
+    name and resume point if it has them (``session_id``, ``resume_after``: the server
+    refusing the resume ends the stream with its error); ``dead_after_s``
     (needs heartbeats) is how long the stream may stay silent before it is treated as
     dead. ``heartbeats`` counts the heartbeats received; ``server_time_ms`` is the
     server's wall clock (epoch ms) in the latest one.
     """
 
-    def __init__(self, heartbeat_interval_ms: int, dead_after_s: float | None) -> None:
+    def __init__(
+        self,
+        heartbeat_interval_ms: int,
+        dead_after_s: float | None,
+        session_id: str = "",
+        resume_after: int | None = None,
+    ) -> None:
         self.heartbeat_interval_ms = uint("heartbeat_interval_ms", heartbeat_interval_ms, 32)
         self.dead_after_s = heartbeat_deadline(heartbeat_interval_ms, dead_after_s)
+        if resume_after is not None and not session_id:
+            raise invalid_argument("resume_after", "needs session_id")
+        self.session_id = session_id
+        self.resume_after = resume_after
         self.heartbeats = 0
         self.server_time_ms = 0
 
     def opening_frame(self) -> Any | None:
-        """The frame that asks for heartbeats (None: none asked)."""
-        if not self.heartbeat_interval_ms:
+        """The frame that asks for heartbeats and names (or resumes) the session (None:
+        neither asked)."""
+        if not (self.heartbeat_interval_ms or self.session_id):
             return None
-        return pb.SessionRequest(request_id=0, heartbeat_interval_ms=self.heartbeat_interval_ms)
+        frame = pb.SessionRequest(
+            request_id=0,
+            heartbeat_interval_ms=self.heartbeat_interval_ms,
+            session_id=self.session_id,
+        )
+        if self.resume_after is not None:
+            frame.resume_after = self.resume_after
+        return frame
 
     def heartbeat(self, message: Any) -> bool:
         """True (and counted) if ``message`` is a heartbeat rather than acks/outcomes."""

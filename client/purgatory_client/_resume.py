@@ -173,9 +173,17 @@ class Backoff:
     def progress(self) -> None:
         self._failures = 0
 
-    def delay(self, error: PurgatoryError) -> float:
-        """Seconds before re-opening; re-raises ``error`` if that will not help."""
-        if not is_resumable(error) or self._policy.exhausted(self._failures):
+    def exhausted(self) -> bool:
+        """Whether the policy allows no further re-open without progress."""
+        return self._policy.exhausted(self._failures)
+
+    def delay(self, error: PurgatoryError, resumable: bool | None = None) -> float:
+        """Seconds before re-opening; re-raises ``error`` if that will not help
+        (``resumable``: whether re-opening can help, if the caller knows better than
+        :func:`is_resumable`)."""
+        if not (is_resumable(error) if resumable is None else resumable):
+            raise error
+        if self._policy.exhausted(self._failures):
             raise error
         delay = self._policy.delay_s(self._failures)
         self._failures += 1

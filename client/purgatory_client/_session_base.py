@@ -1,10 +1,11 @@
 """The Session stream's no-I/O half, shared by the sync and asyncio clients.
 
 Frames are built and acknowledgements parsed here; :class:`WatchSet` is the bookkeeping of
-``watch_many``: which watches still owe an outcome, so that after a dropped stream (the
-server's slow-reader RESOURCE_EXHAUSTED, or UNAVAILABLE across a restart) a new stream
-re-sends exactly those, by id. Re-sending is safe because registration is idempotent by
-operation id: the server registers nothing new and answers an ended one with its outcome.
+``watch_many``: which watches still owe an outcome and which a frame's acknowledgement
+confirmed, so that after a dropped stream a resumed session sends only the unconfirmed
+ones, and a fresh one (the server could not resume) re-sends every open one, by id.
+Re-sending is safe because registration is idempotent by operation id: the server
+registers nothing new and answers an ended one with its outcome (its dedup window).
 :class:`Mailbox` (blocking) and :class:`AsyncMailbox` are where ``watch_many`` waits for
 what the session's reader hands over: outcomes, and wake-ups (an acknowledgement, the
 stream's end).
@@ -13,6 +14,7 @@ stream's end).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import queue
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -37,8 +39,10 @@ __all__ = [
     "SessionAck",
     "WatchSet",
     "ack_from_proto",
+    "new_session_id",
     "raise_refusal",
     "session_request",
+    "settle",
 ]
 
 # Watches per frame in watch_many: ~100 per message is where the transport carries most.
@@ -115,10 +119,12 @@ class WatchSet:
     """The watches of one ``watch_many`` call that still owe an outcome.
 
     Watches without an id get a client-made one (``wm-<uuid>``), so a re-sent watch is
-    the same operation to the server. Not thread-safe: one per ``watch_many`` generator.
+    the same operation to the server. ``registered`` are those a frame's acknowledgement
+    confirmed: a resumed session owes their outcomes, so only the others are sent again.
+    Not thread-safe: one per ``watch_many`` generator.
     """
 
-    __slots__ = ("_open", "_specs")
+    __slots__ = ("_open", "_specs", "registered")
 
     def __init__(self, specs: Iterable[OperationSpec]) -> None:
         self._specs: dict[str, OperationSpec] = {}
@@ -130,19 +136,47 @@ class WatchSet:
                 raise ValueError(f"operation_id {spec.operation_id!r} repeated")
             self._specs[spec.operation_id] = spec
         self._open = dict(self._specs)
+        self.registered: set[str] = set()
 
     def __len__(self) -> int:
         return len(self._open)
 
-    def frames(self, frame_size: int) -> Iterator[Sequence[OperationSpec]]:
-        """The watches still open, in frames of ``frame_size``."""
-        pending = list(self._open.values())
+    def frames(self, frame_size: int, resumed: bool = False) -> Iterator[Sequence[OperationSpec]]:
+        """The watches still open (``resumed``: and not registered), in frames of
+        ``frame_size``."""
+        registered = self.registered if resumed else set()
+        pending = [spec for op_id, spec in self._open.items() if op_id not in registered]
         for start in range(0, len(pending), frame_size):
             yield pending[start : start + frame_size]
 
     def ended(self, event: Event) -> bool:
         """Record an outcome; False if it is not ours or already seen (a re-send)."""
         return self._open.pop(event.operation_id, None) is not None
+
+    def note(self, acks: Sequence[Any], start: int) -> int:
+        """Record the watches of the acknowledgements answered from ``acks[start]`` on
+        (they answer in frame order); the index of the first one still unanswered."""
+        while start < len(acks) and acks[start].done():
+            future = acks[start]
+            if not future.exception():
+                ack = future.result()
+                if ack.error is None:
+                    self.registered.update(s.operation_id for s in ack.operations)
+            start += 1
+        return start
+
+
+def new_session_id() -> str:
+    """A name for a resumable session (``SessionRequest.session_id``)."""
+    return f"ws-{uuid.uuid4().hex}"
+
+
+def settle(acks: Iterable[Any]) -> None:
+    """Take the errors of the acknowledgements that failed with their stream (the stream's
+    error says it), so that none is reported as an exception never retrieved."""
+    for future in acks:
+        if future.done() and not future.cancelled():
+            future.exception()
 
 
 def raise_refusal(acks: Iterable[Any]) -> None:
@@ -157,21 +191,33 @@ def raise_refusal(acks: Iterable[Any]) -> None:
 
 class Mailbox:
     """Outcomes and wake-ups handed from a blocking session's reader thread to the one
-    thread running ``watch_many``."""
+    thread running ``watch_many``. ``put`` blocks while ``capacity`` outcomes wait to be
+    taken (the reader then reads no more: the server is pushed back)."""
 
-    __slots__ = ("_queue",)
+    __slots__ = ("_closed", "_queue")
 
-    def __init__(self) -> None:
-        self._queue: queue.SimpleQueue[Event | None] = queue.SimpleQueue()
+    def __init__(self, capacity: int = 10_000) -> None:
+        self._queue: queue.Queue[Event | None] = queue.Queue(max(1, capacity))
+        self._closed = False
 
     def put(self, event: Event) -> None:
-        self._queue.put(event)
+        if not self._closed:
+            self._queue.put(event)
+
+    def close(self) -> None:
+        """Nobody takes any more: a reader blocked in :meth:`put` goes on (and ends)."""
+        self._closed = True
+        with contextlib.suppress(queue.Empty):
+            while True:
+                self._queue.get_nowait()
 
     def wake(self) -> None:
-        self._queue.put(None)
+        # A full mailbox wakes its reader anyway: a wake-up that does not fit is not needed.
+        with contextlib.suppress(queue.Full):
+            self._queue.put_nowait(None)
 
     def wake_on_done(self, _future: object) -> None:
-        self._queue.put(None)
+        self.wake()
 
     def take(self) -> list[Event]:
         """Wait for an outcome or a wake-up, then take every outcome there is."""
@@ -189,17 +235,31 @@ class Mailbox:
 
 class AsyncMailbox:
     """:class:`Mailbox` for asyncio: the session's reader and ``watch_many`` share the
-    event loop."""
+    event loop. ``put`` waits while ``capacity`` outcomes wait to be taken."""
 
-    __slots__ = ("_ready", "_wake")
+    __slots__ = ("_capacity", "_closed", "_ready", "_room", "_wake")
 
-    def __init__(self) -> None:
+    def __init__(self, capacity: int = 10_000) -> None:
+        self._capacity = max(1, capacity)
         self._ready: list[Event] = []
         self._wake = asyncio.Event()
+        self._room = asyncio.Event()
+        self._room.set()
+        self._closed = False
 
-    def put(self, event: Event) -> None:
-        self._ready.append(event)
-        self._wake.set()
+    async def put(self, event: Event) -> None:
+        while len(self._ready) >= self._capacity and not self._closed:
+            self._room.clear()
+            await self._room.wait()
+        if not self._closed:
+            self._ready.append(event)
+            self._wake.set()
+
+    def close(self) -> None:
+        """Nobody takes any more: a reader waiting in :meth:`put` goes on (and ends)."""
+        self._closed = True
+        self._ready.clear()
+        self._room.set()
 
     def wake(self) -> None:
         self._wake.set()
@@ -212,6 +272,7 @@ class AsyncMailbox:
         await self._wake.wait()
         self._wake.clear()
         ready, self._ready = self._ready, []
+        self._room.set()
         return ready
 
     def empty(self) -> bool:

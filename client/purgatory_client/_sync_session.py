@@ -13,11 +13,12 @@ at a time should iterate :meth:`outcomes`.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import queue
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future
 from types import TracebackType
 from typing import Any
@@ -54,6 +55,8 @@ class SessionMethods(ClientBase):
         outcome_buffer: int = 10_000,
         heartbeat_interval_ms: int = 0,
         dead_after_s: float | None = None,
+        session_id: str = "",
+        resume_after: int | None = None,
     ) -> SyncSession:
         """Open a Session stream (many watches, signals and force-completes per message;
         each watched operation's outcome as soon as it ends, on the stream's reader thread).
@@ -61,7 +64,13 @@ class SessionMethods(ClientBase):
         ``heartbeat_interval_ms`` (0: none): the server sends a heartbeat whenever the
         stream was idle that long (``session.liveness`` counts them); ``dead_after_s``
         (needs heartbeats): a stream silent that long is treated as dead and ends with
-        :class:`UnavailableError`, failing its unanswered acknowledgements."""
+        :class:`UnavailableError`, failing its unanswered acknowledgements.
+
+        ``session_id`` names the session so that the server keeps what it still owes when
+        the stream ends early; ``resume_after`` (with it; the ``delivered`` of the stream
+        that ended) takes that over: the outcomes after it come on this stream, with no
+        watch re-sent. A refused resume ends this stream with the server's error
+        (NotFoundError, OutOfRangeError or FailedPreconditionError: re-send instead)."""
         name = self._name(purgatory)
         self._find_owner(name)
         session = SyncSession(
@@ -75,6 +84,8 @@ class SessionMethods(ClientBase):
             timeout=self.timeout,
             heartbeat_interval_ms=heartbeat_interval_ms,
             dead_after_s=dead_after_s,
+            session_id=session_id,
+            resume_after=resume_after,
         )
         session.add_end_callback(lambda: self._router.learn(name, session.error))
         return session
@@ -93,6 +104,8 @@ class SyncSession:
         timeout: float | None = 30.0,
         heartbeat_interval_ms: int = 0,
         dead_after_s: float | None = None,
+        session_id: str = "",
+        resume_after: int | None = None,
     ) -> None:
         self.purgatory = purgatory
         self.timeout = timeout
@@ -108,7 +121,12 @@ class SyncSession:
         self._end_callbacks: list[Callable[[], None]] = []
         # Heartbeats and dead-stream detection (see AsyncSession); the liveness-only
         # frame goes first.
-        self.liveness = SessionLiveness(heartbeat_interval_ms, dead_after_s)
+        self.liveness = SessionLiveness(
+            heartbeat_interval_ms, dead_after_s, session_id, resume_after
+        )
+        # The number of the last outcome received (SessionResponse.delivered_through):
+        # where a resume of this session starts.
+        self.delivered = 0
         opening = self.liveness.opening_frame()
         if opening is not None:
             self._frames.put(opening)
@@ -163,6 +181,22 @@ class SyncSession:
             )
             self._frames.put(frame)
         return future
+
+    def submit_all(
+        self, frames: Iterable[Sequence[OperationSpec]], on_ack: Callable[[object], None]
+    ) -> list[Future[SessionAck]]:
+        """Queue one frame of watches per item of ``frames``, then :meth:`done_writing`
+        (queued frames are written by gRPC's own thread, as the server reads them: a
+        server that pushes back never blocks the caller). Returns the acknowledgements'
+        futures, ``on_ack`` called when each resolves; a stream that ends stops it."""
+        acks: list[Future[SessionAck]] = []
+        with contextlib.suppress(PurgatoryError):
+            for frame in frames:
+                future = self.submit(watches=frame)
+                future.add_done_callback(on_ack)
+                acks.append(future)
+            self.done_writing()
+        return acks
 
     def send(
         self,
@@ -246,9 +280,11 @@ class SyncSession:
         for raw in message.outcomes:
             event = event_from_proto(raw)
             if self._on_outcome is not None:
-                self._on_outcome(event)
+                self._on_outcome(event)  # (a bounded consumer blocks here: flow control)
             else:
                 self._queue.put(event)
+        if message.delivered_through:
+            self.delivered = message.delivered_through
         return None
 
     def _finish(self, error: PurgatoryError | None) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
 
 import grpc
 
@@ -25,12 +26,20 @@ from purgatory_client._session_base import (
     Mailbox,
     OutcomeCallback,
     WatchSet,
+    new_session_id,
     raise_refusal,
+    settle,
 )
 from purgatory_client._sync_groups import GroupMethods
 from purgatory_client._sync_session import SessionMethods, SyncSession
 from purgatory_client.dispatcher import BatchingDispatcher, SessionTransport
-from purgatory_client.errors import PurgatoryError, from_rpc_error
+from purgatory_client.errors import (
+    FailedPreconditionError,
+    NotFoundError,
+    OutOfRangeError,
+    PurgatoryError,
+    from_rpc_error,
+)
 from purgatory_client.tracing import with_trace
 
 __all__ = ["StreamMethods"]
@@ -126,36 +135,41 @@ class StreamMethods(SessionMethods, GroupMethods):
         *,
         frame_size: int = DEFAULT_FRAME_SIZE,
         purgatory: str | None = None,
+        buffer: int = 10_000,
     ) -> Iterator[Event]:
         """Register every operation on one stream and yield each outcome as it ends.
 
-        Operations without an id get a client-made one, so that a stream dropped by a
-        server restart (UNAVAILABLE) or for reading too slowly (RESOURCE_EXHAUSTED) is
-        re-opened and the watches still open are re-sent by id (no duplicates; ended
-        ones answer at once), with the client's ``ResumePolicy`` backoff. A frame the
-        server refuses (e.g. INVALID_ARGUMENT) raises its error.
+        Operations without an id get a client-made one. The stream is a named session
+        (``session_id``): one that ends early (a server restart, a lost connection, a
+        cut) is *resumed* on a new stream from the last outcome received, with the
+        client's ``ResumePolicy`` backoff: the server sends what was missed and nothing
+        is registered again; only watches whose frame was never acknowledged are sent
+        again. If the server cannot resume it (restarted, the session expired), the
+        watches still open are re-sent by id on a fresh session (the server's dedup
+        window answers those that ended). A frame the server refuses (e.g.
+        INVALID_ARGUMENT) raises its error.
+
+        Flow control: at most ``buffer`` outcomes wait here for the caller to take them;
+        past that the stream is not read, and the server stops reading frames in turn.
         """
         watches = WatchSet(operations)
         backoff = Backoff(self._resume)
+        session_id = new_session_id()
+        resume_after: int | None = None
         while len(watches):
-            mailbox = Mailbox()
-            session = self.session(purgatory=purgatory, on_outcome=mailbox.put)
+            mailbox = Mailbox(buffer)
+            session = self.session(
+                purgatory=purgatory,
+                on_outcome=mailbox.put,
+                session_id=session_id,
+                resume_after=resume_after,
+            )
             session.add_end_callback(mailbox.wake)
+            acks: list[Any] = []
             try:
-                acks = []
-                for frame in watches.frames(frame_size):
-                    future = session.submit(watches=frame)
-                    future.add_done_callback(mailbox.wake_on_done)
-                    acks.append(future)
-                session.done_writing()
-                while True:
-                    for event in mailbox.take():
-                        if watches.ended(event):
-                            backoff.progress()
-                            yield event
-                    raise_refusal(acks)
-                    if session.finished and mailbox.empty():
-                        break
+                frames = watches.frames(frame_size, resumed=resume_after is not None)
+                acks = session.submit_all(frames, mailbox.wake_on_done)
+                yield from _drain(session, mailbox, watches, acks, backoff)
                 if session.error is None:
                     if len(watches):
                         raise PurgatoryError(
@@ -163,12 +177,25 @@ class StreamMethods(SessionMethods, GroupMethods):
                         )
                     return
                 delay = backoff.delay(session.error)
+                resume_after = session.delivered
+            except (NotFoundError, OutOfRangeError, FailedPreconditionError) as exc:
+                if exc is not session.error or resume_after is None:
+                    raise
+                if isinstance(exc, FailedPreconditionError) and not backoff.exhausted():
+                    # The server has not yet seen the old stream end: resume a bit later.
+                    delay = backoff.delay(exc, resumable=True)
+                else:
+                    # It cannot resume the session: re-send every open watch, new session.
+                    session_id, resume_after, delay = new_session_id(), None, 0.0
             except PurgatoryError as exc:
                 if exc is not session.error:
                     raise
                 delay = backoff.delay(exc)
+                resume_after = session.delivered
             finally:
+                mailbox.close()  # (a reader waiting for room would hold up the close)
                 session.close()
+                settle(acks)
             time.sleep(delay)
 
     def dispatcher(
@@ -195,3 +222,24 @@ class StreamMethods(SessionMethods, GroupMethods):
 
 def _discard(event: Event) -> None:
     """Outcomes nobody asked for."""
+
+
+def _drain(
+    session: SyncSession,
+    mailbox: Mailbox,
+    watches: WatchSet,
+    acks: list[Any],
+    backoff: Backoff,
+) -> Iterator[Event]:
+    """The outcomes of one stream of ``watch_many`` as they arrive, until it finished and
+    nothing waits; raises a refused frame's error."""
+    noted = 0
+    while True:
+        for event in mailbox.take():
+            if watches.ended(event):
+                backoff.progress()
+                yield event
+        noted = watches.note(acks, noted)
+        raise_refusal(acks)
+        if session.finished and mailbox.empty():
+            return

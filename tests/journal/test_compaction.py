@@ -365,3 +365,40 @@ def test_a_compaction_after_recovery_carries_the_journaled_bytes_verbatim(
     ((carried, progress),) = _carried_parts(tmp_path, "kept")
     assert carried == raw and progress[0] == sig_raw and len(progress) == 401
     assert reopen_summary(tmp_path)["pending"]["kept"] == (2_592_000_000, [7] + [1] * 400)
+
+
+def _outcome_at(op_id: str, sequence: int, wall_ms: int) -> JournalRecord:
+    record = out(op_id, sequence)
+    record.outcome.completed_wall_ms = wall_ms
+    return record
+
+
+def test_the_dedup_window_pins_its_segments_and_is_recovered(tmp_path: Path) -> None:
+    # A small event window (5) but a dedup window of 1 s: outcomes that ended within a
+    # second of the newest survive compaction and reopening; older ones may go.
+    dedup = {"dedup_window_ms": 1000, "dedup_max_bytes": 1 << 20}
+    config = JournalConfig(retain_events=5, **SMALL, **dedup)  # type: ignore[arg-type]
+    with Journal.open(tmp_path, config) as journal:
+        for i in range(100):  # old: ended at t=0
+            journal.append_sync([reg(f"old{i}", "k"), _outcome_at(f"old{i}", i + 1, 0)])
+        for i in range(100):  # recent: ended at t=5000..5099
+            seq = 101 + i
+            journal.append_sync([reg(f"new{i}", "k"), _outcome_at(f"new{i}", seq, 5000 + i)])
+        result = journal.compact(force=True)
+        assert result.deleted_segments > 0  # the old ones' segments could go
+    with Journal.open(tmp_path, JournalConfig(retain_events=5, **dedup)) as journal:
+        finished = [o.operation_id for o in journal.recovered.finished]
+        assert [o.sequence for o in journal.recovered.events] == list(range(196, 201))
+    assert finished == [f"new{i}" for i in range(100)]  # each once, in journal order
+
+
+def test_without_a_dedup_window_only_the_event_window_is_recovered(tmp_path: Path) -> None:
+    config = JournalConfig(retain_events=5, **SMALL)  # type: ignore[arg-type]
+    with Journal.open(tmp_path, config) as journal:
+        for i in range(30):
+            journal.append_sync([reg(f"o{i}", "k"), _outcome_at(f"o{i}", i + 1, 5000)])
+        journal.compact(force=True)
+    with Journal.open(tmp_path, JournalConfig(retain_events=5)) as journal:
+        assert [o.operation_id for o in journal.recovered.finished] == [
+            f"o{i}" for i in range(25, 30)
+        ]

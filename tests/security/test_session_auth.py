@@ -3,12 +3,15 @@ for the permissions its parts need; an undecodable frame ends the stream."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import grpc
 import pytest
 from purgatory_client import (
     AsyncPurgatoryClient,
+    FailedPreconditionError,
+    NotFoundError,
     OperationSpec,
     PermissionDeniedError,
     UnauthenticatedError,
@@ -64,3 +67,29 @@ async def test_an_undecodable_frame_ends_the_stream_invalid_argument(serve: Any)
                 pass
     assert ended.value.code() is grpc.StatusCode.INVALID_ARGUMENT
     assert "request: cannot be decoded" in (ended.value.details() or "")
+
+
+async def test_only_the_token_that_named_a_session_resumes_it(
+    serve: Any, token_config: ServerConfig
+) -> None:
+    _, port = await serve(token_config)
+    spec = OperationSpec(("k",), 60_000, operation_id="auth-resume")
+    async with _client(port, WATCHER) as watcher:
+        first = watcher.session(session_id="mine")
+        assert (await first.send(watches=[spec])).error is None
+        await first.close()  # parked: one watch still open
+    async with _client(port, SIGNALLER) as other:
+        stolen = other.session(session_id="mine", resume_after=0)
+        with pytest.raises(NotFoundError):  # another token's session is not found
+            await stolen.send(signals=["unwatched"])
+        await stolen.close()
+    async with _client(port, WATCHER) as watcher:
+        for _ in range(200):  # until the server has seen the first stream end
+            mine = watcher.session(session_id="mine", resume_after=0)
+            try:
+                assert (await mine.send(watches=[])).error is None
+                break
+            except FailedPreconditionError:
+                await mine.close()
+                await asyncio.sleep(0.02)
+        await mine.close()

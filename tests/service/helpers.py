@@ -33,7 +33,6 @@ TEST_LIMITS = Limits(
     max_subscribers=3,
     subscriber_buffer=4,
     max_tracked_values=100,
-    finished_retained=100,
 )
 # The server reads its catalog of durable purgatories from data_dir at start-up: point it
 # at a private, empty directory so no test sees a developer's ./data (or another run's).

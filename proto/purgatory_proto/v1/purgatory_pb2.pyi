@@ -453,20 +453,24 @@ class JournaledOutcome(_message.Message):
     def __init__(self, event: _Optional[_Union[OperationEvent, _Mapping]] = ..., condition: _Optional[_Union[Condition, _Mapping]] = ..., timeout_ms: _Optional[int] = ..., requested_due_time_ms: _Optional[int] = ...) -> None: ...
 
 class SessionRequest(_message.Message):
-    __slots__ = ("request_id", "purgatory", "watches", "signals", "force_complete", "heartbeat_interval_ms")
+    __slots__ = ("request_id", "purgatory", "watches", "signals", "force_complete", "heartbeat_interval_ms", "session_id", "resume_after")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     PURGATORY_FIELD_NUMBER: _ClassVar[int]
     WATCHES_FIELD_NUMBER: _ClassVar[int]
     SIGNALS_FIELD_NUMBER: _ClassVar[int]
     FORCE_COMPLETE_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_INTERVAL_MS_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    RESUME_AFTER_FIELD_NUMBER: _ClassVar[int]
     request_id: int
     purgatory: str
     watches: _containers.RepeatedCompositeFieldContainer[OperationSpec]
     signals: _containers.RepeatedCompositeFieldContainer[KeySignal]
     force_complete: _containers.RepeatedScalarFieldContainer[str]
     heartbeat_interval_ms: int
-    def __init__(self, request_id: _Optional[int] = ..., purgatory: _Optional[str] = ..., watches: _Optional[_Iterable[_Union[OperationSpec, _Mapping]]] = ..., signals: _Optional[_Iterable[_Union[KeySignal, _Mapping]]] = ..., force_complete: _Optional[_Iterable[str]] = ..., heartbeat_interval_ms: _Optional[int] = ...) -> None: ...
+    session_id: str
+    resume_after: int
+    def __init__(self, request_id: _Optional[int] = ..., purgatory: _Optional[str] = ..., watches: _Optional[_Iterable[_Union[OperationSpec, _Mapping]]] = ..., signals: _Optional[_Iterable[_Union[KeySignal, _Mapping]]] = ..., force_complete: _Optional[_Iterable[str]] = ..., heartbeat_interval_ms: _Optional[int] = ..., session_id: _Optional[str] = ..., resume_after: _Optional[int] = ...) -> None: ...
 
 class SessionAck(_message.Message):
     __slots__ = ("request_id", "code", "message", "operations", "completed_per_signal", "force_completed")
@@ -485,16 +489,18 @@ class SessionAck(_message.Message):
     def __init__(self, request_id: _Optional[int] = ..., code: _Optional[int] = ..., message: _Optional[str] = ..., operations: _Optional[_Iterable[_Union[OperationStatus, _Mapping]]] = ..., completed_per_signal: _Optional[_Iterable[int]] = ..., force_completed: _Optional[_Iterable[bool]] = ...) -> None: ...
 
 class SessionResponse(_message.Message):
-    __slots__ = ("ack", "outcomes", "heartbeat", "server_time_ms")
+    __slots__ = ("ack", "outcomes", "heartbeat", "server_time_ms", "delivered_through")
     ACK_FIELD_NUMBER: _ClassVar[int]
     OUTCOMES_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     SERVER_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    DELIVERED_THROUGH_FIELD_NUMBER: _ClassVar[int]
     ack: SessionAck
     outcomes: _containers.RepeatedCompositeFieldContainer[OperationEvent]
     heartbeat: bool
     server_time_ms: int
-    def __init__(self, ack: _Optional[_Union[SessionAck, _Mapping]] = ..., outcomes: _Optional[_Iterable[_Union[OperationEvent, _Mapping]]] = ..., heartbeat: _Optional[bool] = ..., server_time_ms: _Optional[int] = ...) -> None: ...
+    delivered_through: int
+    def __init__(self, ack: _Optional[_Union[SessionAck, _Mapping]] = ..., outcomes: _Optional[_Iterable[_Union[OperationEvent, _Mapping]]] = ..., heartbeat: _Optional[bool] = ..., server_time_ms: _Optional[int] = ..., delivered_through: _Optional[int] = ...) -> None: ...
 
 class CancelRequest(_message.Message):
     __slots__ = ("purgatory", "operation_ids", "key", "operation_id_prefix")

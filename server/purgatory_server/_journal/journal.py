@@ -185,7 +185,11 @@ class Journal:
         gc_was_enabled = gc.isenabled()
         gc.disable()
         try:
-            state = JournalState(config.retain_events, config.max_key_values)
+            state = JournalState(
+                config.retain_events,
+                config.max_key_values,
+                (config.dedup_window_ms, config.dedup_max_bytes),
+            )
             state.track_due_times()  # for the start-up snapshot (released in __init__)
             report = recover(path, raw_sink=state.apply_raw, repair=repair, fsync=fsync)
             return cls(

@@ -47,6 +47,11 @@ class JournalConfig:
     recently signalled keys go first, but never a key a pending operation watches. Without
     it, every distinct key that ever carried a value would be carried by compaction
     forever, and the journal's size would grow with the key space, not the live data.
+
+    ``dedup_window_ms`` and ``dedup_max_bytes`` (0: none) keep the outcomes that ended
+    within that long of the newest one, within that many bytes, across restarts and
+    compactions (they pin their segments like the event window): the server's memory of
+    finished ids for idempotent re-sends (:mod:`.state`).
     """
 
     fsync: FsyncPolicy = FsyncPolicy.ALWAYS
@@ -56,6 +61,8 @@ class JournalConfig:
     compaction_max_carry_ratio: float = 0.5
     auto_compact: bool = True
     max_key_values: int = 100_000
+    dedup_window_ms: int = 0
+    dedup_max_bytes: int = 0
 
     def __post_init__(self) -> None:
         if self.fsync_interval_ms <= 0:
@@ -64,6 +71,8 @@ class JournalConfig:
             raise ValueError("segment_bytes must be at least 4096")
         if self.retain_events < 0:
             raise ValueError("retain_events must be >= 0")
+        if self.dedup_window_ms < 0 or self.dedup_max_bytes < 0:
+            raise ValueError("dedup_window_ms and dedup_max_bytes must be >= 0")
         if self.max_key_values < 0:
             raise ValueError("max_key_values must be >= 0")
         if not 0.0 < self.compaction_max_carry_ratio <= 1.0:

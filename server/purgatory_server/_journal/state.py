@@ -30,6 +30,8 @@ Replay rules (the contract docs/journal.md states for outside readers too):
 The event window holds outcomes with ``sequence > last_sequence - retain_events``, in
 journal order. The server appends outcomes in increasing sequence order.
 
+The dedup window (:mod:`.dedup_window`, by time and bytes) pins its segments likewise.
+
 Memory and speed: a pending operation's registration and its progress are
 kept as the bytes they were journaled with, never as parsed messages (about 1.5 KB each
 otherwise); :meth:`JournalState.apply_raw` reads a registration or a signal from its
@@ -53,6 +55,7 @@ from typing import cast
 
 from purgatory_proto.v1.journal_pb2 import JournalRecord
 
+from purgatory_server._journal.dedup_window import Dedup, DedupWindow
 from purgatory_server._journal.groups import GroupTracker, RecoveredGroup
 from purgatory_server._journal.pending import (
     DEAD,
@@ -85,6 +88,7 @@ class RecoveredState:
     - ``last_sequence``: highest outcome sequence seen (0 if none); the next is +1.
     - ``events``: the retained outcome window, in journal (= sequence) order.
     - ``ended``: ids with an outcome still in the journal (older ones were compacted away).
+    - ``finished``: the event and dedup windows' outcomes, in order (finished ids).
     - ``next_index``: the journal index the next appended record will get.
     - ``schedules``: schedule id -> its latest upsert record (deleted ones left out).
     - ``groups``: worker group name -> its settings, cursor and entries (see
@@ -99,13 +103,15 @@ class RecoveredState:
     next_index: int
     schedules: Mapping[str, ScheduleUpserted] = field(default_factory=dict)
     groups: Mapping[str, RecoveredGroup] = dataclasses.field(default_factory=dict)
+    finished: tuple[Outcome, ...] = ()
 
 
 class JournalState:
     """Applies records in journal order and maintains the state they imply."""
 
-    def __init__(self, retain_events: int, max_key_values: int = 100_000) -> None:
+    def __init__(self, retain_events: int, max_key_values: int = 100_000, dedup: Dedup = (0, 0)):
         self.retain_events = retain_events
+        self._dedup = DedupWindow(*dedup)  # (window ms, max bytes); 0: none
         self.max_key_values = max_key_values
         self.pending: dict[str, LiveOperation] = {}
         # key -> (latest value, index of the record that set it), least recently set
@@ -315,6 +321,7 @@ class JournalState:
         floor = self.last_sequence - self.retain_events
         while self._events and self._events[0][1].sequence <= floor:
             self._events.popleft()
+        self._dedup.add(index, outcome)
 
     def _carried(self, index: int, reg: Registered, raw: bytes, progress: list[bytes]) -> None:
         op_id = reg.operation_id
@@ -354,8 +361,8 @@ class JournalState:
         return [outcome for _, outcome in self._events]
 
     def earliest_event_index(self) -> int | None:
-        """Journal index of the oldest outcome still in the window (pins its segment)."""
-        return self._events[0][0] if self._events else None
+        """Journal index of the oldest outcome in the event or dedup window (pins its segment)."""
+        return self._dedup.pin(self._events[0][0] if self._events else None)
 
     def forget_ended_before(self, cutoff: int) -> None:
         """Drop ended ids whose outcome record (index < ``cutoff``) was deleted."""
@@ -389,4 +396,5 @@ class JournalState:
             next_index=next_index,
             schedules={sid: upserted for sid, (upserted, _) in self.schedules.items()},
             groups=self.groups.snapshot(),
+            finished=self._dedup.merge(self._events),
         )

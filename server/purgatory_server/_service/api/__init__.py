@@ -14,6 +14,8 @@ is plain Python on the event loop.
 - ``answer``: look up the purgatory, run the RPC's handler, await the journal barrier;
 - ``operations_rpc``: register (long-poll), signal, force-complete, look up, cancel, reschedule;
 - ``session_rpc``: the bidirectional Session stream (reader, acknowledgements, writer);
+- ``session_outbound``: a Session's outbound half: what it owes, its bound, the writer;
+- ``session_resume``: named Sessions parked for a resume, and the cap on sessions;
 - ``session_messages``: how a Session packs acknowledgements and outcomes into messages;
 - ``event_cache``: each outcome encoded once for all the Subscribe streams that send it;
 - ``heartbeats``: the Session's heartbeat message;

@@ -36,6 +36,7 @@ import grpc
 from google.protobuf.message import DecodeError
 from purgatory_proto.v1 import purgatory_pb2 as pb
 
+from purgatory_server._service.api.session_resume import SESSION_OWNER
 from purgatory_server._service.api.session_rpc import RefusedFrame
 from purgatory_server._service.api.status_mapping import abort
 from purgatory_server._service.config.auth import Authorizer, Permission, TokenGrant
@@ -177,6 +178,8 @@ async def _session_frames(
             except ServiceError as exc:
                 yield RefusedFrame(frame.request_id, exc)
                 continue
+            if frame.session_id:  # a session is resumed only by the token that named it
+                frame.session_id = f"{grant.name}{SESSION_OWNER}{frame.session_id}"
         yield frame
 
 

@@ -24,6 +24,7 @@ from purgatory_server._service.api import groups_rpc, listing_rpc, operations_rp
 from purgatory_server._service.api.answer import Service, answer
 from purgatory_server._service.api.event_cache import EncodedEvents
 from purgatory_server._service.api.groups_rpc import member_stream
+from purgatory_server._service.api.session_resume import SessionDirectory
 from purgatory_server._service.api.session_rpc import ClientGone, SessionFrames, SessionStream
 from purgatory_server._service.core.errors import METADATA_INCARNATION
 from purgatory_server._service.core.registry import PurgatoryRegistry
@@ -52,6 +53,8 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
         self._service = Service(registry, loop, registry.limits)
         # Outcomes encoded once for all Subscribe streams (.event_cache).
         self._events = EncodedEvents(registry.budget)
+        # Session streams open and parked (max_sessions; resumable named sessions).
+        self.sessions = SessionDirectory(registry.limits, loop)
 
     # ------------------------------------------------------------------ admin
     async def CreatePurgatory(
@@ -238,4 +241,9 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
             except (grpc.RpcError, asyncio.InvalidStateError, ConnectionError) as exc:
                 raise ClientGone() from exc
 
-        await SessionStream(self._registry, self._loop).run(frames(), send)
+        sessions = self.sessions
+        sessions.open()  # RESOURCE_EXHAUSTED past max_sessions
+        try:
+            await SessionStream(self._registry, self._loop, sessions).run(frames(), send)
+        finally:
+            sessions.close()

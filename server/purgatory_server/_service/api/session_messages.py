@@ -20,8 +20,10 @@ __all__ = [
     "OUTCOMES_PER_MESSAGE",
     "Ack",
     "OpKey",
+    "outcome_size",
     "pack",
     "status_size",
+    "watch_size",
 ]
 
 # Loose outcomes packed into one SessionResponse (frames of ~100-1000 carry best).
@@ -58,7 +60,7 @@ class Ack:
         self.stash: list[Outcome] = []  # their outcomes that ended before the ack left
 
 
-def pack(out: deque[Ack | Outcome]) -> list[pb.SessionResponse]:
+def pack(out: deque[Ack | Outcome], sizes: list[int] | None = None) -> list[pb.SessionResponse]:
     """Everything in ``out`` (emptied), as SessionResponse messages.
 
     An acknowledgement joins the message being filled when that has none yet (the
@@ -67,6 +69,8 @@ def pack(out: deque[Ack | Outcome]) -> list[pb.SessionResponse]:
     message holds up to :data:`OUTCOMES_PER_MESSAGE` outcomes or about
     :data:`MESSAGE_BYTES`, so none nears a client's 4 MiB receive limit. Outcomes are
     added in place (:func:`.convert.add_event`; a message argument would be built, then copied).
+    ``sizes``, if given, gets each message's estimated bytes (``Ack.size`` and
+    :func:`outcome_size`: what the session counted when it queued them).
     """
     groups: list[tuple[Ack | None, list[Outcome]]] = []
     ack: Ack | None = None
@@ -85,7 +89,7 @@ def pack(out: deque[Ack | Outcome]) -> list[pb.SessionResponse]:
         else:
             outcomes = [item]
         for outcome in outcomes:
-            size = _outcome_size(outcome)
+            size = outcome_size(outcome)
             if events and (len(events) >= OUTCOMES_PER_MESSAGE or size > budget):
                 groups.append((ack, events))
                 ack, events, budget = None, [], MESSAGE_BYTES
@@ -95,6 +99,9 @@ def pack(out: deque[Ack | Outcome]) -> list[pb.SessionResponse]:
         groups.append((ack, events))
     messages = []
     for group_ack, group_events in groups:
+        if sizes is not None:
+            estimate = sum(outcome_size(outcome) for outcome in group_events)
+            sizes.append(estimate + (group_ack.size if group_ack is not None else 0))
         message = group_ack.response if group_ack is not None else pb.SessionResponse()
         add = message.outcomes.add
         for outcome in group_events:
@@ -103,7 +110,7 @@ def pack(out: deque[Ack | Outcome]) -> list[pb.SessionResponse]:
     return messages
 
 
-def _outcome_size(outcome: Outcome) -> int:
+def outcome_size(outcome: Outcome) -> int:
     """An upper-ish estimate of an outcome's encoded size, without encoding it."""
     return (
         96
@@ -112,6 +119,12 @@ def _outcome_size(outcome: Outcome) -> int:
         + 40 * len(outcome.keys)
         + len(outcome.traceparent)
     )
+
+
+def watch_size(payload: bytes, keys: tuple[str, ...]) -> int:
+    """An estimate of a watched operation's outcome before it ends (no result data yet):
+    what the session counts for it while it is open (:func:`outcome_size`'s terms)."""
+    return 96 + len(payload) + 40 * len(keys)
 
 
 def status_size(payload: bytes, result_data: bytes) -> int:

@@ -6,25 +6,29 @@ stay idempotent and limits apply), acknowledges each frame in order, and sends e
 watched operation's outcome as soon as it ends. Three concurrent parts:
 
 - the *reader* applies frames one at a time; it stops reading (HTTP/2 flow control then
-  holds the client back) while more than half the outbound bound waits to be sent;
+  holds the client back) while what waits to be sent reaches ``session_buffer``
+  messages, or with the outcomes its open watches will bring ``session_buffer_bytes``;
 - *acknowledgements* wait, in frame order, for the purgatory's durable barrier (durable
   purgatories only), so a frame is acknowledged only once its records are journaled;
-- the *writer* sends what is queued, packing loose outcomes into messages of up to
-  :data:`.session_messages.OUTCOMES_PER_MESSAGE`.
+- the *writer* (:mod:`.session_outbound`) sends what is queued, packed into messages.
 
 Ordering: an outcome is never sent before the acknowledgement of the frame that watched
 its operation. An outcome that ends before that acknowledgement is sent (a *stash*) in
 the acknowledgement's message. Each operation gets one outcome per stream, however often
 it is re-sent on it.
 
-Bounded memory: outcomes and acknowledgements waiting to be sent are capped by the
-server's ``session_buffer`` limit. Past it the client is not reading; the stream ends with
-RESOURCE_EXHAUSTED (capacity that frees up: re-open and re-send the watches still wanted;
-those that ended answer at once from the finished-operation memory). Shutdown fails the
-session's waiter, which ends the stream with UNAVAILABLE.
+Bounded memory: past the bound the client adds nothing (the reader waits); only the
+outcomes of operations watched before can still arrive. A burst of them is written as
+the client reads, never cut for its count: they are operations the server already held.
+Past twice ``session_buffer_bytes`` with the writer stuck for 5 s (a client that stopped
+reading) the stream ends with RESOURCE_EXHAUSTED and its buffer is dropped at once (a
+named session parks what it owes). Shutdown ends the stream with UNAVAILABLE.
 
-Thread safety: loop-confined, like the purgatories it calls. Outcomes reach the session
-through a :class:`~.feed.Waiter` that the purgatory's feed calls on the loop thread.
+Resuming: outcomes are numbered as written; a named stream parks what it owes when it
+ends (:mod:`.session_resume`), and ``resume_after`` takes that over on a new stream.
+
+Thread safety: loop-confined, like the purgatories it calls; outcomes come through a
+:class:`~.feed.Waiter` the purgatory's feed calls on the loop thread.
 """
 
 from __future__ import annotations
@@ -32,22 +36,31 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable
 
 from purgatory_proto.v1 import purgatory_pb2 as pb
 
-from purgatory_server._service.api.heartbeats import session_heartbeat
-from purgatory_server._service.api.session_messages import ACK_BYTES, Ack, OpKey, pack, status_size
-from purgatory_server._service.core.errors import (
-    Code,
-    LimitExceeded,
-    ServiceError,
+from purgatory_server._service.api.session_messages import (
+    ACK_BYTES,
+    Ack,
+    outcome_size,
+    status_size,
+    watch_size,
 )
+from purgatory_server._service.api.session_outbound import (
+    METADATA_SESSION_BUFFER,
+    ClientGone,
+    Send,
+    SessionOutbound,
+    SessionOverflow,
+)
+from purgatory_server._service.api.session_resume import Parked, SessionDirectory
+from purgatory_server._service.core.errors import Code, InvalidArgument, OutOfRange, ServiceError
 from purgatory_server._service.core.named_purgatory import NamedPurgatory
+from purgatory_server._service.core.operation_table import Target
 from purgatory_server._service.core.registry import PurgatoryRegistry
 from purgatory_server._service.outcomes.event_log import Outcome
-from purgatory_server._service.outcomes.feed import Feed, Waiter
+from purgatory_server._service.outcomes.feed import Waiter
 from purgatory_server._service.wire.convert import add_status
 from purgatory_server._service.wire.validation import (
     FieldPrefixes,
@@ -60,6 +73,7 @@ from purgatory_server._service.wire.validation import (
 
 __all__ = [
     "METADATA_SESSION_BUFFER",
+    "METADATA_SESSION_DELIVERED",
     "ClientGone",
     "RefusedFrame",
     "Send",
@@ -70,34 +84,25 @@ __all__ = [
 
 logger = logging.getLogger("purgatory_server.service")
 
-# Trailing metadata of a session cut for not reading: the bound it went past.
-METADATA_SESSION_BUFFER = "purgatory-session-buffer"
-
-
-class ClientGone(Exception):
-    """The client went away (reading a frame or writing a message failed); the edge
-    raises it in place of its transport's own exceptions."""
+# Trailing metadata of a stream ended by an error: the number of the last outcome written.
+METADATA_SESSION_DELIVERED = "purgatory-session-delivered"
 
 
 # The frames as the edge hands them over: decoded, each authorized or refused.
 SessionFrames = AsyncIterator["pb.SessionRequest | RefusedFrame"]
-# Sends one message on the stream (raises ClientGone when the client is gone).
-Send = Callable[[pb.SessionResponse], Awaitable[None]]
 
 
-class SessionOverflow(LimitExceeded):
-    """The client stopped reading and the session's outbound buffer is full."""
+class SessionEnded(ServiceError):
+    """The error that ended a stream, with the number of the last outcome written."""
 
-    def __init__(self, bound: int) -> None:
-        super().__init__(
-            f"session fell more than {bound} outcomes and acknowledgements behind "
-            "(the client is not reading); re-open the session and re-send the watches "
-            "still wanted"
-        )
-        self.bound = bound
+    def __init__(self, cause: ServiceError, delivered: int) -> None:
+        super().__init__(cause.message)
+        self.code = cause.code
+        self.retry_after_s = cause.retry_after_s
+        self._metadata = (*cause.trailing_metadata(), (METADATA_SESSION_DELIVERED, str(delivered)))
 
     def trailing_metadata(self) -> tuple[tuple[str, str], ...]:
-        return ((METADATA_SESSION_BUFFER, str(self.bound)),)
+        return self._metadata
 
 
 class RefusedFrame:
@@ -126,27 +131,19 @@ class _SessionWaiter(Waiter):
         self._session.end(exc if isinstance(exc, ServiceError) else None)
 
 
-class SessionStream:
+class SessionStream(SessionOutbound):
     """One open Session stream (loop-confined; see the module docstring)."""
 
-    def __init__(self, registry: PurgatoryRegistry, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self,
+        registry: PurgatoryRegistry,
+        loop: asyncio.AbstractEventLoop,
+        directory: SessionDirectory | None = None,
+    ) -> None:
+        super().__init__(registry.limits, loop, on_cut=registry.sessions.count_cut)
         self._registry = registry
-        self._loop = loop
-        self._limits = registry.limits
-        self._bound = max(1, self._limits.session_buffer)
+        self._directory = directory
         self._waiter = _SessionWaiter(self)
-        self._watching: dict[OpKey, Feed] = {}  # watched operation -> its feed
-        self._unacked: dict[OpKey, Ack] = {}
-        self._acks: deque[Ack] = deque()  # waiting for their barrier, in frame order
-        self._out: deque[Ack | Outcome] = deque()  # ready to send
-        self._buffered = 0  # outcomes + acknowledgements queued, acked or not
-        self._wake_writer = asyncio.Event()
-        self._room = asyncio.Event()  # set while the reader may read
-        self._room.set()
-        self._input_done = False
-        self._ended: asyncio.Future[ServiceError | None] = loop.create_future()
-        # Seconds of silence after which the writer sends a heartbeat (None: never).
-        self._heartbeat_s: float | None = None
 
     # ------------------------------------------------------------------ life cycle
     async def run(self, requests: SessionFrames, send: Send) -> None:
@@ -163,9 +160,11 @@ class SessionStream:
         writer = asyncio.ensure_future(self._write(send))
         sessions = self._registry.sessions
         sessions.open.add(self)
+        parked: Parked | None = None
         try:
             error = await self._ended
             reader.cancel()
+            parked = self._parked()
             self._detach()
             self._out.clear()
             self._acks.clear()
@@ -178,14 +177,16 @@ class SessionStream:
             for task in (reader, writer):
                 with contextlib.suppress(BaseException):
                     await task
+            parked = parked or self._parked()  # (cancelled: the client went away)
             self._detach()
             sessions.open.discard(self)
+            if self.session_id and self._directory is not None:
+                self._directory.release(self.session_id)
+                if parked is not None:  # (numbers written while the writer finished)
+                    parked.delivered, parked.sent = self._delivered, list(self._sent)
+                    self._directory.park(self.session_id, parked)
         if error is not None:
-            raise error
-
-    def end(self, error: ServiceError | None) -> None:
-        if not self._ended.done():
-            self._ended.set_result(error)
+            raise SessionEnded(error, self._delivered)
 
     def _detach(self) -> None:
         waiter = self._waiter
@@ -193,17 +194,23 @@ class SessionStream:
             feed.detach(op_id, waiter)
         self._watching.clear()
 
-    def _maybe_finished(self) -> None:
-        idle = not (self._watching or self._acks or self._out or self._buffered)
-        if self._input_done and idle:
-            self.end(None)
+    def _parked(self) -> Parked | None:
+        """What this named stream still owes (before its queues are dropped): the watches
+        not ended, the outcomes not yet written (packed, queued, stashed for an ack)."""
+        if not self.session_id or self._clean:
+            return None
+        owed = [(e.purgatory, e.operation_id) for m in self._unsent for e in m.outcomes]
+        for item in (*self._out, *self._acks):
+            for outcome in item.stash if isinstance(item, Ack) else (item,):
+                owed.append((outcome.purgatory, outcome.operation_id))
+        return Parked(self._delivered, [], owed, list(self._watching))
 
     # ------------------------------------------------------------------ reading
     async def _read(self, requests: SessionFrames) -> None:
         try:
             async for frame in requests:
                 self._apply(frame)
-                if self._buffered * 2 >= self._bound:
+                if self._full():
                     self._room.clear()
                     await self._room.wait()
         except ServiceError as exc:
@@ -220,6 +227,14 @@ class SessionStream:
         try:
             if isinstance(frame, RefusedFrame):
                 raise frame.error
+            if frame.session_id or frame.HasField("resume_after"):
+                self._name(frame, ack)
+                if not (frame.watches or frame.signals or frame.force_complete):
+                    if frame.heartbeat_interval_ms:
+                        self._set_heartbeat(frame)
+                    ack.ready = True
+                    self._queue_ack(ack)
+                    return
             if frame.heartbeat_interval_ms and self._set_heartbeat(frame):
                 ack.ready = True  # a liveness-only frame: nothing else to apply
                 self._queue_ack(ack)
@@ -273,35 +288,92 @@ class SessionStream:
                 if op_id not in watched:
                     purgatory.lookup(op_id)  # NOT_FOUND before anything changes
         msg = ack.message
-        name = purgatory.name
         if requests:
             registered = purgatory.register(requests, FieldPrefixes("watches", len(requests)))
             add = msg.operations.add
-            feed, waiter = purgatory.feed, self._waiter
-            watching, unacked, keys = self._watching, self._unacked, ack.keys
+            track = self._track
             size = 0
             for target, created in registered:
-                if isinstance(target, Outcome):
-                    add_status(add, target, created)
-                    size += status_size(target.payload, target.result.data)
-                    ack.stash.append(target)
-                    self._count(1)
-                    continue
-                op_id = target.operation_id
                 add_status(add, target, created)
-                size += status_size(target.definition.payload, b"")
-                key = (name, op_id)
-                if key not in watching:
-                    feed.attach(op_id, waiter)
-                    watching[key] = feed
-                    keys.append(key)
-                    unacked[key] = ack
+                if isinstance(target, Outcome):
+                    size += status_size(target.payload, target.result.data)
+                else:
+                    size += status_size(target.definition.payload, b"")
+                track(purgatory, target, ack)
             ack.size += size
         if records:
             msg.completed_per_signal.extend(purgatory.signal(records))
         for op_id in forced:
             won, _ = purgatory.force_complete(op_id)
             msg.force_completed.append(won)
+
+    def _track(self, purgatory: NamedPurgatory, target: Target, ack: Ack) -> None:
+        """Owe ``target``'s outcome: at once (on ``ack``'s message) if it has ended,
+        else when it ends (attached, once per stream)."""
+        if isinstance(target, Outcome):
+            ack.stash.append(target)
+            self._count(1, outcome_size(target))
+            return
+        key = (purgatory.name, target.operation_id)
+        if key not in self._watching:
+            purgatory.feed.attach(target.operation_id, self._waiter)
+            self._watching[key] = purgatory.feed
+            self._watch_bytes += watch_size(target.definition.payload, target.keys)
+            ack.keys.append(key)
+            self._unacked[key] = ack
+
+    # ------------------------------------------------------------------ resuming
+    def _name(self, frame: pb.SessionRequest, ack: Ack) -> None:
+        """Take the frame's ``session_id`` and, with ``resume_after``, the parked state of
+        that session (all or nothing: nothing changes unless every outcome it owes is
+        still known)."""
+        session_id, resume = frame.session_id, frame.HasField("resume_after")
+        if resume and not session_id:
+            raise InvalidArgument("session_id", "required with resume_after")
+        if self.session_id:
+            if session_id != self.session_id:
+                raise InvalidArgument("session_id", "differs from the one this stream took")
+            if resume:
+                raise InvalidArgument("resume_after", "only on the frame that names the session")
+            return
+        directory = self._directory
+        if directory is None:
+            raise InvalidArgument("session_id", "sessions are not kept here")
+        if resume and self._delivered:  # (its numbering would restart)
+            raise InvalidArgument("resume_after", "only before the stream sent an outcome")
+        directory.name(session_id, "session_id")
+        try:
+            if resume:
+                parked = directory.take(session_id)
+                try:
+                    targets = self._owed(parked, frame.resume_after)
+                except ServiceError:
+                    directory.park(session_id, parked)  # kept for a better resume point
+                    raise
+                self._delivered = parked.delivered
+                for purgatory, target in targets:
+                    self._track(purgatory, target, ack)
+        except ServiceError:
+            directory.release(session_id)
+            raise
+        self.session_id = session_id
+
+    def _owed(self, parked: Parked, after: int) -> list[tuple[NamedPurgatory, Target]]:
+        """What a resume after outcome number ``after`` sends: the outcomes written after
+        it, those never written, and the watches still open (each once)."""
+        oldest = parked.sent[0][0] if parked.sent else parked.delivered + 1
+        if after > parked.delivered or after < oldest - 1:
+            raise OutOfRange(
+                f"resume_after: {after} is outside the outcomes this session kept for a "
+                f"replay ({oldest - 1} to {parked.delivered}); re-send the watches",
+                oldest,
+            )
+        replay = [key for n, key in parked.sent if n > after]
+        found = []
+        for name, op_id in dict.fromkeys([*replay, *parked.owed, *parked.watching]):
+            purgatory = self._registry.get(name)
+            found.append((purgatory, purgatory.lookup(op_id)))  # NOT_FOUND: forgotten
+        return found
 
     def _after(self, barrier: Awaitable[None], ack: Ack) -> None:
         future = asyncio.ensure_future(barrier)
@@ -319,75 +391,6 @@ class SessionStream:
             self._flush_acks()
 
         future.add_done_callback(done)
-
-    # ------------------------------------------------------------------ outbound
-    def _queue_ack(self, ack: Ack) -> None:
-        self._acks.append(ack)
-        self._count(1)
-        self._flush_acks()
-
-    def _flush_acks(self) -> None:
-        acks = self._acks
-        moved = False
-        while acks and acks[0].ready:
-            ack = acks.popleft()
-            for key in ack.keys:
-                if self._unacked.get(key) is ack:
-                    del self._unacked[key]
-            self._out.append(ack)
-            moved = True
-        if moved:
-            self._wake_writer.set()
-
-    def on_outcome(self, outcome: Outcome) -> None:
-        key = (outcome.purgatory, outcome.operation_id)
-        if self._watching.pop(key, None) is None:
-            return
-        ack = self._unacked.pop(key, None)
-        if ack is not None:
-            ack.stash.append(outcome)
-        else:
-            self._out.append(outcome)
-            self._wake_writer.set()
-        self._count(1)
-
-    @property
-    def buffered(self) -> int:
-        """Outcomes and acknowledgements queued, acked or not (the metrics read it)."""
-        return self._buffered
-
-    def _count(self, n: int) -> None:
-        self._buffered += n
-        if self._buffered > self._bound and not self._ended.done():
-            self._registry.sessions.cut_off += 1
-            self.end(SessionOverflow(self._bound))
-
-    async def _write(self, send: Send) -> None:
-        ended = self._ended
-        try:
-            while not ended.done():
-                if self._heartbeat_s is None:
-                    await self._wake_writer.wait()
-                else:
-                    try:
-                        await asyncio.wait_for(self._wake_writer.wait(), self._heartbeat_s)
-                    except TimeoutError:  # idle that long: tell the client we are alive
-                        if ended.done():
-                            return
-                        await send(session_heartbeat())
-                        continue
-                self._wake_writer.clear()
-                for message in pack(self._out):
-                    if ended.done():
-                        return
-                    await send(message)
-                    sent = len(message.outcomes) + (1 if message.HasField("ack") else 0)
-                    self._buffered -= sent
-                    if self._buffered * 2 < self._bound:
-                        self._room.set()
-                self._maybe_finished()
-        except ClientGone:
-            self.end(None)
 
 
 class _JournalFailed(ServiceError):

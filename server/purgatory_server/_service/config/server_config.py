@@ -63,9 +63,14 @@ class Limits:
     max_subscribers: int = 1024
     subscriber_buffer: int = 10_000
     max_tracked_values: int = 100_000
-    finished_retained: int = 10_000
-    # Outcomes and acknowledgements one Session stream may have waiting to be sent.
+    # One Session stream: operations watched and not yet delivered, in messages and in
+    # estimated bytes, past which the server stops reading its frames (flow control).
     session_buffer: int = 10_000
+    session_buffer_bytes: int = 64 * 1024 * 1024
+    # Session streams open at once on the server (more: RESOURCE_EXHAUSTED), and how long
+    # a named session's state is kept for a resume after its stream ended.
+    max_sessions: int = 1024
+    session_resume_ms: int = 60_000
     # Per purgatory: the largest retained_events a purgatory may be configured with.
     max_retained_events: int = DEFAULT_MAX_RETAINED_EVENTS
     # Server-wide capacity (RESOURCE_EXHAUSTED: it frees up as operations end or

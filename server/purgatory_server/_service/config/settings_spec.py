@@ -138,6 +138,19 @@ class PurgatorySettings:
         high=DEFAULT_MAX_RETAINED_EVENTS,
         high_limit="max_retained_events",
     )
+    # The dedup window (core/finished_ids.py, docs/service.md "Idempotency"): server-only.
+    dedup_window_ms: int = setting(
+        300_000,
+        "how long a finished operation id is remembered, in ms: a re-send inside it "
+        "answers with the recorded outcome and registers nothing",
+        in_proto=False,
+    )
+    dedup_max_bytes: int = setting(
+        64 * 1024 * 1024,
+        "bytes the finished-id memory may hold; past it the oldest ids go first, even "
+        "inside the window (counted by purgatory.dedup.evicted)",
+        in_proto=False,
+    )
     # Durable purgatories journal to ``<data_dir>/<name>/`` (docs/journal.md).
     durable: bool = setting(False, "journal the purgatory so it survives a restart")
     # Server-only: the fsync policy's per-purgatory overrides.
@@ -157,10 +170,14 @@ class PurgatorySettings:
             spec.check(getattr(self, spec.name), limits)
 
     def over(self, defaults: PurgatorySettings) -> PurgatorySettings:
-        """These settings with each zero one taken from ``defaults`` (a request's)."""
+        """These settings (a request's) with each zero one, and each server-only one (no
+        request carries it), taken from ``defaults``."""
         return replace(
             self,
-            **{s.name: getattr(self, s.name) or getattr(defaults, s.name) for s in SETTINGS},
+            **{
+                s.name: (s.in_proto and getattr(self, s.name)) or getattr(defaults, s.name)
+                for s in SETTINGS
+            },
         )
 
     @classmethod

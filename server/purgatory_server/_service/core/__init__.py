@@ -4,6 +4,7 @@
 - ``named_purgatory``: one purgatory: register, signal, force-complete, cancel, reschedule;
 - ``operation``: the DelayedOperation whose condition arrives over the wire;
 - ``operation_table``: pending operations and the memory of finished ones, by id;
+- ``finished_ids``: the dedup window, finished ids remembered for a time within a byte cap;
 - ``conditions``: declarative conditions and the progress they are judged on;
 - ``latest_values``: the bounded latest value signalled on each key;
 - ``signal_data``: signal data accumulated by operations: stored once, shared by operations;

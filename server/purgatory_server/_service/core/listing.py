@@ -19,7 +19,7 @@ Cost per page, so that listing a large purgatory never stalls the loop:
   is empty (the clients' ``iter_operations`` does);
 - with a key, the candidates are that key's watch list: O(watchers of the key) a page;
 - final states come from the finished-operation table, whose size the server bounds
-  (``finished_retained``): O(that bound) a page, and only when a final state is asked;
+  (the dedup window): O(that bound) a page, and only when a final state is asked;
 - a page stops at :data:`MAX_PAGE_BYTES` of encoded statuses (progress data can be
   large), again with a next token.
 

@@ -133,8 +133,7 @@ class NamedPurgatory:
         self._settle = publisher.settle
         self._slot = SignalSlot(self._time, publisher.put)
         self._table = OperationTable(
-            settings.name,
-            settings.max_pending,
+            settings,
             limits,
             budget=self.account,
             values=self._values,
@@ -187,7 +186,7 @@ class NamedPurgatory:
 
     def gauges(self) -> Gauges:
         """Figures for exporters, from their own thread (see :class:`.snapshots.Gauges`)."""
-        return Gauges.read(self._active, self._engine, self.feed)
+        return Gauges.read(self._active, self._engine, self.feed, self._table.finished)
 
     def stats(self) -> PurgatoryStats:
         """GetPurgatory's figures (loop thread)."""

@@ -1,11 +1,12 @@
 """The operations of one purgatory by id: the pending ones and a memory of finished ones.
 
 What makes a re-sent registration idempotent: an id finds its pending operation, or its
-outcome while still remembered (the last ``finished_retained``, oldest forgotten first,
-sooner if the memory budget's retained pool needs room: a :class:`~.budget.Reclaimable`),
-and a re-send with a different definition is ALREADY_EXISTS. Capacity is checked here,
-all or nothing per batch, before anything is created: ``max_pending``, then the
-purgatory's share of the memory budget (:class:`~.budget.Account`, :mod:`.sizes`).
+outcome while the dedup window remembers it (:class:`~.finished_ids.FinishedIds`: for
+``dedup_window_ms`` after it ended, within ``dedup_max_bytes``, and sooner if the memory
+budget's retained pool needs room: the table is a :class:`~.budget.Reclaimable`), and a
+re-send with a different definition is ALREADY_EXISTS. Capacity is checked here, all or
+nothing per batch, before anything is created: ``max_pending``, then the purgatory's
+share of the memory budget (:class:`~.budget.Account`, :mod:`.sizes`).
 
 The table also keeps the latest-value memory (:class:`~.latest_values.LatestValues`) in step: a
 key stays tracked while a pending operation watches it.
@@ -17,11 +18,10 @@ from __future__ import annotations
 
 import itertools
 import secrets
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from purgatory_server._service.config.server_config import Limits
+from purgatory_server._service.config.server_config import Limits, PurgatorySettings
 from purgatory_server._service.core.budget import Account
 from purgatory_server._service.core.conditions import (
     ConditionKind,
@@ -36,6 +36,7 @@ from purgatory_server._service.core.errors import (
     LimitExceeded,
     NotFound,
 )
+from purgatory_server._service.core.finished_ids import FinishedIds
 from purgatory_server._service.core.latest_values import LatestValues
 from purgatory_server._service.core.listing import OperationsView
 from purgatory_server._service.core.operation import (
@@ -48,7 +49,7 @@ from purgatory_server._service.core.operation import (
 )
 from purgatory_server._service.core.quoting import quote
 from purgatory_server._service.core.signal_data import DataLink
-from purgatory_server._service.core.sizes import operation_bytes, outcome_bytes
+from purgatory_server._service.core.sizes import operation_bytes
 from purgatory_server._service.core.sorted_ids import SortedIds
 from purgatory_server._service.outcomes.event_log import Outcome
 
@@ -73,7 +74,6 @@ class OperationTable:
     __slots__ = (
         "_budget",
         "_data_root",
-        "_finished",
         "_finished_bytes",
         "_groups",
         "_id_prefix",
@@ -82,6 +82,7 @@ class OperationTable:
         "_max_pending",
         "_slot",
         "_unsignalled",
+        "finished",
         "name",
         "pending",
         "pending_ids",
@@ -90,8 +91,7 @@ class OperationTable:
 
     def __init__(
         self,
-        name: str,
-        max_pending: int,
+        settings: PurgatorySettings,
         limits: Limits,
         *,
         budget: Account,
@@ -99,12 +99,12 @@ class OperationTable:
         slot: SignalSlot,
         groups: GroupSet | None = None,
     ) -> None:
-        self.name = name
+        self.name = settings.name
         self.pending: dict[str, RemoteOperation] = {}
-        # Recently finished ids -> (definition, outcome), oldest first, bounded.
-        self._finished: OrderedDict[str, tuple[OperationDefinition, Outcome]] = OrderedDict()
+        # Finished ids -> (definition, outcome), oldest first: the dedup window.
+        self.finished = FinishedIds(settings.dedup_window_ms, settings.dedup_max_bytes)
         self._limits = limits
-        self._max_pending = max_pending
+        self._max_pending = settings.max_pending
         self._budget = budget
         self._finished_bytes = 0  # what the finished memory holds (the retained pool)
         self._data_root = DataLink.root(budget)  # accumulated signal data (.signal_data)
@@ -133,14 +133,14 @@ class OperationTable:
         index of pending ids on first use (kept up to date by create and retire)."""
         if self.pending_ids is None:
             self.pending_ids = SortedIds(self.pending)
-        return OperationsView(self.pending_ids, self.pending, self._finished, watchers)
+        return OperationsView(self.pending_ids, self.pending, self.finished.entries, watchers)
 
     # ----------------------------------------------------------------- lookups
     def find(self, op_id: str) -> tuple[OperationDefinition, Target] | None:
         op = self.pending.get(op_id)
         if op is not None:
             return op.definition, op
-        return self._finished.get(op_id)
+        return self.finished.get(op_id)
 
     def lookup(self, op_id: str) -> Target:
         found = self.find(op_id)
@@ -319,24 +319,19 @@ class OperationTable:
     def retire(self, ops: Sequence[RemoteOperation], outcomes: Sequence[Outcome]) -> None:
         """Ended operations leave the pending table; their outcomes are remembered.
 
-        Once per published batch: the budget is released and the finished memory trimmed
-        to its bound once for the batch, not per operation.
+        Once per published batch: the budget is released and the dedup window trimmed
+        once for the batch, not per operation.
         """
         pending = self.pending
         unwatch = self.values.unwatch
+        finished = self.finished
+        remember = finished.add if finished.enabled else None
         pending_ids = self.pending_ids
         traces = self._slot.traces  # (RemoteOperation.traceparent)
-        finished = self._finished
-        retained = self._limits.finished_retained
-        released = released_payload = released_bytes = kept = 0
+        released = released_payload = released_bytes = 0
         for op, outcome in zip(ops, outcomes, strict=True):
             op_id = op.operation_id
             definition = op.definition
-            if retained:  # remember(), inlined: once per ended operation
-                if op_id in finished:  # ended before (rare): the older one goes
-                    kept -= outcome_bytes(finished.pop(op_id)[1])
-                finished[op_id] = (definition, outcome)
-                kept += outcome[11] or outcome_bytes(outcome)  # (nbytes: .sizes)
             if pending.get(op_id) is op:
                 del pending[op_id]
                 if pending_ids is not None:
@@ -347,39 +342,38 @@ class OperationTable:
                 payload = definition.payload
                 released_payload += len(payload)
                 released_bytes += operation_bytes(op_id, definition)
+            if remember is not None:
+                remember(definition, outcome)
             unwatch(definition.keys)
         if released:
             self._budget.release_many(released, released_payload, released_bytes)
-        if retained:
-            self._trim(kept)
+        if remember is not None:
+            finished.trim()
+            self._charge_finished()
 
     def remember(self, definition: OperationDefinition, outcome: Outcome) -> None:
-        """Keep a finished id's outcome so re-sends of it stay idempotent (bounded)."""
-        if self._limits.finished_retained:
-            finished = self._finished
-            op_id = outcome.operation_id
-            old = finished.pop(op_id, None)
-            finished[op_id] = (definition, outcome)
-            self._trim(outcome_bytes(outcome) - (outcome_bytes(old[1]) if old else 0))
+        """Keep a finished id's outcome so re-sends of it stay idempotent (start-up: the
+        journal's; the window and the byte cap apply as for live ones)."""
+        self.finished.add(definition, outcome)
+        self.finished.trim()
+        self._charge_finished()
 
-    def _trim(self, kept: int) -> None:
-        """Charge ``kept`` more bytes to the retained pool (which may make the table
-        shed) after forgetting the oldest ids past ``finished_retained``."""
-        finished = self._finished
-        popitem = finished.popitem
-        for _ in range(len(finished) - self._limits.finished_retained):
-            kept -= outcome_bytes(popitem(last=False)[1][1])
-        self._finished_bytes += kept
-        self._budget.retain(kept)
+    def _charge_finished(self) -> None:
+        """Charge the dedup window's change in size to the budget's retained pool (which
+        may make the table shed). The charged figure is updated first: retaining may call
+        :meth:`shed` back."""
+        delta = self.finished.bytes - self._finished_bytes
+        if delta:
+            self._finished_bytes = self.finished.bytes
+            self._budget.retain(delta)
 
     @property  # the memory budget's Reclaimable
     def retained_bytes(self) -> int:
         return self._finished_bytes
 
     def shed(self) -> int:
-        if not self._finished:
-            return 0
-        freed = outcome_bytes(self._finished.popitem(last=False)[1][1])
+        """Forget the oldest remembered id because the retained pool needs room."""
+        freed = self.finished.pop_oldest()
         self._finished_bytes -= freed
         return freed
 

@@ -10,6 +10,7 @@ from purgatory_server._service.config.server_config import PurgatorySettings
 
 if TYPE_CHECKING:
     from purgatory_server._engine.purgatory import DelayedOperationPurgatory
+    from purgatory_server._service.core.finished_ids import FinishedIds
     from purgatory_server._service.core.operation import RemoteOperation
     from purgatory_server._service.outcomes.feed import Feed
 
@@ -63,6 +64,11 @@ class Gauges(NamedTuple):
     timer_size: int
     subscribers: int
     retained_events: int
+    # The dedup window (:mod:`.finished_ids`): ids remembered, their estimated bytes, and
+    # how many the byte cap dropped inside their window (a counter).
+    dedup_ids: int = 0
+    dedup_bytes: int = 0
+    dedup_evicted: int = 0
 
     @classmethod
     def read(
@@ -70,6 +76,7 @@ class Gauges(NamedTuple):
         pending: Sized,
         engine: DelayedOperationPurgatory[RemoteOperation],
         feed: Feed,
+        finished: FinishedIds,
     ) -> Gauges:
         return cls(
             len(pending),
@@ -77,4 +84,7 @@ class Gauges(NamedTuple):
             engine.num_delayed(),
             feed.subscriber_count,
             len(feed.log),
+            len(finished),
+            finished.bytes,
+            finished.evicted_early,
         )

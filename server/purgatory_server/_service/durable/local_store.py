@@ -275,7 +275,7 @@ class DurableStore:
         started = time.monotonic()
         for key, value in recovered.key_values.items():
             purgatory.restore_value(key, value)
-        for record in recovered.events:
+        for record in recovered.finished:  # the event window and the dedup window
             definition, outcome = decode_outcome(record)
             purgatory.restore_finished(definition, outcome)
         restore_schedules(purgatory, recovered.schedules.values())
@@ -329,6 +329,8 @@ def journal_config(config: ServerConfig, settings: PurgatorySettings) -> Journal
         fsync_interval_ms=settings.fsync_interval_ms or config.fsync_interval_ms,
         retain_events=settings.retained_events,
         max_key_values=config.limits.max_tracked_values,
+        dedup_window_ms=settings.dedup_window_ms,
+        dedup_max_bytes=settings.dedup_max_bytes,
     )
 
 

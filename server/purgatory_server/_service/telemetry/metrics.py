@@ -91,6 +91,9 @@ def _gauges(purgatories: Purgatories) -> dict[str, Callback]:
         "timer": figure(2),
         "subscribers": figure(3),
         "retained": figure(4),
+        "dedup_ids": figure(5),
+        "dedup_bytes": figure(6),
+        "dedup_evicted": figure(7),
     }
 
 
@@ -243,6 +246,24 @@ def register_instruments(
         [gauges["retained"]],
         "{event}",
         "Outcomes retained for subscribers that resume with after_sequence.",
+    )
+    gauge(
+        "purgatory.dedup.ids",
+        [gauges["dedup_ids"]],
+        "{operation}",
+        "Finished operation ids in the dedup window (re-sends answer with their outcome).",
+    )
+    gauge(
+        "purgatory.dedup.size",
+        [gauges["dedup_bytes"]],
+        "By",
+        "Estimated bytes the dedup window holds (bounded by dedup_max_bytes).",
+    )
+    counter(
+        "purgatory.dedup.evicted",
+        [gauges["dedup_evicted"]],
+        "{operation}",
+        "Finished ids dropped by dedup_max_bytes while still inside dedup_window_ms.",
     )
     gauge(
         "purgatory.journal.size",

@@ -28,6 +28,10 @@ class SessionFigures:
         self.open: set[_Buffered] = set()
         self.cut_off = 0
 
+    def count_cut(self) -> None:
+        """One Session stream cut off for not reading."""
+        self.cut_off += 1
+
     def buffered(self) -> int:
         """Outcomes and acknowledgements queued to every open Session stream."""
         return sum(stream.buffered for stream in list(self.open))

@@ -1,0 +1,71 @@
+"""The journal's dedup window: recent outcome records kept for the server's finished ids.
+
+Why: a durable purgatory must answer a re-sent id with its recorded outcome after a
+restart exactly as before it, for as long as the server's dedup window promises
+(``dedup_window_ms``), whatever the event window (``retain_events``) holds. The outcome
+records that ended within ``window_ms`` of the newest one (``completed_wall_ms``) are kept
+here, oldest dropped first past ``max_bytes`` (their serialized size); they pin their
+segments like the event window, so compaction never deletes them (:mod:`.compaction`).
+
+Thread-safety: none; owned by a :class:`~.state.JournalState`.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+
+from purgatory_proto.v1.journal_pb2 import JournalRecord
+
+__all__ = ["Dedup", "DedupWindow"]
+
+# (window_ms, max_bytes) as a journal is configured with them.
+Dedup = tuple[int, int]
+
+Outcome = JournalRecord.Outcome
+# Per record, besides its serialized bytes: the parsed message's own overhead, roughly.
+RECORD_OVERHEAD = 32
+
+
+class DedupWindow:
+    """Outcome records by journal index, oldest first, bounded in time and bytes."""
+
+    __slots__ = ("_bytes", "_records", "max_bytes", "window_ms")
+
+    def __init__(self, window_ms: int, max_bytes: int) -> None:
+        self.window_ms = window_ms
+        self.max_bytes = max_bytes
+        self._records: deque[tuple[int, Outcome, int]] = deque()
+        self._bytes = 0
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def add(self, index: int, outcome: Outcome) -> None:
+        """Keep ``outcome`` (journal ``index``); drop what falls out of the window."""
+        if not (self.window_ms and self.max_bytes):
+            return
+        records = self._records
+        size = outcome.ByteSize() + RECORD_OVERHEAD
+        records.append((index, outcome, size))
+        self._bytes += size
+        horizon = outcome.completed_wall_ms - self.window_ms
+        while records and (
+            self._bytes > self.max_bytes or records[0][1].completed_wall_ms < horizon
+        ):
+            self._bytes -= records.popleft()[2]
+
+    def pin(self, first: int | None) -> int | None:
+        """The lower of ``first`` (the event window's oldest index) and this window's
+        oldest: compaction deletes no segment from there on."""
+        if not self._records:
+            return first
+        own = self._records[0][0]
+        return own if first is None else min(first, own)
+
+    def merge(self, events: Iterable[tuple[int, Outcome]]) -> tuple[Outcome, ...]:
+        """The records of ``events`` (the event window) and of this window, in journal
+        order, each once: what the server's finished-id memory is rebuilt from."""
+        merged = dict(events)
+        merged.update((index, outcome) for index, outcome, _ in self._records)
+        return tuple(merged[index] for index in sorted(merged))

@@ -1,0 +1,328 @@
+"""Sessions under bursts and slow readers: flow control pushes back instead of cutting,
+a Session that does not read holds the server to its bound, a named session resumes on a
+new stream without re-registering anything, and the number of sessions is capped."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from purgatory_client import (
+    AsyncPurgatoryClient,
+    Event,
+    FailedPreconditionError,
+    OperationSpec,
+    OperationState,
+    OutOfRangeError,
+    ResourceExhaustedError,
+)
+from purgatory_server._service import Limits
+from purgatory_server._service.api import session_outbound
+from purgatory_server._service.config.server_config import PurgatorySettings
+
+from tests.service.conftest import ServeFn
+from tests.service.helpers import TEST_CONFIG, until
+
+LONG = 600_000
+
+
+def _config(limits: Limits, max_pending: int = 20_000) -> Any:
+    settings = PurgatorySettings(name="default", max_pending=max_pending, retained_events=100)
+    return replace(TEST_CONFIG, limits=limits, defaults=settings, purgatories=(settings,))
+
+
+async def _next(events: Any, timeout: float = 10.0) -> Event:
+    return await asyncio.wait_for(events.__anext__(), timeout)  # type: ignore[no-any-return]
+
+
+async def test_a_burst_of_15000_watches_ending_together_registers_each_once(
+    serve: ServeFn,
+) -> None:
+    # The burst that reproduced it: 15,000 watches due at the same instant through
+    # watch_many(frame_size=500), consumed promptly, with the default session bound
+    # (10,000). The stream used to be cut ("the client is not reading") and the re-sent
+    # watches the count-based finished memory had forgotten registered again.
+    _, port = await serve(config=_config(Limits()))
+    n = 15_000
+    async with AsyncPurgatoryClient(f"127.0.0.1:{port}", timeout=30) as client:
+        opened: list[object] = []
+        open_session = client.session
+
+        def counting_session(**kwargs: Any) -> Any:
+            session = open_session(**kwargs)
+            opened.append(session)
+            return session
+
+        client.session = counting_session  # type: ignore[method-assign]
+        due = int(time.time() * 1000) + 3000
+        specs = [
+            OperationSpec((f"k{i}",), 0, operation_id=f"b{i}", due_time_ms=due) for i in range(n)
+        ]
+        seen: set[str] = set()
+        duplicates = 0
+        async for event in client.watch_many(specs, frame_size=500):
+            assert event.state is OperationState.EXPIRED
+            duplicates += event.operation_id in seen
+            seen.add(event.operation_id)
+        info = await client.get_purgatory()
+    assert (len(seen), duplicates) == (n, 0)
+    assert info.last_sequence == n  # each registered (and ended) exactly once
+    assert len(opened) == 1  # pushed back, never cut: one stream did it all
+
+
+async def test_a_session_that_does_not_read_holds_the_server_to_its_bound(
+    serve: ServeFn,
+) -> None:
+    # 60 KB watches that end at once, on a session whose client reads nothing: the
+    # server stops reading its frames once about session_buffer_bytes wait to be sent,
+    # instead of registering (and holding) everything the client writes.
+    bound = 1 << 20
+    limits = replace(Limits(), session_buffer_bytes=bound, max_payload_bytes=64 * 1024)
+    _, port = await serve(config=_config(limits))
+    payload = b"x" * 60_000
+    frames, per_frame = 100, 4  # 24 MB of watches if nothing pushed back
+    # A fixed 64 KB HTTP/2 window (no BDP probing): what the transport itself holds in
+    # flight stays small and the count below measures the server's own bound.
+    options = [("grpc.http2.bdp_probe", 0)]
+    async with AsyncPurgatoryClient(f"127.0.0.1:{port}", timeout=30, options=options) as client:
+        session = client.session(outcome_buffer=1)  # its reader stops after one outcome
+        specs = [
+            OperationSpec((f"s{i}",), 1, payload=payload, operation_id=f"s{i}")
+            for i in range(frames * per_frame)
+        ]
+        chunks = [specs[i : i + per_frame] for i in range(0, len(specs), per_frame)]
+        acks = await session.submit_all(chunks, lambda _: None)
+
+        async def registered() -> int:
+            return (await client.get_purgatory()).last_sequence
+
+        await until(lambda: _positive(registered()))
+        await asyncio.sleep(1.0)  # time enough to register everything, were it read
+        held = await registered()
+        # About bound / (ack status + outcome, ~120 KB each) watches, plus a frame and
+        # what the transport holds: far below the 400 written.
+        assert held <= 60, held  # (measured: 20-28)
+        assert not session.finished  # pushed back, not cut
+        # Reading again: flow control lets everything through, each outcome once.
+        got = set()
+        events = session.outcomes()
+        while len(got) < len(specs):
+            got.add((await _next(events)).operation_id)
+        assert len(got) == len(specs)
+        await until(lambda: _done(acks, frames))
+        assert all(f.result().error is None for f in acks)
+        await session.close()
+    assert held < len(specs)
+
+
+async def _positive(value: Any) -> bool:
+    return bool(await value)
+
+
+async def _done(acks: list[Any], count: int) -> bool:
+    return len(acks) == count and all(f.done() for f in acks)
+
+
+async def test_a_named_session_resumes_without_re_registering(serve: ServeFn) -> None:
+    _, port = await serve()
+    specs = [OperationSpec((f"r{i}",), LONG, operation_id=f"r{i}") for i in range(6)]
+    async with AsyncPurgatoryClient(f"127.0.0.1:{port}", timeout=10) as client:
+        first = client.session(session_id="resume-me")
+        assert (await first.send(watches=specs)).error is None
+        events = first.outcomes()
+        await client.check_and_complete("r0")
+        await client.check_and_complete("r1")
+        assert [(await _next(events)).operation_id for _ in range(2)] == ["r0", "r1"]
+        assert first.delivered == 2
+        await first.close()  # the stream is gone; four watches still open
+        await client.check_and_complete("r2")  # ends while no stream is open
+        before = await client.get_purgatory()
+        assert (before.pending, before.last_sequence) == (3, 3)
+
+        # Resume after outcome 1, as if outcome 2 had been lost in transit.
+        async def resumed() -> Any:
+            while True:
+                session = client.session(session_id="resume-me", resume_after=1)
+                try:
+                    await session.send(signals=["unrelated"])
+                    return session
+                except FailedPreconditionError:  # the server has not yet seen it end
+                    await session.close()
+                    await asyncio.sleep(0.02)
+
+        second = await asyncio.wait_for(resumed(), 10)
+        events = second.outcomes()
+        # What it missed: outcome 2 again, then r2, which ended meanwhile.
+        assert [(await _next(events)).operation_id for _ in range(2)] == ["r1", "r2"]
+        await client.check_and_complete("r4")
+        assert (await _next(events)).operation_id == "r4"  # a watch it took over
+        assert second.delivered == 5  # the numbering goes on
+        after = await client.get_purgatory()
+        assert (after.pending, after.last_sequence) == (2, 4)  # nothing registered
+        await second.close()
+
+
+async def test_a_resume_point_the_server_no_longer_has_is_out_of_range(
+    serve: ServeFn,
+) -> None:
+    limits = replace(TEST_CONFIG.limits, session_buffer=2)  # keeps 2 written outcomes
+    _, port = await serve(config=_config(limits, max_pending=50))
+    specs = [OperationSpec((f"o{i}",), LONG, operation_id=f"o{i}") for i in range(5)]
+    async with AsyncPurgatoryClient(f"127.0.0.1:{port}", timeout=10) as client:
+        first = client.session(session_id="old")
+        assert (await first.send(watches=specs)).error is None
+        events = first.outcomes()
+        for i in range(4):
+            await client.check_and_complete(f"o{i}")
+            await _next(events)
+        await first.close()
+
+        async def refused() -> None:
+            while True:
+                session = client.session(session_id="old", resume_after=0)
+                try:
+                    await session.send(signals=["x"])
+                except FailedPreconditionError:
+                    await session.close()
+                    await asyncio.sleep(0.02)
+                    continue
+                finally:
+                    await session.close()
+
+        with pytest.raises(OutOfRangeError):
+            await asyncio.wait_for(refused(), 10)
+
+
+async def test_sessions_past_max_sessions_are_resource_exhausted(serve: ServeFn) -> None:
+    _, port = await serve(
+        config=replace(TEST_CONFIG, limits=replace(TEST_CONFIG.limits, max_sessions=2))
+    )
+    async with AsyncPurgatoryClient(f"127.0.0.1:{port}", timeout=10) as client:
+        a, b = client.session(), client.session()
+        await a.send(signals=["k"])
+        await b.send(signals=["k"])
+        third = client.session()
+        with pytest.raises(ResourceExhaustedError, match="max_sessions"):
+            await third.send(signals=["k"])
+        await a.close()
+
+        async def fourth_opens() -> bool:
+            session = client.session()
+            try:
+                await session.send(signals=["k"])
+                return True
+            except ResourceExhaustedError:
+                return False
+            finally:
+                await session.close()
+
+        await until(fourth_opens)  # a closed session frees its place
+        await b.close()
+        await third.close()
+
+
+async def test_watch_many_resumes_a_cut_session_without_re_sending(
+    serve: ServeFn, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A caller that stops taking outcomes (watch_many's buffer of 1 fills, its stream is
+    # not read) while three waves of 60 KB outcomes end on a 64 KB bound: the second
+    # wave leaves the server's writer stuck, the third finds it stuck for over 0.5 s (5 s
+    # in production) and the stream is cut. watch_many resumes the session and gets every
+    # outcome without sending a watch again.
+    monkeypatch.setattr(session_outbound, "STALLED_S", 0.5)
+    limits = replace(Limits(), session_buffer_bytes=64 * 1024, max_payload_bytes=64 * 1024)
+    _, port = await serve(config=_config(limits))
+    waves = [300] * 10 + [1000] * 5 + [2000] * 5  # timeouts (ms)
+    specs = [
+        OperationSpec((f"c{i}",), ms, payload=b"x" * 60_000, operation_id=f"c{i}")
+        for i, ms in enumerate(waves)
+    ]
+    options = [("grpc.http2.bdp_probe", 0)]  # a small window: a full client is felt
+    async with AsyncPurgatoryClient(f"127.0.0.1:{port}", timeout=10, options=options) as client:
+        opened: list[dict[str, Any]] = []
+        frames_sent: list[int] = []
+        open_session = client.session
+
+        def spying_session(**kwargs: Any) -> Any:
+            session = open_session(**kwargs)
+            opened.append(kwargs)
+            submit_all = session.submit_all
+
+            async def counting(frames: Any, on_ack: Any) -> Any:
+                frames = list(frames)
+                frames_sent.append(sum(len(f) for f in frames))
+                return await submit_all(frames, on_ack)
+
+            session.submit_all = counting
+            return session
+
+        client.session = spying_session  # type: ignore[method-assign]
+        events = client.watch_many(specs, frame_size=20, buffer=1)
+        seen = [(await _next(events)).operation_id]
+        await asyncio.sleep(2.8)  # not reading while the three waves end
+        seen += [event.operation_id async for event in events]
+        info = await client.get_purgatory()
+    assert sorted(seen) == sorted(s.operation_id for s in specs)
+    assert len(opened) >= 2  # cut at least once
+    resumed = [kw["resume_after"] is not None for kw in opened]
+    assert resumed == [False] + [True] * (len(opened) - 1)
+    assert frames_sent == [20] + [0] * (len(opened) - 1)  # resumed, nothing re-sent
+    assert info.last_sequence == 20
+
+
+async def test_a_cut_stream_says_what_was_delivered(
+    serve: ServeFn, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(session_outbound, "STALLED_S", 0.5)
+    limits = replace(Limits(), session_buffer_bytes=64 * 1024, max_payload_bytes=64 * 1024)
+    _, port = await serve(config=_config(limits))
+    big = [
+        OperationSpec((f"g{i}",), 300, payload=b"x" * 60_000, operation_id=f"g{i}")
+        for i in range(20)
+    ]
+    late = OperationSpec(("late",), LONG, operation_id="late")
+    options = [("grpc.http2.bdp_probe", 0)]
+    async with AsyncPurgatoryClient(f"127.0.0.1:{port}", timeout=10, options=options) as client:
+        session = client.session(session_id="cut", outcome_buffer=1)  # reads one, stops
+        assert (await session.send(watches=[*big, late])).error is None
+        await asyncio.sleep(1.5)  # the twenty end; the server's writer is stuck
+        await client.check_and_complete("late")  # one more outcome: the stream is cut
+        events = session.outcomes()
+        with pytest.raises(ResourceExhaustedError) as cut:
+            while True:
+                await _next(events)
+        # Exactly what it wrote (this client read all of it before the status).
+        assert cut.value.metadata["purgatory-session-delivered"] == str(session.delivered)
+        assert 0 < session.delivered < 21
+        await session.close()
+
+
+async def test_watch_many_holds_at_most_its_buffer(serve: ServeFn) -> None:
+    # 50 outcomes at once and a caller that takes one, then pauses: the client keeps at
+    # most `buffer` of them, reads no further (the server is pushed back), and reading
+    # again gets the rest.
+    _, port = await serve(config=_config(Limits(), max_pending=100))
+    specs = [OperationSpec((f"w{i}",), 200, operation_id=f"w{i}") for i in range(50)]
+    async with AsyncPurgatoryClient(f"127.0.0.1:{port}", timeout=10) as client:
+        sessions: list[Any] = []
+        open_session = client.session
+
+        def spying_session(**kwargs: Any) -> Any:
+            sessions.append(open_session(**kwargs))
+            return sessions[-1]
+
+        client.session = spying_session  # type: ignore[method-assign]
+        events = client.watch_many(specs, buffer=2)
+        first = await _next(events)
+        await until(lambda: _all_ended(client, 50))
+        await asyncio.sleep(0.3)  # time enough to read all 50, were it unbounded
+        assert sessions[0].delivered < 50  # the reader waits for room
+        rest = [event.operation_id async for event in events]
+    assert sorted([first.operation_id, *rest]) == sorted(s.operation_id for s in specs)
+
+
+async def _all_ended(client: AsyncPurgatoryClient, count: int) -> bool:
+    return (await client.get_purgatory()).last_sequence == count

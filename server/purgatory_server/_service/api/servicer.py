@@ -24,9 +24,12 @@ from purgatory_server._service.api import groups_rpc, listing_rpc, operations_rp
 from purgatory_server._service.api.answer import Service, answer
 from purgatory_server._service.api.groups_rpc import member_stream
 from purgatory_server._service.api.session_rpc import ClientGone, SessionFrames, SessionStream
+from purgatory_server._service.api.stream_slots import StreamSlots
 from purgatory_server._service.core.errors import METADATA_INCARNATION
+from purgatory_server._service.core.named_purgatory import NamedPurgatory
 from purgatory_server._service.core.registry import PurgatoryRegistry
 from purgatory_server._service.outcomes.incarnation import check_incarnation
+from purgatory_server._service.outcomes.subscriptions import EventFilter
 from purgatory_server._service.wire.convert import (
     event_to_proto,
     purgatory_to_proto,
@@ -50,6 +53,10 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
         self._loop = loop
         self._limits = registry.limits
         self._service = Service(registry, loop, registry.limits)
+        limits = registry.limits
+        self._streams = StreamSlots(
+            limits.max_subscribe_streams, limits.max_subscribe_streams_per_connection
+        )
 
     # ------------------------------------------------------------------ admin
     async def CreatePurgatory(
@@ -189,30 +196,14 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
         check_incarnation(request.incarnation, purgatory.incarnation)
         after = request.after_sequence if request.HasField("after_sequence") else None
         idle_s = heartbeat_interval("heartbeat_interval_ms", request.heartbeat_interval_ms)
-        if request.group:  # a worker group's member
-            async for event in member_stream(purgatory, request, context, self._limits, idle_s):
+        with self._streams.hold(context.peer()):
+            if request.group:  # a worker group's member
+                stream = member_stream(purgatory, request, context, self._limits, idle_s)
+                async for event in stream:
+                    yield event
+                return
+            async for event in _subscription(purgatory, after, event_filter, context, idle_s):
                 yield event
-            return
-        subscriber = purgatory.subscribe(after, event_filter)
-        try:
-            await context.send_initial_metadata(
-                (
-                    (METADATA_START_AFTER, str(subscriber.start_after)),
-                    (METADATA_INCARNATION, purgatory.incarnation),
-                )
-            )
-            metrics = purgatory.metrics
-            while True:
-                batch = await subscriber.next_batch(idle_s)
-                if not batch:
-                    # Idle: tell the client the stream is alive and how far it has got.
-                    yield pb.OperationEvent(heartbeat=True, caught_up_sequence=subscriber.caught_up)
-                elif metrics is not None:
-                    metrics.subscriber_lag.record(purgatory.feed.last_sequence - batch[0].sequence)
-                for outcome in batch:
-                    yield event_to_proto(outcome)
-        finally:
-            purgatory.unsubscribe(subscriber)
 
     async def Session(
         self, request_iterator: SessionFrames, context: grpc.aio.ServicerContext
@@ -234,3 +225,39 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
                 raise ClientGone() from exc
 
         await SessionStream(self._registry, self._loop).run(frames(), send)
+
+
+async def _subscription(
+    purgatory: NamedPurgatory,
+    after: int | None,
+    event_filter: EventFilter,
+    context: grpc.aio.ServicerContext,
+    idle_s: float | None,
+) -> AsyncIterator[pb.OperationEvent]:
+    """A plain subscriber's events: taken one at a time (:meth:`.Subscriber.pop`), so a
+    cut (slow subscriber) drops everything not yet handed to the transport at once and the
+    resume point is the last event handed over."""
+    subscriber = purgatory.subscribe(after, event_filter)
+    try:
+        await context.send_initial_metadata(
+            (
+                (METADATA_START_AFTER, str(subscriber.start_after)),
+                (METADATA_INCARNATION, purgatory.incarnation),
+            )
+        )
+        metrics = purgatory.metrics
+        feed = purgatory.feed
+        pop = subscriber.pop
+        while True:
+            if not await subscriber.wait(idle_s):
+                # Idle: tell the client the stream is alive and how far it has got.
+                yield pb.OperationEvent(heartbeat=True, caught_up_sequence=subscriber.caught_up)
+                continue
+            outcome = pop()
+            if outcome is not None and metrics is not None:
+                metrics.subscriber_lag.record(feed.last_sequence - outcome.sequence)
+            while outcome is not None:
+                yield event_to_proto(outcome)
+                outcome = pop()
+    finally:
+        purgatory.unsubscribe(subscriber)

@@ -4,5 +4,6 @@
 - ``settings_spec``: each purgatory setting declared once (type, default, bounds, wire);
 - ``auth``: bearer tokens with per-purgatory permissions (configuration and checks);
 - ``logs``: lifecycle lines, rate-limited warnings, the JSON line format;
-- ``process_tuning``: the process's collector and GIL settings.
+- ``process_tuning``: the process's collector and GIL settings;
+- ``fd_limits``: the open-files limit, raised at start, and the connection cap below it.
 """

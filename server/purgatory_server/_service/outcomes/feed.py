@@ -45,7 +45,11 @@ from purgatory_server._service.core.errors import (
 )
 from purgatory_server._service.durable.hooks import NULL_HOOKS, JournalHooks
 from purgatory_server._service.outcomes.event_log import EventLog, Outcome
-from purgatory_server._service.outcomes.subscriptions import EventFilter, Subscriber
+from purgatory_server._service.outcomes.subscriptions import (
+    EventFilter,
+    Subscriber,
+    outcome_size,
+)
 
 if TYPE_CHECKING:
     from purgatory_server._service.core.operation import RemoteOperation
@@ -96,6 +100,7 @@ class Feed:
 
     __slots__ = (
         "_buffer",
+        "_buffer_bytes",
         "_delivered",
         "_groups",
         "_journal",
@@ -117,6 +122,7 @@ class Feed:
         *,
         max_subscribers: int,
         subscriber_buffer: int,
+        subscriber_buffer_bytes: int = 1 << 62,
         groups: GroupSet | None = None,
     ) -> None:
         self.name = name
@@ -125,6 +131,7 @@ class Feed:
         self._loop = loop
         self._max_subscribers = max_subscribers
         self._buffer = subscriber_buffer
+        self._buffer_bytes = subscriber_buffer_bytes
         self._subscribers: list[Subscriber] = []
         # Operation id -> the long-polls and sessions waiting for its outcome.
         self._waiters: dict[str, list[Waiter]] = {}
@@ -225,9 +232,12 @@ class Feed:
         for outcome, waiters in delivery:
             sequence = outcome.sequence
             self._delivered = sequence
-            for sub in subscribers:
-                if sequence > sub.start_after:
-                    sub.offer(outcome)
+            if subscribers:
+                size = outcome_size(outcome)  # once per outcome, not per subscriber
+                # A copy: a subscriber cut by this offer leaves the list (on_cut).
+                for sub in tuple(subscribers):
+                    if sequence > sub.start_after:
+                        sub.offer(outcome, size)
             if group_offer is not None:
                 group_offer(outcome)
             if waiters:
@@ -302,7 +312,14 @@ class Feed:
             start, replay = after_sequence, log.after(after_sequence)
             if last < log.last_sequence:
                 replay = [o for o in replay if o.sequence <= last]
-        sub = Subscriber(event_filter, self._buffer, replay, start)
+        sub = Subscriber(
+            event_filter,
+            self._buffer,
+            replay,
+            start,
+            buffer_bytes=self._buffer_bytes,
+            on_cut=self.unsubscribe,
+        )
         subscribers.append(sub)
         return sub
 

@@ -4,7 +4,8 @@ A stream is cheap to open and holds server memory for as long as it stays open (
 subscriber, its buffer, gRPC's per-call state and a flow-control window of data that a
 non-reading client never takes). ``max_subscribers`` bounds one purgatory; these bound the
 server (``max_subscribe_streams``) and one connection (``max_subscribe_streams_per_connection``,
-the connection known by its peer address, ``ipv4:HOST:PORT``), so one client cannot take
+the connection known by its peer address, ``ipv4:HOST:PORT``; every Unix-socket client
+has the same one, ``unix:``, so there the cap is shared), so one client cannot take
 every slot. Past either the call ends with RESOURCE_EXHAUSTED and RetryInfo: a slot frees up
 when a stream ends.
 

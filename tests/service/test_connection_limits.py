@@ -25,6 +25,7 @@ from purgatory_client import AsyncPurgatoryClient
 from purgatory_client.errors import DeadlineExceededError, UnavailableError
 from purgatory_proto.v1 import purgatory_pb2 as pb
 from purgatory_proto.v1 import purgatory_pb2_grpc as pb_grpc
+from purgatory_server._service.config.fd_limits import FD_HEADROOM, connection_cap
 
 from harness import PURGATORY_SERVER, ServerProcess
 from tests.service.conftest import ServeFn
@@ -115,3 +116,19 @@ async def test_subscribe_streams_are_capped_per_connection_and_per_server(
         c = await _open(two)
         for call in (a[1], b, c):
             call.cancel()
+
+
+def test_the_connection_cap_leaves_descriptors_to_the_server() -> None:
+    assert connection_cap(10_000, 20_000) == 10_000
+    assert connection_cap(10_000, 1024) == 1024 - FD_HEADROOM
+    assert connection_cap(10_000, 300) == 150  # a small limit: half of it
+    assert connection_cap(10_000, None) == 10_000  # no limit at all
+    assert connection_cap(10_000, 1) == 1
+
+
+@pytest.mark.skipif(shutil.which("prlimit") is None, reason="needs util-linux prlimit")
+def test_the_soft_fd_limit_is_raised_at_start_and_the_limits_logged(tmp_path: Path) -> None:
+    command = ("prlimit", "--nofile=1024:4096", *PURGATORY_SERVER)
+    with ServerProcess(tmp_path, command=command) as server:
+        line = server.wait_log(r"limits: open files \d+, max_connections \d+").group(0)
+        assert line == f"limits: open files 4096, max_connections {4096 - FD_HEADROOM}"

@@ -42,6 +42,7 @@ from purgatory_server._service.config import fd_limits
 from purgatory_server._service.config.auth import Authorizer
 from purgatory_server._service.config.process_tuning import settle_heap, shorten_switch_interval
 from purgatory_server._service.config.server_config import ServerConfig
+from purgatory_server._service.core.admission import Admission, LoopLag
 from purgatory_server._service.core.registry import JournalFactory, PurgatoryRegistry
 from purgatory_server._service.durable.catalog import read_catalog
 from purgatory_server._service.durable.local_store import durable_factory
@@ -123,6 +124,8 @@ class PurgatoryServer:
     telemetry: Telemetry | None = None
     # Replicated purgatories' owner/standby cycles; None without [cluster].
     cluster: Any = None
+    # The event loop's lateness, measured for admission control (None: shedding off).
+    loop_lag: LoopLag | None = None
     _stopped: bool = False
 
     async def stop(self, grace: float | None = None) -> None:
@@ -130,6 +133,8 @@ class PurgatoryServer:
         if self._stopped:
             return
         self._stopped = True
+        if self.loop_lag is not None:
+            self.loop_lag.stop()
         grace = self.config.grace_s if grace is None else grace
         await self.health.enter_graceful_shutdown()
         if self.cluster is not None:
@@ -185,7 +190,9 @@ async def create_server(
     if telemetry is None:
         telemetry = telemetry_from_config(config)
     registry = _registry(config, loop, time, reaper_enabled, journal_factory, cluster, telemetry)
-    server, health_servicer, authorizer = _grpc_server(config, registry, loop, telemetry)
+    lag = LoopLag(loop) if config.shed_lag_ms else None
+    admission = Admission(lag, config.shed_lag_ms, config.shed_batch_entries)
+    server, health_servicer, authorizer = _grpc_server(config, registry, loop, telemetry, admission)
     port = _bind(server, address, credentials)
     if port == 0:
         await registry.shutdown()
@@ -205,11 +212,13 @@ async def create_server(
         await server.stop(None)
         await _shutdown_telemetry(telemetry)
         raise
+    if lag is not None:
+        lag.start()
     serving = health_pb2.HealthCheckResponse.SERVING
     await health_servicer.set("", serving)
     await health_servicer.set(SERVICE_NAME, serving)
     purgatory_server = PurgatoryServer(
-        server, registry, health_servicer, port, config, telemetry, cluster
+        server, registry, health_servicer, port, config, telemetry, cluster, lag
     )
     return purgatory_server, port
 
@@ -245,12 +254,13 @@ def _grpc_server(
     registry: PurgatoryRegistry,
     loop: asyncio.AbstractEventLoop,
     telemetry: Telemetry | None,
+    admission: Admission,
 ) -> tuple[grpc.aio.Server, Any, Authorizer | None]:
     """The grpc.aio server with the purgatory service, health and reflection (not bound)."""
     server = grpc.aio.server(
         options=server_options(config), maximum_concurrent_rpcs=config.max_concurrent_rpcs
     )
-    servicer = PurgatoryServicer(registry, loop)
+    servicer = PurgatoryServicer(registry, loop, admission)
     authorizer = Authorizer(config.auth) if config.auth.enabled else None
     wrap = None if telemetry is None else telemetry.wrap
     add_purgatory_service(server, servicer, authorizer, wrap)

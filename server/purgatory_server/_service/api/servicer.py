@@ -25,6 +25,7 @@ from purgatory_server._service.api.answer import Service, answer
 from purgatory_server._service.api.groups_rpc import member_stream
 from purgatory_server._service.api.session_rpc import ClientGone, SessionFrames, SessionStream
 from purgatory_server._service.api.stream_slots import StreamSlots
+from purgatory_server._service.core.admission import NO_ADMISSION, Admission
 from purgatory_server._service.core.errors import METADATA_INCARNATION
 from purgatory_server._service.core.named_purgatory import NamedPurgatory
 from purgatory_server._service.core.registry import PurgatoryRegistry
@@ -48,11 +49,16 @@ METADATA_START_AFTER = "purgatory-start-after"
 
 
 class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
-    def __init__(self, registry: PurgatoryRegistry, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self,
+        registry: PurgatoryRegistry,
+        loop: asyncio.AbstractEventLoop,
+        admission: Admission = NO_ADMISSION,
+    ) -> None:
         self._registry = registry
         self._loop = loop
         self._limits = registry.limits
-        self._service = Service(registry, loop, registry.limits)
+        self._service = Service(registry, loop, registry.limits, admission)
         limits = registry.limits
         self._streams = StreamSlots(
             limits.max_subscribe_streams, limits.max_subscribe_streams_per_connection

@@ -120,6 +120,10 @@ class ServerConfig:
     keepalive_timeout_ms: int = 20_000
     # Clients may ping at most this often; one pinging faster is sent GOAWAY.
     min_client_ping_interval_ms: int = 10_000
+    # Admission control (core/admission.py): while the event loop runs more than
+    # shed_lag_ms late, batches of shed_batch_entries or more are RESOURCE_EXHAUSTED; 0: off.
+    shed_lag_ms: int = 0
+    shed_batch_entries: int = 1000
     log_level: str = "INFO"
     # "text" (one human-readable line per event) or "json" (one JSON object per line).
     log_format: str = "text"
@@ -159,6 +163,8 @@ class ServerConfig:
         for name in _POSITIVE:
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.shed_lag_ms < 0 or self.shed_batch_entries < 1:
+            raise ConfigError("shed_lag_ms must be >= 0 and shed_batch_entries >= 1")
         if self.max_connection_age_ms < 0:
             age = self.max_connection_age_ms
             raise ConfigError(f"max_connection_age_ms must be >= 0, got {age}")

@@ -7,6 +7,7 @@
 - ``conditions``: declarative conditions and the progress they are judged on;
 - ``latest_values``: the bounded latest value signalled on each key;
 - ``budget``: server-wide capacity shared by every purgatory;
+- ``admission``: the event loop's lateness, and bulk requests shed while it runs late;
 - ``listing``, ``sorted_ids``: ListOperations' filter and cursor over ordered ids;
 - ``deadlines``: a pending operation's deadline moves (Reschedule; a re-send's debounce);
 - ``operation_state``: the states, numbered as the wire enum;

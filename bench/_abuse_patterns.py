@@ -192,6 +192,35 @@ async def idle_connections(load: Load, stop: float) -> None:
             sock.close()
 
 
+async def bulk(load: Load, stop: float) -> None:
+    """4 senders of back-to-back ``--bulk-batch``-operation batches (registered, then
+    signalled): the loop's queue of bulk work. A shed batch (RESOURCE_EXHAUSTED) waits its
+    RetryInfo delay, as the clients' retry does."""
+
+    async def sender(n: int) -> None:
+        r = 0
+        while time.monotonic() < stop:
+            keys = [f"bulk-{n}-{r}-{i}" for i in range(load.args.bulk_batch)]
+            r += 1
+            specs = [pb.OperationSpec(keys=[k], timeout_ms=60_000) for k in keys]
+            signals = [pb.KeySignal(key=k) for k in keys]
+            try:
+                await load.stub.BatchTryCompleteElseWatch(
+                    pb.BatchTryCompleteElseWatchRequest(purgatory="default", operations=specs)
+                )
+                await load.stub.BatchCheckAndComplete(
+                    pb.BatchCheckAndCompleteRequest(purgatory="default", signals=signals)
+                )
+                load.count("operations", len(keys))
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() is not grpc.StatusCode.RESOURCE_EXHAUSTED:
+                    raise
+                load.count("batches shed")
+                await asyncio.sleep(0.1)
+
+    await asyncio.gather(*(sender(n) for n in range(4)))
+
+
 PATTERNS: dict[str, Callable[[Load, float], Awaitable[None]]] = {
     "1 slow-subscribe": slow_subscribe,
     "2 slow-session": slow_session,
@@ -200,4 +229,5 @@ PATTERNS: dict[str, Callable[[Load, float], Awaitable[None]]] = {
     "5 retained": retained,
     "6 many-subscribers": many_subscribers,
     "7 idle-connections": idle_connections,
+    "8 bulk": bulk,
 }

@@ -12,7 +12,9 @@ or until its work is done:
 4. ``keys``: operations on many distinct 256-character keys, no payload;
 5. ``retained``: purgatories filling their retained window with big outcomes;
 6. ``many-subscribers``: many non-reading Subscribe streams while outcomes are produced;
-7. ``idle-connections``: raw TCP connections that never send a byte.
+7. ``idle-connections``: raw TCP connections that never send a byte;
+8. ``bulk``: 4 senders of back-to-back big batches (``--bulk-batch``); with
+   ``--shed-lag-ms`` the server sheds them while its event loop runs late.
 
 Meanwhile a probe (a separate process, ``--probe``, so the load generator's own event
 loop does not delay it) sends a watch + signal pair every 20 ms on its own connection: a
@@ -60,6 +62,7 @@ from harness import ServerProcess
 PROBE_INTERVAL_S = 0.020
 # The bounds the server runs with: the budget each pattern is measured against.
 CONFIG = """
+shed_lag_ms = {shed_lag_ms}
 [limits]
 subscriber_buffer_bytes = {buffer_bytes}
 max_subscribers = 2048
@@ -171,7 +174,8 @@ async def _phase(
 async def run(args: argparse.Namespace) -> Stats:
     root = Path(tempfile.mkdtemp(prefix="abuse-bench-"))
     config_path = root / "abuse.toml"
-    config_path.write_text(CONFIG.format(buffer_bytes=args.buffer_bytes))
+    config = CONFIG.format(buffer_bytes=args.buffer_bytes, shed_lag_ms=args.shed_lag_ms)
+    config_path.write_text(config)
     server = bench_server(root, "abuse", "--config", str(config_path))
     selected = [n for n in PATTERNS if not args.patterns or n.split()[0] in args.patterns]
     phases: list[Stats] = []
@@ -215,9 +219,10 @@ def report(result: Stats) -> str:
         "what the pattern saw",
     ]
     budget = result["args"]["buffer_bytes"] / 2**20
+    shed = result["args"]["shed_lag_ms"]
     return (
-        f"abuse patterns, probe pair every 20 ms (subscriber_buffer_bytes {budget:g} MiB)\n"
-        + markdown_table(headers, rows)
+        f"abuse patterns, probe pair every 20 ms (subscriber_buffer_bytes {budget:g} MiB, "
+        f"shed_lag_ms {shed})\n" + markdown_table(headers, rows)
     )
 
 
@@ -232,6 +237,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--key-ops", type=int, default=2000, help="pattern 4's operations")
     parser.add_argument("--purgatories", type=int, default=8, help="pattern 5's")
     parser.add_argument("--connections", type=int, default=2000, help="pattern 7's")
+    parser.add_argument("--bulk-batch", type=int, default=5000, help="pattern 8's batch")
+    parser.add_argument(
+        "--shed-lag-ms", type=int, default=0, help="the server's shed_lag_ms (0: off)"
+    )
     parser.add_argument("--buffer-bytes", type=int, default=4 << 20, help="per subscriber")
     parser.add_argument("--probe", metavar="ADDRESS", help=argparse.SUPPRESS)
     parser.add_argument("--json", help="write the raw numbers here")

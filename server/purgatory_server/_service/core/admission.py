@@ -34,7 +34,7 @@ class LoopLag:
     __slots__ = ("_due", "_handle", "_interval", "_loop", "_samples")
 
     def __init__(
-        self, loop: asyncio.AbstractEventLoop, interval_s: float = 0.01, window: int = 50
+        self, loop: asyncio.AbstractEventLoop, interval_s: float = 0.01, window: int = 20
     ) -> None:
         self._loop = loop
         self._interval = interval_s

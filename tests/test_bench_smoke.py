@@ -92,6 +92,12 @@ CASES = [
         ("acceptance: achieved/target",),
     ),
     Case("watch_lists", "--quick", ("prompt / lazy",)),
+    Case(
+        "abuse_bench",
+        "--duration 0.3 --streams 1 --subscribers 3 --signal-ops 10 --key-ops 50"
+        " --purgatories 1 --connections 5 --bulk-batch 20 --json {tmp}/abuse.json",
+        ("abuse patterns, probe pair every 20 ms", r"\| 8 bulk \|"),
+    ),
     Case("listing_bench", "--quick --rounds 1", (r"first page \(100\) in ms",)),
     Case("placement_sim", "--quick", (r"\| rendezvous \|",)),
     Case("session_pack_bench", "--repeats 1 --iterations 10", (r"ratio \(median",)),

@@ -15,6 +15,7 @@ from purgatory_server._service.core.errors import (
     OutcomeNotRecorded,
     OutOfRange,
     ShuttingDown,
+    SlowSubscriber,
 )
 from purgatory_server._service.core.operation import (
     OperationDefinition,
@@ -25,7 +26,11 @@ from purgatory_server._service.core.operation_state import OperationState
 from purgatory_server._service.durable.hooks import NULL_HOOKS, NullHooks
 from purgatory_server._service.outcomes.event_log import EventLog, Outcome
 from purgatory_server._service.outcomes.feed import Feed
-from purgatory_server._service.outcomes.subscriptions import MATCH_ALL, EventFilter
+from purgatory_server._service.outcomes.subscriptions import (
+    MATCH_ALL,
+    EventFilter,
+    outcome_size,
+)
 
 CLOCK = MockTime()
 
@@ -76,6 +81,7 @@ def make_feed(journal: NullHooks = NULL_HOOKS, *, retained: int = 100, **kw: int
         asyncio.get_running_loop(),
         max_subscribers=kw.get("max_subscribers", 10),
         subscriber_buffer=kw.get("subscriber_buffer", 100),
+        subscriber_buffer_bytes=kw.get("subscriber_buffer_bytes", 1 << 30),
     )
 
 
@@ -214,3 +220,27 @@ async def test_close_ends_waiters_whose_outcome_is_still_being_written() -> None
         await waiter
     journal.flush()  # nothing left to deliver to
     assert feed._unwritten == {}
+
+
+async def test_a_subscriber_past_its_byte_bound_is_cut_freed_and_leaves_at_once() -> None:
+    size = outcome_size(make_feed().publish([ended("pp")])[0])  # as b0..b2 (2-char ids)
+    feed = make_feed(subscriber_buffer_bytes=3 * size)
+    sub = feed.subscribe(None, MATCH_ALL)
+    feed.publish([ended("a")])
+    assert sub.pop() is not None  # handed to the transport: the resume point
+    feed.publish([ended(f"b{i}") for i in range(3)])  # 3 fit the byte bound
+    assert (sub.buffered, sub.buffered_bytes, feed.subscriber_count) == (3, 3 * size, 1)
+    feed.publish([ended("c")])  # the fourth passes it: cut in the same loop turn
+    assert (sub.buffered, sub.buffered_bytes, feed.subscriber_count) == (0, 0, 0)
+    with pytest.raises(SlowSubscriber) as info:
+        await sub.next_batch()
+    assert info.value.resume_after == 1 and info.value.code is Code.RESOURCE_EXHAUSTED
+    feed.publish([ended("d")])  # a cut subscriber is offered nothing more
+    assert sub.buffered == 0
+
+
+async def test_one_outcome_larger_than_the_byte_bound_still_fits_an_empty_buffer() -> None:
+    feed = make_feed(subscriber_buffer_bytes=1)
+    sub = feed.subscribe(None, MATCH_ALL)
+    (outcome,) = feed.publish([ended("big")])
+    assert await sub.next_batch() == [outcome] and feed.subscriber_count == 1

@@ -55,11 +55,13 @@ async def test_a_slow_subscriber_cut_off_is_logged(caplog: pytest.LogCaptureFixt
 
     subscriber = Subscriber(MATCH_ALL, 1, (), 0)
     with caplog.at_level("WARNING", logger="purgatory_server.service"):
-        for seq in (1, 2):
+        for seq in (1, 2, 3):
             outcome = Outcome(
                 seq, "p", f"op{seq}", OperationState.COMPLETED, (), b"", EMPTY_RESULT, 0, 0, 0
             )
             subscriber.offer(outcome)
+            if seq == 1:
+                assert subscriber.pop() == outcome  # sent: the resume point is now 1
     (line,) = [r.getMessage() for r in caplog.records]
     assert line.startswith("subscriber cut off: more than 1 events behind")
     assert "resume after sequence 1" in line

@@ -23,5 +23,6 @@ is plain Python on the event loop.
 - ``status_mapping``: service errors as gRPC statuses with ``google.rpc`` details;
 - ``rpc_telemetry``: RPC metrics and a server span around each method;
 - ``tls``: server credentials from PEM files;
-- ``listen``: the listen address, parsed and checked before gRPC binds it.
+- ``listen``: the listen address, parsed and checked before gRPC binds it;
+- ``stream_slots``: caps on open Subscribe streams per server and per connection.
 """

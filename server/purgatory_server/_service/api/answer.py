@@ -34,6 +34,7 @@ from typing import Protocol, TypeVar
 
 from purgatory_server._journal import JournalClosedError, JournalError
 from purgatory_server._service.config.server_config import Limits
+from purgatory_server._service.core.admission import NO_ADMISSION, Admission
 from purgatory_server._service.core.errors import FailedPrecondition, ShuttingDown
 from purgatory_server._service.core.named_purgatory import NamedPurgatory
 from purgatory_server._service.core.registry import PurgatoryRegistry
@@ -43,11 +44,14 @@ __all__ = ["Handler", "Service", "acknowledged", "answer"]
 
 @dataclass(frozen=True, slots=True)
 class Service:
-    """What every handler is given: the registry, the loop it runs on, the limits."""
+    """What every handler is given: the registry, the loop it runs on, the limits, the
+    admission control of bulk requests."""
 
     registry: PurgatoryRegistry
     loop: asyncio.AbstractEventLoop
     limits: Limits
+    # Sheds bulk requests while the loop runs late (core/admission.py); off by default.
+    admission: Admission = NO_ADMISSION
 
 
 class PurgatoryRequest(Protocol):

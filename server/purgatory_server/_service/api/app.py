@@ -38,9 +38,11 @@ from purgatory_server._service.api.edge import add_purgatory_service
 from purgatory_server._service.api.listen import check_bindable, parse_listen
 from purgatory_server._service.api.servicer import PurgatoryServicer
 from purgatory_server._service.api.tls import server_credentials
+from purgatory_server._service.config import fd_limits
 from purgatory_server._service.config.auth import Authorizer
 from purgatory_server._service.config.process_tuning import settle_heap, shorten_switch_interval
 from purgatory_server._service.config.server_config import ServerConfig
+from purgatory_server._service.core.admission import Admission, LoopLag
 from purgatory_server._service.core.registry import JournalFactory, PurgatoryRegistry
 from purgatory_server._service.durable.catalog import read_catalog
 from purgatory_server._service.durable.local_store import durable_factory
@@ -54,12 +56,15 @@ __all__ = ["SERVICE_NAME", "PurgatoryServer", "create_server", "serve"]
 
 logger = logging.getLogger("purgatory_server.service")
 
+# In-flight calls of a connection past max_connection_age_ms get this long to finish.
+CONNECTION_AGE_GRACE_MS = 30_000
+
 SERVICE_NAME: str = pb.DESCRIPTOR.services_by_name["PurgatoryService"].full_name
 
 
 def server_options(config: ServerConfig) -> list[tuple[str, Any]]:
     """gRPC core channel arguments; documented in docs/configuration.md."""
-    return [
+    options: list[tuple[str, Any]] = [
         # One client connection may carry thousands of concurrent long-polls.
         ("grpc.max_concurrent_streams", config.max_concurrent_streams),
         # A burst of calls queues in gRPC core until the loop requests them; past these
@@ -69,7 +74,42 @@ def server_options(config: ServerConfig) -> list[tuple[str, Any]]:
         ("grpc.server.max_pending_requests_hard_limit", config.max_pending_requests),
         # Fail loudly if the port is taken instead of sharing it with another server.
         ("grpc.so_reuseport", 0),
+        # Connections (fd_limits.py): a cap below the open-files limit, closed as they are
+        # accepted past it (raw sockets included); idle and half-open ones reaped, so
+        # idle connections cannot hold every slot and a new client gets in.
+        ("grpc.max_allowed_incoming_connections", connection_cap(config.max_connections)),
+        ("grpc.max_connection_idle_ms", config.connection_idle_ms),
+        ("grpc.server_handshake_timeout_ms", config.handshake_timeout_ms),
+        ("grpc.keepalive_time_ms", config.keepalive_time_ms),
+        ("grpc.keepalive_timeout_ms", config.keepalive_timeout_ms),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.min_ping_interval_without_data_ms", config.min_client_ping_interval_ms),
+        ("grpc.http2.max_ping_strikes", 2),
     ]
+    if config.max_connection_age_ms:
+        options.append(("grpc.max_connection_age_ms", config.max_connection_age_ms))
+        options.append(("grpc.max_connection_age_grace_ms", CONNECTION_AGE_GRACE_MS))
+    return options
+
+
+def connection_cap(configured: int) -> int:
+    """``max_connections`` as enforced: clamped below this process's open-files limit."""
+    return fd_limits.connection_cap(configured, fd_limits.fd_limit())
+
+
+def log_limits(config: ServerConfig) -> None:
+    """The effective connection and stream limits, once at start-up."""
+    logger.info(
+        "limits: open files %s, max_connections %d (configured %d), connection idle %d ms, "
+        "max_concurrent_rpcs %d, max_subscribe_streams %d (%d per connection)",
+        fd_limits.fd_limit() or "unlimited",
+        connection_cap(config.max_connections),
+        config.max_connections,
+        config.connection_idle_ms,
+        config.max_concurrent_rpcs,
+        config.limits.max_subscribe_streams,
+        config.limits.max_subscribe_streams_per_connection,
+    )
 
 
 @dataclass
@@ -84,6 +124,8 @@ class PurgatoryServer:
     telemetry: Telemetry | None = None
     # Replicated purgatories' owner/standby cycles; None without [cluster].
     cluster: Any = None
+    # The event loop's lateness, measured for admission control (None: shedding off).
+    loop_lag: LoopLag | None = None
     _stopped: bool = False
 
     async def stop(self, grace: float | None = None) -> None:
@@ -91,6 +133,8 @@ class PurgatoryServer:
         if self._stopped:
             return
         self._stopped = True
+        if self.loop_lag is not None:
+            self.loop_lag.stop()
         grace = self.config.grace_s if grace is None else grace
         await self.health.enter_graceful_shutdown()
         if self.cluster is not None:
@@ -146,7 +190,9 @@ async def create_server(
     if telemetry is None:
         telemetry = telemetry_from_config(config)
     registry = _registry(config, loop, time, reaper_enabled, journal_factory, cluster, telemetry)
-    server, health_servicer, authorizer = _grpc_server(config, registry, loop, telemetry)
+    lag = LoopLag(loop) if config.shed_lag_ms else None
+    admission = Admission(lag, config.shed_lag_ms, config.shed_batch_entries)
+    server, health_servicer, authorizer = _grpc_server(config, registry, loop, telemetry, admission)
     port = _bind(server, address, credentials)
     if port == 0:
         await registry.shutdown()
@@ -166,11 +212,13 @@ async def create_server(
         await server.stop(None)
         await _shutdown_telemetry(telemetry)
         raise
+    if lag is not None:
+        lag.start()
     serving = health_pb2.HealthCheckResponse.SERVING
     await health_servicer.set("", serving)
     await health_servicer.set(SERVICE_NAME, serving)
     purgatory_server = PurgatoryServer(
-        server, registry, health_servicer, port, config, telemetry, cluster
+        server, registry, health_servicer, port, config, telemetry, cluster, lag
     )
     return purgatory_server, port
 
@@ -206,12 +254,13 @@ def _grpc_server(
     registry: PurgatoryRegistry,
     loop: asyncio.AbstractEventLoop,
     telemetry: Telemetry | None,
+    admission: Admission,
 ) -> tuple[grpc.aio.Server, Any, Authorizer | None]:
     """The grpc.aio server with the purgatory service, health and reflection (not bound)."""
     server = grpc.aio.server(
         options=server_options(config), maximum_concurrent_rpcs=config.max_concurrent_rpcs
     )
-    servicer = PurgatoryServicer(registry, loop)
+    servicer = PurgatoryServicer(registry, loop, admission)
     authorizer = Authorizer(config.auth) if config.auth.enabled else None
     wrap = None if telemetry is None else telemetry.wrap
     add_purgatory_service(server, servicer, authorizer, wrap)
@@ -255,7 +304,9 @@ async def _shutdown_telemetry(telemetry: Telemetry | None) -> None:
 
 async def serve(config: ServerConfig) -> None:
     """Run until SIGTERM or SIGINT, then shut down gracefully."""
+    fd_limits.raise_fd_limit()  # before the server's connection cap is computed
     server, port = await create_server(config.listen, config)
+    log_limits(config)
     settle_heap()  # start-up's heap out of the collector's way (process_tuning.py)
     shorten_switch_interval()  # expiry lateness (process_tuning.py)
     if config.port_file:

@@ -69,6 +69,7 @@ async def batch_try_complete_else_watch(
 ) -> pb.BatchTryCompleteElseWatchResponse:
     limits = service.limits
     check_batch("operations", len(request.operations), limits)
+    service.admission.admit(len(request.operations), "operations")
     requests = operation_requests("operations", request.operations, limits)
     registered = purgatory.register(requests, FieldPrefixes("operations", len(requests)))
     if request.wait:
@@ -99,6 +100,7 @@ async def batch_check_and_complete(
 ) -> pb.BatchCheckAndCompleteResponse:
     limits = service.limits
     check_batch("signals", len(request.signals), limits)
+    service.admission.admit(len(request.signals), "signals")
     counts = purgatory.signal(signals_from_proto("signals", request.signals, limits))
     return pb.BatchCheckAndCompleteResponse(completed=sum(counts), completed_per_signal=counts)
 

@@ -14,7 +14,7 @@ long-polls await futures.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import grpc
 from purgatory_proto.v1 import purgatory_pb2 as pb
@@ -26,9 +26,14 @@ from purgatory_server._service.api.event_cache import EncodedEvents
 from purgatory_server._service.api.groups_rpc import member_stream
 from purgatory_server._service.api.session_resume import SessionDirectory
 from purgatory_server._service.api.session_rpc import ClientGone, SessionFrames, SessionStream
+from purgatory_server._service.api.stream_slots import StreamSlots
+from purgatory_server._service.core.admission import NO_ADMISSION, Admission
 from purgatory_server._service.core.errors import METADATA_INCARNATION
+from purgatory_server._service.core.named_purgatory import NamedPurgatory
 from purgatory_server._service.core.registry import PurgatoryRegistry
+from purgatory_server._service.outcomes.event_log import Outcome
 from purgatory_server._service.outcomes.incarnation import check_incarnation
+from purgatory_server._service.outcomes.subscriptions import EventFilter
 from purgatory_server._service.wire.convert import (
     purgatory_to_proto,
     settings_from_proto,
@@ -46,11 +51,20 @@ METADATA_START_AFTER = "purgatory-start-after"
 
 
 class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
-    def __init__(self, registry: PurgatoryRegistry, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self,
+        registry: PurgatoryRegistry,
+        loop: asyncio.AbstractEventLoop,
+        admission: Admission = NO_ADMISSION,
+    ) -> None:
         self._registry = registry
         self._loop = loop
         self._limits = registry.limits
-        self._service = Service(registry, loop, registry.limits)
+        self._service = Service(registry, loop, registry.limits, admission)
+        limits = registry.limits
+        self._streams = StreamSlots(
+            limits.max_subscribe_streams, limits.max_subscribe_streams_per_connection
+        )
         # Outcomes encoded once for all Subscribe streams (.event_cache).
         self._events = EncodedEvents(registry.budget)
         # Session streams open and parked (max_sessions; resumable named sessions).
@@ -194,33 +208,16 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
         check_incarnation(request.incarnation, purgatory.incarnation)
         after = request.after_sequence if request.HasField("after_sequence") else None
         idle_s = heartbeat_interval("heartbeat_interval_ms", request.heartbeat_interval_ms)
-        if request.group:  # a worker group's member
-            async for event in member_stream(purgatory, request, context, self._limits, idle_s):
-                yield event
-            return
-        subscriber = purgatory.subscribe(after, event_filter)
-        try:
-            await context.send_initial_metadata(
-                (
-                    (METADATA_START_AFTER, str(subscriber.start_after)),
-                    (METADATA_INCARNATION, purgatory.incarnation),
-                )
-            )
-            metrics = purgatory.metrics
-            while True:
-                batch = await subscriber.next_batch(idle_s)
-                if not batch:
-                    # Idle: tell the client the stream is alive and how far it has got.
-                    yield pb.OperationEvent(heartbeat=True, caught_up_sequence=subscriber.caught_up)
-                elif metrics is not None:
-                    metrics.subscriber_lag.record(purgatory.feed.last_sequence - batch[0].sequence)
-                # Encoded once for every stream (.event_cache); the edge sends bytes as-is.
-                shared = purgatory.feed.subscriber_count > 1
-                encode = self._events.encode
-                for outcome in batch:
-                    yield encode(outcome, shared)
-        finally:
-            purgatory.unsubscribe(subscriber)
+        with self._streams.hold(context.peer()):
+            if request.group:  # a worker group's member
+                stream = member_stream(purgatory, request, context, self._limits, idle_s)
+                async for event in stream:
+                    yield event
+                return
+            async for message in _subscription(
+                purgatory, after, event_filter, context, idle_s, encode=self._events.encode
+            ):
+                yield message
 
     async def Session(
         self, request_iterator: SessionFrames, context: grpc.aio.ServicerContext
@@ -247,3 +244,43 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
             await SessionStream(self._registry, self._loop, sessions).run(frames(), send)
         finally:
             sessions.close()
+
+
+async def _subscription(
+    purgatory: NamedPurgatory,
+    after: int | None,
+    event_filter: EventFilter,
+    context: grpc.aio.ServicerContext,
+    idle_s: float | None,
+    *,
+    encode: Callable[[Outcome, bool], bytes],
+) -> AsyncIterator[pb.OperationEvent | bytes]:
+    """A plain subscriber's events: taken one at a time (:meth:`.Subscriber.pop`), so a
+    cut (slow subscriber) drops everything not yet handed to the transport at once and the
+    resume point is the last event handed over. Each outcome is encoded once for every
+    stream (``encode``, :mod:`.event_cache`); the edge sends the bytes as they are."""
+    subscriber = purgatory.subscribe(after, event_filter)
+    try:
+        await context.send_initial_metadata(
+            (
+                (METADATA_START_AFTER, str(subscriber.start_after)),
+                (METADATA_INCARNATION, purgatory.incarnation),
+            )
+        )
+        metrics = purgatory.metrics
+        feed = purgatory.feed
+        pop = subscriber.pop
+        while True:
+            if not await subscriber.wait(idle_s):
+                # Idle: tell the client the stream is alive and how far it has got.
+                yield pb.OperationEvent(heartbeat=True, caught_up_sequence=subscriber.caught_up)
+                continue
+            outcome = pop()
+            if outcome is not None and metrics is not None:
+                metrics.subscriber_lag.record(feed.last_sequence - outcome.sequence)
+            shared = feed.subscriber_count > 1
+            while outcome is not None:
+                yield encode(outcome, shared)
+                outcome = pop()
+    finally:
+        purgatory.unsubscribe(subscriber)

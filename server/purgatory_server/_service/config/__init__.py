@@ -5,5 +5,6 @@
 - ``auth``: bearer tokens with per-purgatory permissions (configuration and checks);
 - ``logs``: lifecycle lines, rate-limited warnings, the JSON line format;
 - ``native_logs``: gRPC core's own stderr lines turned into log records (JSON logs);
-- ``process_tuning``: the process's collector and GIL settings.
+- ``process_tuning``: the process's collector and GIL settings;
+- ``fd_limits``: the open-files limit, raised at start, and the connection cap below it.
 """

@@ -61,7 +61,13 @@ class Limits:
     max_batch_size: int = 10_000
     max_purgatories: int = 256
     max_subscribers: int = 1024
+    # A subscriber's buffer: events and (estimated) bytes; past either it is cut off.
     subscriber_buffer: int = 10_000
+    subscriber_buffer_bytes: int = 16 << 20
+    # Open Subscribe streams (plain and worker-group members) per server and per client
+    # connection: RESOURCE_EXHAUSTED past either.
+    max_subscribe_streams: int = 10_000
+    max_subscribe_streams_per_connection: int = 1_000
     max_tracked_values: int = 100_000
     # One Session stream: operations watched and not yet delivered, in messages and in
     # estimated bytes, past which the server stops reading its frames (flow control).
@@ -112,6 +118,25 @@ class ServerConfig:
     # Calls that arrived but are not yet picked up by the servicer. gRPC core's defaults
     # (1000 soft, 3000 hard) CANCEL part of a 10,000-call burst; sized for bursts here.
     max_pending_requests: int = 50_000
+    # Client connections at once (clamped below the open-files limit, fd_limits.py); past
+    # it gRPC closes a new connection as it is accepted.
+    max_connections: int = 10_000
+    # A connection with no call for this long is closed (GOAWAY; clients reconnect).
+    connection_idle_ms: int = 300_000
+    # Every connection is closed after this long (GOAWAY, then its calls get 30 s); 0: never.
+    max_connection_age_ms: int = 0
+    # A connection must finish its HTTP/2 (and TLS) handshake within this, or is closed.
+    handshake_timeout_ms: int = 20_000
+    # The server pings a connection idle this long and drops it if no answer comes in
+    # keepalive_timeout_ms (a dead peer's connection is not held for hours).
+    keepalive_time_ms: int = 60_000
+    keepalive_timeout_ms: int = 20_000
+    # Clients may ping at most this often; one pinging faster is sent GOAWAY.
+    min_client_ping_interval_ms: int = 10_000
+    # Admission control (core/admission.py): while the event loop runs more than
+    # shed_lag_ms late, batches of shed_batch_entries or more are RESOURCE_EXHAUSTED; 0: off.
+    shed_lag_ms: int = 0
+    shed_batch_entries: int = 1000
     log_level: str = "INFO"
     # "text" (one human-readable line per event) or "json" (one JSON object per line).
     log_format: str = "text"
@@ -148,9 +173,14 @@ class ServerConfig:
     def validate(self) -> None:
         if self.grace_s < 0:
             raise ConfigError(f"grace_s must be >= 0, got {self.grace_s}")
-        for name in ("max_concurrent_rpcs", "max_concurrent_streams", "max_pending_requests"):
+        for name in _POSITIVE:
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.shed_lag_ms < 0 or self.shed_batch_entries < 1:
+            raise ConfigError("shed_lag_ms must be >= 0 and shed_batch_entries >= 1")
+        if self.max_connection_age_ms < 0:
+            age = self.max_connection_age_ms
+            raise ConfigError(f"max_connection_age_ms must be >= 0, got {age}")
         self._validate_limits()
         if self.log_level.upper() not in _LOG_LEVELS:
             raise ConfigError(
@@ -197,6 +227,17 @@ _PERCENTS = (
     ("memory_budget_percent", 1, 100),
     ("retained_memory_percent", 0, 90),
     ("purgatory_memory_percent", 1, 100),
+)
+_POSITIVE = (
+    "max_concurrent_rpcs",
+    "max_concurrent_streams",
+    "max_pending_requests",
+    "max_connections",
+    "connection_idle_ms",
+    "handshake_timeout_ms",
+    "keepalive_time_ms",
+    "keepalive_timeout_ms",
+    "min_client_ping_interval_ms",
 )
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 _BOOL_WORDS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}

@@ -158,15 +158,20 @@ class LimitExceeded(ServiceError):
 
 
 class SlowSubscriber(ServiceError):
-    """A subscriber fell further behind than its buffer; it must resume after a sequence."""
+    """A subscriber fell further behind than its buffer (events or bytes); its buffer was
+    dropped and it must resume after the last sequence it was sent."""
 
     code = Code.RESOURCE_EXHAUSTED
     retry_after_s = 0.0  # resuming at once is right: the buffer is empty now
 
-    def __init__(self, resume_after: int, buffer: int) -> None:
+    def __init__(self, resume_after: int, buffer: int, buffer_bytes: int | None = None) -> None:
+        bound = (
+            f"{buffer} events"
+            if buffer_bytes is None
+            else (f"{buffer} events or {buffer_bytes} bytes")
+        )
         super().__init__(
-            f"subscriber fell more than {buffer} events behind; "
-            f"resume with after_sequence={resume_after}"
+            f"subscriber fell more than {bound} behind; resume with after_sequence={resume_after}"
         )
         self.resume_after = resume_after
 

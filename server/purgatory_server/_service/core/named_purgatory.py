@@ -120,12 +120,11 @@ class NamedPurgatory:
         self.feed = Feed(
             settings.name,
             event_log if event_log is not None else EventLog(settings.retained_events),
-            self._journal,
-            loop,
+            self._journal, loop, groups=self.groups,
             max_subscribers=limits.max_subscribers,
             subscriber_buffer=limits.subscriber_buffer,
-            groups=self.groups,
-        )
+            subscriber_buffer_bytes=limits.subscriber_buffer_bytes,
+        )  # fmt: skip
         self._values = LatestValues(limits.max_tracked_values)
         # Ended operations: inbox -> feed -> listeners (the table retires them first).
         self._publisher = publisher = Publisher(self.feed, loop)

@@ -46,7 +46,11 @@ from purgatory_server._service.core.errors import (
 from purgatory_server._service.core.sizes import result_bytes
 from purgatory_server._service.durable.hooks import NULL_HOOKS, JournalHooks
 from purgatory_server._service.outcomes.event_log import EventLog, Outcome
-from purgatory_server._service.outcomes.subscriptions import EventFilter, Subscriber
+from purgatory_server._service.outcomes.subscriptions import (
+    EventFilter,
+    Subscriber,
+    outcome_size,
+)
 
 if TYPE_CHECKING:
     from purgatory_server._service.core.operation import RemoteOperation
@@ -97,6 +101,7 @@ class Feed:
 
     __slots__ = (
         "_buffer",
+        "_buffer_bytes",
         "_delivered",
         "_groups",
         "_journal",
@@ -119,6 +124,7 @@ class Feed:
         *,
         max_subscribers: int,
         subscriber_buffer: int,
+        subscriber_buffer_bytes: int = 1 << 62,
         groups: GroupSet | None = None,
     ) -> None:
         self.name = name
@@ -127,6 +133,7 @@ class Feed:
         self._loop = loop
         self._max_subscribers = max_subscribers
         self._buffer = subscriber_buffer
+        self._buffer_bytes = subscriber_buffer_bytes
         self._subscribers: list[Subscriber] = []
         # Operation id -> the long-polls and sessions waiting for its outcome.
         self._waiters: dict[str, list[Waiter]] = {}
@@ -158,8 +165,10 @@ class Feed:
         list is copied in one GIL-atomic call)."""
         return sum(sub.buffered for sub in list(self._subscribers))
 
-    def _count_cut_off(self) -> None:
+    def _cut_off(self, sub: Subscriber) -> None:
+        """A subscriber cut for falling behind: counted, and no longer a subscriber."""
         self.cut_off += 1
+        self.unsubscribe(sub)
 
     def waiting(self, operation_id: str) -> int:
         """How many calls wait for ``operation_id``'s outcome (tests, diagnostics)."""
@@ -241,9 +250,12 @@ class Feed:
         for outcome, waiters in delivery:
             sequence = outcome.sequence
             self._delivered = sequence
-            for sub in subscribers:
-                if sequence > sub.start_after:
-                    sub.offer(outcome)
+            if subscribers:
+                size = outcome_size(outcome)  # once per outcome, not per subscriber
+                # A copy: a subscriber cut by this offer leaves the list (on_cut).
+                for sub in tuple(subscribers):
+                    if sequence > sub.start_after:
+                        sub.offer(outcome, size)
             if group_offer is not None:
                 group_offer(outcome)
             if waiters:
@@ -318,7 +330,14 @@ class Feed:
             start, replay = after_sequence, log.after(after_sequence)
             if last < log.last_sequence:
                 replay = [o for o in replay if o.sequence <= last]
-        sub = Subscriber(event_filter, self._buffer, replay, start, self._count_cut_off)
+        sub = Subscriber(
+            event_filter,
+            self._buffer,
+            replay,
+            start,
+            buffer_bytes=self._buffer_bytes,
+            on_cut=self._cut_off,
+        )
         subscribers.append(sub)
         return sub
 

@@ -1,21 +1,36 @@
-"""Subscribers of a purgatory's outcome stream, each with a bounded buffer.
+"""Subscribers of a purgatory's outcome stream, each with a buffer bounded twice.
 
 Publishing never waits for a subscriber: :meth:`Subscriber.offer` appends to the
-subscriber's own buffer or, when that holds ``buffer`` events already, marks the
-subscriber as overflowed and stops buffering for it. Its stream then sends what is
-buffered and ends with RESOURCE_EXHAUSTED naming the sequence to resume after, so a slow
-subscriber can neither block completions nor hold back other subscribers, and its memory
-is bounded by ``buffer`` events.
+subscriber's own buffer. A buffer may hold at most ``buffer`` events *and* at most
+``buffer_bytes`` bytes (an outcome's size is estimated once per outcome by
+:func:`outcome_size`, not once per subscriber). The offer that would pass either bound
+*cuts* the subscriber, at once and in the same loop turn:
+
+- its buffer (and any replay not yet taken) is dropped, so the memory is released now,
+  not when the client eventually reads;
+- ``on_cut`` runs (the feed unsubscribes it: it no longer counts against
+  ``max_subscribers`` and is offered nothing more);
+- its stream ends with RESOURCE_EXHAUSTED (:class:`~.errors.SlowSubscriber`) naming the
+  sequence to resume after: the last event the stream *took* (:meth:`pop`), i.e. handed
+  to the transport. Events handed over before the cut still reach the client, then the
+  status; nothing after the resume point was sent, so resuming loses and repeats nothing.
+
+A client that never reads leaves the stream blocked in the transport's write (HTTP/2 flow
+control): what it can still make the server hold is one flow-control window and the one
+event being written, not a buffer.
 
 Replay and live hand-over without a gap: the purgatory snapshots the retained events
 after ``after_sequence`` and registers the subscriber in the same loop turn, so every
-later outcome is offered to the buffer and none falls between the two.
+later outcome is offered to the buffer and none falls between the two. The replay list
+holds references to outcomes the retained window holds anyway.
 
 Thread safety: loop-confined (offers come from the publisher on the loop thread).
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -25,7 +40,19 @@ from purgatory_server._service.core.operation_state import OperationState
 from purgatory_server._service.outcomes.event_log import Outcome
 from purgatory_server._service.outcomes.stream_queue import StreamQueue
 
-__all__ = ["EventFilter", "Subscriber"]
+__all__ = ["EventFilter", "Subscriber", "outcome_size"]
+
+# Bytes an outcome costs beyond its variable fields (the tuple, its ints and the
+# OperationEvent it becomes on the way out); an estimate, deliberately on the high side.
+OUTCOME_OVERHEAD_BYTES = 512
+
+
+def outcome_size(outcome: Outcome) -> int:
+    """Estimated bytes ``outcome`` holds: payload, result data, keys, id, overhead."""
+    result = outcome.result
+    size = OUTCOME_OVERHEAD_BYTES + len(outcome.payload) + len(result.data)
+    size += len(outcome.operation_id) + sum(map(len, outcome.keys))
+    return size + sum(map(len, result.sources))
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,15 +74,23 @@ class EventFilter:
 MATCH_ALL = EventFilter()
 
 
+def _ignore_cut(_: Subscriber) -> None:
+    return None
+
+
 class Subscriber(StreamQueue[Outcome]):
     """One open Subscribe stream: replayed events, then a bounded live buffer."""
 
     __slots__ = (
         "_buffer",
+        "_buffer_bytes",
+        "_bytes",
         "_filter",
-        "_on_cut_off",
+        "_on_cut",
         "_replay",
+        "_sizes",
         "caught_up",
+        "sent",
         "start_after",
     )
 
@@ -65,14 +100,22 @@ class Subscriber(StreamQueue[Outcome]):
         buffer: int,
         replay: Iterable[Outcome],
         start_after: int,
-        on_cut_off: Callable[[], None] | None = None,
+        *,
+        buffer_bytes: int = 1 << 62,
+        on_cut: Callable[[Subscriber], None] = _ignore_cut,
     ) -> None:
         self._filter = event_filter
-        self._on_cut_off = on_cut_off  # counts cut-offs (the feed's metric)
         self._buffer = buffer
-        self._replay: list[Outcome] | None = [o for o in replay if event_filter.matches(o)]
+        self._buffer_bytes = buffer_bytes
+        self._on_cut = on_cut
+        self._replay: deque[Outcome] | None = deque(o for o in replay if event_filter.matches(o))
         super().__init__()
+        # Sizes of the buffered outcomes, in step with _queue; _bytes is their sum.
+        self._sizes: deque[int] = deque()
+        self._bytes = 0
         self.start_after = start_after
+        # The last sequence the stream took to send: the resume point if it is cut.
+        self.sent = start_after
         # The highest sequence this stream has considered (sent, buffered or filtered out):
         # once the buffer is empty, the stream is caught up to it (heartbeats report it).
         self.caught_up = max([start_after, *(o.sequence for o in self._replay)])
@@ -81,30 +124,76 @@ class Subscriber(StreamQueue[Outcome]):
     def buffered(self) -> int:
         return len(self._queue)
 
-    def offer(self, outcome: Outcome) -> None:
+    @property
+    def buffered_bytes(self) -> int:
+        """Estimated bytes the live buffer holds (0 once cut)."""
+        return self._bytes
+
+    def offer(self, outcome: Outcome, size: int = 0) -> None:
+        """Buffer ``outcome`` (estimated at ``size`` bytes), or cut this subscriber if
+        that would pass a bound (see the module docstring)."""
         if self._error is not None:
             return
         self.caught_up = outcome.sequence
         if not self._filter.matches(outcome):
             return
-        if len(self._queue) >= self._buffer:
-            # Everything before this outcome was buffered (or filtered out): resume after it.
-            log_subscriber_cut_off(self._buffer, outcome.sequence - 1)
-            if self._on_cut_off is not None:
-                self._on_cut_off()
-            self.close(SlowSubscriber(outcome.sequence - 1, self._buffer))
+        queue = self._queue
+        # One outcome always fits an empty buffer, so no outcome cuts every subscriber.
+        if queue and (len(queue) >= self._buffer or self._bytes + size > self._buffer_bytes):
+            self._cut()
             return
-        self._queue.append(outcome)  # _put, inlined: once per outcome per subscriber
+        queue.append(outcome)
+        self._sizes.append(size)
+        self._bytes += size
         self._wake.set()
 
-    async def next_batch(self, idle_s: float | None = None) -> list[Outcome]:
-        """The next events to send; raises the closing error when there are none left.
+    def _cut(self) -> None:
+        """Drop the buffer now, leave the feed, end the stream at the last event sent."""
+        self._queue.clear()
+        self._sizes.clear()
+        self._bytes = 0
+        self._replay = None
+        log_subscriber_cut_off(self._buffer, self.sent)
+        self.close(SlowSubscriber(self.sent, self._buffer, self._buffer_bytes))
+        self._on_cut(self)
 
-        With ``idle_s``, an empty list once that long passed with nothing to send (the
-        caller then sends a heartbeat).
-        """
-        if self._replay is not None:
-            replay, self._replay = self._replay, None
-            if replay:
-                return replay
-        return await self._take(idle_s)
+    async def wait(self, idle_s: float | None = None) -> bool:
+        """True once there is something to :meth:`pop`; False after ``idle_s`` with
+        nothing (the caller sends a heartbeat); raises the closing error once closed
+        with nothing left."""
+        if self._replay:
+            return True
+        while not self._queue:
+            if self._error is not None:
+                raise self._error
+            self._wake.clear()
+            if idle_s is None:
+                await self._wake.wait()
+                continue
+            try:
+                await asyncio.wait_for(self._wake.wait(), idle_s)
+            except TimeoutError:
+                return False
+        return True
+
+    def pop(self) -> Outcome | None:
+        """The next event to send (replay first), or None; it counts as sent from now."""
+        replay = self._replay
+        if replay:
+            outcome = replay.popleft()
+        elif self._queue:
+            outcome = self._queue.popleft()
+            self._bytes -= self._sizes.popleft()
+        else:
+            return None
+        self.sent = outcome.sequence
+        return outcome
+
+    async def next_batch(self, idle_s: float | None = None) -> list[Outcome]:
+        """Everything there is to send now (see :meth:`wait`); ``[]`` after ``idle_s``."""
+        if not await self.wait(idle_s):
+            return []
+        batch: list[Outcome] = []
+        while (outcome := self.pop()) is not None:
+            batch.append(outcome)
+        return batch

@@ -68,10 +68,10 @@ subscriber_buffer_bytes = {buffer_bytes}
 max_subscribers = 2048
 max_subscribe_streams = 4096
 max_subscribe_streams_per_connection = 2048
-finished_retained = 1000
 [defaults]
 max_pending = 1000000
 retained_events = 1000
+dedup_max_bytes = 1048576
 """
 
 Stats = dict[str, Any]

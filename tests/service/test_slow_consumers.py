@@ -57,10 +57,10 @@ def test_non_reading_streams_are_cut_freed_and_uncounted(tmp_path: Path) -> None
     config = """
 [limits]
 subscriber_buffer_bytes = 1048576
-finished_retained = 0
 [defaults]
 max_pending = 100000
 retained_events = 100
+dedup_window_ms = 0
 """
     with ServerProcess(tmp_path, config=config) as server:
         asyncio.run(_pattern_1(server))

@@ -17,7 +17,7 @@ the machine's memory, or of the cgroup's limit when that is lower), in two pools
   retained outcome windows and the finished-id memories (:class:`Reclaimable`). Nothing is
   refused for it: past the pool, the largest holder forgets its oldest entries first (a
   subscriber resuming before them gets OUT_OF_RANGE, a re-sent id before them registers
-  anew), exactly as when ``retained_events`` or ``finished_retained`` is passed.
+  anew), exactly as past ``retained_events`` or the dedup window.
 
 The count caps of earlier versions (``max_total_pending``, ``max_pending_payload_bytes``)
 still apply on top. Charges are estimates from lengths (:mod:`.sizes`), rounded up.

@@ -228,3 +228,37 @@ async def test_an_evicted_purgatory_leaves_the_budget_with_its_pending_operation
     budget.drain()
     assert (budget.held, budget.retained, budget.pending) == (0, 0, 0)
     await registry.shutdown()
+
+
+def test_a_subscriber_buffer_is_charged_until_sent_or_dropped() -> None:
+    """Subscribe buffers count against the held pool (docs/service.md "Limits"): each
+    buffered outcome is charged until it is sent, a stream that goes away gives its whole
+    charge back, and a stream that holds some while the pool is full is cut, not grown."""
+    from purgatory_server._service.core.errors import SlowSubscriber
+    from purgatory_server._service.outcomes.subscriptions import MATCH_ALL, Subscriber
+
+    budget = _budget()
+    cut: list[Subscriber] = []
+    sub = Subscriber(MATCH_ALL, 100, (), 0, on_cut=cut.append, buffers=budget)
+    sub.offer(_outcome(1), 1000)
+    sub.offer(_outcome(2), 2000)
+    assert budget.held == 3000
+    assert sub.pop() is not None
+    assert budget.held == 2000
+    sub.drop()
+    assert budget.held == 0
+    # The pool full (pending work holds it): a stream with an outcome buffered is cut.
+    budget.held = budget.held_capacity - 500
+    full = Subscriber(MATCH_ALL, 100, (), 0, on_cut=cut.append, buffers=budget)
+    full.offer(_outcome(3), 400)
+    full.offer(_outcome(4), 400)
+    assert cut == [full]
+    assert budget.held == budget.held_capacity - 500  # the cut gave its charge back
+    assert full.buffered == 0
+    assert isinstance(full._error, SlowSubscriber)  # its stream ends RESOURCE_EXHAUSTED
+    # An empty buffer still takes one outcome (uncharged), so every stream progresses.
+    budget.held = budget.held_capacity
+    empty = Subscriber(MATCH_ALL, 100, (), 0, buffers=budget)
+    empty.offer(_outcome(5), 400)
+    assert empty.pop() is not None
+    assert budget.held == budget.held_capacity

@@ -120,7 +120,7 @@ class NamedPurgatory:
         self.feed = Feed(
             settings.name,
             event_log if event_log is not None else EventLog(settings.retained_events),
-            self._journal, loop, groups=self.groups,
+            self._journal, loop, groups=self.groups, buffers=self.account.budget,
             max_subscribers=limits.max_subscribers,
             subscriber_buffer=limits.subscriber_buffer,
             subscriber_buffer_bytes=limits.subscriber_buffer_bytes,

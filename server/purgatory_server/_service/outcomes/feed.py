@@ -47,6 +47,7 @@ from purgatory_server._service.core.sizes import result_bytes
 from purgatory_server._service.durable.hooks import NULL_HOOKS, JournalHooks
 from purgatory_server._service.outcomes.event_log import EventLog, Outcome
 from purgatory_server._service.outcomes.subscriptions import (
+    BufferBudget,
     EventFilter,
     Subscriber,
     outcome_size,
@@ -102,6 +103,7 @@ class Feed:
     __slots__ = (
         "_buffer",
         "_buffer_bytes",
+        "_buffers",
         "_delivered",
         "_groups",
         "_journal",
@@ -126,6 +128,7 @@ class Feed:
         subscriber_buffer: int,
         subscriber_buffer_bytes: int = 1 << 62,
         groups: GroupSet | None = None,
+        buffers: BufferBudget | None = None,
     ) -> None:
         self.name = name
         self._log = log
@@ -133,6 +136,8 @@ class Feed:
         self._loop = loop
         self._max_subscribers = max_subscribers
         self._buffer = subscriber_buffer
+        # Subscriber buffers are charged here (the memory budget's held pool).
+        self._buffers = buffers
         self._buffer_bytes = subscriber_buffer_bytes
         self._subscribers: list[Subscriber] = []
         # Operation id -> the long-polls and sessions waiting for its outcome.
@@ -337,11 +342,14 @@ class Feed:
             start,
             buffer_bytes=self._buffer_bytes,
             on_cut=self._cut_off,
+            buffers=self._buffers,
         )
         subscribers.append(sub)
         return sub
 
     def unsubscribe(self, sub: Subscriber) -> None:
+        """The stream is gone: forget it and give its buffer's charge back."""
+        sub.drop()
         if sub in self._subscribers:
             self._subscribers.remove(sub)
 

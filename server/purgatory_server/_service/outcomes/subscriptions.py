@@ -33,6 +33,7 @@ import asyncio
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Protocol
 
 from purgatory_server._service.config.logs import log_subscriber_cut_off
 from purgatory_server._service.core.errors import SlowSubscriber
@@ -40,7 +41,7 @@ from purgatory_server._service.core.operation_state import OperationState
 from purgatory_server._service.outcomes.event_log import Outcome
 from purgatory_server._service.outcomes.stream_queue import StreamQueue
 
-__all__ = ["EventFilter", "Subscriber", "outcome_size"]
+__all__ = ["BufferBudget", "EventFilter", "Subscriber", "outcome_size"]
 
 # Bytes an outcome costs beyond its variable fields (the tuple, its ints and the
 # OperationEvent it becomes on the way out); an estimate, deliberately on the high side.
@@ -78,13 +79,23 @@ def _ignore_cut(_: Subscriber) -> None:
     return None
 
 
+class BufferBudget(Protocol):
+    """Where a stream's buffered bytes are charged (:class:`~..core.budget.ServerBudget`)."""
+
+    def try_charge(self, nbytes: int) -> bool: ...
+
+    def release(self, nbytes: int) -> None: ...
+
+
 class Subscriber(StreamQueue[Outcome]):
     """One open Subscribe stream: replayed events, then a bounded live buffer."""
 
     __slots__ = (
         "_buffer",
         "_buffer_bytes",
+        "_buffers",
         "_bytes",
+        "_charges",
         "_filter",
         "_on_cut",
         "_replay",
@@ -103,8 +114,10 @@ class Subscriber(StreamQueue[Outcome]):
         *,
         buffer_bytes: int = 1 << 62,
         on_cut: Callable[[Subscriber], None] = _ignore_cut,
+        buffers: BufferBudget | None = None,
     ) -> None:
         self._filter = event_filter
+        self._buffers = buffers
         self._buffer = buffer
         self._buffer_bytes = buffer_bytes
         self._on_cut = on_cut
@@ -113,6 +126,8 @@ class Subscriber(StreamQueue[Outcome]):
         # Sizes of the buffered outcomes, in step with _queue; _bytes is their sum.
         self._sizes: deque[int] = deque()
         self._bytes = 0
+        # What each buffered outcome charged to ``buffers`` (0: nothing), in step too.
+        self._charges: deque[int] = deque()
         self.start_after = start_after
         # The last sequence the stream took to send: the resume point if it is cut.
         self.sent = start_after
@@ -142,16 +157,34 @@ class Subscriber(StreamQueue[Outcome]):
         if queue and (len(queue) >= self._buffer or self._bytes + size > self._buffer_bytes):
             self._cut()
             return
+        buffers = self._buffers
+        if buffers is not None:
+            if buffers.try_charge(size):
+                self._charges.append(size)
+            elif queue:  # the server's memory budget is full: this stream holds some
+                self._cut()
+                return
+            else:  # one outcome always fits an empty buffer (progress for everyone)
+                self._charges.append(0)
         queue.append(outcome)
         self._sizes.append(size)
         self._bytes += size
         self._wake.set()
 
-    def _cut(self) -> None:
-        """Drop the buffer now, leave the feed, end the stream at the last event sent."""
+    def drop(self) -> None:
+        """Forget what is buffered and give its charge back (the stream is gone)."""
         self._queue.clear()
         self._sizes.clear()
         self._bytes = 0
+        charges = self._charges
+        if charges:
+            if self._buffers is not None:
+                self._buffers.release(sum(charges))
+            charges.clear()
+
+    def _cut(self) -> None:
+        """Drop the buffer now, leave the feed, end the stream at the last event sent."""
+        self.drop()
         self._replay = None
         log_subscriber_cut_off(self._buffer, self.sent)
         self.close(SlowSubscriber(self.sent, self._buffer, self._buffer_bytes))
@@ -184,6 +217,8 @@ class Subscriber(StreamQueue[Outcome]):
         elif self._queue:
             outcome = self._queue.popleft()
             self._bytes -= self._sizes.popleft()
+            if self._buffers is not None and (charged := self._charges.popleft()):
+                self._buffers.release(charged)
         else:
             return None
         self.sent = outcome.sequence

@@ -16,9 +16,8 @@ is plain Python on the event loop.
 - ``session_rpc``: the bidirectional Session stream (reader, acknowledgements, writer);
 - ``session_outbound``: a Session's outbound half: what it owes, its bound, the writer;
 - ``session_resume``: named Sessions parked for a resume, and the cap on sessions;
-- ``session_messages``: how a Session packs acknowledgements and outcomes into messages;
+- ``session_messages``: how a Session packs acknowledgements and outcomes, its heartbeat;
 - ``event_cache``: each outcome encoded once for all the Subscribe streams that send it;
-- ``heartbeats``: the Session's heartbeat message;
 - ``listing_rpc``, ``schedules_rpc``, ``groups_rpc``: the feature RPCs' handlers;
 - ``status_mapping``: service errors as gRPC statuses with ``google.rpc`` details;
 - ``rpc_telemetry``: RPC metrics and a server span around each method;

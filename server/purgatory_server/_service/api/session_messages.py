@@ -1,5 +1,13 @@
-"""What a Session sends: acknowledgements queued in frame order, and how the ready ones
-and the outcomes are packed into ``SessionResponse`` messages (see :mod:`.session_rpc`).
+"""What a Session sends: acknowledgements queued in frame order, how the ready ones and
+the outcomes are packed into ``SessionResponse`` messages (see :mod:`.session_rpc`), and
+the heartbeat.
+
+Heartbeats: both server-streaming RPCs send one when they have sent nothing for a
+client-chosen interval (``SubscribeRequest.heartbeat_interval_ms``,
+``SessionRequest.heartbeat_interval_ms``), so that proxies and load balancers never see an
+idle stream and clients can tell a silent stream from a dead one; 0 means none (older
+clients). The interval's bounds are checked with every other field in
+:func:`purgatory_server._service.wire.validation.heartbeat_interval`.
 
 Pure functions and a plain record: no I/O, no loop; :class:`~.session_rpc.SessionStream`
 owns every instance (loop-confined).
@@ -7,6 +15,7 @@ owns every instance (loop-confined).
 
 from __future__ import annotations
 
+import time
 from collections import deque
 
 from purgatory_proto.v1 import purgatory_pb2 as pb
@@ -22,6 +31,7 @@ __all__ = [
     "OpKey",
     "outcome_size",
     "pack",
+    "session_heartbeat",
     "status_size",
     "watch_size",
 ]
@@ -130,3 +140,8 @@ def watch_size(payload: bytes, keys: tuple[str, ...]) -> int:
 def status_size(payload: bytes, result_data: bytes) -> int:
     """An upper-ish estimate of one acknowledged status's encoded size (Ack.size)."""
     return 96 + len(payload) + len(result_data)
+
+
+def session_heartbeat() -> pb.SessionResponse:
+    """A Session heartbeat, stamped with the server's wall clock (epoch ms)."""
+    return pb.SessionResponse(heartbeat=True, server_time_ms=time.time_ns() // 1_000_000)

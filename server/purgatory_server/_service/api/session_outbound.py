@@ -15,12 +15,12 @@ from collections.abc import Awaitable, Callable
 
 from purgatory_proto.v1 import purgatory_pb2 as pb
 
-from purgatory_server._service.api.heartbeats import session_heartbeat
 from purgatory_server._service.api.session_messages import (
     Ack,
     OpKey,
     outcome_size,
     pack,
+    session_heartbeat,
     watch_size,
 )
 from purgatory_server._service.config.server_config import Limits

@@ -69,6 +69,11 @@ def server_options(config: ServerConfig) -> list[tuple[str, Any]]:
         ("grpc.server.max_pending_requests_hard_limit", config.max_pending_requests),
         # Fail loudly if the port is taken instead of sharing it with another server.
         ("grpc.so_reuseport", 0),
+        # Clients ping every 2 s while a call is open (their keepalive, docs/clients.md
+        # "Failover"): accept pings down to one a second, with or without calls, instead
+        # of gRPC's default of one per 5 minutes (GOAWAY "too_many_pings" past it).
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.min_ping_interval_without_data_ms", 1000),
     ]
 
 

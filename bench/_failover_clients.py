@@ -77,7 +77,7 @@ async def _lease_leader(urls: list[str]) -> str:
 async def failover(
     root: Path, natsd: LocalNatsCluster, kind: str, run: int, lease_ms: int
 ) -> Outcome:
-    name = f"f{kind[0]}{run}"
+    name = f"f{KINDS.index(kind)}r{run}"
     first, second = ranked(name, ["a", "b"])
     proxies: list[Blackhole] = []
     urls_a = natsd.urls

@@ -72,3 +72,7 @@ def test_the_server_whose_lease_lapsed_takes_it_back_at_once() -> None:
     assert view.absent("p")
     view.held(standby, 9)  # someone else got it after all: back to placement's rules
     assert view.last == standby
+    # Its next cycle after a hand-over (not lapsed): its own past ownership is no claim.
+    view.held(owner, 10)
+    view.lapsed(False)
+    assert view.last == ""

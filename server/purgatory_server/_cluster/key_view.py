@@ -49,9 +49,10 @@ class KeyView:
 
     def lapsed(self, lapsed: bool) -> None:
         """A standby cycle starts: ``lapsed`` if this server's own lease just lapsed with
-        the bucket out of reach (it then counts as the key's last holder)."""
-        if lapsed:
-            self.last = self._me
+        the bucket out of reach (it then counts as the key's last holder). Otherwise its
+        own past ownership counts for nothing: after a hand-over or a fence the key is
+        the others', and placement decides (the outage seen, if any, is remembered)."""
+        self.last = self._me if lapsed else ""
         self.absent_since = None
 
     def unreachable(self) -> None:
@@ -74,6 +75,6 @@ class KeyView:
             self.absent_since = now
         if self.last == self._me:
             return True  # its lease lapsed here with the bucket: it gets it back first
-        if self.last and self.outage_at is not None and now - self.outage_at < OUTAGE_S:
+        if self.outage_at is not None and now - self.outage_at < OUTAGE_S:
             return False  # left to its last holder, whose lease may have lapsed that way
         return self._placement.may_acquire(purgatory, self.absent_since, self.last)

@@ -135,8 +135,9 @@ class ClusterNode:
         (reads included: GetOperation, ListOperations, Subscribe, groups) only while its
         lease is valid: past it another server may have taken over and written, and a
         read here could be stale (docs/scale-out.md §4). Then the answer is UNAVAILABLE
-        naming the last owner this server saw other than itself (none while it still
-        holds the key: "a new owner is being chosen"), until renewal or eviction.
+        naming the last owner this server saw other than itself, else the member that
+        should own it next (an owner cut off from NATS knows no newer owner: its clients
+        are sent on to the standby, which knows), until renewal or eviction.
         """
         if name in self._settings and name not in self._prepared:
             lease = self._leases.get(name)
@@ -145,8 +146,8 @@ class ClusterNode:
             if self._tombstones is not None and name in self._tombstones.deleted:
                 raise RecreateRefused(name) if creating else PurgatoryDeleted(name)
             known = self._routes.get(name)
-            if known is None or known.address == self.address:
-                raise NotOwner(name)
+            if known is None or known.address == self.address:  # the next candidate, if any
+                raise NotOwner(name, self._membership.candidate(name) if self._membership else "")
             raise NotOwner(name, known.address, known.epoch)
 
     def owner(self, name: str) -> str:

@@ -16,7 +16,9 @@ acknowledged write from the fault on (the first one after the fault, unless the 
 went away later, as when a lease lapses a little after a NATS node's loss); **hung
 calls**, calls that took longer than ``HUNG_S``; **stalled subscribers**, a subscriber
 that, 15 s after the writers stopped, has not seen every acknowledged pair's event or saw
-a gap or a repeat. Targets: 0 and 0.
+a gap or a repeat, while still running; one that ended with an error once the default
+``ResumePolicy`` (8 attempts, ~8 s of outage) ran out is counted apart, as **gave up**.
+Targets: 0 and 0.
 """
 
 from __future__ import annotations
@@ -52,7 +54,8 @@ class Outcome:
 
     unavailable_s: list[float] = field(default_factory=list)  # per writer
     hung: int = 0
-    stalled: int = 0
+    stalled: int = 0  # alive, yet behind or with a gap
+    gave_up: int = 0  # ended with an error after its resume policy's attempts
     acknowledged: int = 0
 
 
@@ -103,6 +106,7 @@ async def failover(
     done: list[str] = []
     events: list[Event] = []
     stop = asyncio.Event()
+    outcome = Outcome()
 
     async def write(index: int) -> None:
         client = writers[index]
@@ -120,14 +124,15 @@ async def failover(
             await asyncio.sleep(0.02)
 
     async def subscribe() -> None:
-        with contextlib.suppress(PurgatoryError):
+        try:
             async for event in reader.subscribe(after_sequence=0):
                 events.append(event)
+        except PurgatoryError:
+            outcome.gave_up += 1  # its ResumePolicy (8 attempts, ~8 s) ran out
 
     tasks = [asyncio.ensure_future(write(i)) for i in range(len(writers))]
     tasks.append(asyncio.ensure_future(subscribe()))
     killed_nats = -1
-    outcome = Outcome()
     try:
         await asyncio.sleep(1.0)
         fault = time.monotonic()
@@ -161,7 +166,7 @@ async def failover(
         sequences = [e.sequence for e in events]
         complete = {e.operation_id for e in events} >= set(done)
         gap_free = sequences == list(range(1, len(sequences) + 1))
-        outcome.stalled = 0 if complete and gap_free else 1
+        outcome.stalled = 0 if (complete and gap_free) or outcome.gave_up else 1
         outcome.acknowledged = len(done)
     finally:
         stop.set()
@@ -191,5 +196,6 @@ def summary(kind: str, outcomes: list[Outcome]) -> dict[str, Any]:
         "max": max(times, default=float("nan")),
         "hung": sum(o.hung for o in outcomes),
         "stalled": sum(o.stalled for o in outcomes),
+        "gave_up": sum(o.gave_up for o in outcomes),
         "acknowledged": sum(o.acknowledged for o in outcomes),
     }

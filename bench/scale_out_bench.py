@@ -221,7 +221,8 @@ async def main_async(args: argparse.Namespace) -> None:
                 print(
                     f"failover {kind}: client-visible unavailability p50 {r['p50']:.2f} s, "
                     f"max {r['max']:.2f} s ({r['runs']} runs x 2 writers); hung calls "
-                    f"{r['hung']}, stalled subscribers {r['stalled']}, "
+                    f"{r['hung']}, stalled subscribers {r['stalled']} (gave up after their "
+                    f"resume policy: {r['gave_up']}), "
                     f"{r['acknowledged']} pairs acknowledged"
                 )
         finally:

@@ -2,7 +2,7 @@
 
 docs/scale-out.md §4 and §9. The owner renews every ``lease / 3``. A renewal that fails
 on the way (a timeout, no JetStream leader, a lost connection) is retried every
-:data:`RETRY_S`, each attempt bounded by what is left of the lease, so a blip shorter than
+:data:`RETRY_S` (each attempt bounded by the renewal interval), so a blip shorter than
 the lease changes nothing. Ownership ends when:
 
 - a renewal is refused (compare-and-set on our revision): another server holds the key;
@@ -69,10 +69,10 @@ async def hold(  # noqa: PLR0917 - one call site, names kept apart
                 await lost.wait()
         if log.lost is not None:
             break
-        # Bounded by what is left of the lease (a renewal answered later is no use).
-        attempt_s = max(RETRY_S, min(interval, lease.remaining()))
+        # One attempt may take a renewal interval: an answer that comes after the old
+        # validity ended still counts (validity runs from when the renewal was sent).
         try:
-            async with asyncio.timeout(attempt_s):
+            async with asyncio.timeout(interval):
                 renewed = await lease.renew()
         except (TimeoutError, nats.errors.Error, OSError) as exc:
             now = time.monotonic()

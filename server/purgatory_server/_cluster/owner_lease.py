@@ -66,10 +66,6 @@ class OwnerLease:
     def valid(self) -> bool:
         return self.epoch != 0 and time.monotonic() < self._valid_until
 
-    def remaining(self) -> float:
-        """Seconds of validity left (0 once lapsed)."""
-        return max(0.0, self._valid_until - time.monotonic()) if self.epoch else 0.0
-
     def _granted(self, sent: float, revision: int) -> None:
         self._revision = revision
         self._valid_until = sent + self.lease_s * (1.0 - MARGIN)

@@ -1,6 +1,6 @@
 """Scale-out benchmark: replicated vs local-journal vs in-memory, and takeover time.
 
-Two parts, in one run on one machine (docs/benchmarks.md "Scale-out"):
+Three parts, in one run on one machine (docs/benchmarks.md "Scale-out"):
 
 1. **Pairs/s.** Three purgatory servers run as subprocesses side by side: an in-memory
    purgatory, a durable one on the local journal (fsync ``always``), and a replicated one
@@ -17,6 +17,11 @@ Two parts, in one run on one machine (docs/benchmarks.md "Scale-out"):
    standby, and time from the kill to the first successful registration through the new
    owner. Then every acknowledged id must be found there (pending or with an outcome).
    Reported: takeover p50/max and acknowledged registrations lost (must be 0).
+
+3. **What clients see** (:mod:`bench._failover_clients`): per failure kind (owner
+   SIGKILL, owner SIGSTOP, owner cut off from NATS, NATS lease-bucket leader killed),
+   ``--failovers`` runs with two writers and a subscriber: client-visible unavailability
+   p50/max, hung calls and stalled subscribers (targets 0).
 
 Run: ``python -m bench.scale_out_bench`` (``--seconds 5 --rounds 2 --clients 32 --kills 10
 --lease-ms 1500``). Needs the ``cluster`` extra.
@@ -37,6 +42,7 @@ from typing import Any
 from purgatory_server._cluster.natsd import LocalNatsCluster
 from purgatory_server._cluster.placement import ranked
 
+from bench._failover_clients import KINDS, failover, summary
 from bench._pairs import pairs_per_second
 from bench._scale_out_load import first_success, load_until_killed, lost, wait_serving
 from harness import ServerProcess
@@ -206,6 +212,19 @@ async def main_async(args: argparse.Namespace) -> None:
                     f"registrations, {result['lost']} lost; {result['snapshots']} snapshots "
                     f"written, at most {result['tailed_max']} messages tailed by a takeover"
                 )
+            for kind in args.failover_kinds.split(",") if args.failovers else ():
+                outcomes = [
+                    await failover(root / "failover", nats, kind, run, args.lease_ms)
+                    for run in range(args.failovers)
+                ]
+                r = summary(kind, outcomes)
+                print(
+                    f"failover {kind}: client-visible unavailability p50 {r['p50']:.2f} s, "
+                    f"max {r['max']:.2f} s ({r['runs']} runs x 2 writers); hung calls "
+                    f"{r['hung']}, stalled subscribers {r['stalled']} (gave up after their "
+                    f"resume policy: {r['gave_up']}), "
+                    f"{r['acknowledged']} pairs acknowledged"
+                )
         finally:
             nats.stop()
 
@@ -228,6 +247,12 @@ def main() -> None:
     parser.add_argument("--dir", default=None, help="where the temporary directory goes")
     parser.add_argument("--keep", action="store_true", help="keep that directory (the logs)")
     parser.add_argument("--skip-pairs", action="store_true", help="only the takeover part")
+    parser.add_argument(
+        "--failovers", type=int, default=3, help="runs per failure kind of part 3 (0: none)"
+    )
+    parser.add_argument(
+        "--failover-kinds", default=",".join(KINDS), help="comma-separated: " + ",".join(KINDS)
+    )
     args = parser.parse_args()
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
     asyncio.run(main_async(args))

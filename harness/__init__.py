@@ -15,6 +15,8 @@ Map:
   benchmarks; :func:`~harness.server.serving` starts several at once
   and stops them all. :func:`~harness.server.free_port` only for programs that
   cannot report a port they bound (redis-server).
+- :mod:`harness.tcp_proxy`: :class:`~harness.tcp_proxy.Blackhole`, a loopback TCP proxy
+  that can be cut silently (a network partition between a server and NATS).
 """
 
 from harness.server import (

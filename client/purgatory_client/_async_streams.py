@@ -91,7 +91,7 @@ class AsyncStreamMethods(AsyncSessionMethods, AsyncGroupMethods):
         states, keys = tuple(states), tuple(keys)
         dead_after = _liveness.heartbeat_deadline(heartbeat_interval_ms, dead_after_s)
         cursor = ResumeCursor(after_sequence, resume or self._resume, incarnation)
-        hops = 0  # re-sends to a named owner since the last event (_routing)
+        hops = 0  # re-sends at once in this attempt (_routing); starts over after a backoff
         while True:
             req = _requests.subscribe_request(
                 name,
@@ -116,13 +116,17 @@ class AsyncStreamMethods(AsyncSessionMethods, AsyncGroupMethods):
                     yield event
                 if reader.silent is None:
                     return
+                if sent_to:
+                    self._router.drop(name, sent_to)  # a silent owner: re-resolve it
                 delay = cursor.retry_delay(reader.silent)  # resumed like a dropped stream
+                hops = 0
             except grpc.RpcError as exc:
                 if self._router.reroute(name, self._stub.Subscribe, exc, hops, sent_to):
                     hops += 1  # refused, or the routed owner went away: re-send at once
                     delay = 0.0
                 else:
                     delay = cursor.retry_delay(from_rpc_error(exc))
+                    hops = 0  # the next attempt, after the backoff, has its own budget
             finally:
                 call.cancel()
                 reader.close()

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
-__all__ = ["SERVICE_CONFIG", "channel_options", "new_operation_id"]
+__all__ = ["KEEPALIVE_OPTIONS", "SERVICE_CONFIG", "channel_options", "new_operation_id"]
 
 # The methods whose re-send is idempotent because every request carries an operation id
 # (made up below when the caller gave none). gRPC's own retry policy re-sends them after
@@ -50,11 +50,39 @@ SERVICE_CONFIG = json.dumps(
 )
 
 
+# Liveness of the connection itself (docs/clients.md "Failover"): while a call is open the
+# client pings every 2 s and closes the connection when a ping is not answered within 2 s,
+# so a call to a server that was paused, cut off or lost without a FIN fails UNAVAILABLE
+# after at most ~4 s instead of waiting for its deadline (or forever: long-polls and
+# streams have none), and a routed call then re-resolves the owner (_routing). Pings go on
+# however long a stream stays quiet (``max_pings_without_data`` 0); the server accepts
+# one a second (server_options). A new connection must finish its handshake within 2 s
+# (``min_reconnect_backoff_ms`` is gRPC core's minimum connect timeout, 20 s otherwise),
+# so a paused server at the head of an ``ipv4:a,b`` target is skipped for the next one;
+# and a lost server is retried at least every 5 s (``max_reconnect_backoff_ms``; 120 s
+# otherwise). Each can be overridden through ``options``.
+KEEPALIVE_OPTIONS: tuple[tuple[str, int], ...] = (
+    ("grpc.keepalive_time_ms", 2000),
+    ("grpc.keepalive_timeout_ms", 2000),
+    # gRPC core 1.85 also bounds an unanswered ping by ``ping_timeout_ms`` (60 s) and
+    # spaces pings by ``min_time_between_pings_ms`` (5 min): without these two a paused
+    # server was measured to hold a call for its whole deadline (20 s of 20 s).
+    ("grpc.http2.ping_timeout_ms", 2000),
+    ("grpc.http2.min_time_between_pings_ms", 1000),
+    ("grpc.http2.max_pings_without_data", 0),
+    ("grpc.min_reconnect_backoff_ms", 2000),
+    ("grpc.max_reconnect_backoff_ms", 5000),
+)
+
+
 def channel_options(options: Sequence[tuple[str, Any]]) -> list[tuple[str, Any]]:
-    """``options`` plus the retry policy's service config, unless the caller set one."""
+    """``options`` plus the retry policy's service config and the keepalive settings,
+    each unless the caller set it."""
     out = list(options)
-    if not any(name == "grpc.service_config" for name, _ in out):
+    given = {name for name, _ in out}
+    if "grpc.service_config" not in given:
         out.append(("grpc.service_config", SERVICE_CONFIG))
+    out.extend(option for option in KEEPALIVE_OPTIONS if option[0] not in given)
     return out
 
 

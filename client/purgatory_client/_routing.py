@@ -5,9 +5,15 @@ metadata ``purgatory-owner: host:port`` (docs/scale-out.md §6). The clients re-
 call there at once, remember the route per purgatory, and send that purgatory's later
 unary calls straight to the owner. When a routed call fails UNAVAILABLE without a new
 owner (the owner died and a takeover is under way), the route is dropped and the call
-goes back to the client's own target, which knows the next owner once it has one. At most
-:data:`MAX_HOPS` re-sends per call, so two servers that disagree cannot bounce a call
-forever.
+goes back to the client's own target, which knows the next owner once it has one; so
+does a routed call that ended DEADLINE_EXCEEDED (a paused owner) or whose connection
+failed its keepalive pings (UNAVAILABLE: see ``_long_poll.KEEPALIVE_OPTIONS``). At most
+:data:`MAX_HOPS` re-sends per attempt, so two servers that disagree cannot bounce a call
+forever; a stream's hop budget starts over with each attempt after its backoff, and a
+route to an owner that failed is dropped even at the hop limit, so nothing stays parked
+on a dead owner; for :data:`SUSPECT_S` after, a server that still names that owner (a
+standby that has not seen its lease expire yet) is not followed there: the call fails
+UNAVAILABLE at once and the caller's retry goes to its own target again.
 
 Re-sending is what a client would do after UNAVAILABLE anyway: the refusing server did
 not apply the call. (An owner that lost its purgatory mid-append also answers
@@ -33,6 +39,7 @@ which is closed with the others.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -44,7 +51,12 @@ __all__ = ["MAX_HOPS", "METADATA_OWNER", "Router", "owner_hint", "purgatory_of"]
 
 METADATA_OWNER = "purgatory-owner"
 MAX_HOPS = 3
+# How long an owner that failed a routed call (gone, paused, cut off) is not followed when
+# a server still names it: about the time a standby takes to notice the lease expired.
+SUSPECT_S = 2.0
 # Admin requests whose purgatory is their `name` field.
+# A routed call that failed with one of these (and no new owner named) drops its route.
+_OWNER_FAILED = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
 _NAMED_BY_NAME = frozenset(
     {"GetPurgatoryRequest", "CreatePurgatoryRequest", "DeletePurgatoryRequest"}
 )
@@ -84,6 +96,9 @@ class Router:
         self.routes: dict[str, str] = {}  # purgatory -> owner address
         # Purgatories the client's own target answered for (no probe before a session).
         self._direct: set[str] = set()
+        # Owners that failed a routed call lately -> until when a hint naming them is not
+        # followed (a standby names the old owner until its lease has expired).
+        self._failed: dict[str, float] = {}
 
     def method(self, purgatory: str, method: Any) -> Any:
         """``method`` of the stub this purgatory's calls go to now."""
@@ -110,22 +125,52 @@ class Router:
 
         ``sent_to``: the route the call went to ("" for the client's own target; None:
         the current route), so a hint naming another server is followed even when a
-        concurrent call has cached it meanwhile."""
-        if not purgatory or hop >= MAX_HOPS or id(method) not in self._attrs:
+        concurrent call has cached it meanwhile.
+
+        A route whose owner failed the call (UNAVAILABLE without a new owner: it is gone,
+        or its keepalive pings went unanswered; DEADLINE_EXCEEDED: it did not answer in
+        time) is dropped whatever the hop count, so the next attempt re-resolves the owner
+        through the client's own target instead of going back to a dead or paused owner.
+        At the hop limit a hint is not taken either: the caller's next attempt (after its
+        backoff) starts from the own target with a fresh hop budget."""
+        if not purgatory or id(method) not in self._attrs:
             return False
+        code = error.code()
         owner = owner_hint(error)
         current = self.routes.get(purgatory)
+        routed = current if sent_to is None else sent_to
+        if code == grpc.StatusCode.UNAVAILABLE:
+            self._direct.discard(purgatory)
+        if routed and not owner and code in _OWNER_FAILED:
+            self.drop(purgatory, routed)
+            # No time left after DEADLINE_EXCEEDED: the caller gets it, the next call
+            # re-resolves.
+            return code == grpc.StatusCode.UNAVAILABLE and hop < MAX_HOPS
+        if hop >= MAX_HOPS:
+            return False
         if owner:
-            if owner == (current if sent_to is None else sent_to):
+            if owner == routed or self._failed_lately(owner):
                 return False
             self.routes[purgatory] = owner
             self._direct.discard(purgatory)
             return True
-        if error.code() == grpc.StatusCode.UNAVAILABLE:
-            self._direct.discard(purgatory)
-        if current is not None and error.code() == grpc.StatusCode.UNAVAILABLE:
-            self.routes.pop(purgatory, None)  # back to the client's own target
+        return False
+
+    def drop(self, purgatory: str, address: str) -> None:
+        """Forget ``purgatory``'s route if it still leads to ``address`` (a concurrent
+        call may have learnt a newer one meanwhile)."""
+        if self.routes.get(purgatory) == address:
+            self.routes.pop(purgatory, None)
+        self._failed[address] = time.monotonic() + SUSPECT_S
+
+    def _failed_lately(self, address: str) -> bool:
+        """True while ``address`` failed a routed call less than SUSPECT_S ago."""
+        until = self._failed.get(address)
+        if until is None:
+            return False
+        if time.monotonic() < until:
             return True
+        del self._failed[address]
         return False
 
     def needs_probe(self, purgatory: str) -> bool:

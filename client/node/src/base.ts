@@ -45,6 +45,20 @@ import type {
 
 export const DEFAULT_PURGATORY = "default";
 
+/**
+ * Liveness of the connection (docs/clients.md "Failover"), as in the Python clients: while
+ * a call is open the client pings every 2 s and closes the connection when a ping is not
+ * answered within 2 s, so a call to a paused, cut-off or silently lost server fails
+ * UNAVAILABLE within ~4 s instead of waiting for its deadline, and a routed call then
+ * re-resolves the owner (routing.ts). A lost server is retried at least every 5 s.
+ * `channelOptions` override each of them.
+ */
+export const KEEPALIVE_OPTIONS: Readonly<ChannelOptions> = {
+  "grpc.keepalive_time_ms": 2000,
+  "grpc.keepalive_timeout_ms": 2000,
+  "grpc.max_reconnect_backoff_ms": 5000,
+};
+
 export interface ClientOptions {
   /** The purgatory methods use when they are not given one (default "default"). */
   purgatory?: string;
@@ -60,7 +74,7 @@ export interface ClientOptions {
   resume?: RetryPolicy;
   /** How `wait` re-sends a long-poll refused with UNAVAILABLE. */
   retry?: RetryPolicy;
-  /** grpc-js channel options ("grpc.keepalive_time_ms", ...). */
+  /** grpc-js channel options ("grpc.keepalive_time_ms", ...), over KEEPALIVE_OPTIONS. */
   channelOptions?: ChannelOptions;
 }
 
@@ -113,7 +127,7 @@ export class ClientBase {
     this.resume = retryPolicy(options.resume);
     this.retry = retryPolicy(options.retry);
     const tls = options.credentials ? undefined : resolveTls(options.tls);
-    const channelOptions: ChannelOptions = { ...(options.channelOptions ?? {}) };
+    const channelOptions: ChannelOptions = { ...KEEPALIVE_OPTIONS, ...(options.channelOptions ?? {}) };
     if (tls?.serverName) channelOptions["grpc.ssl_target_name_override"] = tls.serverName;
     const Ctor = wire.serviceClient();
     const creds = options.credentials ?? channelCredentials(tls);

@@ -98,7 +98,7 @@ export class PurgatoryClient extends UnaryMethods {
       operationIdPrefix: options.operationIdPrefix ?? "",
     };
     const purgatory = this.name(options);
-    // hops: re-sends to a named owner since the last event (routing.ts).
+    // hops: re-sends at once in this attempt (routing.ts); starts over after a backoff.
     for (let failures = 0, hops = 0; ; ) {
       const req: Record<string, unknown> = { purgatory, filter, incarnation, heartbeatIntervalMs };
       if (position !== undefined) req.afterSequence = position;
@@ -137,6 +137,8 @@ export class PurgatoryClient extends UnaryMethods {
           continue;
         }
         // A changed incarnation comes back as FAILED_PRECONDITION: StreamResetError.
+        if (watchdog.fired && sentTo) this.router.drop(purgatory, sentTo); // silent: re-resolve
+        hops = 0; // the next attempt, after the backoff, has its own budget
         const error = watchdog.fired ? deadStream(dead as number) : fromGrpcError(err);
         const resumable = error instanceof SlowSubscriberError || error instanceof UnavailableError;
         if (!resumable || position === undefined || failures >= resume.attempts) throw error;

@@ -15,6 +15,7 @@ const PYTHON = path.join(REPO, ".venv", "bin", "python");
 
 let cluster;
 let servers = [];
+let pids = [];
 
 before(async () => {
   cluster = spawn(
@@ -37,6 +38,7 @@ before(async () => {
     cluster.on("exit", (code) => reject(new Error(`cluster exited ${code}: ${out}`)));
   });
   servers = [...out.matchAll(/purgatory server\d: (\S+)/g)].map((m) => m[1]);
+  pids = [...out.matchAll(/purgatory server\d: \S+ \(pid (\d+)/g)].map((m) => Number(m[1]));
 });
 
 after(async () => {
@@ -89,5 +91,69 @@ test("a subscription opened at the standby gets the owner's events", async () =>
     await stream.return(undefined);
   } finally {
     for (const c of clients) c.close();
+  }
+});
+
+// Last: it kills the owner. A subscriber dialing `ipv4:owner,standby` loses its stream;
+// the standby names the dead owner until its lease expires, and the old client spent its
+// hop budget there and parked the route on the dead owner for good (0 events after the
+// takeover). It must resume at the new owner from its sequence, with no gap.
+test("a subscriber resumes at the new owner after the owner is killed", async () => {
+  const probe = servers.map((target) => new PurgatoryClient(target, { purgatory: "orders" }));
+  for (const c of probe) await c.getPurgatory();
+  const standbyIndex = probe.findIndex((x) => x.router.routes.size > 0);
+  for (const c of probe) c.close();
+  const ownerIndex = 1 - standbyIndex;
+  const both = `ipv4:${servers[ownerIndex]},${servers[standbyIndex]}`;
+  const writer = new PurgatoryClient(both, { purgatory: "orders", deadlineMs: 5000 });
+  const reader = new PurgatoryClient(both, { purgatory: "orders" });
+  const write = async (id) => {
+    const deadline = Date.now() + 20_000;
+    for (;;) {
+      try {
+        await writer.tryCompleteElseWatch([id], 60_000, { operationId: id });
+        assert.equal(await writer.checkAndComplete(id), 1);
+        return;
+      } catch (err) {
+        if (Date.now() > deadline) throw err;
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    }
+  };
+  try {
+    const start = (await writer.getPurgatory()).lastSequence;
+    const events = [];
+    const stream = reader.subscribe({ afterSequence: start });
+    const reading = (async () => {
+      for await (const event of stream) {
+        events.push(event);
+        if (events.length === 3) return;
+      }
+    })();
+    await write("kill-1");
+    const until = async (count, ms) => {
+      const deadline = Date.now() + ms;
+      while (events.length < count) {
+        assert.ok(Date.now() < deadline, `${events.length} of ${count} events: stalled`);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    };
+    await until(1, 10_000);
+    process.kill(pids[ownerIndex], "SIGKILL");
+    await write("kill-2");
+    await write("kill-3");
+    await until(3, 15_000);
+    await reading;
+    assert.deepEqual(
+      events.map((e) => e.sequence),
+      [start + 1, start + 2, start + 3],
+    );
+    assert.deepEqual(
+      events.map((e) => e.operationId),
+      ["kill-1", "kill-2", "kill-3"],
+    );
+  } finally {
+    writer.close();
+    reader.close();
   }
 });

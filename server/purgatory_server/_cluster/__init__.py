@@ -10,6 +10,8 @@ Small modules, one concept each:
 - :mod:`.shadow`: a standby's journal state, tailed from the stream;
 - :mod:`.snapshot`, :mod:`.snapshot_writer`: a subject's snapshots; when the owner writes one;
 - :mod:`.owner_lease`: the owner lease in a KV bucket with a TTL;
+- :mod:`.holder`: an owner renewing its lease, retried within the lease, until lost;
+- :mod:`.key_view`: what a standby saw of a lease key, and whether it may create it now;
 - :mod:`.membership`, :mod:`.placement`: live members, and which of them should own what;
 - :mod:`.store`: the durable store of an owned purgatory over its replicated log;
 - :mod:`.node`: the standby -> takeover -> owner -> evicted cycle and routing;

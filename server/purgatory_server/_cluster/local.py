@@ -141,11 +141,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             bound = _wait_port(proc, port_file, 90.0)
             if i == 0:  # the owner first: the standby then learns it as it starts
                 _wait_owner(proc, log, since, 90.0)
-            _say(f"purgatory server{i + 1}: 127.0.0.1:{bound} (log {root}/server{i + 1}.log)")
+            _say(
+                f"purgatory server{i + 1}: 127.0.0.1:{bound} "
+                f"(pid {proc.pid}, log {root}/server{i + 1}.log)"
+            )
         _say(f"ready: replicated purgatory {PURGATORY!r}; Ctrl-C stops everything")
-        while all(p.poll() is None for p in servers):
+        # Until both servers are gone: killing the owner is what the cluster is for.
+        while any(p.poll() is None for p in servers):
             time.sleep(0.2)
-        _say("a purgatory server exited; stopping")
+        _say("both purgatory servers exited; stopping")
         return 1
     except KeyboardInterrupt:
         _say("stopping")

@@ -36,7 +36,7 @@ from typing import Any
 
 import nats.errors
 
-from purgatory_server._cluster.placement import Member, Placement
+from purgatory_server._cluster.placement import Member, Placement, ranked
 
 __all__ = ["Membership", "join", "member_key"]
 
@@ -117,6 +117,17 @@ class Membership:
             elif age > _FORGET_AFTER_LEASES * self._lease_s:
                 del self._seen[server_id]
         return out
+
+    def candidate(self, purgatory: str) -> str:
+        """The address of the member that should own ``purgatory`` if this server does
+        not (placement's rank over members seen lately, lapsed ones included: a server
+        cut off from NATS stops seeing renewals, not members), or ""."""
+        others = {
+            sid: seen.member.address
+            for sid, seen in self._seen.items()
+            if sid != self._me.server_id and purgatory in seen.member.purgatories
+        }
+        return others[ranked(purgatory, others)[0]] if others else ""
 
     def observe(self, raw: bytes | None, deleted: bool, key: str = "") -> None:
         """Apply one watched entry (a put, or a delete/purge of ``key``)."""

@@ -3,26 +3,25 @@
 docs/scale-out.md §4-§6. For every purgatory named in ``[cluster] replicated`` a task runs
 this cycle for the life of the server:
 
-1. **standby**: tail the purgatory's subject into a :class:`~.shadow.Shadow`; poll the
-   lease key every ``lease / 10``: while someone holds it, remember the owner's address
-   (routing); once it is absent (expired or released), try to create it: at once if
-   placement (rendezvous over live members, ``placement.py``) prefers this server, else
-   after a grace period;
+1. **standby**: tail the subject into a :class:`~.shadow.Shadow`; poll the lease key
+   every ``lease / 10``, remembering its holder (routing); once it is absent, create it:
+   at once if placement (``placement.py``) prefers this server or its own lease lapsed
+   with the bucket out of reach (:mod:`.holder`), after a grace period otherwise or when
+   the bucket did not answer meanwhile (its old owner gets it back first);
 2. **takeover** (the key was created here; its revision is the new epoch): append the
    *fence* once the shadow holds everything before it (:mod:`.takeover`), so no append of
    the old owner can succeed any more; then build the purgatory from the shadow's state
    through the registry (same restore code as a local restart: timers re-armed at their
    original due times, overdue ones expire at once);
-3. **owner**: renew the lease every ``lease / 3``; on a failed renewal, an expired lease,
-   or a fenced/failed append, stop: evict the purgatory from the registry (its waiting
-   calls end UNAVAILABLE naming the new owner when known), release the key if it is still
-   ours, and go back to 1. When placement prefers another live member (it joined), hand
-   over the same way, after the last append's ack, naming that member; it acquires at once.
+3. **owner**: hold the lease (:mod:`.holder`: renewals retried within the lease); once it
+   is lost, or an append fenced/failed, evict the purgatory (its waiting calls end
+   UNAVAILABLE naming the new owner when known), release the key if still ours, go back
+   to 1. A hand-over to a member placement prefers goes the same way, after the last
+   append's ack, naming that member; it acquires at once.
 
 A purgatory deleted by DeletePurgatory is neither stood by nor owned while its tombstone
-stands (:mod:`.tombstone`). Requests for a replicated purgatory this server does not serve
-are answered by :meth:`route` with :class:`~.errors.NotOwner` (UNAVAILABLE +
-``purgatory-owner``).
+stands (:mod:`.tombstone`). :meth:`route` refuses what this server does not serve now
+(:class:`~.errors.NotOwner`: UNAVAILABLE + ``purgatory-owner``).
 
 Thread-safety: loop-confined (the server's event loop); NATS callbacks run there too.
 """
@@ -39,13 +38,15 @@ import nats
 import nats.errors
 from nats.js.errors import KeyNotFoundError
 
+from purgatory_server._cluster.holder import Holding, hold
 from purgatory_server._cluster.jetstream_setup import SETUP_TIMEOUT_S, ensure_layout, ensure_members
+from purgatory_server._cluster.key_view import KeyView
 from purgatory_server._cluster.layout import journal_stream, journal_subject, token
 from purgatory_server._cluster.log import ReplicatedLog
 from purgatory_server._cluster.membership import Membership, join
 from purgatory_server._cluster.not_owner import NotOwner
 from purgatory_server._cluster.owner_lease import LeaseValue, OwnerLease
-from purgatory_server._cluster.placement import Member, Placement
+from purgatory_server._cluster.placement import Placement
 from purgatory_server._cluster.shadow import Shadow
 from purgatory_server._cluster.snapshot import SnapshotPolicy
 from purgatory_server._cluster.store import ReplicatedStore
@@ -105,7 +106,8 @@ class ClusterNode:
         self._meta_kv: Any = None
         self._membership: Membership | None = None
         self._placement: Placement | None = None
-        self._handover: dict[str, Member] = {}  # owned purgatory -> the member it goes to
+        self._lapsed: set[str] = set()  # leases lapsed here, bucket out of reach (holder.py)
+        self._views: dict[str, KeyView] = {}  # what the standby saw of each lease key
         self._tombstones: Tombstones | None = None  # deleted purgatories (tombstone.py)
         self.address = ""
         self.server_id = ""
@@ -126,17 +128,26 @@ class ClusterNode:
         return factory
 
     def route(self, name: str, creating: bool = False) -> None:
-        """Raise NotOwner for a replicated purgatory this server does not serve.
+        """Raise NotOwner for a replicated purgatory this server does not serve now.
 
-        The registry asks on every lookup of a name it does not hold and before creating
-        one, so a replicated name is never created here except by a takeover.
+        The registry asks before creating a name, so a replicated name is never created
+        here except by a takeover, and on every lookup, so an owned purgatory is served
+        (reads included: GetOperation, ListOperations, Subscribe, groups) only while its
+        lease is valid: past it another server may have taken over and written, and a
+        read here could be stale (docs/scale-out.md §4). Then the answer is UNAVAILABLE
+        naming the last owner this server saw other than itself, else the member that
+        should own it next (an owner cut off from NATS knows no newer owner: its clients
+        are sent on to the standby, which knows), until renewal or eviction.
         """
         if name in self._settings and name not in self._prepared:
+            lease = self._leases.get(name)
+            if lease is not None and name in self._logs and lease.valid():
+                return  # owned, and nobody else can hold it yet
             if self._tombstones is not None and name in self._tombstones.deleted:
                 raise RecreateRefused(name) if creating else PurgatoryDeleted(name)
             known = self._routes.get(name)
-            if known is None or known.address == self.address:
-                raise NotOwner(name)
+            if known is None or known.address == self.address:  # the next candidate, if any
+                raise NotOwner(name, self._membership.candidate(name) if self._membership else "")
             raise NotOwner(name, known.address, known.epoch)
 
     def owner(self, name: str) -> str:
@@ -214,6 +225,8 @@ class ClusterNode:
                 continue  # deleted: the next cycle waits while the tombstone stays
             except Exception:
                 logger.exception("cluster: purgatory %s: cycle failed; retrying", name)
+                if name in self._views:  # NATS failed us: as good as an unanswered read
+                    self._views[name].unreachable()
                 await asyncio.sleep(min(1.0, self._lease_s / 3))
 
     async def _one_cycle(self, name: str) -> None:
@@ -240,10 +253,12 @@ class ClusterNode:
                 raise
         finally:
             await shadow.stop()
+        assert self._placement is not None
+        holding = Holding()
         try:
-            await self._hold(name, lease, log)
+            holding = await hold(name, lease, log, self._lost[name], self._placement, self._lease_s)
         finally:
-            await self._evict(name, lease, log)
+            await self._evict(name, lease, log, holding)
 
     async def _learn_owner(self, name: str) -> LeaseValue | None:
         """Read the lease key; remember its holder as the route (None: nobody holds it)."""
@@ -263,16 +278,24 @@ class ClusterNode:
         poll = min(0.5, max(0.02, self._lease_s / 10))
         placement = self._placement
         assert placement is not None
-        absent_since: float | None = None
-        last = ""  # the server id that held the key when last seen
+        view = self._views.get(name)  # kept across cycles: it remembers an outage
+        if view is None:
+            view = self._views[name] = KeyView(placement, self._lease_s, self.server_id)
+        view.lapsed(name in self._lapsed)
         while True:
             await self._tomb().ensure_alive(name, leader=False)  # Buried: stop standing by
-            if (holder := await self._learn_owner(name)) is None:
-                absent_since = placement.clock() if absent_since is None else absent_since
-                if placement.may_acquire(name, absent_since, last) and await lease.try_acquire():
-                    return
-            else:
-                absent_since, last = None, holder.server_id
+            try:
+                holder = await self._learn_owner(name)
+            except (TimeoutError, nats.errors.Error, OSError):
+                view.unreachable()  # e.g. its JetStream leader is being elected
+                holder = LeaseValue("", "")
+            if holder is None:
+                if view.absent(name) and await lease.try_acquire():
+                    return  # (still "lapsed" until the takeover is done)
+            elif holder.server_id:
+                view.held(holder.server_id, self._routes[name].epoch)
+                if holder.server_id != self.server_id:
+                    self._lapsed.discard(name)
             await asyncio.sleep(poll)
 
     async def _take_over(  # noqa: PLR0917 - one call site, names kept apart
@@ -329,6 +352,7 @@ class ClusterNode:
             registry.create(registry.settings_for(name, settings))
         finally:
             self._prepared.pop(name, None)
+        self._lapsed.discard(name)
         logger.info(
             "cluster: %s owns purgatory %s (epoch %d, fence at %d, %d pending, %d messages "
             "tailed, %.3fs takeover)",
@@ -346,39 +370,15 @@ class ClusterNode:
         assert self._tombstones is not None  # set by start()
         return self._tombstones
 
-    async def _hold(self, name: str, lease: OwnerLease, log: ReplicatedLog) -> None:
-        lost = self._lost[name]
-        interval = self._lease_s / 3
-        placement = self._placement
-        assert placement is not None
-        owned_since = placement.clock()
-        wait = 0.0  # renew at once: catching up and rebuilding used part of the lease
-        while log.lost is None:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(wait):
-                    await lost.wait()
-            wait = interval
-            if log.lost is not None:
-                return
-            try:
-                async with asyncio.timeout(interval):
-                    renewed = await lease.renew()
-            except (TimeoutError, nats.errors.Error, OSError) as exc:
-                logger.warning("cluster: purgatory %s: lease renewal failed: %s", name, exc)
-                renewed = True  # unknown: validity decides below
-            if not renewed:
-                log.fence("another server acquired the lease")
-            elif not lease.valid():
-                log.fence("the lease expired before it could be renewed")
-            elif (target := placement.hand_over_to(name, owned_since)) is not None:
-                self._handover[name] = target
-                log.fence(f"handing over to {target.server_id} ({target.address}), placement")
-
-    async def _evict(self, name: str, lease: OwnerLease, log: ReplicatedLog) -> None:
+    async def _evict(
+        self, name: str, lease: OwnerLease, log: ReplicatedLog, holding: Holding
+    ) -> None:
         if self._stopping:
             return  # server shutdown: the registry closes the store, stop() releases
         log.fence("stopping")
-        target = self._handover.pop(name, None)
+        target = holding.hand_over_to
+        if holding.lapsed:  # the bucket was out of reach: acquire first once it is back
+            self._lapsed.add(name)
         if target is not None:  # a hand-over: its last append is acknowledged first
             await log.drain(self._lease_s)
         self._logs.pop(name, None)

@@ -83,6 +83,9 @@ def server_options(config: ServerConfig) -> list[tuple[str, Any]]:
         ("grpc.keepalive_time_ms", config.keepalive_time_ms),
         ("grpc.keepalive_timeout_ms", config.keepalive_timeout_ms),
         ("grpc.keepalive_permit_without_calls", 1),
+        # Clients ping every 2 s while a call is open (their keepalive, docs/clients.md
+        # "Failover"): min_client_ping_interval_ms (1 s by default) must stay below that,
+        # or they get GOAWAY "too_many_pings".
         ("grpc.http2.min_ping_interval_without_data_ms", config.min_client_ping_interval_ms),
         ("grpc.http2.max_ping_strikes", 2),
     ]

@@ -132,7 +132,7 @@ class ServerConfig:
     keepalive_time_ms: int = 60_000
     keepalive_timeout_ms: int = 20_000
     # Clients may ping at most this often; one pinging faster is sent GOAWAY.
-    min_client_ping_interval_ms: int = 10_000
+    min_client_ping_interval_ms: int = 1_000
     # Admission control (core/admission.py): while the event loop runs more than
     # shed_lag_ms late, batches of shed_batch_entries or more are RESOURCE_EXHAUSTED; 0: off.
     shed_lag_ms: int = 0

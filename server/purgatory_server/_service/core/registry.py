@@ -70,7 +70,8 @@ class Durability(Protocol):
 
 # Opens the durable store of a new purgatory; None keeps it in memory.
 JournalFactory = Callable[[PurgatorySettings], Durability | None]
-# (name, creating) -> None, or raises the routing error of a name served elsewhere.
+# (name, creating) -> None, or raises the routing error of a name served elsewhere (asked
+# on every lookup, so that an owner whose lease lapsed answers nothing, reads included).
 Router = Callable[[str, bool], None]
 
 
@@ -204,6 +205,8 @@ class PurgatoryRegistry:
             if self.router is not None:
                 self.router(name, False)
             raise NotFound(f"purgatory {quote(name)} not found", "purgatory", name)
+        if self.router is not None:
+            self.router(name, False)  # a replicated one: served only while its lease holds
         return purgatory
 
     def snapshot(self) -> list[NamedPurgatory]:

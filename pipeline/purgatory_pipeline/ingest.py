@@ -27,13 +27,15 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from purgatory_pipeline.errors import TablesNotFoundError
+from purgatory_pipeline.outputs import exists, write_text
+from purgatory_pipeline.records import spark_ddl
 from purgatory_pipeline.source import FORMAT
 
 log = logging.getLogger(__name__)
@@ -183,6 +185,32 @@ def operations_table(raw: DataFrame, events: DataFrame) -> DataFrame:
     )
 
 
+def table_schemas(spark: Any) -> dict[str, Any]:
+    """Each table's schema: the transforms applied to an empty journal (one definition).
+
+    Readers pass it to ``spark.read.schema(...)`` so a table that got no row (no signal in
+    a timer-only purgatory, a fresh journal with no record) reads as empty with its
+    columns instead of failing schema inference.
+    """
+    raw = spark.createDataFrame([], spark_ddl())
+    events = events_table(raw)
+    return {
+        "operations": operations_table(raw, events).schema,
+        "signals": signals_table(raw).schema,
+        "events": events.schema,
+    }
+
+
+def read_table(spark: Any, tables: str, name: str) -> DataFrame:
+    """One table ``ingest`` wrote under ``tables``, empty (with its schema) if it has no row."""
+    if not exists(spark, tables, name):
+        raise TablesNotFoundError(
+            f"{_out(tables, name)}: no such table (run purgatory-pipeline ingest --out {tables})"
+        )
+    table: DataFrame = spark.read.schema(table_schemas(spark)[name]).parquet(_out(tables, name))
+    return table
+
+
 def _write(df: DataFrame, path: str, order: str) -> None:
     (
         df.repartition(*PARTITION_COLUMNS)
@@ -229,10 +257,9 @@ def ingest(spark: Any, journals: list[str], out: str) -> IngestSummary:
         summary.rows = {
             "signals": summary.records.get("signal", 0),
             "events": summary.records.get("outcome", 0),
-            "operations": spark.read.parquet(_out(out, "operations")).count(),
+            "operations": read_table(spark, out, "operations").count(),
         }
     finally:
         raw.unpersist()
-    if "://" not in out:
-        Path(out, "_ingest.json").write_text(json.dumps(asdict(summary), indent=2) + "\n")
+    write_text(spark, out, "_ingest.json", json.dumps(asdict(summary), indent=2) + "\n")
     return summary

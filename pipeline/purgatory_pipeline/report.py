@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import json
 import logging
-from pathlib import Path
 from typing import Any
 
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from purgatory_pipeline.ingest import read_table
+from purgatory_pipeline.outputs import write_text
 from purgatory_pipeline.report_html import render_html
 
 log = logging.getLogger(__name__)
@@ -161,10 +162,9 @@ def _rows(df: DataFrame) -> list[dict[str, Any]]:
 
 
 def build_summaries(spark: Any, tables: str) -> dict[str, DataFrame]:
-    base = tables.rstrip("/")
-    operations = spark.read.parquet(base + "/operations")
-    events = spark.read.parquet(base + "/events")
-    signals = spark.read.parquet(base + "/signals")
+    operations = read_table(spark, tables, "operations")
+    events = read_table(spark, tables, "events")
+    signals = read_table(spark, tables, "signals")
     return {
         "states": state_counts(operations),
         "per_minute": per_minute(operations, events),
@@ -201,7 +201,9 @@ def summarise(summaries: dict[str, DataFrame], out: str) -> dict[str, Any]:
         log.info("report: computing %s", name)
         df.write.mode("overwrite").parquet(f"{out.rstrip('/')}/{name}")
     written = {
-        name: summaries[name].sparkSession.read.parquet(f"{out.rstrip('/')}/{name}")
+        name: summaries[name]
+        .sparkSession.read.schema(summaries[name].schema)
+        .parquet(f"{out.rstrip('/')}/{name}")
         for name in summaries
     }
     for row in _rows(written["states"]):
@@ -229,7 +231,6 @@ def summarise(summaries: dict[str, DataFrame], out: str) -> dict[str, Any]:
 def report(spark: Any, tables: str, out: str) -> dict[str, Any]:
     """Compute every summary from ``tables``; write Parquet, ``summary.json``, ``report.html``."""
     summary = summarise(build_summaries(spark, tables), out)
-    Path(out).mkdir(parents=True, exist_ok=True)
-    Path(out, "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
-    Path(out, "report.html").write_text(render_html(summary), encoding="utf-8")
+    write_text(spark, out, "summary.json", json.dumps(summary, indent=2, default=str) + "\n")
+    write_text(spark, out, "report.html", render_html(summary))
     return summary

@@ -17,7 +17,7 @@ from pyspark.sql import SparkSession
 
 from purgatory_pipeline.source import register
 
-__all__ = ["SESSION_CONF", "get_spark"]
+__all__ = ["SESSION_CONF", "get_spark", "quiet_task_failures"]
 
 SESSION_CONF: dict[str, str] = {
     "spark.sql.session.timeZone": "UTC",
@@ -44,3 +44,24 @@ def get_spark(master: str | None = None, app_name: str = "purgatory-pipeline", *
     spark = builder.getOrCreate()
     register(spark)
     return spark
+
+
+# Loggers that print a failed task's whole Python traceback and Java stack (once per task
+# attempt, then again when the job aborts). The same error reaches the driver as the job's
+# exception, which the CLI reports in one line when it is one of ours and re-raises whole
+# otherwise, so nothing is lost by silencing them on the console.
+TASK_FAILURE_LOGGERS = (
+    "org.apache.spark.executor.Executor",
+    "org.apache.spark.scheduler.TaskSetManager",
+    "org.apache.spark.storage.BlockManager",
+    "org.apache.spark.sql.execution.datasources.FileFormatWriter",
+    "org.apache.spark.sql.execution.datasources.v2.DataSourceV2Strategy",
+)
+
+
+def quiet_task_failures(spark: Any) -> None:
+    """Keep task-failure stacks off the console (see ``TASK_FAILURE_LOGGERS``)."""
+    jvm = spark.sparkContext._jvm
+    off = jvm.org.apache.logging.log4j.Level.toLevel("OFF")
+    for name in TASK_FAILURE_LOGGERS:
+        jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(name, off)

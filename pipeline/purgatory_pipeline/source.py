@@ -26,7 +26,7 @@ import pyarrow as pa
 from pyarrow import fs as pafs
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from purgatory_pipeline.errors import NotAJournalError
+from purgatory_pipeline.errors import NotAJournalError, UnsupportedLocationError
 from purgatory_pipeline.records import decode_segment, spark_ddl
 from purgatory_pipeline.segment import segment_base
 
@@ -46,7 +46,15 @@ class SegmentPartition(InputPartition):
 
 
 def _open(uri: str) -> tuple[pafs.FileSystem, str]:
-    filesystem, path = pafs.FileSystem.from_uri(uri if "://" in uri else _absolute(uri))
+    try:
+        filesystem, path = pafs.FileSystem.from_uri(uri if "://" in uri else _absolute(uri))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        scheme = uri.partition("://")[0]
+        raise UnsupportedLocationError(
+            f"{uri}: the journal reader cannot open {scheme}:// URIs ({exc}); it opens local "
+            "paths, file://, hdfs://, s3://, gs:// and abfs:// (pyarrow's file systems), so "
+            "give s3:// for s3a://, or copy the journal"
+        ) from None
     return filesystem, path
 
 

@@ -61,6 +61,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     watch.add_argument("--interval", type=float, default=10.0, help="seconds between updates")
     watch.add_argument("--for-seconds", type=float, help="stop after this long")
     watch.add_argument("--on-reset", choices=("fail", "restart"), default="fail")
+    watch.add_argument(
+        "--watermark",
+        default="10 minutes",
+        help="how late an outcome may complete and still count (bounds the state)",
+    )
     watch.add_argument("--starting", choices=("earliest", "latest"), default="earliest")
     return parser.parse_args(argv)
 
@@ -109,6 +114,7 @@ def run(args: argparse.Namespace) -> Any:
         interval_s=args.interval,
         for_seconds=args.for_seconds,
         options={"on_reset": args.on_reset, "starting": args.starting},
+        watermark=args.watermark,
     )
     return None
 

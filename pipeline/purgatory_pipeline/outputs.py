@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["exists", "location", "write_text"]
+__all__ = ["exists", "location", "publish_file", "write_text"]
 
 
 def _path(spark: Any, directory: str, name: str) -> tuple[Any, Any]:
@@ -43,3 +43,41 @@ def exists(spark: Any, directory: str, name: str) -> bool:
     """Whether ``directory/name`` exists, as Spark resolves it."""
     filesystem, path = _path(spark, directory, name)
     return bool(filesystem.exists(path))
+
+
+def publish_file(spark: Any, staging: str, directory: str, name: str) -> str:
+    """Move the one Parquet part file Spark wrote under ``staging`` to ``directory/name``.
+
+    The replacement is one rename onto the old file, atomic on a local or POSIX file
+    system: a reader sees the previous table or the new one, whole, never a directory
+    holding only ``_temporary``. Where the file system's rename refuses to replace (HDFS,
+    object stores), the old file is deleted first (a short window with no table).
+    Hadoop's local file system keeps a ``.NAME.crc`` beside each file and renames it in a
+    second step; both checksums are dropped first, so no reader pairs a file with the
+    other one's checksum.
+    """
+    jvm = spark.sparkContext._jvm
+    staged = jvm.org.apache.hadoop.fs.Path(staging)
+    filesystem = staged.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    parts = [
+        status.getPath()
+        for status in filesystem.listStatus(staged)
+        if status.getPath().getName().startswith("part-")
+        and status.getPath().getName().endswith(".parquet")
+    ]
+    if len(parts) != 1:
+        raise RuntimeError(f"{staging}: expected one Parquet part file, found {len(parts)}")
+    _, target = _path(spark, directory, name)
+    parent = target.getParent()
+    filesystem.mkdirs(parent)
+    for checksum in (
+        jvm.org.apache.hadoop.fs.Path(parts[0].getParent(), "." + parts[0].getName() + ".crc"),
+        jvm.org.apache.hadoop.fs.Path(parent, "." + name + ".crc"),
+    ):
+        filesystem.delete(checksum, False)
+    if not filesystem.rename(parts[0], target):
+        filesystem.delete(target, False)
+        if not filesystem.rename(parts[0], target):
+            raise RuntimeError(f"could not move {parts[0]} to {target}")
+    filesystem.delete(staged, True)
+    return location(spark, directory, name)

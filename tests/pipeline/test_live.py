@@ -140,7 +140,7 @@ def test_in_memory_restart_is_reported(spark: Any, tmp_path: Path) -> None:
 
 
 def test_watch_keeps_per_minute_aggregates(spark: Any, tmp_path: Path) -> None:
-    from purgatory_pipeline.watch import start_watch
+    from purgatory_pipeline.watch import read_aggregates, start_watch
 
     server = Server(tmp_path / "data", durable=False).start()
     out = tmp_path / "agg"
@@ -156,13 +156,22 @@ def test_watch_keeps_per_minute_aggregates(spark: Any, tmp_path: Path) -> None:
         )
         try:
             query.processAllAvailable()
+            # Published by one rename: the table file, and no Spark scratch left beside it.
+            assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == [
+                "aggregates.parquet"
+            ]
             _complete(server.target, "b", 3, 7)
             query.processAllAvailable()
+            progress = query.lastProgress
         finally:
             query.stop()
     finally:
         server.stop()
-    rows = spark.read.parquet(str(out)).collect()
+    # The state is bounded by a watermark on the completion time.
+    assert progress["eventTime"]["watermark"] > "2000"
+    assert progress["stateOperators"][0]["numShufflePartitions"] == 2
+    assert not list(out.glob("_staging*"))
+    rows = read_aggregates(spark, str(out)).collect()
     assert sum(r["outcomes"] for r in rows) == 7
     assert {r["state"] for r in rows} == {"COMPLETED"}
     assert max(r["last_sequence"] for r in rows) == 7

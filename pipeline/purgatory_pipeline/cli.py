@@ -48,6 +48,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="journal directory, segment file or data directory (local path or URI)",
     )
     ingest.add_argument("--out", required=True, help="directory of the tables")
+    ingest.add_argument(
+        "--full",
+        action="store_true",
+        help="decode every segment again (default: only those not ingested into --out yet)",
+    )
 
     report = sub.add_parser("report", help="tables -> Parquet/JSON summaries and HTML report")
     report.add_argument("--tables", required=True, help="what ingest wrote")
@@ -93,7 +98,7 @@ def run(args: argparse.Namespace) -> Any:
     if args.command == "ingest":
         from purgatory_pipeline.ingest import ingest  # noqa: PLC0415
 
-        summary = ingest(spark, args.journal, args.out)
+        summary = ingest(spark, args.journal, args.out, full=args.full)
         print(json.dumps(summary.__dict__, indent=2))  # noqa: T201 - the command's output
         return summary
     if args.command == "report":

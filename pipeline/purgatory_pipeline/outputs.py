@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["exists", "location", "publish_file", "write_text"]
+__all__ = ["exists", "location", "publish_file", "read_text", "write_text"]
 
 
 def _path(spark: Any, directory: str, name: str) -> tuple[Any, Any]:
@@ -81,3 +81,11 @@ def publish_file(spark: Any, staging: str, directory: str, name: str) -> str:
             raise RuntimeError(f"could not move {parts[0]} to {target}")
     filesystem.delete(staged, True)
     return location(spark, directory, name)
+
+
+def read_text(spark: Any, directory: str, name: str) -> str | None:
+    """The text of ``directory/name`` (through Spark's reader), or None if it does not exist."""
+    if not exists(spark, directory, name):
+        return None
+    row = spark.read.text(directory.rstrip("/") + "/" + name, wholetext=True).first()
+    return None if row is None else str(row[0])

@@ -23,6 +23,8 @@ SESSION_CONF: dict[str, str] = {
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.sources.partitionOverwriteMode": "dynamic",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
+    # The journal source applies kind/purgatory filters while decoding (pushFilters).
+    "spark.sql.python.filterPushdown.enabled": "true",
     # A Python worker (data source planning, the streaming source) imports pyarrow, protobuf
     # and grpc before it connects back; 15 s (the default) is too short on a loaded host.
     "spark.python.authenticate.socketTimeout": "120s",
@@ -56,6 +58,8 @@ TASK_FAILURE_LOGGERS = (
     "org.apache.spark.storage.BlockManager",
     "org.apache.spark.sql.execution.datasources.FileFormatWriter",
     "org.apache.spark.sql.execution.datasources.v2.DataSourceV2Strategy",
+    "org.apache.spark.util.Utils",  # "Aborting task" with the stack, when a write fails
+    "org.apache.hadoop.mapreduce.lib.output.FileOutputCommitter",  # its cleanup, after that
 )
 
 

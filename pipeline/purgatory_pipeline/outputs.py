@@ -84,8 +84,13 @@ def publish_file(spark: Any, staging: str, directory: str, name: str) -> str:
 
 
 def read_text(spark: Any, directory: str, name: str) -> str | None:
-    """The text of ``directory/name`` (through Spark's reader), or None if it does not exist."""
-    if not exists(spark, directory, name):
+    """The text of ``directory/name``, or None if it does not exist (small files only)."""
+    filesystem, path = _path(spark, directory, name)
+    if not filesystem.exists(path):
         return None
-    row = spark.read.text(directory.rstrip("/") + "/" + name, wholetext=True).first()
-    return None if row is None else str(row[0])
+    stream = filesystem.open(path)
+    try:
+        data = stream.readAllBytes()
+    finally:
+        stream.close()
+    return bytes(data).decode("utf-8")

@@ -1,10 +1,11 @@
-"""Incremental ingest: the sealed segments already decoded into ``<out>/_records``.
+"""Incremental ingest: the segments already decoded into ``<out>/_records``, by fingerprint.
 
-Why only sealed segments: a journal's last segment is still being appended to (and may end
-in a torn tail that a later run sees completed), so it is decoded on every run; a sealed
-segment never changes until compaction deletes it. Each one is recorded by location with
-its size and the CRC-32 of its last 64 KiB (the frames end there, so a rewritten file of the
-same size would almost surely differ); a segment whose fingerprint changed is decoded again.
+Each segment decoded is recorded by location with its size and the CRC-32 of its last
+64 KiB. A sealed segment never changes until compaction deletes it; the journal's last
+segment grows (or loses a torn tail when the server recovers), which changes its size or
+its tail, so it is decoded again, replacing its rows. A segment whose fingerprint is
+unchanged is not read again (one whose tail was rewritten to the same size and the same
+CRC would be missed: a 1 in 2^32 chance per rewrite; ``--full`` rules it out).
 
 After compaction: the deleted segments' rows stay in ``_records`` (they were journal
 records when ingested), and the new segments' carried copies are not counted as events
@@ -55,15 +56,12 @@ def save(spark: Any, out: str, segments: dict[str, Fingerprint]) -> None:
 def to_decode(
     parts: list[SegmentPartition], done: dict[str, Fingerprint]
 ) -> tuple[list[str], dict[str, Fingerprint]]:
-    """The segment URIs to decode now, and the sealed ones' fingerprints to record after."""
+    """The segment URIs to decode now, and every segment's fingerprint to record after."""
     todo: list[str] = []
-    sealed: dict[str, Fingerprint] = {}
+    marks: dict[str, Fingerprint] = {}
     for part in parts:
-        if part.is_last:
-            todo.append(part.uri)
-            continue
         mark = fingerprint(part.uri)
-        sealed[part.uri] = mark
+        marks[part.uri] = mark
         if done.get(part.uri) != mark:
             todo.append(part.uri)
-    return todo, sealed
+    return todo, marks

@@ -22,7 +22,7 @@ rows; partitions of other purgatories or dates are left alone.
 Steps: the segments not ingested yet are decoded once into ``<out>/_records`` (Parquet,
 one partition per segment; :mod:`purgatory_pipeline.checkpoint` says which), then the
 three tables are built from all of ``_records``. A re-run after the journal grew decodes
-only the new segments (and the still-growing last one).
+only the new segments and those that changed (the last one, which grows).
 
 Memory: nothing record-level reaches the driver; it collects only per-kind counts. No
 cached copy of the records: the tables read ``_records``; no step sorts a whole
@@ -64,6 +64,7 @@ class IngestSummary:
     torn_bytes: int = 0
     torn_segments: list[str] = field(default_factory=list)
     segments_decoded: int = 0
+    journals: list[str] = field(default_factory=list)
 
 
 def _date(column: str) -> Any:
@@ -253,15 +254,15 @@ def decode(spark: Any, journals: list[str], out: str, *, full: bool) -> int:
     """Decode the segments not yet in ``out/_records`` into it; returns how many were read.
 
     ``_records`` (the journal's rows, partitioned by segment) is what the tables are built
-    from: decoding is the costly step, done once per segment (the journal's last segment
-    on every run, as it still grows), instead of once per table from a cached copy.
+    from: decoding is the costly step, done once per segment (again only when the segment
+    changed: the journal's last one grows), instead of once per table from a cached copy.
     """
     if full:
         _drop(spark, _out(out, RECORDS))
         _drop(spark, _out(out, checkpoint.CHECKPOINT))
     parts = plan(journals)
     done = {} if full else checkpoint.load(spark, out)
-    todo, sealed = checkpoint.to_decode(parts, done)
+    todo, marks = checkpoint.to_decode(parts, done)
     _step(spark, f"ingest: decode {len(todo)} of {len(parts)} segments")
     raw = spark.read.format(FORMAT).option("paths", json.dumps(list(journals)))
     records = raw.option("only", json.dumps(todo)).load()
@@ -272,7 +273,7 @@ def decode(spark: Any, journals: list[str], out: str, *, full: bool) -> int:
         .partitionBy("segment_key")
         .parquet(_out(out, RECORDS))
     )
-    checkpoint.save(spark, out, {**done, **sealed})
+    checkpoint.save(spark, out, {**done, **marks})
     return len(todo)
 
 
@@ -297,7 +298,7 @@ def read_records(spark: Any, out: str) -> DataFrame:
 def ingest(spark: Any, journals: list[str], out: str, *, full: bool = False) -> IngestSummary:
     """Read ``journals`` and write the three tables under ``out``; return what was done.
 
-    Incremental by default: sealed segments already decoded into ``out`` (see
+    Incremental by default: segments already decoded into ``out``, unchanged since (see
     :mod:`purgatory_pipeline.checkpoint`) are not read again; the tables are rebuilt from
     all decoded records, so they equal what a full run writes. ``full`` starts afresh.
     """
@@ -305,7 +306,7 @@ def ingest(spark: Any, journals: list[str], out: str, *, full: bool = False) -> 
     raw = read_records(spark, out)
     torn = raw.filter(F.col("kind") == "torn_tail")
     records = raw.filter(F.col("kind") != "torn_tail")
-    summary = IngestSummary(segments_decoded=decoded)
+    summary = IngestSummary(segments_decoded=decoded, journals=list(journals))
     _step(spark, "ingest: count records by kind")
     for row in records.groupBy("kind").count().collect():
         summary.records[row["kind"]] = row["count"]

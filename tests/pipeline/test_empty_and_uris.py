@@ -165,7 +165,7 @@ def test_incremental_ingest_decodes_only_new_segments(
     shutil.copytree(journals["timers"], data)
     tables = tmp_path / "tables"
     first = ingest(spark, [str(data)], str(tables))
-    assert first.segments_decoded == 1  # the journal's only segment, still its head
+    assert first.segments_decoded == 1  # the journal's only segment
     # The server rolled over: a new head segment with one signal; the old one is sealed.
     journal = data / "d" / "journal"
     [old] = journal.glob("*.seg")
@@ -177,11 +177,15 @@ def test_incremental_ingest_decodes_only_new_segments(
         encode_header(base) + encode_frame(signal.SerializeToString())
     )
     second = ingest(spark, [str(data)], str(tables))
-    assert second.segments_decoded == 2  # the newly sealed one (never checkpointed) + head
+    assert second.segments_decoded == 1  # the new one; the old one did not change
+    with (journal / f"{base:020d}.seg").open("ab") as head:  # the head grows: decoded again
+        head.write(encode_frame(signal.SerializeToString()))
     third = ingest(spark, [str(data)], str(tables))
-    assert third.segments_decoded == 1  # the sealed segment is not decoded again
-    assert third.records == second.records == {**first.records, "signal": 1}
-    assert third.rows["signals"] == 1 and third.rows["operations"] == 3
+    assert third.segments_decoded == 1
+    assert ingest(spark, [str(data)], str(tables)).segments_decoded == 0
+    assert second.records == {**first.records, "signal": 1}
+    assert third.records == {**first.records, "signal": 2}
+    assert third.rows["signals"] == 2 and third.rows["operations"] == 3
     incremental = _table_rows(spark, tables)
     full = ingest(spark, [str(data)], str(tmp_path / "full"), full=True)
     assert full.segments_decoded == 2 and full.records == third.records

@@ -264,15 +264,16 @@ def decode(spark: Any, journals: list[str], out: str, *, full: bool) -> int:
     done = {} if full else checkpoint.load(spark, out)
     todo, marks = checkpoint.to_decode(parts, done)
     _step(spark, f"ingest: decode {len(todo)} of {len(parts)} segments")
-    raw = spark.read.format(FORMAT).option("paths", json.dumps(list(journals)))
-    records = raw.option("only", json.dumps(todo)).load()
-    keyed = records.withColumn("segment_key", _segment_key())
-    (
-        keyed.write.mode("overwrite")
-        .option("maxRecordsPerFile", MAX_RECORDS_PER_FILE)
-        .partitionBy("segment_key")
-        .parquet(_out(out, RECORDS))
-    )
+    if todo or not exists(spark, out, RECORDS):
+        raw = spark.read.format(FORMAT).option("paths", json.dumps(list(journals)))
+        records = raw.option("only", json.dumps(todo)).load()
+        keyed = records.withColumn("segment_key", _segment_key())
+        (
+            keyed.write.mode("overwrite")
+            .option("maxRecordsPerFile", MAX_RECORDS_PER_FILE)
+            .partitionBy("segment_key")
+            .parquet(_out(out, RECORDS))
+        )
     checkpoint.save(spark, out, {**done, **marks})
     return len(todo)
 

@@ -222,7 +222,8 @@ class JournalReader(DataSourceReader):
         return parts
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        assert isinstance(partition, SegmentPartition)
+        if not isinstance(partition, SegmentPartition):
+            return  # Spark's stand-in partition when planning found none (only=[])
         yield from read_partition(partition, self.wanted.get("kind"), self.wanted.get("purgatory"))
 
 

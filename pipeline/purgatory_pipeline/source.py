@@ -243,6 +243,8 @@ class JournalDataSource(DataSource):
 
 def register(spark: Any) -> None:
     """Make ``format("purgatory-journal")`` (and ``purgatory-subscribe``) known to ``spark``."""
+    # The reader implements pushFilters; with pushdown off, Spark refuses to read it at all.
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
     spark.dataSource.register(JournalDataSource)
     from purgatory_pipeline.live import SubscribeDataSource  # noqa: PLC0415 - needs grpc
 

@@ -6,27 +6,37 @@ Same run, same files, one after the other:
   (``purgatory_pipeline.records.decode_segment``: frame checks, protobuf parse, Arrow
   batches), no Spark: the single-process baseline.
 - ``scan local[N]``: ``spark.read.format("purgatory-journal")`` grouped by kind (decode only).
-- ``ingest local[N]``: the whole ``purgatory-pipeline ingest`` (decode, three tables, Parquet).
+- ``ingest local[N]``: the whole ``purgatory-pipeline ingest --full`` (decode into
+  ``_records``, three tables, Parquet) into a fresh directory.
+- ``incremental local[2]``: one segment is added to the journal (``append_segment``, the
+  average segment's number of records) and ``ingest`` runs again over ``ingest local[2]``'s
+  output, decoding only that segment; the added segment is removed afterwards.
+
+Spark runs with its default driver memory (1 GiB) unless ``--driver-memory`` says
+otherwise; each run's stderr is searched for ``OutOfMemoryError``.
 
 Each runs in a fresh subprocess; wall time is end to end (including the JVM start for
 Spark). Peak RSS is sampled from /proc every 0.2 s: ``driver`` is the Python driver plus
 its JVM (which in local mode also hosts the executor threads); ``workers`` is the sum of the
 Python worker processes Spark forks to decode.
 
-``python -m bench.pipeline_bench [--records 10000000] [--dir /tmp/pipeline-bench]``
+``python -m bench.pipeline_bench [--records 10000000] [--dir /tmp/pipeline-bench]
+[--segment-mb 64] [--only plain,scan1,scan2,ingest1,ingest2,incr2]``
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 
-from bench.pipeline_journal import write_journal
+from bench.pipeline_journal import append_segment, write_journal_sized
 
 PLAIN = """
 import sys, pathlib
@@ -42,7 +52,10 @@ print(n)
 SCAN = """
 import sys
 from purgatory_pipeline.session import get_spark
-spark = get_spark(sys.argv[2], **{"spark.ui.enabled": "false", "spark.driver.memory": "3g"})
+conf = {"spark.ui.enabled": "false"}
+if sys.argv[3]:
+    conf["spark.driver.memory"] = sys.argv[3]
+spark = get_spark(sys.argv[2], **conf)
 spark.sparkContext.setLogLevel("ERROR")
 rows = spark.read.format("purgatory-journal").load(sys.argv[1]).groupBy("kind").count().collect()
 print(sum(r["count"] for r in rows))
@@ -116,14 +129,21 @@ def measure(label: str, args: list[str], records: int) -> dict[str, object]:
     sampler.done.set()
     sampler.join()
     if proc.returncode != 0:
-        raise SystemExit(f"{label} failed:\n{err[-3000:]}")
+        causes = [ln for ln in err.splitlines() if "Error" in ln or "Exception" in ln]
+        raise SystemExit(f"{label} failed:\n" + "\n".join(causes[:20]))
+    try:
+        summary = json.loads(out)
+        shown = f"decoded {summary['segments_decoded']} segments"
+    except (ValueError, TypeError, KeyError):
+        shown = out.strip().splitlines()[-1][:80] if out.strip() else ""
     result = {
         "label": label,
         "wall_s": round(wall, 1),
         "records_per_s": round(records / wall),
         "driver_peak_mb": round(sampler.driver_kb / 1024),
         "workers_peak_mb": round(sampler.workers_kb / 1024),
-        "output": out.strip().splitlines()[-1][:80] if out.strip() else "",
+        "oom_lines": err.count("OutOfMemoryError"),
+        "output": shown,
     }
     print(result, flush=True)
     return result
@@ -133,39 +153,60 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--records", type=int, default=10_000_000)
     parser.add_argument("--dir", default="/tmp/pipeline-bench")
-    parser.add_argument("--only", default="plain,scan1,scan2,ingest1,ingest2")
+    parser.add_argument("--segment-mb", type=int, default=64)
+    parser.add_argument("--driver-memory", default="", help="spark.driver.memory (default 1g)")
+    parser.add_argument("--only", default="plain,scan1,scan2,ingest1,ingest2,incr2")
     args = parser.parse_args()
     base = Path(args.dir)
     journal = base / "data" / "bench" / "journal"
     if not any(journal.glob("*.seg")):
         t = time.perf_counter()
-        size = write_journal(journal, args.records)
+        size = write_journal_sized(journal, args.records, args.segment_mb << 20)
         print(
             f"generated {args.records} records ({size / 1e6:.0f} MB) in "
             f"{time.perf_counter() - t:.0f} s",
             flush=True,
         )
+    segments = sorted(journal.glob("*.seg"))
+    print(
+        f"journal: {len(segments)} segments, {sum(p.stat().st_size for p in segments) / 1e6:.0f} MB"
+    )
     py = sys.executable
-    runs = {
-        "plain": ("plain python, 1 process", [py, "-c", PLAIN, str(journal)]),
-        "scan1": ("spark scan local[1]", [py, "-c", SCAN, str(journal), "local[1]"]),
-        "scan2": ("spark scan local[2]", [py, "-c", SCAN, str(journal), "local[2]"]),
-    }
+    memory = ["--conf", f"spark.driver.memory={args.driver_memory}"] if args.driver_memory else []
+    runs = {"plain": ("plain python, 1 process", [py, "-c", PLAIN, str(journal)])}
     for n in (1, 2):
-        runs[f"ingest{n}"] = (
-            f"spark ingest local[{n}]",
-            [py, "-m", "purgatory_pipeline", "--master", f"local[{n}]",
-             "--conf", "spark.ui.enabled=false", "--conf", "spark.driver.memory=3g",
-             "--log-level", "WARNING", "ingest", "--journal", str(journal),
-             "--out", str(base / f"tables-{n}")],
-        )  # fmt: skip
-    results = [measure(*runs[key], args.records) for key in args.only.split(",")]
-    print("\n| run | wall s | records/s | driver peak RSS MB | worker peak RSS MB |")
-    print("| --- | ---: | ---: | ---: | ---: |")
+        scan = [py, "-c", SCAN, str(journal), f"local[{n}]", args.driver_memory]
+        runs[f"scan{n}"] = (f"spark scan local[{n}]", scan)
+
+    def ingest(n: int, *extra: str) -> list[str]:
+        out = str(base / f"tables-{n}")
+        return [py, "-m", "purgatory_pipeline", "--master", f"local[{n}]",
+                "--conf", "spark.ui.enabled=false", *memory, "--log-level", "WARNING",
+                "ingest", "--journal", str(journal), "--out", out, *extra]  # fmt: skip
+
+    for n in (1, 2):
+        runs[f"ingest{n}"] = (f"spark ingest --full local[{n}]", ingest(n, "--full"))
+    runs["incr2"] = ("spark ingest, one segment added, local[2]", ingest(2))
+    results = []
+    for key in args.only.split(","):
+        if key.startswith("ingest"):
+            shutil.rmtree(base / f"tables-{key[-1]}", ignore_errors=True)
+        added = None
+        if key == "incr2":
+            before = set(journal.glob("*.seg"))
+            append_segment(journal, args.records // len(segments))
+            [added] = set(journal.glob("*.seg")) - before
+        try:
+            results.append(measure(*runs[key], args.records))
+        finally:
+            if added is not None:
+                added.unlink()
+    print("\n| run | wall s | records/s | driver peak RSS MB | worker peak RSS MB | OOM lines |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
     for r in results:
         print(
             f"| {r['label']} | {r['wall_s']} | {r['records_per_s']:,} | "
-            f"{r['driver_peak_mb']} | {r['workers_peak_mb']} |"
+            f"{r['driver_peak_mb']} | {r['workers_peak_mb']} | {r['oom_lines']} |"
         )
 
 

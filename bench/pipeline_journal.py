@@ -108,15 +108,17 @@ def _records(n: int, purgatory: str, seed: int = 7):  # type: ignore[no-untyped-
         produced += 1
 
 
-def write_journal(directory: Path, n: int, purgatory: str = "bench") -> int:
-    """Write ``n`` records as segments of at most 64 MiB; return the bytes written."""
+def write_journal_sized(
+    directory: Path, n: int, segment_bytes: int, purgatory: str = "bench"
+) -> int:
+    """Write ``n`` records as segments of at most ``segment_bytes``; return the bytes written."""
     directory.mkdir(parents=True, exist_ok=True)
     total, base = 0, 0
     chunks: list[bytes] = []
     size = 24
     for index, record in enumerate(_records(n, purgatory)):
         frame = encode_frame(record.SerializeToString())
-        if size + len(frame) > SEGMENT_BYTES and chunks:
+        if size + len(frame) > segment_bytes and chunks:
             total += _flush(directory, base, chunks)
             base, chunks, size = index, [], 24
         chunks.append(frame)
@@ -124,6 +126,31 @@ def write_journal(directory: Path, n: int, purgatory: str = "bench") -> int:
     if chunks:
         total += _flush(directory, base, chunks)
     return total
+
+
+def append_segment(directory: Path, n: int, purgatory: str = "bench-added") -> int:
+    """Add one segment of ``n`` new records after the journal's last; return its bytes.
+
+    As the server does when it rolls over: the next base index, a new file. The records
+    belong to another purgatory, so their operation ids do not meet the existing ones.
+    """
+    last = max(directory.glob("*.seg"))
+    base = int(last.stem) + _count_frames(last.read_bytes())
+    frames = [encode_frame(r.SerializeToString()) for r in _records(n, purgatory, seed=11)]
+    return _flush(directory, base, frames)
+
+
+def _count_frames(data: bytes) -> int:
+    offset, count = 24, 0
+    while offset + 8 <= len(data):
+        offset += 8 + int.from_bytes(data[offset + 4 : offset + 8], "little")
+        count += 1
+    return count
+
+
+def write_journal(directory: Path, n: int, purgatory: str = "bench") -> int:
+    """Write ``n`` records as segments of at most ``SEGMENT_BYTES``; return the bytes written."""
+    return write_journal_sized(directory, n, SEGMENT_BYTES, purgatory)
 
 
 def _flush(directory: Path, base: int, chunks: list[bytes]) -> int:

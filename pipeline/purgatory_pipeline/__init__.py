@@ -21,6 +21,8 @@ from purgatory_pipeline.errors import (
     PipelineError,
     StreamError,
     StreamResetError,
+    TablesNotFoundError,
+    UnsupportedLocationError,
 )
 
 __all__ = [
@@ -31,6 +33,8 @@ __all__ = [
     "PipelineError",
     "StreamError",
     "StreamResetError",
+    "TablesNotFoundError",
+    "UnsupportedLocationError",
     "get_spark",
 ]
 

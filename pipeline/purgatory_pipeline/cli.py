@@ -16,11 +16,16 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from purgatory_pipeline import errors
 from purgatory_pipeline.errors import PipelineError
 
 __all__ = ["main"]
 
 log = logging.getLogger("purgatory_pipeline")
+
+# Our errors as Spark shows them when a worker (or the planner's Python process) raised
+# them: "purgatory_pipeline.errors.NAME: message" somewhere in the wrapped text.
+_MARKERS = tuple(name for name in errors.__all__ if name != "PipelineError")
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -43,6 +48,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="journal directory, segment file or data directory (local path or URI)",
     )
     ingest.add_argument("--out", required=True, help="directory of the tables")
+    ingest.add_argument(
+        "--full",
+        action="store_true",
+        help="decode every segment again (default: only those not ingested into --out yet)",
+    )
 
     report = sub.add_parser("report", help="tables -> Parquet/JSON summaries and HTML report")
     report.add_argument("--tables", required=True, help="what ingest wrote")
@@ -56,6 +66,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     watch.add_argument("--interval", type=float, default=10.0, help="seconds between updates")
     watch.add_argument("--for-seconds", type=float, help="stop after this long")
     watch.add_argument("--on-reset", choices=("fail", "restart"), default="fail")
+    watch.add_argument(
+        "--watermark",
+        default="10 minutes",
+        help="how late an outcome may complete and still count (bounds the state)",
+    )
     watch.add_argument("--starting", choices=("earliest", "latest"), default="earliest")
     return parser.parse_args(argv)
 
@@ -71,21 +86,27 @@ def _conf(pairs: list[str]) -> dict[str, str]:
 
 
 def run(args: argparse.Namespace) -> Any:
-    from purgatory_pipeline.session import get_spark  # noqa: PLC0415 - starts a JVM
+    from purgatory_pipeline.session import (  # noqa: PLC0415 - starts a JVM
+        get_spark,
+        quiet_task_failures,
+    )
 
     spark = get_spark(args.master, **_conf(args.conf))
     spark.sparkContext.setLogLevel("WARN")
+    if args.log_level.upper() != "DEBUG":
+        quiet_task_failures(spark)
     if args.command == "ingest":
         from purgatory_pipeline.ingest import ingest  # noqa: PLC0415
 
-        summary = ingest(spark, args.journal, args.out)
+        summary = ingest(spark, args.journal, args.out, full=args.full)
         print(json.dumps(summary.__dict__, indent=2))  # noqa: T201 - the command's output
         return summary
     if args.command == "report":
+        from purgatory_pipeline.outputs import location  # noqa: PLC0415
         from purgatory_pipeline.report import report  # noqa: PLC0415
 
         report(spark, args.tables, args.out)
-        print(f"report written to {args.out}/report.html")  # noqa: T201
+        print(f"report written to {location(spark, args.out, 'report.html')}")  # noqa: T201
         return None
     from purgatory_pipeline.watch import watch  # noqa: PLC0415
 
@@ -98,6 +119,7 @@ def run(args: argparse.Namespace) -> Any:
         interval_s=args.interval,
         for_seconds=args.for_seconds,
         options={"on_reset": args.on_reset, "starting": args.starting},
+        watermark=args.watermark,
     )
     return None
 
@@ -115,13 +137,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         # Spark wraps errors raised in workers; show ours as one line when it is one.
         message = str(exc)
-        for marker in (
-            "NotAJournalError",
-            "NewerFormatError",
-            "JournalCorruptionError",
-            "StreamResetError",
-            "StreamError",
-        ):
+        for marker in _MARKERS:
             if marker in message:
                 line = next(
                     (ln for ln in message.splitlines() if marker + ":" in ln), message[:300]

@@ -7,6 +7,8 @@ Tree::
     │   ├── NotAJournalError    a path with no segments, or a file that is not a segment
     │   ├── NewerFormatError    a segment written by a newer format version
     │   └── JournalCorruptionError  damage that recovery would refuse too (names file + offset)
+    ├── UnsupportedLocationError  a URI whose scheme the journal reader cannot open
+    ├── TablesNotFoundError   report's --tables holds no ingested table
     └── StreamError             the live source could not continue
         └── StreamResetError    the server's stream incarnation changed (in-memory restart)
 """
@@ -21,6 +23,8 @@ __all__ = [
     "PipelineError",
     "StreamError",
     "StreamResetError",
+    "TablesNotFoundError",
+    "UnsupportedLocationError",
 ]
 
 
@@ -48,6 +52,19 @@ class JournalCorruptionError(JournalFormatError):
         self.path = path
         self.offset = offset
         self.reason = reason
+
+
+class UnsupportedLocationError(PipelineError):
+    """A journal URI whose scheme no file system of the reader opens (e.g. Hadoop's ``s3a://``).
+
+    The journal reader runs in Python workers and opens files through ``pyarrow.fs``
+    (local paths, ``file://``, ``hdfs://``, ``s3://``, ``gs://``, ``abfs://``); Spark's
+    writers use Hadoop's file systems, whose scheme names differ for some stores.
+    """
+
+
+class TablesNotFoundError(PipelineError):
+    """``report --tables`` points where ``ingest`` wrote nothing."""
 
 
 class StreamError(PipelineError):

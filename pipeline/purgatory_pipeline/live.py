@@ -8,8 +8,9 @@ offsets, so a restarted query resumes after the last committed sequence: nothing
 nothing repeated.
 
 - A durable purgatory keeps its incarnation and sequence across a server restart, so the
-  query simply goes on (while the server is down, planning retries for up to
-  ``connect_timeout_s``).
+  query simply goes on: while the server is down, planning and reading both retry for up
+  to ``connect_timeout_s``; a read cut off mid-batch resumes after the last sequence it
+  yielded.
 - An in-memory purgatory gets a new incarnation when it is re-created and its sequence
   restarts at 1. Resuming by sequence alone would silently skip or mix events, so the
   change is reported: with ``on_reset=fail`` (default) the query stops with
@@ -160,31 +161,58 @@ def _row(event: Any, incarnation: str) -> tuple[Any, ...]:
 
 
 def read_range(part: SequenceRange) -> Iterator[tuple[Any, ...]]:
-    """The events ``(after, until]``, in order, each exactly once (worker side)."""
+    """The events ``(after, until]``, in order, each exactly once (worker side).
+
+    A server that goes away mid-read (a restart: ``UNAVAILABLE``, or the stream ending
+    before ``until``) is waited for as planning waits, for up to ``connect_timeout_s``
+    without progress, and the read resumes after the last sequence already yielded: the
+    durable purgatory kept its incarnation and sequence, so nothing is lost or repeated.
+    """
     settings = part.settings
-    request = pb.SubscribeRequest(
-        purgatory=settings.purgatory, after_sequence=part.after, incarnation=part.incarnation
-    )
-    channel, stub = _stub(settings)
-    call = stub.Subscribe(request, timeout=settings.read_timeout_s, metadata=settings.metadata())
     expected = part.after + 1
-    try:
-        for event in call:
-            if event.sequence != expected:
-                raise StreamError(
-                    f"purgatory {settings.purgatory!r}: expected sequence {expected}, "
-                    f"got {event.sequence}"
-                )
-            yield _row(event, part.incarnation)
-            if expected >= part.until:
-                return
-            expected += 1
-        raise StreamError(f"Subscribe ended before sequence {part.until}")
-    except grpc.RpcError as exc:
-        raise _stream_error(settings, part.incarnation, exc) from None
-    finally:
-        call.cancel()
-        channel.close()
+    give_up: float | None = None
+    delay = 0.1
+    while True:
+        request = pb.SubscribeRequest(
+            purgatory=settings.purgatory,
+            after_sequence=expected - 1,
+            incarnation=part.incarnation,
+        )
+        channel, stub = _stub(settings)
+        call = stub.Subscribe(
+            request, timeout=settings.read_timeout_s, metadata=settings.metadata()
+        )
+        why = "the stream ended"
+        try:
+            for event in call:
+                if event.sequence != expected:
+                    raise StreamError(
+                        f"purgatory {settings.purgatory!r}: expected sequence {expected}, "
+                        f"got {event.sequence}"
+                    )
+                yield _row(event, part.incarnation)
+                give_up, delay = None, 0.1  # progress: a later outage gets the full wait
+                if expected >= part.until:
+                    return
+                expected += 1
+        except grpc.RpcError as exc:
+            if exc.code() not in _RETRYABLE:
+                raise _stream_error(settings, part.incarnation, exc) from None
+            why = f"{exc.code().name}: {exc.details()}"
+        finally:
+            call.cancel()
+            channel.close()
+        now = time.monotonic()
+        give_up = now + settings.connect_timeout_s if give_up is None else give_up
+        if now + delay > give_up:
+            raise StreamError(
+                f"{settings.target}: Subscribe stopped after sequence {expected - 1} of "
+                f"{part.until} and the server did not come back within "
+                f"{settings.connect_timeout_s:g} s ({why})"
+            )
+        log.info("Subscribe interrupted after sequence %d (%s); resuming", expected - 1, why)
+        time.sleep(delay)
+        delay = min(delay * 2, 2.0)
 
 
 def _stream_error(settings: Settings, incarnation: str, exc: Any) -> Exception:

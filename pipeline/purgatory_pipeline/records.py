@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from typing import Any, Final
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from google.protobuf.message import DecodeError
 from purgatory_proto.v1 import journal_pb2, purgatory_pb2
 
@@ -320,6 +321,21 @@ class _Batcher:
         return pa.RecordBatch.from_arrays(arrays, schema=SCHEMA)
 
 
+# A JournalRecord is one oneof: its first byte is the tag of the kind's field (numbers 1-15
+# fit one byte), so a reader that wants some kinds only can skip the others unparsed.
+_FIELD_KINDS: Final = {
+    field.number: field.name
+    for field in journal_pb2.JournalRecord.DESCRIPTOR.oneofs_by_name["record"].fields
+    if field.number < 16
+}
+
+
+def _may_be(field_number: int, kinds: frozenset[str]) -> bool:
+    """Whether a record whose first tag has ``field_number`` can be one of ``kinds``."""
+    known = _FIELD_KINDS.get(field_number)
+    return known in kinds if known is not None else "unknown" in kinds
+
+
 def decode_segment(
     journal: str,
     path: str,
@@ -328,18 +344,41 @@ def decode_segment(
     is_last: bool,
     next_base: int | None = None,
     batch_rows: int = BATCH_ROWS,
+    kinds: frozenset[str] | None = None,
+    purgatories: frozenset[str] | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """Arrow batches of one segment's records, plus a ``torn_tail`` row if one was skipped."""
+    """Arrow batches of one segment's records, plus a ``torn_tail`` row if one was skipped.
+
+    ``kinds`` and ``purgatories`` (the data source's pushed filters) keep only those rows;
+    records of other kinds are framed and CRC-checked but not parsed.
+    """
     reader = SegmentReader(path, data, is_last=is_last, next_base=next_base)
     batcher = _Batcher(journal, path.rsplit("/", 1)[-1], batch_rows)
     for index, offset, payload in reader:
+        if kinds is not None and not _may_be(payload[0] >> 3, kinds):
+            continue
         try:
             kind, values = decode_record(payload)
         except DecodeError:
             raise reader.unparsable(index, offset) from None
+        if kinds is not None and kind not in kinds:
+            continue
         if batcher.add(kind, index, offset, values):
-            yield from batcher.batches()
-    if reader.torn is not None:
+            yield from _only(batcher.batches(), purgatories)
+    if reader.torn is not None and (kinds is None or "torn_tail" in kinds):
         torn = reader.torn
         batcher.add("torn_tail", None, torn.offset, (torn.dropped_bytes, torn.reason))
-    yield from batcher.batches()
+    yield from _only(batcher.batches(), purgatories)
+
+
+def _only(
+    batches: Iterator[pa.RecordBatch], purgatories: frozenset[str] | None
+) -> Iterator[pa.RecordBatch]:
+    if purgatories is None:
+        yield from batches
+        return
+    wanted = pa.array(sorted(purgatories), type=pa.string())
+    for batch in batches:
+        kept = batch.filter(pc.is_in(batch.column("purgatory"), value_set=wanted))
+        if kept.num_rows:
+            yield kept

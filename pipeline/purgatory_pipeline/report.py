@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import json
 import logging
-from pathlib import Path
 from typing import Any
 
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from purgatory_pipeline.report_html import render_html
+from purgatory_pipeline.ingest import read_table
+from purgatory_pipeline.outputs import read_text, write_text
+from purgatory_pipeline.report_html import LATE_RELEASE_MS, render_html
 
 log = logging.getLogger(__name__)
 
@@ -161,18 +162,24 @@ def _rows(df: DataFrame) -> list[dict[str, Any]]:
 
 
 def build_summaries(spark: Any, tables: str) -> dict[str, DataFrame]:
-    base = tables.rstrip("/")
-    operations = spark.read.parquet(base + "/operations")
-    events = spark.read.parquet(base + "/events")
-    signals = spark.read.parquet(base + "/signals")
+    operations = read_table(spark, tables, "operations")
+    events = read_table(spark, tables, "events")
+    signals = read_table(spark, tables, "signals")
+    expired = operations.filter(F.col("state") == "EXPIRED")
     return {
         "states": state_counts(operations),
         "per_minute": per_minute(operations, events),
         "wait": percentiles(
             operations.filter(F.col("state") == "COMPLETED"), "wait_ms", WAIT_QUANTILES
         ),
-        "lateness": percentiles(
-            operations.filter(F.col("state") == "EXPIRED"), "lateness_ms", LATENESS_QUANTILES
+        "lateness": percentiles(expired, "lateness_ms", LATENESS_QUANTILES),
+        "timer_precision": percentiles(
+            expired.filter(F.col("lateness_ms") <= LATE_RELEASE_MS),
+            "lateness_ms",
+            LATENESS_QUANTILES,
+        ),
+        "late_releases": percentiles(
+            expired.filter(F.col("lateness_ms") > LATE_RELEASE_MS), "lateness_ms", WAIT_QUANTILES
         ),
         "top_keys": top_keys(operations, signals),
         "ack_latency": ack_latency(operations, signals),
@@ -201,7 +208,9 @@ def summarise(summaries: dict[str, DataFrame], out: str) -> dict[str, Any]:
         log.info("report: computing %s", name)
         df.write.mode("overwrite").parquet(f"{out.rstrip('/')}/{name}")
     written = {
-        name: summaries[name].sparkSession.read.parquet(f"{out.rstrip('/')}/{name}")
+        name: summaries[name]
+        .sparkSession.read.schema(summaries[name].schema)
+        .parquet(f"{out.rstrip('/')}/{name}")
         for name in summaries
     }
     for row in _rows(written["states"]):
@@ -210,14 +219,24 @@ def summarise(summaries: dict[str, DataFrame], out: str) -> dict[str, Any]:
         slot(row.pop("purgatory"))["wait_ms"] = row
     for row in _rows(written["lateness"]):
         slot(row.pop("purgatory"))["lateness_ms"] = row
+    for name in ("timer_precision", "late_releases"):
+        for row in _rows(written[name]):
+            slot(row.pop("purgatory"))[f"{name}_ms"] = row
     for row in _rows(written["top_keys"].orderBy("purgatory", "metric", "rank")):
         metric = slot(row["purgatory"])["top_keys"].setdefault(row["metric"], [])
         metric.append({"key": row["key"], "count": row["count"]})
     for row in _rows(written["ack_latency"].orderBy("purgatory", "source")):
         slot(row.pop("purgatory"))["ack_latency_ms"].append(row)
     minutes = written["per_minute"]
-    for row in _rows(minutes.groupBy("purgatory").count()):
-        slot(row["purgatory"])["minutes"] = row["count"]
+    span = minutes.groupBy("purgatory").agg(
+        F.count(F.lit(1)).alias("count"),
+        F.min("minute").alias("first"),
+        F.max("minute").alias("last"),
+    )
+    for row in _rows(span):
+        info = slot(row["purgatory"])
+        info["minutes"] = row["count"]
+        info["first_minute"], info["last_minute"] = row["first"], row["last"]
     recent = minutes.withColumn(
         "r", F.row_number().over(Window.partitionBy("purgatory").orderBy(F.desc("minute")))
     ).filter(F.col("r") <= CHART_MINUTES)
@@ -229,7 +248,8 @@ def summarise(summaries: dict[str, DataFrame], out: str) -> dict[str, Any]:
 def report(spark: Any, tables: str, out: str) -> dict[str, Any]:
     """Compute every summary from ``tables``; write Parquet, ``summary.json``, ``report.html``."""
     summary = summarise(build_summaries(spark, tables), out)
-    Path(out).mkdir(parents=True, exist_ok=True)
-    Path(out, "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
-    Path(out, "report.html").write_text(render_html(summary), encoding="utf-8")
+    ingested = read_text(spark, tables, "_ingest.json")
+    summary["ingest"] = json.loads(ingested) if ingested else None
+    write_text(spark, out, "summary.json", json.dumps(summary, indent=2, default=str) + "\n")
+    write_text(spark, out, "report.html", render_html(summary))
     return summary

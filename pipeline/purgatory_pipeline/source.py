@@ -24,9 +24,16 @@ from typing import Any
 
 import pyarrow as pa
 from pyarrow import fs as pafs
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    EqualTo,
+    Filter,
+    In,
+    InputPartition,
+)
 
-from purgatory_pipeline.errors import NotAJournalError
+from purgatory_pipeline.errors import NotAJournalError, UnsupportedLocationError
 from purgatory_pipeline.records import decode_segment, spark_ddl
 from purgatory_pipeline.segment import segment_base
 
@@ -45,8 +52,16 @@ class SegmentPartition(InputPartition):
     next_base: int | None
 
 
-def _open(uri: str) -> tuple[pafs.FileSystem, str]:
-    filesystem, path = pafs.FileSystem.from_uri(uri if "://" in uri else _absolute(uri))
+def open_uri(uri: str) -> tuple[pafs.FileSystem, str]:
+    try:
+        filesystem, path = pafs.FileSystem.from_uri(uri if "://" in uri else _absolute(uri))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        scheme = uri.partition("://")[0]
+        raise UnsupportedLocationError(
+            f"{uri}: the journal reader cannot open {scheme}:// URIs ({exc}); it opens local "
+            "paths, file://, hdfs://, s3://, gs:// and abfs:// (pyarrow's file systems), so "
+            "give s3:// for s3a://, or copy the journal"
+        ) from None
     return filesystem, path
 
 
@@ -87,7 +102,7 @@ def plan(paths: Sequence[str]) -> list[SegmentPartition]:
     parts: list[SegmentPartition] = []
     for given in paths:
         uri = given if "://" in given else _absolute(given)
-        filesystem, path = _open(uri)
+        filesystem, path = open_uri(uri)
         info = filesystem.get_file_info(path)
         if info.type == pafs.FileType.NotFound:
             raise NotAJournalError(f"{given}: no such file or directory")
@@ -126,9 +141,13 @@ def _data_dir_journals(filesystem: pafs.FileSystem, uri: str, path: str) -> list
     return parts
 
 
-def read_partition(part: SegmentPartition) -> Iterator[pa.RecordBatch]:
-    """Decode one segment (worker side)."""
-    filesystem, path = _open(part.uri)
+def read_partition(
+    part: SegmentPartition,
+    kinds: frozenset[str] | None = None,
+    purgatories: frozenset[str] | None = None,
+) -> Iterator[pa.RecordBatch]:
+    """Decode one segment (worker side), keeping only ``kinds`` / ``purgatories`` if given."""
+    filesystem, path = open_uri(part.uri)
     try:
         with filesystem.open_input_file(path) as handle:
             data = handle.readall()
@@ -136,7 +155,13 @@ def read_partition(part: SegmentPartition) -> Iterator[pa.RecordBatch]:
         log.warning("segment %s disappeared before it was read (compaction); skipped", part.uri)
         return
     yield from decode_segment(
-        part.journal, part.uri, data, is_last=part.is_last, next_base=part.next_base
+        part.journal,
+        part.uri,
+        data,
+        is_last=part.is_last,
+        next_base=part.next_base,
+        kinds=kinds,
+        purgatories=purgatories,
     )
 
 
@@ -150,16 +175,56 @@ def _paths(options: dict[str, str]) -> list[str]:
     return out
 
 
+_PUSHABLE = ("kind", "purgatory")
+
+
+def _pushed(item: Filter) -> tuple[str, frozenset[str]] | None:
+    """``(column, values)`` of an equality or IN filter on kind/purgatory, else None."""
+    if isinstance(item, EqualTo) and isinstance(item.value, str):
+        attribute, values = item.attribute, (item.value,)
+    elif isinstance(item, In) and all(isinstance(v, str) for v in item.value):
+        attribute, values = item.attribute, tuple(item.value)
+    else:
+        return None
+    if len(attribute) != 1 or attribute[0] not in _PUSHABLE:
+        return None
+    return attribute[0], frozenset(values)
+
+
 class JournalReader(DataSourceReader):
+    """Plans one partition per segment; ``kind``/``purgatory`` equality and IN filters are
+    applied while decoding (a record of an unwanted kind is not even parsed).
+
+    Option ``only`` (a JSON list of segment URIs): read just those segments of the planned
+    journals, each still knowing its journal's shape (last segment, next base index);
+    incremental ingest uses it to skip segments it has already ingested.
+    """
+
     def __init__(self, options: dict[str, str]) -> None:
         self.paths = _paths(options)
+        self.only = json.loads(options["only"]) if options.get("only") else None
+        self.wanted: dict[str, frozenset[str]] = {}
+
+    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
+        for item in filters:
+            pushed = _pushed(item)
+            if pushed is None:
+                yield item
+                continue
+            column, values = pushed
+            self.wanted[column] = self.wanted.get(column, values) & values
 
     def partitions(self) -> Sequence[InputPartition]:
-        return plan(self.paths)
+        parts = plan(self.paths)
+        if self.only is not None:
+            keep = set(self.only)
+            parts = [part for part in parts if part.uri in keep]
+        return parts
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        assert isinstance(partition, SegmentPartition)
-        yield from read_partition(partition)
+        if not isinstance(partition, SegmentPartition):
+            return  # Spark's stand-in partition when planning found none (only=[])
+        yield from read_partition(partition, self.wanted.get("kind"), self.wanted.get("purgatory"))
 
 
 class JournalDataSource(DataSource):
@@ -178,6 +243,8 @@ class JournalDataSource(DataSource):
 
 def register(spark: Any) -> None:
     """Make ``format("purgatory-journal")`` (and ``purgatory-subscribe``) known to ``spark``."""
+    # The reader implements pushFilters; with pushdown off, Spark refuses to read it at all.
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
     spark.dataSource.register(JournalDataSource)
     from purgatory_pipeline.live import SubscribeDataSource  # noqa: PLC0415 - needs grpc
 

@@ -1,11 +1,27 @@
 """``purgatory-pipeline watch``: per-minute aggregates of a live purgatory, kept up to date.
 
 A Structured Streaming query over :mod:`purgatory_pipeline.live`: outcomes grouped by
-completion minute (UTC) and state, with the count and wait-time p50/p99/max. Each
-micro-batch rewrites the aggregate table (``complete`` output mode), so the Parquet under
-``--out`` (or the console) always holds the current numbers. Offsets and the aggregation
-state live in ``--checkpoint``: a restarted ``watch`` resumes after the last sequence it
-processed, neither losing nor counting an outcome twice.
+completion minute (UTC) and state, with the count and wait-time p50/p99/max.
+
+- **Bounded state**: the minute is an event-time window under a watermark (``watermark``,
+  default 10 minutes behind the latest completion seen), so the state of a minute is
+  dropped once no outcome can still fall into it. An outcome completed more than the
+  watermark before the newest one already read is left out of the aggregates (Spark's
+  rule for late data); outcomes arrive in sequence order, which is completion order, so
+  only a clock step on the server makes one that late.
+- **Output** (``update`` mode): each micro-batch carries the new values of the minutes it
+  changed; they replace those rows of ``--out``'s table, which is rewritten into
+  ``--out/_staging-BATCH`` and then moved onto ``--out/aggregates.parquet`` in one rename
+  (:func:`purgatory_pipeline.outputs.publish_file`): a reader sees the previous table or
+  the new one, never an empty or half-written directory. Without ``--out`` the changed
+  rows are printed.
+- **Interval**: the aggregation's state lives in ``state_partitions`` (default 2) state
+  stores, not ``spark.sql.shuffle.partitions`` (200 by default), whose per-store cost each
+  micro-batch pays and which made a batch take longer than a 5 s interval.
+
+Offsets and state live in ``--checkpoint``: a restarted ``watch`` resumes after the last
+sequence it processed, neither losing nor counting an outcome twice (the merge by
+``(purgatory, minute, state)`` makes a re-run batch harmless).
 """
 
 from __future__ import annotations
@@ -18,8 +34,13 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from purgatory_pipeline.live import FORMAT
+from purgatory_pipeline.outputs import exists, publish_file
 
 log = logging.getLogger(__name__)
+
+WATERMARK = "10 minutes"
+TABLE_FILE = "aggregates.parquet"
+KEY = ("purgatory", "minute", "state")
 
 
 def live_events(spark: Any, target: str, purgatory: str, **options: str) -> DataFrame:
@@ -31,10 +52,11 @@ def live_events(spark: Any, target: str, purgatory: str, **options: str) -> Data
     return events
 
 
-def per_minute_live(events: DataFrame) -> DataFrame:
-    minute = F.date_trunc("minute", F.timestamp_millis(F.col("complete_time_ms")))
+def per_minute_live(events: DataFrame, watermark: str = WATERMARK) -> DataFrame:
+    completed = events.withColumn("completed_at", F.timestamp_millis(F.col("complete_time_ms")))
     return (
-        events.groupBy("purgatory", minute.alias("minute"), "state")
+        completed.withWatermark("completed_at", watermark)
+        .groupBy("purgatory", F.window("completed_at", "1 minute").alias("w"), "state")
         .agg(
             F.count(F.lit(1)).alias("outcomes"),
             F.percentile_approx("wait_ms", F.array(F.lit(0.5), F.lit(0.99)), 10000).alias("wait_q"),
@@ -43,7 +65,7 @@ def per_minute_live(events: DataFrame) -> DataFrame:
         )
         .select(
             "purgatory",
-            "minute",
+            F.col("w.start").alias("minute"),
             "state",
             "outcomes",
             F.col("wait_q")[0].alias("wait_p50_ms"),
@@ -52,6 +74,32 @@ def per_minute_live(events: DataFrame) -> DataFrame:
             "last_sequence",
         )
     )
+
+
+def read_aggregates(spark: Any, out: str) -> DataFrame:
+    """What ``watch --out OUT`` published last."""
+    table: DataFrame = spark.read.parquet(out.rstrip("/") + "/" + TABLE_FILE)
+    return table
+
+
+def merge_batch(out: str) -> Any:
+    """The ``foreachBatch`` function: the batch's rows replace theirs in ``out``'s table."""
+
+    def write_batch(batch: DataFrame, batch_id: int) -> None:
+        spark = batch.sparkSession
+        published = exists(spark, out, TABLE_FILE)
+        if published and batch.isEmpty():
+            return
+        merged = batch
+        if published:
+            current = spark.read.schema(batch.schema).parquet(out.rstrip("/") + "/" + TABLE_FILE)
+            merged = current.join(batch.select(*KEY), list(KEY), "left_anti").unionByName(batch)
+        staging = f"{out.rstrip('/')}/_staging-{batch_id}"
+        merged.orderBy(*KEY).coalesce(1).write.mode("overwrite").parquet(staging)
+        publish_file(spark, staging, out, TABLE_FILE)
+        log.info("watch: batch %d published to %s/%s", batch_id, out, TABLE_FILE)
+
+    return write_batch
 
 
 def start_watch(
@@ -63,20 +111,28 @@ def start_watch(
     checkpoint: str,
     interval_s: float = 10.0,
     options: dict[str, str] | None = None,
+    watermark: str = WATERMARK,
+    state_partitions: int = 2,
 ) -> Any:
     """Start the query; returns the ``StreamingQuery`` (the caller stops it)."""
-    aggregates = per_minute_live(live_events(spark, target, purgatory, **(options or {})))
-    writer = aggregates.writeStream.outputMode("complete").option("checkpointLocation", checkpoint)
+    aggregates = per_minute_live(
+        live_events(spark, target, purgatory, **(options or {})), watermark
+    )
+    writer = aggregates.writeStream.outputMode("update").option("checkpointLocation", checkpoint)
     writer = writer.trigger(processingTime=f"{interval_s} seconds")
+    writer = writer.queryName(f"purgatory-watch-{purgatory}")
     if out is None:
-        return writer.format("console").option("truncate", "false").start()
-
-    def write_batch(batch: DataFrame, batch_id: int) -> None:
-        ordered = batch.orderBy("purgatory", "minute", "state").coalesce(1)
-        ordered.write.mode("overwrite").parquet(out)
-        log.info("watch: batch %d written to %s", batch_id, out)
-
-    return writer.foreachBatch(write_batch).start()
+        writer = writer.format("console").option("truncate", "false")
+    else:
+        writer = writer.foreachBatch(merge_batch(out))
+    # The query takes the session's settings when it starts (a restart from a checkpoint
+    # keeps the partition count the checkpoint was made with).
+    previous = spark.conf.get("spark.sql.shuffle.partitions")
+    spark.conf.set("spark.sql.shuffle.partitions", str(state_partitions))
+    try:
+        return writer.start()
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", previous)
 
 
 def watch(
@@ -89,6 +145,7 @@ def watch(
     interval_s: float = 10.0,
     for_seconds: float | None = None,
     options: dict[str, str] | None = None,
+    watermark: str = WATERMARK,
 ) -> None:
     """Run until stopped (Ctrl-C), or for ``for_seconds``."""
     query = start_watch(
@@ -99,11 +156,23 @@ def watch(
         checkpoint=checkpoint,
         interval_s=interval_s,
         options=options,
+        watermark=watermark,
     )
     deadline = None if for_seconds is None else time.monotonic() + for_seconds
+    warned = -1
     try:
         while query.isActive and (deadline is None or time.monotonic() < deadline):
             query.awaitTermination(1)
+            progress = query.lastProgress or {}
+            took = progress.get("durationMs", {}).get("triggerExecution", 0)
+            if took > interval_s * 1000 and progress.get("batchId", -1) > warned:
+                warned = progress["batchId"]
+                log.warning(
+                    "watch: batch %d took %d ms, longer than --interval %g s",
+                    warned,
+                    took,
+                    interval_s,
+                )
     except KeyboardInterrupt:
         log.info("watch: stopping")
     finally:

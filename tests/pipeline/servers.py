@@ -89,6 +89,13 @@ class Server:
                 self.proc.wait(10)
         self.proc = None
 
+    def kill(self) -> None:
+        """SIGKILL, as a crash would (the durable journal was fsynced per write)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+        self.proc = None
+
     def restart(self) -> None:
         self.stop()
         self.start()

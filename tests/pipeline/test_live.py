@@ -84,6 +84,29 @@ def test_durable_restart_loses_and_repeats_nothing(spark: Any, tmp_path: Path) -
     assert rows.filter("state = 'COMPLETED'").count() == 12
 
 
+def test_a_read_cut_off_by_a_server_kill_resumes_where_it_stopped(tmp_path: Path) -> None:
+    # The worker side of a micro-batch, driven by hand so the kill lands mid-read: the batch
+    # (0, 9] is read while only 1..5 exist, the server is killed and restarted, 6..9 come.
+    from purgatory_pipeline.live import SequenceRange, Settings, read_range
+
+    server = Server(tmp_path / "data", durable=True).start()
+    try:
+        _complete(server.target, "a", 5, 5)
+        settings = Settings.from_options(
+            {"target": server.target, "purgatory": NAME, "connect_timeout_s": "60"}
+        )
+        incarnation = Client(server.target).info().incarnation
+        rows = read_range(SequenceRange(settings, incarnation, 0, 9))
+        first = [next(rows)[2] for _ in range(5)]
+        server.kill()
+        server.start()
+        _complete(server.target, "b", 4, 9)
+        rest = [row[2] for row in rows]
+    finally:
+        server.stop()
+    assert first + rest == list(range(1, 10))  # none lost, none repeated, in order
+
+
 def test_in_memory_restart_is_reported(spark: Any, tmp_path: Path) -> None:
     server = Server(tmp_path / "mem", durable=False).start()
     try:
@@ -117,7 +140,7 @@ def test_in_memory_restart_is_reported(spark: Any, tmp_path: Path) -> None:
 
 
 def test_watch_keeps_per_minute_aggregates(spark: Any, tmp_path: Path) -> None:
-    from purgatory_pipeline.watch import start_watch
+    from purgatory_pipeline.watch import read_aggregates, start_watch
 
     server = Server(tmp_path / "data", durable=False).start()
     out = tmp_path / "agg"
@@ -133,13 +156,22 @@ def test_watch_keeps_per_minute_aggregates(spark: Any, tmp_path: Path) -> None:
         )
         try:
             query.processAllAvailable()
+            # Published by one rename: the table file, and no Spark scratch left beside it.
+            assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == [
+                "aggregates.parquet"
+            ]
             _complete(server.target, "b", 3, 7)
             query.processAllAvailable()
+            progress = query.lastProgress
         finally:
             query.stop()
     finally:
         server.stop()
-    rows = spark.read.parquet(str(out)).collect()
+    # The state is bounded by a watermark on the completion time.
+    assert progress["eventTime"]["watermark"] > "2000"
+    assert progress["stateOperators"][0]["numShufflePartitions"] == 2
+    assert not list(out.glob("_staging*"))
+    rows = read_aggregates(spark, str(out)).collect()
     assert sum(r["outcomes"] for r in rows) == 7
     assert {r["state"] for r in rows} == {"COMPLETED"}
     assert max(r["last_sequence"] for r in rows) == 7

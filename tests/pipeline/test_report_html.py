@@ -17,6 +17,7 @@ from tests.pipeline.conftest import Workload
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 _SVG = re.compile(r"<svg [^>]*class=\"chart\"[^>]*>")
 _ATTR = re.compile(r'data-([a-z-]+)="([^"]*)"')
+_SVG_BLOCK = re.compile(r"<svg [^>]*class=\"chart\".*?</svg>", re.S)
 
 
 def _chromium() -> str:
@@ -73,9 +74,44 @@ def test_report_renders_every_chart_offline(reported: Workload, tmp_path: Path) 
         assert int(chart["rendered-width"]) > 0, chart
         assert int(chart["rendered-height"]) > 0, chart
         assert int(chart["rendered-marks"]) > 0, chart
+    per_minute = next(t for t in _SVG_BLOCK.findall(dom) if 'data-chart="d-per-minute"' in t)
+    assert 'data-axis="x"' in per_minute and 'data-axis="y"' in per_minute
+    header = dom[dom.index('<table class="header">') :]
+    header = header[: header.index("</table>")]
+    assert "time range" in header and "torn tails skipped" in header
+    assert "1 (37 bytes)" in header  # the workload's torn tail
     ARTIFACTS.mkdir(exist_ok=True)
     shot = ARTIFACTS / "pipeline-report.png"
     shot.unlink(missing_ok=True)
     _run([f"--screenshot={shot}", "--window-size=960,2600", "--hide-scrollbars"], page)
     assert shot.stat().st_size > 10_000
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_per_minute_chart_places_minutes_by_time_and_shows_gaps() -> None:
+    from purgatory_pipeline.report_html import line_chart
+
+    def minute(at: str, arrivals: int) -> dict[str, object]:
+        return {"minute": f"2026-11-27T{at}:00", "arrivals": arrivals, "completed": 1}
+
+    # Two busy minutes, six quiet hours, two more: by position they would look adjacent.
+    svg = line_chart("m", "t", [minute("10:00", 5), minute("10:01", 7), minute("16:01", 2),
+                                minute("16:02", 3)])  # fmt: skip
+    lines = re.findall(r'<polyline[^>]*points="([^"]*)"', svg)
+    xs = sorted({float(p.split(",")[0]) for pts in lines for p in pts.split()})
+    assert len(xs) == 4
+    (a, b, c, d) = xs
+    assert (c - b) > 100 * (b - a)  # 360 minutes apart vs 1 minute apart
+    assert abs((d - c) - (b - a)) < 0.01
+    assert 'class="gap"' in svg and "5 h 59 min quiet" in svg
+    assert 'data-axis="x"' in svg and "operations per minute" in svg
+    assert "16:02" in svg  # the last tick is the last minute's time
+
+
+def test_percentile_bars_on_a_log_scale_keep_small_values_visible() -> None:
+    from purgatory_pipeline.report_html import bar_chart
+
+    svg = bar_chart("q", "t", [("p50", 3.0), ("p99", 30_000.0)], " ms", log=True)
+    widths = [float(w) for w in re.findall(r'<rect [^>]*width="([0-9.]+)"', svg)]
+    assert widths[0] > widths[1] / 10  # linear would make p50 1/10,000 of p99
+    assert "log scale" in svg

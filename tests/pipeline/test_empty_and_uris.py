@@ -1,0 +1,208 @@
+"""``make pipeline``'s two commands on journals with no signals, and outputs given as URIs.
+
+- A fresh durable purgatory (its journal is one header-only segment): ingest writes the
+  three tables empty, with their schemas; report works on them.
+- A timer-only purgatory (registrations and expiries, not one signal): report works.
+- ``--out file:///...``: the Parquet, ``summary.json`` and ``report.html`` all land under
+  that URI, and the printed path exists.
+- A corrupt segment mid-journal: one line naming the file and offset, no Java stack.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from purgatory_pipeline import cli
+from purgatory_pipeline.ingest import read_table
+from purgatory_server._journal.framing import encode_header
+
+from tests.pipeline.servers import Client, Server
+
+TABLE_COLUMNS = {
+    "signals": {"purgatory", "date", "index", "key", "source", "applied_wall_ms"},
+    "events": {"purgatory", "date", "sequence", "operation_id", "state", "lateness_ms"},
+    "operations": {"purgatory", "date", "operation_id", "state", "wait_ms", "due_wall_ms"},
+}
+
+
+@pytest.fixture(scope="module")
+def journals(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Two data directories the real server wrote: a fresh one and a timer-only one."""
+    root = tmp_path_factory.mktemp("no-signals")
+    fresh = Server(root / "fresh", durable=True).start()
+    fresh.stop()
+    timers = Server(root / "timers", durable=True).start()
+    client = Client(timers.target)
+    try:
+        for i in range(3):
+            client.watch(f"t-{i}", [f"k{i}"], 50)
+        client.wait_last_sequence(3)
+    finally:
+        client.close()
+        timers.stop()
+    return {"fresh": root / "fresh", "timers": root / "timers"}
+
+
+def _pipeline(spark: Any, data: Path, tables: str, report: str) -> list[str]:
+    """``make pipeline``: ingest then report, through the CLI, in this session."""
+    assert cli.main(["ingest", "--journal", str(data), "--out", tables]) == 0
+    assert cli.main(["report", "--tables", tables, "--out", report]) == 0
+    return []
+
+
+def test_fresh_durable_purgatory_gives_empty_tables_with_schemas(
+    spark: Any, journals: dict[str, Path], tmp_path: Path
+) -> None:
+    [segment] = (journals["fresh"] / "d" / "journal").glob("*.seg")
+    assert segment.stat().st_size == 24  # header only
+    tables, out = tmp_path / "tables", tmp_path / "report"
+    _pipeline(spark, journals["fresh"], str(tables), str(out))
+    for name, columns in TABLE_COLUMNS.items():
+        table = read_table(spark, str(tables), name)
+        assert columns <= set(table.columns), name
+        assert table.count() == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["purgatories"] == {}
+    assert "No purgatory" in (out / "report.html").read_text()
+
+
+def test_timer_only_purgatory_reports(
+    spark: Any, journals: dict[str, Path], tmp_path: Path
+) -> None:
+    tables, out = tmp_path / "tables", tmp_path / "report"
+    _pipeline(spark, journals["timers"], str(tables), str(out))
+    summary = json.loads((out / "summary.json").read_text())
+    info = summary["purgatories"]["d"]
+    assert info["states"] == {"EXPIRED": 3}
+    assert info["lateness_ms"]["count"] == 3
+    assert info["top_keys"].get("signals", []) == []
+    assert info["ack_latency_ms"] == []
+
+
+def test_file_uri_output_holds_every_file(
+    spark: Any,
+    journals: dict[str, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    tables, out = tmp_path / "tables", tmp_path / "report"
+    assert cli.main(["ingest", "--journal", str(journals["timers"]), "--out", tables.as_uri()]) == 0
+    assert (tables / "_ingest.json").is_file()
+    capsys.readouterr()
+    assert cli.main(["report", "--tables", tables.as_uri(), "--out", out.as_uri()]) == 0
+    printed = capsys.readouterr().out.strip().splitlines()[-1]
+    assert (out / "report.html").is_file()
+    assert (out / "summary.json").is_file()
+    assert (out / "states").is_dir()
+    assert not any(Path.cwd().glob("file:*")), "wrote under ./file:/ instead of the URI"
+    shown = printed.rsplit(" ", 1)[-1]
+    assert Path(shown.removeprefix("file:")).resolve() == (out / "report.html").resolve()
+
+
+def test_unsupported_scheme_is_one_line(
+    spark: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.ERROR, logger="purgatory_pipeline"):
+        status = cli.main(
+            ["ingest", "--journal", "nosuchfs://bucket/journal", "--out", str(tmp_path / "t")]
+        )
+    assert status == 2
+    [record] = [r for r in caplog.records if r.levelno == logging.ERROR]
+    message = record.getMessage()
+    assert "nosuchfs" in message and "\n" not in message
+    assert "ArrowInvalid" not in message
+
+
+def test_corruption_mid_journal_is_one_line_without_java_stack(
+    journals: dict[str, Path], tmp_path: Path
+) -> None:
+    # A subprocess: the JVM's console is its own stderr, which only a separate run captures.
+    data = tmp_path / "data"
+    shutil.copytree(journals["timers"], data)
+    [segment] = (data / "d" / "journal").glob("*.seg")
+    blob = bytearray(segment.read_bytes())
+    blob[40] ^= 0xFF  # inside the first record's payload: its CRC no longer matches
+    segment.write_bytes(bytes(blob))
+    # A later segment, so the damaged one is sealed: corruption, not a torn tail.
+    later = segment.with_name(f"{int(segment.stem) + 3:020d}.seg")
+    later.write_bytes(encode_header(int(later.stem)))
+    run = subprocess.run(
+        [sys.executable, "-m", "purgatory_pipeline", "--master", "local[1]",
+         "--conf", "spark.ui.enabled=false", "--conf", "spark.ui.showConsoleProgress=false",
+         "ingest", "--journal", str(data), "--out", str(tmp_path / "t")],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert run.returncode == 2, run.stderr[-3000:]
+    errors = [ln for ln in run.stderr.splitlines() if " ERROR " in ln]
+    assert len(errors) == 1, run.stderr[-3000:]
+    assert "JournalCorruptionError" in errors[0]
+    assert f"{segment.name} at byte offset 24: record CRC mismatch" in errors[0]
+    assert "at org.apache" not in run.stderr and "Traceback" not in run.stderr, run.stderr[:3000]
+
+
+def _table_rows(spark: Any, tables: Path) -> dict[str, list[Any]]:
+    return {
+        name: sorted(map(tuple, read_table(spark, str(tables), name).drop("date").collect()))
+        for name in TABLE_COLUMNS
+    }
+
+
+def test_incremental_ingest_decodes_only_new_segments(
+    spark: Any, journals: dict[str, Path], tmp_path: Path
+) -> None:
+    from purgatory_pipeline.ingest import ingest
+    from purgatory_proto.v1.journal_pb2 import JournalRecord
+    from purgatory_server._journal.framing import encode_frame
+
+    data = tmp_path / "data"
+    shutil.copytree(journals["timers"], data)
+    tables = tmp_path / "tables"
+    first = ingest(spark, [str(data)], str(tables))
+    assert first.segments_decoded == 1  # the journal's only segment
+    # The server rolled over: a new head segment with one signal; the old one is sealed.
+    journal = data / "d" / "journal"
+    [old] = journal.glob("*.seg")
+    base = int(old.stem) + sum(first.records.values())
+    signal = JournalRecord(
+        signal=JournalRecord.SignalApplied(purgatory="d", key="k9", source="r1", applied_wall_ms=1)
+    )
+    (journal / f"{base:020d}.seg").write_bytes(
+        encode_header(base) + encode_frame(signal.SerializeToString())
+    )
+    second = ingest(spark, [str(data)], str(tables))
+    assert second.segments_decoded == 1  # the new one; the old one did not change
+    with (journal / f"{base:020d}.seg").open("ab") as head:  # the head grows: decoded again
+        head.write(encode_frame(signal.SerializeToString()))
+    third = ingest(spark, [str(data)], str(tables))
+    assert third.segments_decoded == 1
+    assert ingest(spark, [str(data)], str(tables)).segments_decoded == 0
+    assert second.records == {**first.records, "signal": 1}
+    assert third.records == {**first.records, "signal": 2}
+    assert third.rows["signals"] == 2 and third.rows["operations"] == 3
+    incremental = _table_rows(spark, tables)
+    full = ingest(spark, [str(data)], str(tmp_path / "full"), full=True)
+    assert full.segments_decoded == 2 and full.records == third.records
+    assert incremental == _table_rows(spark, tmp_path / "full")
+
+
+def test_kind_and_purgatory_filters_are_applied_in_the_source(
+    spark: Any, journals: dict[str, Path]
+) -> None:
+    from pyspark.sql import functions as F
+
+    records = spark.read.format("purgatory-journal").load(str(journals["timers"]))
+    everything = records.groupBy("kind").count().collect()
+    assert {r["kind"]: r["count"] for r in everything} == {"registered": 3, "outcome": 3}
+    pushed = records.filter((F.col("kind") == "outcome") & (F.col("purgatory") == "d"))
+    plan = pushed._jdf.queryExecution().optimizedPlan().toString()
+    assert "outcome" not in plan and "purgatory#" in plan  # both handed to the source
+    assert pushed.count() == 3
+    assert records.filter(F.col("kind").isin("signal", "torn_tail")).count() == 0
+    assert records.filter(F.col("purgatory") == "other").count() == 0

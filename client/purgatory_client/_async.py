@@ -93,6 +93,8 @@ class AsyncPurgatoryClient(AsyncStreamMethods, AsyncDelayedMethods, AsyncSchedul
         self._metadata = security.metadata
         credentials = security.channel_credentials()
         self._owns_channel = channel is None
+        # No TLS on a channel of our own: a bare "Socket closed" gets a hint (errors.py).
+        self._plaintext = channel is None and credentials is None
         self._channel: grpc.aio.Channel
         if channel is not None:
             self._channel = channel
@@ -144,7 +146,7 @@ class AsyncPurgatoryClient(AsyncStreamMethods, AsyncDelayedMethods, AsyncSchedul
                 )
             except grpc.RpcError as exc:
                 if not self._router.reroute(purgatory, method, exc, hop, sent_to):
-                    raise from_rpc_error(exc) from None
+                    raise from_rpc_error(exc, plaintext=self._plaintext) from None
                 hop += 1
 
     async def _long_poll(self, method: Any, request: Any, timeout: float | None) -> Any:

@@ -292,8 +292,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             handler: Handler = args.handler
             return handler(args, Context(client, emit, argv))
     except PurgatoryError as exc:
-        hint = _hint(exc.code.name, str(exc), security is not None and security.tls)
-        sys.stderr.write(f"purgatory: {exc}{hint}\n")
+        hint = _hint(exc.code.name, exc.details, security is not None and security.tls)
+        sys.stderr.write(f"purgatory: {exc.code.name}: {exc.details}{hint}\n")
         return 1
     except KeyboardInterrupt:
         return 130

@@ -89,10 +89,13 @@ class PurgatoryError(Exception):
         details: str,
         metadata: Mapping[str, str] | None = None,
         status_details: tuple[Message, ...] = (),
+        hint: str = "",
     ) -> None:
-        super().__init__(f"{code.name}: {details}")
+        super().__init__(f"{code.name}: {details}{hint}")
         self.code = code
         self.details = details
+        # What to try when the status's own words do not say (" (...)" or "").
+        self.hint = hint
         self.metadata: Mapping[str, str] = dict(metadata or {})
         self.status_details = status_details
 
@@ -250,8 +253,16 @@ def invalid_argument(field: str, problem: str) -> InvalidArgumentError:
     )
 
 
-def from_rpc_error(exc: grpc.RpcError) -> PurgatoryError:
-    """The PurgatoryError for a failed sync or aio call."""
+# A plaintext channel to a TLS server sees the connection closed and nothing more.
+PLAINTEXT_HINT = (
+    " (this client is plaintext: if the server serves TLS, pass tls_ca='ca.pem', or "
+    "tls=True for a certificate the system trusts)"
+)
+
+
+def from_rpc_error(exc: grpc.RpcError, *, plaintext: bool = False) -> PurgatoryError:
+    """The PurgatoryError for a failed sync or aio call (``plaintext``: the call went over
+    a channel without TLS, so a bare "Socket closed" gets a hint)."""
     code: grpc.StatusCode = exc.code()
     details: str = exc.details() or ""
     trailing = exc.trailing_metadata()
@@ -261,7 +272,10 @@ def from_rpc_error(exc: grpc.RpcError) -> PurgatoryError:
         cls = SlowSubscriberError
     elif cls is FailedPreconditionError and INCARNATION in metadata:
         cls = StreamResetError
-    return cls(code, details, metadata, _status_details(trailing))
+    hint = ""
+    if plaintext and code is grpc.StatusCode.UNAVAILABLE and "Socket closed" in details:
+        hint = PLAINTEXT_HINT
+    return cls(code, details, metadata, _status_details(trailing), hint)
 
 
 def error_for_code(

@@ -34,11 +34,15 @@ async def test_tls_serves_a_client_that_trusts_the_ca_and_refuses_plaintext(
     async with _client(port, tls_ca=certs.ca) as client:
         assert (await client.get_purgatory()).name == "default"
     async with _client(port) as plaintext:
-        with pytest.raises(UnavailableError):
+        with pytest.raises(UnavailableError) as refused:
             await plaintext.get_purgatory()
+    # The bare "Socket closed" a plaintext channel sees comes with what to try.
+    assert "Socket closed" in refused.value.details
+    assert "this client is plaintext: if the server serves TLS, pass tls_ca=" in str(refused.value)
     async with _client(port, tls=True) as system_roots:  # the test CA is not a system root
-        with pytest.raises(UnavailableError):
+        with pytest.raises(UnavailableError) as untrusted:
             await system_roots.get_purgatory()
+    assert "plaintext" not in str(untrusted.value)
 
 
 async def test_mutual_tls_refuses_a_client_without_a_certificate_from_the_ca(

@@ -9,7 +9,8 @@ its purgatory's owner the way the clients do: one GetPurgatory on a connection o
 own to the server's one address; UNAVAILABLE naming ``purgatory-owner`` sends it to that
 worker's own address, an answer keeps the connection (a connection stays on the worker
 the kernel gave it). All load processes start at the same wall-clock instant, warm up,
-then count pairs over the same window.
+then count pairs over the same window. Redis's batch form runs from as many load
+processes, the same way (``run_redis_load``), so neither side's client is the limit alone.
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ from purgatory_proto.v1 import purgatory_pb2 as pb
 from purgatory_proto.v1 import purgatory_pb2_grpc as pb_grpc
 
 from bench._common import OWN_CONNECTION
+from bench._service_redis import redis_batched
 
-__all__ = ["run_load"]
+__all__ = ["run_load", "run_redis_load"]
 
 
 async def _owner_stub(target: str, name: str) -> tuple[grpc.aio.Channel, Any]:
@@ -97,3 +99,16 @@ def run_load(
     """One load process's count (a ProcessPoolExecutor task; ``times`` is the shared
     wall-clock start, the warm-up and the measured duration)."""
     return asyncio.run(_load(target, names, streams=streams, size=size, tag=tag, times=times))
+
+
+async def _redis_load(port: int, tag: str, times: tuple[float, ...], a: Any) -> dict[str, Any]:
+    start_at, a.warmup, a.duration = times
+    await asyncio.sleep(max(0.0, start_at - time.time()))
+    run = await redis_batched("redis", port, a, prefix=tag)
+    return {"pairs": run.pairs, "seconds": run.seconds, "latencies": run.latencies}
+
+
+def run_redis_load(port: int, tag: str, times: tuple[float, ...], a: Any) -> dict[str, Any]:
+    """Redis's batch form (``bench._service_redis.redis_batched``) from this process, from
+    the shared start: the same number of load processes as the purgatory gets."""
+    return asyncio.run(_redis_load(port, tag, times, a))

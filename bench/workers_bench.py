@@ -7,8 +7,8 @@ the cores left once the load generator has its share, so the load comes from
 ``--load-procs`` processes of their own (``bench._workers_load``), never from this one.
 
 Each round measures every server in turn (all started once, idle while not measured),
-then Redis's batch form (B BLPOPs pipelined per connection, ``bench._service_redis``,
-driven from this process as ``bench.service_bench`` does). The ``--purgatories`` names
+then Redis's batch form (B BLPOPs pipelined per connection, ``bench._service_redis``)
+from the same load processes, ``--batch-workers`` connection pairs each. The ``--purgatories`` names
 are chosen so that the largest worker count gets the same number of them per worker;
 every load process spreads its ``--streams`` Session streams over all of them, each
 stream at its purgatory's owner (found as a client finds it: one redirect). Ratios are
@@ -36,8 +36,8 @@ from typing import Any
 from purgatory_server._service.workers.plan import WorkerPlan
 
 from bench._common import bench_server, markdown_table, percentile, run_context, write_json
-from bench._service_redis import redis_batched, redis_server
-from bench._workers_load import run_load
+from bench._service_redis import redis_server
+from bench._workers_load import run_load, run_redis_load
 from harness import serving
 
 REDIS = "Redis batch form (pipelined BLPOPs)"
@@ -83,6 +83,17 @@ async def measure(
     return {"pairs": pairs, "rate": pairs / a.duration, "p50_ms": percentile(latencies, 0.5) * 1e3}
 
 
+async def measure_redis(pool: ProcessPoolExecutor, port: int, tag: str, a: Any) -> float:
+    """Redis's batch form from every load process at once; pairs/s summed over them."""
+    times = (time.time() + START_SLACK_S, a.warmup, a.duration)
+    opts = argparse.Namespace(batch_size=a.batch_size, batch_workers=a.batch_workers)
+    futures = [
+        asyncio.wrap_future(pool.submit(run_redis_load, port, f"{tag}{p}-", times, opts))
+        for p in range(a.load_procs)
+    ]
+    return sum(part["pairs"] / part["seconds"] for part in await asyncio.gather(*futures))
+
+
 async def main_async(a: argparse.Namespace, root: Path) -> dict[str, Any]:
     counts = [int(n) for n in a.workers.split(",")]
     names = balanced_names(a.purgatories, max(counts))
@@ -111,8 +122,7 @@ async def main_async(a: argparse.Namespace, root: Path) -> dict[str, Any]:
                 rates[key].append(got["rate"])
                 p50[key].append(got["p50_ms"])
             if redis is not None:
-                run = await redis_batched(REDIS, port, a)
-                rates[REDIS].append(run.rate)
+                rates[REDIS].append(await measure_redis(pool, port, f"r{r}-", a))
             print(f"round {r + 1}/{a.rounds} done", file=sys.stderr)
     return {"names": names, "rates": rates, "p50_ms": p50}
 

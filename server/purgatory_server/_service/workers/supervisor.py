@@ -114,7 +114,7 @@ class Supervisor:
                 for worker in workers:
                     worker.start()
                 if not self._wait_serving(workers):
-                    return 1
+                    return 0 if self._stopping else 1  # stopped while starting: no failure
                 self._write_port_file(ports[0])
                 own = ", ".join(str(p) for p in ports[1:])
                 logger.info(

@@ -7,7 +7,9 @@ worker processes (harness.ServerProcess, 127.0.0.1, port 0 resolved by the super
   already follows for a cluster) and remembers the route;
 - kill -9 of a worker: the supervisor restarts it, its durable purgatories recover from
   their journals with every acknowledged operation, and the other worker serves on
-  meanwhile.
+  meanwhile;
+- each worker serves its own metrics (configured port + its index), its purgatories'
+  series only, and names itself in ``target_info``.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import os
 import re
 import signal
 import time
+import urllib.request
 from pathlib import Path
 
 from purgatory_client import PurgatoryClient
@@ -23,7 +26,7 @@ from purgatory_client._models import OperationState
 from purgatory_client.errors import PurgatoryError
 from purgatory_server._service.workers.plan import WorkerPlan
 
-from harness import ServerProcess
+from harness import ServerProcess, free_port
 
 NAMES = [f"p{i}" for i in range(6)]
 
@@ -144,3 +147,22 @@ def test_a_killed_worker_is_restarted_and_recovers_what_it_acknowledged(
         for client in (shared, direct, other):
             client.close()
         assert server.stop() == 0
+
+
+def _metrics(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
+        text: str = answer.read().decode()
+    return text
+
+
+def test_each_worker_serves_its_own_metrics_named_by_its_index(tmp_path: Path) -> None:
+    base = free_port()  # worker i at base + i (a neighbour taken by chance fails the start)
+    args = ["--workers", "2", "--metrics-listen", f"127.0.0.1:{base}"]
+    for name in NAMES:
+        args += ["--purgatory", name]
+    with ServerProcess(tmp_path, args, label="metrics", start_timeout_s=60):
+        for index in (0, 1):
+            text = _metrics(base + index)
+            assert re.search(rf'target_info\{{[^}}]*purgatory_worker="{index}"', text)
+            shown = set(re.findall(r'purgatory_memory_held_bytes\{purgatory_name="([^"]+)"', text))
+            assert shown == {n for n in NAMES if _owner(n) == index}  # its own, only

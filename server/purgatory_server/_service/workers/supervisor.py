@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import signal
 import socket
 import subprocess
@@ -76,7 +77,13 @@ class _Worker:
     def start(self) -> None:
         self.port_file.unlink(missing_ok=True)
         self.started = time.monotonic()
-        self.proc = subprocess.Popen(self.argv)  # inherits stdout/stderr: one log
+        # Its telemetry's resource names it (OpenTelemetry reads this variable): OTLP
+        # exports carry `purgatory.worker`, Prometheus's target_info `purgatory_worker`.
+        env = dict(os.environ)
+        own = f"purgatory.worker={self.index}"
+        earlier = env.get("OTEL_RESOURCE_ATTRIBUTES")
+        env["OTEL_RESOURCE_ATTRIBUTES"] = f"{earlier},{own}" if earlier else own
+        self.proc = subprocess.Popen(self.argv, env=env)  # stdout/stderr inherited: one log
 
     def exited(self) -> int | None:
         return None if self.proc is None else self.proc.poll()

@@ -17,6 +17,8 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
+import subprocess
 import time
 import urllib.request
 from pathlib import Path
@@ -26,7 +28,7 @@ from purgatory_client._models import OperationState
 from purgatory_client.errors import PurgatoryError
 from purgatory_server._service.workers.plan import WorkerPlan
 
-from harness import ServerProcess, free_port
+from harness import PURGATORY_SERVER, ServerProcess, free_port
 
 NAMES = [f"p{i}" for i in range(6)]
 
@@ -166,3 +168,21 @@ def test_each_worker_serves_its_own_metrics_named_by_its_index(tmp_path: Path) -
             assert re.search(rf'target_info\{{[^}}]*purgatory_worker="{index}"', text)
             shown = set(re.findall(r'purgatory_memory_held_bytes\{purgatory_name="([^"]+)"', text))
             assert shown == {n for n in NAMES if _owner(n) == index}  # its own, only
+
+
+def test_a_busy_port_is_one_line_and_exit_status_1() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [*PURGATORY_SERVER, "--workers", "2", "--listen", f"127.0.0.1:{port}"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert lines[0].endswith(f"cannot listen on 127.0.0.1:{port}: Address already in use")

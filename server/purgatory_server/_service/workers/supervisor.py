@@ -110,8 +110,15 @@ class Supervisor:
         """Serve until SIGTERM/SIGINT; the exit status (1 if the workers never served)."""
         host = self._config.listen.rsplit(":", 1)[0].strip("[]")
         port = int(self._config.listen.rsplit(":", 1)[1])
-        reserved = [reserve_port(host, port)]
-        reserved += [reserve_port(host, 0) for _ in range(self._count)]
+        reserved: list[socket.socket] = []
+        try:
+            reserved.append(reserve_port(host, port))
+            reserved += [reserve_port(host, 0) for _ in range(self._count)]
+        except OSError as exc:  # a busy port: one line, as a single server reports it
+            for sock in reserved:
+                sock.close()
+            logger.error("cannot start: cannot listen on %s: %s", self._config.listen, exc.strerror)
+            return 1
         ports = [s.getsockname()[1] for s in reserved]
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._stop)

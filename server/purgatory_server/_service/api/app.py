@@ -38,6 +38,7 @@ from purgatory_server._service.api.edge import add_purgatory_service
 from purgatory_server._service.api.listen import check_bindable, parse_listen
 from purgatory_server._service.api.servicer import PurgatoryServicer
 from purgatory_server._service.api.tls import server_credentials
+from purgatory_server._service.api.worker_listing import Siblings
 from purgatory_server._service.config import fd_limits
 from purgatory_server._service.config.auth import Authorizer
 from purgatory_server._service.config.process_tuning import settle_heap, shorten_switch_interval
@@ -128,6 +129,8 @@ class PurgatoryServer:
     cluster: Any = None
     # The event loop's lateness, measured for admission control (None: shedding off).
     loop_lag: LoopLag | None = None
+    # A worker's channels to its siblings (whole-server listing); None: one process.
+    siblings: Siblings | None = None
     _stopped: bool = False
 
     async def stop(self, grace: float | None = None) -> None:
@@ -143,6 +146,8 @@ class PurgatoryServer:
             self.cluster.begin_stop()
         self.registry.begin_shutdown()
         await self.grpc_server.stop(grace)
+        if self.siblings is not None:
+            await self.siblings.close()
         if self.telemetry is not None:
             await asyncio.to_thread(self.telemetry.flush)
         await self.registry.shutdown()
@@ -199,7 +204,7 @@ async def create_server(
     registry = _registry(config, loop, time, reaper_enabled, journal_factory, router, telemetry)
     lag = LoopLag(loop) if config.shed_lag_ms else None
     admission = Admission(lag, config.shed_lag_ms, config.shed_batch_entries)
-    server, health_servicer, authorizer = _grpc_server(
+    server, health_servicer, authorizer, siblings = _grpc_server(
         config, registry, loop, telemetry, admission, worker=worker
     )
     port = _bind(server, address, credentials)
@@ -230,7 +235,7 @@ async def create_server(
     await health_servicer.set("", serving)
     await health_servicer.set(SERVICE_NAME, serving)
     purgatory_server = PurgatoryServer(
-        server, registry, health_servicer, port, config, telemetry, cluster, lag
+        server, registry, health_servicer, port, config, telemetry, cluster, lag, siblings
     )
     return purgatory_server, port
 
@@ -269,7 +274,7 @@ def _grpc_server(
     admission: Admission,
     *,
     worker: WorkerPlan | None,
-) -> tuple[grpc.aio.Server, Any, Authorizer | None]:
+) -> tuple[grpc.aio.Server, Any, Authorizer | None, Siblings]:
     """The grpc.aio server with the purgatory service, health and reflection (not bound)."""
     server = grpc.aio.server(
         options=server_options(config, reuseport=worker is not None),
@@ -285,7 +290,7 @@ def _grpc_server(
     reflection.enable_server_reflection(
         (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server
     )
-    return server, health_servicer, authorizer
+    return server, health_servicer, authorizer, servicer.siblings
 
 
 def _bind(server: grpc.aio.Server, address: str, credentials: grpc.ServerCredentials | None) -> int:

@@ -61,7 +61,7 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
     ) -> None:
         self._registry = registry
         # The other workers' own addresses (workers/): ListPurgatories lists theirs too.
-        self._siblings = Siblings(siblings)
+        self.siblings = Siblings(siblings)
         self._loop = loop
         self._limits = registry.limits
         self._service = Service(registry, loop, registry.limits, admission)
@@ -96,8 +96,8 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
         self, request: pb.ListPurgatoriesRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListPurgatoriesResponse:
         purgatories = [purgatory_to_proto(p.stats()) for p in self._registry.all_purgatories()]
-        if self._siblings and not Siblings.local_only(context):
-            purgatories += await self._siblings.listed(context)
+        if self.siblings and not Siblings.local_only(context):
+            purgatories += await self.siblings.listed(context)
             purgatories.sort(key=lambda p: p.name)
         return pb.ListPurgatoriesResponse(purgatories=purgatories)
 

@@ -9,7 +9,8 @@ question, so a token sees the same purgatories on every worker. A sibling that d
 answer (restarting after a crash) makes the listing UNAVAILABLE rather than silently
 short: a retry a moment later sees it.
 
-Channels to siblings are opened on first use and kept; loop-confined like the servicer.
+Channels to siblings are opened on first use and kept until the server stops;
+loop-confined like the servicer.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ class Siblings:
     def __init__(self, addresses: Sequence[str]) -> None:
         self._addresses = tuple(addresses)
         self._stubs: dict[str, pb_grpc.PurgatoryServiceStub] = {}
+        self._channels: list[grpc.aio.Channel] = []
 
     def __bool__(self) -> bool:
         return bool(self._addresses)
@@ -49,9 +51,16 @@ class Siblings:
         stub = self._stubs.get(address)
         if stub is None:
             channel = grpc.aio.insecure_channel(address)
+            self._channels.append(channel)
             stub = pb_grpc.PurgatoryServiceStub(channel)  # type: ignore[no-untyped-call]
             self._stubs[address] = stub
         return stub
+
+    async def close(self) -> None:
+        """Close the channels (server stop)."""
+        channels, self._channels, self._stubs = self._channels, [], {}
+        for channel in channels:
+            await channel.close()
 
     @staticmethod
     def local_only(context: grpc.aio.ServicerContext) -> bool:

@@ -110,7 +110,7 @@ async def redis_pairs(
             await c.aclose()
 
 
-async def redis_batched(name: str, port: int, a: argparse.Namespace) -> Run:
+async def redis_batched(name: str, port: int, a: argparse.Namespace, prefix: str = "") -> Run:
     """Redis's own batch form: each worker pipelines B BLPOPs on ONE connection, and the
     B LPUSHes on another.
 
@@ -120,6 +120,7 @@ async def redis_batched(name: str, port: int, a: argparse.Namespace) -> Run:
     batch long-poll promises. B waits are in flight per worker, as in the batch form.
     This is the cheapest way we found to have Redis do this work (far cheaper than one
     connection per waiter), so it is the baseline the batch form is judged against.
+    ``prefix`` keeps the keys of several load processes apart (bench.workers_bench).
     """
     import redis.asyncio as aioredis
 
@@ -136,7 +137,7 @@ async def redis_batched(name: str, port: int, a: argparse.Namespace) -> Run:
         waiter, signaller = waiters[w], signallers[w]
         while time.perf_counter() < end:
             serial[0] += 1
-            keys = [f"{w}-{serial[0]}-{i}" for i in range(size)]
+            keys = [f"{prefix}{w}-{serial[0]}-{i}" for i in range(size)]
             waits = waiter.pipeline(transaction=False)
             for k in keys:
                 waits.blpop([k], timeout=0)

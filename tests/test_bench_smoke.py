@@ -166,6 +166,12 @@ CASES = [
         ("purgatory, stream form", "burst of 20 long-polls, CANCELLED calls"),
     ),
     Case(
+        "workers_bench",
+        "--rounds 1 --duration 0.3 --warmup 0.05 --load-procs 1 --streams 2 --batch-size 5"
+        " --purgatories 2 --batch-workers 1 --json {tmp}/w.json",
+        (r"\| 1 worker\(s\) \|", r"\| 2 worker\(s\) \|", "purgatories: part-"),
+    ),
+    Case(
         "node_client_bench",
         "--rounds 1 --duration 0.2 --warmup 0.05 --concurrency 2 --wm-ops 200 --window 100"
         " --json {tmp}/n.json",

@@ -26,6 +26,13 @@ from purgatory_server._service.config.native_logs import NativeStderr
 from purgatory_server._service.config.server_config import ConfigError, ServerConfig, load_config
 from purgatory_server._service.core.errors import ServiceError
 from purgatory_server._service.telemetry import TraceLogFilter
+from purgatory_server._service.workers.plan import (
+    WorkerPlan,
+    worker_config,
+    worker_count,
+    worker_plan,
+)
+from purgatory_server._service.workers.supervisor import Supervisor
 
 __all__ = ["main"]
 
@@ -62,6 +69,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         metavar="NAME",
         help="create this purgatory at start-up (repeatable; replaces the configured list)",
     )
+    parser.add_argument(
+        "--workers",
+        metavar="N|auto",
+        help="worker processes behind the one address (default 1; auto: one per usable core)",
+    )
+    # Set by the supervisor for the workers it starts (workers/supervisor.py).
+    parser.add_argument("--worker-index", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--worker-ports", help=argparse.SUPPRESS)
     parser.add_argument("--max-concurrent-rpcs", type=int, help="gRPC concurrent-call limit")
     parser.add_argument(
         "--data-dir", help="directory of durable purgatories' journals (default ./data)"
@@ -124,6 +139,8 @@ def overrides_from(args: argparse.Namespace) -> dict[str, Any]:
     overrides: dict[str, Any] = {
         flag: getattr(args, flag) for flag in _PLAIN_FLAGS if getattr(args, flag) is not None
     }
+    if args.workers is not None:
+        overrides["workers"] = 0 if args.workers == "auto" else args.workers
     if args.grace is not None:
         overrides["grace_s"] = args.grace
     if args.repair_journal:
@@ -149,10 +166,10 @@ def _hint(exc: BaseException) -> str:
     return ""
 
 
-def run(config: ServerConfig) -> int:
+def run(config: ServerConfig, worker: WorkerPlan | None = None) -> int:
     """Serve until stopped; the exit status (start-up failures logged as one line)."""
     try:
-        asyncio.run(serve(config))
+        asyncio.run(serve(config, worker))
     except ConfigError as exc:
         logger.error("cannot start: %s", exc)
         return 2
@@ -172,6 +189,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         config = load_config(args.config, overrides=overrides_from(args))
         parse_listen(config.listen)
+        worker_count(config)  # refuses what workers cannot serve yet
     except ConfigError as exc:
         sys.stderr.write(f"purgatory-server: {exc}\n")
         return 2
@@ -184,6 +202,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         config.log_level, config.log_format, TraceLogFilter() if traced else None, stream=stream
     )
     try:
+        if args.worker_index is not None:
+            plan = worker_plan(config, args.worker_index, args.worker_ports)
+            return run(worker_config(config, plan.count), plan)
+        count = worker_count(config)
+        if count > 1:
+            argv = list(sys.argv[1:] if argv is None else argv)
+            return Supervisor(argv, config, count).run()
         return run(config)
     finally:
         if native is not None:

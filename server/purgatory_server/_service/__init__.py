@@ -7,7 +7,8 @@
 - ``outcomes``: the feed, the one owner of what happens once an operation ended;
 - ``durable``: the journal hooks, the local store, the codec and the catalog;
 - ``config``: server configuration, settings, tokens, logging, process tuning;
-- ``groups``, ``schedules``, ``telemetry``: features wired into the core.
+- ``groups``, ``schedules``, ``telemetry``: features wired into the core;
+- ``workers``: several worker processes behind one address, and their supervisor.
 
 Each package's ``__init__`` docstring is its module map. The engine (``_engine``) and the
 journal library (``_journal``) sit below all of this and know nothing of it.

@@ -23,5 +23,6 @@ is plain Python on the event loop.
 - ``rpc_telemetry``: RPC metrics and a server span around each method;
 - ``tls``: server credentials from PEM files;
 - ``listen``: the listen address, parsed and checked before gRPC binds it;
-- ``stream_slots``: caps on open Subscribe streams per server and per connection.
+- ``stream_slots``: caps on open Subscribe streams per server and per connection;
+- ``worker_listing``: ListPurgatories of all workers when the server runs several.
 """

@@ -38,12 +38,13 @@ from purgatory_server._service.api.edge import add_purgatory_service
 from purgatory_server._service.api.listen import check_bindable, parse_listen
 from purgatory_server._service.api.servicer import PurgatoryServicer
 from purgatory_server._service.api.tls import server_credentials
+from purgatory_server._service.api.worker_listing import Siblings
 from purgatory_server._service.config import fd_limits
 from purgatory_server._service.config.auth import Authorizer
 from purgatory_server._service.config.process_tuning import settle_heap, shorten_switch_interval
 from purgatory_server._service.config.server_config import ServerConfig
 from purgatory_server._service.core.admission import Admission, LoopLag
-from purgatory_server._service.core.registry import JournalFactory, PurgatoryRegistry
+from purgatory_server._service.core.registry import JournalFactory, PurgatoryRegistry, Router
 from purgatory_server._service.durable.catalog import read_catalog
 from purgatory_server._service.durable.local_store import durable_factory
 from purgatory_server._service.telemetry import telemetry_from_config
@@ -51,6 +52,7 @@ from purgatory_server._service.telemetry import telemetry_from_config
 if TYPE_CHECKING:
     from purgatory_server._cluster.node import ClusterNode
     from purgatory_server._service.telemetry.setup import Telemetry
+    from purgatory_server._service.workers.plan import WorkerPlan
 
 __all__ = ["SERVICE_NAME", "PurgatoryServer", "create_server", "serve"]
 
@@ -62,8 +64,9 @@ CONNECTION_AGE_GRACE_MS = 30_000
 SERVICE_NAME: str = pb.DESCRIPTOR.services_by_name["PurgatoryService"].full_name
 
 
-def server_options(config: ServerConfig) -> list[tuple[str, Any]]:
-    """gRPC core channel arguments; documented in docs/configuration.md."""
+def server_options(config: ServerConfig, reuseport: bool = False) -> list[tuple[str, Any]]:
+    """gRPC core channel arguments; documented in docs/configuration.md. ``reuseport``:
+    a worker shares the port with its siblings (workers/supervisor.py)."""
     options: list[tuple[str, Any]] = [
         # One client connection may carry thousands of concurrent long-polls.
         ("grpc.max_concurrent_streams", config.max_concurrent_streams),
@@ -73,7 +76,7 @@ def server_options(config: ServerConfig) -> list[tuple[str, Any]]:
         ("grpc.server.max_pending_requests", config.max_pending_requests),
         ("grpc.server.max_pending_requests_hard_limit", config.max_pending_requests),
         # Fail loudly if the port is taken instead of sharing it with another server.
-        ("grpc.so_reuseport", 0),
+        ("grpc.so_reuseport", int(reuseport)),
         # Connections (fd_limits.py): a cap below the open-files limit, closed as they are
         # accepted past it (raw sockets included); idle and half-open ones reaped, so
         # idle connections cannot hold every slot and a new client gets in.
@@ -129,6 +132,8 @@ class PurgatoryServer:
     cluster: Any = None
     # The event loop's lateness, measured for admission control (None: shedding off).
     loop_lag: LoopLag | None = None
+    # A worker's channels to its siblings (whole-server listing); None: one process.
+    siblings: Siblings | None = None
     _stopped: bool = False
 
     async def stop(self, grace: float | None = None) -> None:
@@ -144,6 +149,8 @@ class PurgatoryServer:
             self.cluster.begin_stop()
         self.registry.begin_shutdown()
         await self.grpc_server.stop(grace)
+        if self.siblings is not None:
+            await self.siblings.close()
         if self.telemetry is not None:
             await asyncio.to_thread(self.telemetry.flush)
         await self.registry.shutdown()
@@ -165,6 +172,7 @@ async def create_server(
     reaper_enabled: bool = True,
     journal_factory: JournalFactory | None = None,
     telemetry: Telemetry | None = None,
+    worker: WorkerPlan | None = None,
 ) -> tuple[PurgatoryServer, int]:
     """Build, start and return a server listening on ``address`` and its bound port.
 
@@ -172,7 +180,9 @@ async def create_server(
     the purgatories on MockTime and drive expiry by hand; ``journal_factory`` replaces
     the durable journal (the default opens ``config.data_dir`` for durable purgatories);
     ``telemetry`` replaces the one the configuration asks for (tests pass in-memory
-    readers). The server owns it from here and shuts it down on stop.
+    readers). The server owns it from here and shuts it down on stop. ``worker``: this
+    server is one of several workers (workers/): it shares ``address``'s port, also listens
+    on its own, serves only the purgatories placed on it and redirects the others.
 
     The steps, each a function below: check the configuration and the address (errors
     before anything starts), build the cluster node, the registry (wired to both through
@@ -182,7 +192,8 @@ async def create_server(
     config = config if config is not None else ServerConfig()
     config.validate()
     address = address if address is not None else config.listen
-    check_bindable(*parse_listen(address, "address"))
+    if worker is None:  # a worker's ports are held (SO_REUSEPORT) by its supervisor
+        check_bindable(*parse_listen(address, "address"))
     credentials = server_credentials(config)  # before anything starts: ConfigError early
     loop = asyncio.get_running_loop()
     if journal_factory is None:
@@ -192,11 +203,17 @@ async def create_server(
         journal_factory = cluster.wrap_factory(journal_factory)
     if telemetry is None:
         telemetry = telemetry_from_config(config)
-    registry = _registry(config, loop, time, reaper_enabled, journal_factory, cluster, telemetry)
+    router = worker.route if worker is not None else None if cluster is None else cluster.route
+    registry = _registry(config, loop, time, reaper_enabled, journal_factory, router, telemetry)
     lag = LoopLag(loop) if config.shed_lag_ms else None
     admission = Admission(lag, config.shed_lag_ms, config.shed_batch_entries)
-    server, health_servicer, authorizer = _grpc_server(config, registry, loop, telemetry, admission)
+    server, health_servicer, authorizer, siblings = _grpc_server(
+        config, registry, loop, telemetry, admission, worker=worker
+    )
     port = _bind(server, address, credentials)
+    if worker is not None and port:  # and its own port, named by its siblings' redirects
+        own = f"{address.rsplit(':', 1)[0]}:{worker.own_ports[worker.index]}"
+        port = port if _bind(server, own, credentials) else 0
     if port == 0:
         await registry.shutdown()
         await _shutdown_telemetry(telemetry)
@@ -204,7 +221,7 @@ async def create_server(
     if authorizer is not None and credentials is None:
         logger.warning("tokens are configured but TLS is off: tokens travel in plaintext")
     try:
-        _open_purgatories(config, registry, cluster)
+        _open_purgatories(config, registry, cluster, worker)
         await server.start()
         if cluster is not None:
             await cluster.start(registry, port)
@@ -221,7 +238,7 @@ async def create_server(
     await health_servicer.set("", serving)
     await health_servicer.set(SERVICE_NAME, serving)
     purgatory_server = PurgatoryServer(
-        server, registry, health_servicer, port, config, telemetry, cluster, lag
+        server, registry, health_servicer, port, config, telemetry, cluster, lag, siblings
     )
     return purgatory_server, port
 
@@ -232,10 +249,10 @@ def _registry(  # noqa: PLR0917 - the assembly's one call site, names kept apart
     time: Time | None,
     reaper_enabled: bool,
     journal_factory: JournalFactory,
-    cluster: ClusterNode | None,
+    router: Router | None,
     telemetry: Telemetry | None,
 ) -> PurgatoryRegistry:
-    """The registry, wired to the cluster (routing) and telemetry by its constructor."""
+    """The registry, wired to routing (cluster or workers) and telemetry by its constructor."""
     registry = PurgatoryRegistry(
         config.limits,
         config.defaults,
@@ -245,7 +262,7 @@ def _registry(  # noqa: PLR0917 - the assembly's one call site, names kept apart
         journal_factory=journal_factory,
         metrics=telemetry is not None and telemetry.metrics,
         traced=telemetry is not None and telemetry.tracing,
-        router=None if cluster is None else cluster.route,
+        router=router,
     )
     if telemetry is not None:
         telemetry.bind(registry)
@@ -258,12 +275,16 @@ def _grpc_server(
     loop: asyncio.AbstractEventLoop,
     telemetry: Telemetry | None,
     admission: Admission,
-) -> tuple[grpc.aio.Server, Any, Authorizer | None]:
+    *,
+    worker: WorkerPlan | None,
+) -> tuple[grpc.aio.Server, Any, Authorizer | None, Siblings]:
     """The grpc.aio server with the purgatory service, health and reflection (not bound)."""
     server = grpc.aio.server(
-        options=server_options(config), maximum_concurrent_rpcs=config.max_concurrent_rpcs
+        options=server_options(config, reuseport=worker is not None),
+        maximum_concurrent_rpcs=config.max_concurrent_rpcs,
     )
-    servicer = PurgatoryServicer(registry, loop, admission)
+    peers = () if worker is None else tuple(worker.peers())
+    servicer = PurgatoryServicer(registry, loop, admission, peers)
     authorizer = Authorizer(config.auth) if config.auth.enabled else None
     wrap = None if telemetry is None else telemetry.wrap
     add_purgatory_service(server, servicer, authorizer, wrap)
@@ -272,7 +293,7 @@ def _grpc_server(
     reflection.enable_server_reflection(
         (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server
     )
-    return server, health_servicer, authorizer
+    return server, health_servicer, authorizer, servicer.siblings
 
 
 def _bind(server: grpc.aio.Server, address: str, credentials: grpc.ServerCredentials | None) -> int:
@@ -286,16 +307,24 @@ def _bind(server: grpc.aio.Server, address: str, credentials: grpc.ServerCredent
 
 
 def _open_purgatories(
-    config: ServerConfig, registry: PurgatoryRegistry, cluster: ClusterNode | None
+    config: ServerConfig,
+    registry: PurgatoryRegistry,
+    cluster: ClusterNode | None,
+    worker: WorkerPlan | None,
 ) -> None:
     """The configured purgatories, then the durable ones the data directory's catalog
-    names (created at runtime); replicated ones wait for the cluster."""
+    names (created at runtime); replicated ones wait for the cluster, and a worker opens
+    only those placed on it."""
     for settings in config.purgatories:
         if cluster is not None and cluster.is_replicated(settings.name):
             continue  # owned or stood by once the cluster starts
+        if worker is not None and not worker.owns(settings.name):
+            continue
         registry.create(registry.settings_for(settings.name, settings))
     configured = {p.name for p in config.purgatories}
     for settings in read_catalog(Path(config.data_dir), config.limits):
+        if worker is not None and not worker.owns(settings.name):
+            continue
         if settings.name not in configured and settings.durable:
             registry.create(settings)
 
@@ -305,10 +334,10 @@ async def _shutdown_telemetry(telemetry: Telemetry | None) -> None:
         await asyncio.to_thread(telemetry.shutdown)
 
 
-async def serve(config: ServerConfig) -> None:
+async def serve(config: ServerConfig, worker: WorkerPlan | None = None) -> None:
     """Run until SIGTERM or SIGINT, then shut down gracefully."""
     fd_limits.raise_fd_limit()  # before the server's connection cap is computed
-    server, port = await create_server(config.listen, config)
+    server, port = await create_server(config.listen, config, worker=worker)
     log_limits(config)
     settle_heap()  # start-up's heap out of the collector's way (process_tuning.py)
     shorten_switch_interval()  # expiry lateness (process_tuning.py)
@@ -319,8 +348,9 @@ async def serve(config: ServerConfig) -> None:
     host = config.listen.rsplit(":", 1)[0]
     names = ", ".join(p.name for p in server.registry.all_purgatories()) or "(none)"
     engine = "compiled (mypyc)" if ENGINE_COMPILED else "pure Python"  # which build runs
-    msg = "purgatory server listening on %s:%d; purgatories: %s; engine: %s"
-    logger.info(msg, host, port, names, engine)
+    who = "purgatory server" if worker is None else f"worker {worker.index} of {worker.count}"
+    msg = "%s listening on %s:%d; purgatories: %s; engine: %s"
+    logger.info(msg, who, host, port, names, engine)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

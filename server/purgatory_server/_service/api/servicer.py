@@ -14,7 +14,7 @@ long-polls await futures.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 
 import grpc
 from purgatory_proto.v1 import purgatory_pb2 as pb
@@ -27,6 +27,7 @@ from purgatory_server._service.api.groups_rpc import member_stream
 from purgatory_server._service.api.session_resume import SessionDirectory
 from purgatory_server._service.api.session_rpc import ClientGone, SessionFrames, SessionStream
 from purgatory_server._service.api.stream_slots import StreamSlots
+from purgatory_server._service.api.worker_listing import Siblings
 from purgatory_server._service.core.admission import NO_ADMISSION, Admission
 from purgatory_server._service.core.errors import METADATA_INCARNATION
 from purgatory_server._service.core.named_purgatory import NamedPurgatory
@@ -56,8 +57,11 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
         registry: PurgatoryRegistry,
         loop: asyncio.AbstractEventLoop,
         admission: Admission = NO_ADMISSION,
+        siblings: Sequence[str] = (),
     ) -> None:
         self._registry = registry
+        # The other workers' own addresses (workers/): ListPurgatories lists theirs too.
+        self.siblings = Siblings(siblings)
         self._loop = loop
         self._limits = registry.limits
         self._service = Service(registry, loop, registry.limits, admission)
@@ -91,9 +95,11 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
     async def ListPurgatories(
         self, request: pb.ListPurgatoriesRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListPurgatoriesResponse:
-        return pb.ListPurgatoriesResponse(
-            purgatories=[purgatory_to_proto(p.stats()) for p in self._registry.all_purgatories()]
-        )
+        purgatories = [purgatory_to_proto(p.stats()) for p in self._registry.all_purgatories()]
+        if self.siblings and not Siblings.local_only(context):
+            purgatories += await self.siblings.listed(context)
+            purgatories.sort(key=lambda p: p.name)
+        return pb.ListPurgatoriesResponse(purgatories=purgatories)
 
     async def GetPurgatory(
         self, request: pb.GetPurgatoryRequest, context: grpc.aio.ServicerContext

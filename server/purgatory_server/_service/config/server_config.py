@@ -137,6 +137,9 @@ class ServerConfig:
     # shed_lag_ms late, batches of shed_batch_entries or more are RESOURCE_EXHAUSTED; 0: off.
     shed_lag_ms: int = 0
     shed_batch_entries: int = 1000
+    # Worker processes behind the one address (workers/; docs/service.md): 1 is one
+    # process, as before; 0 ("auto" on the command line) is one per usable core.
+    workers: int = 1
     log_level: str = "INFO"
     # "text" (one human-readable line per event) or "json" (one JSON object per line).
     log_format: str = "text"
@@ -171,16 +174,14 @@ class ServerConfig:
     purgatories: tuple[PurgatorySettings, ...] = (PurgatorySettings(),)
 
     def validate(self) -> None:
-        if self.grace_s < 0:
-            raise ConfigError(f"grace_s must be >= 0, got {self.grace_s}")
         for name in _POSITIVE:
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
         if self.shed_lag_ms < 0 or self.shed_batch_entries < 1:
             raise ConfigError("shed_lag_ms must be >= 0 and shed_batch_entries >= 1")
-        if self.max_connection_age_ms < 0:
-            age = self.max_connection_age_ms
-            raise ConfigError(f"max_connection_age_ms must be >= 0, got {age}")
+        for name in ("grace_s", "max_connection_age_ms", "workers"):  # workers 0: per core
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
         self._validate_limits()
         if self.log_level.upper() not in _LOG_LEVELS:
             raise ConfigError(

@@ -1,0 +1,90 @@
+"""ListPurgatories of the whole server when it runs as several workers (workers/).
+
+A worker holds only the purgatories placed on it, but a client's ListPurgatories lands on
+whichever worker the kernel chose for its connection, so that worker asks each sibling on
+the sibling's own port for *its* purgatories (request metadata ``purgatory-worker-local``
+says "yours only", so the question does not fan out again) and answers the union, sorted
+by name as a single server does. The caller's ``authorization`` travels with the
+question, so a token sees the same purgatories on every worker. A sibling that does not
+answer (restarting after a crash) makes the listing UNAVAILABLE rather than silently
+short: a retry a moment later sees it.
+
+Channels to siblings are opened on first use and kept until the server stops;
+loop-confined like the servicer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import grpc
+from purgatory_proto.v1 import purgatory_pb2 as pb
+from purgatory_proto.v1 import purgatory_pb2_grpc as pb_grpc
+
+from purgatory_server._service.core.errors import Code, ServiceError
+
+__all__ = ["METADATA_LOCAL", "SiblingUnavailable", "Siblings"]
+
+METADATA_LOCAL = "purgatory-worker-local"
+ASK_TIMEOUT_S = 5.0
+
+
+class SiblingUnavailable(ServiceError):
+    """A sibling worker did not answer (restarting): retry shortly."""
+
+    code = Code.UNAVAILABLE
+    retry_after_s = 0.5
+
+
+class Siblings:
+    """The other workers' stubs, for the whole-server listing."""
+
+    def __init__(self, addresses: Sequence[str]) -> None:
+        self._addresses = tuple(addresses)
+        self._stubs: dict[str, pb_grpc.PurgatoryServiceStub] = {}
+        self._channels: list[grpc.aio.Channel] = []
+
+    def __bool__(self) -> bool:
+        return bool(self._addresses)
+
+    def _stub(self, address: str) -> pb_grpc.PurgatoryServiceStub:
+        stub = self._stubs.get(address)
+        if stub is None:
+            channel = grpc.aio.insecure_channel(address)
+            self._channels.append(channel)
+            stub = pb_grpc.PurgatoryServiceStub(channel)  # type: ignore[no-untyped-call]
+            self._stubs[address] = stub
+        return stub
+
+    async def close(self) -> None:
+        """Close the channels (server stop)."""
+        channels, self._channels, self._stubs = self._channels, [], {}
+        for channel in channels:
+            await channel.close()
+
+    @staticmethod
+    def local_only(context: grpc.aio.ServicerContext) -> bool:
+        """Whether this call is a sibling's question (answer with this worker's own)."""
+        return any(k == METADATA_LOCAL for k, _ in context.invocation_metadata() or ())
+
+    async def listed(self, context: grpc.aio.ServicerContext) -> list[pb.Purgatory]:
+        """The siblings' purgatories; Unavailable if one of them does not answer."""
+        metadata = [(METADATA_LOCAL, "1")]
+        metadata += [
+            (k, v)
+            for k, v in context.invocation_metadata() or ()
+            if k == "authorization" and isinstance(v, str)
+        ]
+        found: list[pb.Purgatory] = []
+        for address in self._addresses:
+            try:
+                response = await self._stub(address).ListPurgatories(
+                    pb.ListPurgatoriesRequest(), metadata=metadata, timeout=ASK_TIMEOUT_S
+                )
+            except grpc.aio.AioRpcError as exc:
+                raise SiblingUnavailable(
+                    f"worker at {address} did not answer the listing "
+                    f"({exc.code().name}); retry shortly"
+                ) from None
+            found.extend(response.purgatories)
+        return found

@@ -1,0 +1,130 @@
+"""A worker's static view of its siblings: who owns which purgatory, and where it listens.
+
+Placement is the cluster's rendezvous hashing (:func:`purgatory_server._cluster.placement.
+ranked`) over the worker ids ``worker-0`` .. ``worker-{N-1}``: every worker computes the
+same owner for a name without asking anyone, and it does not change while N does not
+(the supervisor restarts a dead worker with the same index, so its purgatories come back
+to it and its journals). Changing N moves about ``1/N`` of the names; a durable purgatory
+follows because all workers share the data directory and each opens only what it owns.
+
+Static ownership on one machine needs no lease: two workers never own the same name,
+and a journal is locked by the one process that opened it. Thread-safety: immutable.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass, replace
+
+from purgatory_server._cluster.not_owner import NotOwner
+from purgatory_server._cluster.placement import ranked
+from purgatory_server._service.config.server_config import ConfigError, ServerConfig
+
+__all__ = [
+    "WorkerPlan",
+    "usable_cores",
+    "worker_config",
+    "worker_count",
+    "worker_id",
+    "worker_plan",
+]
+
+
+def worker_id(index: int) -> str:
+    """The placement id of worker ``index`` (stable: placement hashes it)."""
+    return f"worker-{index}"
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity, not the machine's count)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerPlan:
+    """Worker ``index`` of ``len(own_ports)``; ``host`` is where all of them listen,
+    ``shared_port`` the port they share, ``own_ports[i]`` worker i's own port, and
+    ``advertise`` the host named in a redirect (the listen host unless it is a wildcard)."""
+
+    index: int
+    host: str
+    shared_port: int
+    own_ports: tuple[int, ...]
+    advertise: str
+
+    @property
+    def count(self) -> int:
+        return len(self.own_ports)
+
+    def owner_of(self, name: str) -> int:
+        """The index of the worker that owns purgatory ``name``."""
+        best = ranked(name, [worker_id(i) for i in range(self.count)])[0]
+        return int(best.rsplit("-", 1)[1])
+
+    def owns(self, name: str) -> bool:
+        return self.owner_of(name) == self.index
+
+    def address_of(self, index: int) -> str:
+        """Worker ``index``'s own address, as clients should dial it."""
+        return f"{self.advertise}:{self.own_ports[index]}"
+
+    def peers(self) -> list[str]:
+        """The other workers' own addresses (whole-server listing asks them)."""
+        return [self.address_of(i) for i in range(self.count) if i != self.index]
+
+    def route(self, name: str, creating: bool = False) -> None:
+        """The registry's router: NotOwner naming the owner for a name another worker
+        owns (the registry asks before creating a name and on a look-up it misses)."""
+        owner = self.owner_of(name)
+        if owner != self.index:
+            raise NotOwner(name, self.address_of(owner))
+
+
+def worker_count(config: ServerConfig) -> int:
+    """How many workers ``config`` asks for (0: one per usable core); ConfigError for
+    what several workers cannot serve yet: a ``[cluster]`` (ownership is then the
+    cluster's), a unix socket (no shared port), TLS (the whole-server listing asks the
+    other workers in plaintext)."""
+    count = config.workers or usable_cores()
+    if count > 1:
+        if config.cluster.nats_urls:
+            raise ConfigError("workers > 1 cannot be combined with [cluster] nats_urls")
+        if config.listen.startswith("unix"):
+            raise ConfigError("workers > 1 needs a TCP listen address (host:port)")
+        if config.tls_cert:
+            raise ConfigError("workers > 1 does not support TLS yet (tls_cert is set)")
+    return count
+
+
+def worker_plan(config: ServerConfig, index: int, ports_text: str | None) -> WorkerPlan:
+    """Worker ``index``'s plan from the supervisor's ``--worker-ports`` (shared port,
+    then each worker's own port)."""
+    try:
+        ports = [int(p) for p in (ports_text or "").split(",")]
+    except ValueError:
+        raise ConfigError(f"--worker-ports: not a list of ports: {ports_text!r}") from None
+    if len(ports) < 2 or not 0 <= index < len(ports) - 1:
+        raise ConfigError(f"--worker-index {index} does not fit --worker-ports {ports_text!r}")
+    host = config.listen.rsplit(":", 1)[0].strip("[]")
+    advertise = socket.gethostname() if host in ("0.0.0.0", "::", "") else host
+    if ":" in advertise:
+        advertise = f"[{advertise}]"
+    return WorkerPlan(index, host, ports[0], tuple(ports[1:]), advertise)
+
+
+def worker_config(config: ServerConfig, count: int) -> ServerConfig:
+    """``config`` as one of ``count`` workers runs it: the memory budget is the server's,
+    so each worker holds ``1/count`` of it (N full budgets would promise N times the
+    memory)."""
+    limits = config.limits
+    if limits.memory_budget_bytes:
+        share = max(1 << 20, limits.memory_budget_bytes // count)
+        limits = replace(limits, memory_budget_bytes=share)
+    else:
+        percent = max(1, limits.memory_budget_percent // count)
+        limits = replace(limits, memory_budget_percent=percent)
+    return replace(config, limits=limits)

@@ -1,0 +1,219 @@
+"""The supervisor of ``workers = N``: one address, N ordinary servers, restarts.
+
+It imports no grpc and serves nothing itself. At start it *reserves* the shared port and
+one own port per worker by binding (not listening on) a socket with SO_REUSEPORT, which
+it keeps open for its whole life: ``listen`` port 0 becomes a concrete port every worker
+can share, and a restarted worker finds its own port free for it and for nobody else
+(another program would need SO_REUSEPORT under the same user to take it). The kernel
+spreads new connections over the workers' listening sockets only, never to the reserving
+socket.
+
+Each worker is ``python -m purgatory_server`` with the supervisor's own arguments plus
+``--worker-index``, ``--worker-ports`` and a port file of its own, so it reads the same
+configuration file and environment. The supervisor writes ``port_file`` once every worker
+serves. A worker that exits while the supervisor is not stopping is started again (after
+a pause that doubles up to 5 s while it keeps dying young) and recovers its durable
+purgatories from their journals; a kill -9 loses nothing acknowledged
+(tests/service/test_workers.py). SIGTERM/SIGINT stop every worker gracefully, then the
+supervisor exits 0. Thread-safety: one thread (the main one) runs it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from types import FrameType
+
+from purgatory_server._service.config.server_config import ServerConfig
+
+__all__ = ["Supervisor", "reserve_port"]
+
+logger = logging.getLogger("purgatory_server.workers")
+
+START_TIMEOUT_S = 60.0
+POLL_S = 0.05
+MAX_BACKOFF_S = 5.0
+# A worker that lived this long before dying is restarted at once.
+YOUNG_S = 10.0
+
+
+def reserve_port(host: str, port: int) -> socket.socket:
+    """A bound, not listening, SO_REUSEPORT socket on ``host:port`` (0: any free port)."""
+    family, kind, proto, _, sockaddr = socket.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.bind(sockaddr)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+class _Worker:
+    """One worker process and its restart bookkeeping."""
+
+    def __init__(self, index: int, argv: list[str], port_file: Path) -> None:
+        self.index = index
+        self.argv = argv
+        self.port_file = port_file
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.started = 0.0
+        self.backoff_s = 0.0
+        self.due = 0.0  # when a dead worker is started again
+
+    def start(self) -> None:
+        self.port_file.unlink(missing_ok=True)
+        self.started = time.monotonic()
+        # Its telemetry's resource names it (OpenTelemetry reads this variable): OTLP
+        # exports carry `purgatory.worker`, Prometheus's target_info `purgatory_worker`.
+        env = dict(os.environ)
+        own = f"purgatory.worker={self.index}"
+        earlier = env.get("OTEL_RESOURCE_ATTRIBUTES")
+        env["OTEL_RESOURCE_ATTRIBUTES"] = f"{earlier},{own}" if earlier else own
+        self.proc = subprocess.Popen(self.argv, env=env)  # stdout/stderr inherited: one log
+
+    def exited(self) -> int | None:
+        return None if self.proc is None else self.proc.poll()
+
+    def signal(self, signum: int) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.send_signal(signum)
+
+
+class Supervisor:
+    """Runs ``count`` workers of the server started with ``argv`` (see module docstring)."""
+
+    def __init__(self, argv: Sequence[str], config: ServerConfig, count: int) -> None:
+        self._argv = list(argv)
+        self._config = config
+        self._count = count
+        self._stopping = False
+
+    def _stop(self, signum: int, frame: FrameType | None) -> None:
+        self._stopping = True
+
+    def run(self) -> int:
+        """Serve until SIGTERM/SIGINT; the exit status (1 if the workers never served)."""
+        host = self._config.listen.rsplit(":", 1)[0].strip("[]")
+        port = int(self._config.listen.rsplit(":", 1)[1])
+        reserved: list[socket.socket] = []
+        try:
+            reserved.append(reserve_port(host, port))
+            reserved += [reserve_port(host, 0) for _ in range(self._count)]
+        except OSError as exc:  # a busy port: one line, as a single server reports it
+            for sock in reserved:
+                sock.close()
+            logger.error("cannot start: cannot listen on %s: %s", self._config.listen, exc.strerror)
+            return 1
+        ports = [s.getsockname()[1] for s in reserved]
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self._stop)
+        with tempfile.TemporaryDirectory(prefix="purgatory-workers-") as tmp:
+            workers = [self._worker(i, host, ports, Path(tmp)) for i in range(self._count)]
+            try:
+                for worker in workers:
+                    worker.start()
+                if not self._wait_serving(workers):
+                    return 0 if self._stopping else 1  # stopped while starting: no failure
+                self._write_port_file(ports[0])
+                own = ", ".join(str(p) for p in ports[1:])
+                logger.info(
+                    "supervisor: %d workers serving on %s:%d (own ports %s)",
+                    self._count,
+                    host,
+                    ports[0],
+                    own,
+                )
+                self._watch(workers)
+                return 0
+            finally:
+                self._stop_all(workers)
+                for sock in reserved:
+                    sock.close()
+
+    def _worker(self, index: int, host: str, ports: list[int], tmp: Path) -> _Worker:
+        port_file = tmp / f"worker-{index}.port"
+        listen_host = f"[{host}]" if ":" in host else host
+        argv = [sys.executable, "-m", "purgatory_server", *self._argv]
+        argv += ["--listen", f"{listen_host}:{ports[0]}", "--port-file", str(port_file)]
+        argv += ["--worker-index", str(index), "--worker-ports", ",".join(map(str, ports))]
+        metrics = self._config.metrics_listen
+        if metrics:  # worker i scrapes at the configured port + i (docs/observability.md)
+            m_host, m_port = metrics.rsplit(":", 1)
+            argv += ["--metrics-listen", f"{m_host}:{int(m_port) + index if int(m_port) else 0}"]
+        return _Worker(index, argv, port_file)
+
+    def _wait_serving(self, workers: list[_Worker]) -> bool:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        waiting = list(workers)
+        while waiting and not self._stopping:
+            for worker in list(waiting):
+                if worker.port_file.exists():
+                    waiting.remove(worker)
+                elif (code := worker.exited()) is not None:
+                    logger.error("cannot start: worker %d exited with %d", worker.index, code)
+                    return False
+            if time.monotonic() > deadline:
+                logger.error("cannot start: workers did not serve in %.0f s", START_TIMEOUT_S)
+                return False
+            time.sleep(POLL_S)
+        return not self._stopping
+
+    def _write_port_file(self, port: int) -> None:
+        if self._config.port_file:
+            tmp = Path(self._config.port_file + ".tmp")
+            tmp.write_text(f"{port}\n")
+            tmp.replace(self._config.port_file)  # readers never see a half-written file
+
+    def _watch(self, workers: list[_Worker]) -> None:
+        """Restart workers that die, until asked to stop."""
+        while not self._stopping:
+            now = time.monotonic()
+            for worker in workers:
+                if worker.due:
+                    if now >= worker.due:
+                        worker.due = 0.0
+                        worker.start()
+                    continue
+                code = worker.exited()
+                if code is None:
+                    continue
+                young = now - worker.started < YOUNG_S
+                worker.backoff_s = min(MAX_BACKOFF_S, worker.backoff_s * 2 or 0.1) if young else 0
+                worker.due = now + worker.backoff_s
+                logger.warning(
+                    "worker %d exited with %d; restarting in %.1f s",
+                    worker.index,
+                    code,
+                    worker.backoff_s,
+                )
+            time.sleep(POLL_S)
+
+    def _stop_all(self, workers: list[_Worker]) -> None:
+        for worker in workers:
+            worker.signal(signal.SIGCONT)
+            worker.signal(signal.SIGTERM)
+        deadline = time.monotonic() + self._config.grace_s + 10
+        for worker in workers:
+            if worker.proc is None:
+                continue
+            try:
+                worker.proc.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                worker.proc.kill()
+                worker.proc.wait(10)
+        logger.info("supervisor: workers stopped")

@@ -44,6 +44,7 @@ from purgatory_server._service.config.auth import Authorizer
 from purgatory_server._service.config.process_tuning import settle_heap, shorten_switch_interval
 from purgatory_server._service.config.server_config import ServerConfig
 from purgatory_server._service.core.admission import Admission, LoopLag
+from purgatory_server._service.core.budget import ServerBudget
 from purgatory_server._service.core.registry import JournalFactory, PurgatoryRegistry, Router
 from purgatory_server._service.durable.catalog import read_catalog
 from purgatory_server._service.durable.local_store import durable_factory
@@ -103,8 +104,16 @@ def connection_cap(configured: int) -> int:
     return fd_limits.connection_cap(configured, fd_limits.fd_limit())
 
 
-def log_limits(config: ServerConfig) -> None:
-    """The effective connection and stream limits, once at start-up."""
+def log_limits(config: ServerConfig, budget: ServerBudget) -> None:
+    """The effective memory budget, connection and stream limits, once the server is up
+    (not before: a start that fails says only why, in one line)."""
+    logger.info(
+        "memory budget %d MiB: %d MiB held (%d MiB per purgatory), %d MiB retained",
+        budget.capacity >> 20,
+        budget.held_capacity >> 20,
+        budget.share >> 20,
+        budget.retained_capacity >> 20,
+    )
     logger.info(
         "limits: open files %s, max_connections %d (configured %d), connection idle %d ms, "
         "max_concurrent_rpcs %d, max_subscribe_streams %d (%d per connection)",
@@ -338,7 +347,7 @@ async def serve(config: ServerConfig, worker: WorkerPlan | None = None) -> None:
     """Run until SIGTERM or SIGINT, then shut down gracefully."""
     fd_limits.raise_fd_limit()  # before the server's connection cap is computed
     server, port = await create_server(config.listen, config, worker=worker)
-    log_limits(config)
+    log_limits(config, server.registry.budget)
     settle_heap()  # start-up's heap out of the collector's way (process_tuning.py)
     shorten_switch_interval()  # expiry lateness (process_tuning.py)
     if config.port_file:

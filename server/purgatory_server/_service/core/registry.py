@@ -103,14 +103,7 @@ class PurgatoryRegistry:
         self._purgatories: dict[str, NamedPurgatory] = {}
         self._durable: dict[str, Durability] = {}
         self._closed: ServiceError | None = None
-        self.budget = ServerBudget(limits)
-        logger.info(
-            "memory budget %d MiB: %d MiB held (%d MiB per purgatory), %d MiB retained",
-            self.budget.capacity >> 20,
-            self.budget.held_capacity >> 20,
-            self.budget.share >> 20,
-            self.budget.retained_capacity >> 20,
-        )
+        self.budget = ServerBudget(limits)  # logged once the server is up (app.log_limits)
         # Replicated purgatories: raises a routing error for a name this server does not
         # serve but knows the owner of; None without a cluster.
         self.router = router

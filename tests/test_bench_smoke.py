@@ -187,8 +187,12 @@ CASES = [
     Case(
         "scale_out_bench",
         "--seconds 0.2 --warmup 0.05 --rounds 1 --clients 2 --batch 5 --kills 1 --lease-ms 500"
-        " --dir {tmp}",
-        ("replicated / local-journal", "takeover p50 .* 0 lost"),
+        " --failovers 1 --failover-kinds kill --dir {tmp}",
+        (
+            "replicated / local-journal",
+            "takeover p50 .* 0 lost",
+            "failover kill: client-visible unavailability p50 .* hung calls 0",
+        ),
         _missing_nats,
     ),
     Case(

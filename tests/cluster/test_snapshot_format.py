@@ -257,3 +257,30 @@ def test_policy() -> None:
     assert not by_bytes.due(replay)
     replay.tail_bytes = 1000
     assert by_bytes.due(replay)
+
+
+def test_a_snapshot_carries_the_dedup_window() -> None:
+    """Finished ids a re-send must still find (the dedup window, docs/service.md) survive
+    a snapshot and the purge before it, not only the retained event window's: a takeover
+    answers a re-send inside the window with its outcome, as a local restart does."""
+    dedup = (300_000, 1 << 20)
+    owner = Owner(5)
+    owner.replay = SubjectReplay(RETAIN, 1000, dedup)
+    for _ in range(300):
+        owner.random_submission()
+    begin = owner.snapshot("1.1", interleave=2, chunk_bytes=600)
+    # What the server's finished-id memory is rebuilt from: an id's latest outcome wins,
+    # and an id pending again answers re-sends itself (it is carried, not remembered).
+    owner_state = owner.replay.state.snapshot(owner.replay.next_index)
+    pending = owner_state.pending
+    expected = {o.operation_id: o for o in owner_state.finished if o.operation_id not in pending}
+    assert len(expected) > RETAIN  # more than the event window holds
+    after_purge = SubjectReplay(RETAIN, 1000, dedup)
+    for body, headers in owner.subject[begin:]:
+        after_purge.apply(body, headers)
+    assert after_purge.snapshots == 1
+    rebuilt = after_purge.state.snapshot(after_purge.next_index)
+    assert {o.operation_id: o for o in rebuilt.finished if o.operation_id not in pending} == (
+        expected
+    )
+    assert rebuilt.events == owner_state.events

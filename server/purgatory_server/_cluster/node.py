@@ -235,9 +235,11 @@ class ClusterNode:
         stream = journal_stream(name, self._cluster.journal_streams)
         subject = journal_subject(name, self._cluster.journal_streams)
         await self._tomb().wait_alive(name, min(0.5, max(0.02, self._lease_s / 10)))
+        dedup = (settings.dedup_window_ms, settings.dedup_max_bytes)
         shadow = Shadow(
-            self._js, stream, subject, settings.retained_events, limits.max_tracked_values
-        )
+            self._js, stream, subject, settings.retained_events, limits.max_tracked_values,
+            dedup=dedup,
+        )  # fmt: skip
         lease = OwnerLease(
             self._owners_kv, token(name), LeaseValue(self.server_id, self.address), self._lease_s
         )

@@ -26,6 +26,7 @@ from nats.js.errors import NotFoundError
 
 from purgatory_server._cluster.snapshot import SubjectReplay, decode_message
 from purgatory_server._journal import JournalState, RecoveredState
+from purgatory_server._journal.dedup_window import Dedup
 
 __all__ = ["Shadow", "decode_message", "last_subject_sequence"]
 
@@ -45,12 +46,19 @@ class Shadow:
     """The journal state of one purgatory as its subject says (see module docstring)."""
 
     def __init__(
-        self, js: Any, stream: str, subject: str, retain_events: int, max_key_values: int
+        self,
+        js: Any,
+        stream: str,
+        subject: str,
+        retain_events: int,
+        max_key_values: int,
+        *,
+        dedup: Dedup = (0, 0),
     ) -> None:
         self._js = js
         self._stream = stream
         self._subject = subject
-        self.replay = SubjectReplay(retain_events, max_key_values)
+        self.replay = SubjectReplay(retain_events, max_key_values, dedup)
         self.applied_sequence = 0  # stream sequence of the last message applied
         self.messages = 0
         self._sub: Any = None

@@ -8,7 +8,8 @@ of messages with the header ``Purgatory-Snapshot: <phase> <id>`` (``id`` is
 §8), framed as every message is:
 
 - ``begin``: a ``compaction`` checkpoint with the last outcome sequence, then the
-  retained event window as ``outcome`` records (split into ``begin`` + ``part`` messages
+  retained event window and the dedup window (finished ids a re-send must still find) as
+  ``outcome`` records (split into ``begin`` + ``part`` messages
   queued together if it exceeds a message, so no submission comes between them);
 - ``part``: ``carried_operation`` (preceded by the ``registered`` record when the id also
   has an outcome in the window, so the re-registration is not mistaken for a carry of an
@@ -49,6 +50,7 @@ from purgatory_proto.v1.journal_pb2 import JournalRecord
 
 from purgatory_server._cluster.layout import EPOCH_HEADER, MAX_MESSAGE_BYTES, SNAPSHOT_HEADER
 from purgatory_server._journal import JournalState
+from purgatory_server._journal.dedup_window import Dedup
 from purgatory_server._journal.framing import decode_frame, encode_frame
 
 __all__ = [
@@ -254,10 +256,12 @@ class SubjectReplay:
     mirror (:meth:`apply_records` for what it submits).
     """
 
-    def __init__(self, retain_events: int, max_key_values: int) -> None:
+    def __init__(self, retain_events: int, max_key_values: int, dedup: Dedup = (0, 0)) -> None:
         self._retain_events = retain_events
         self._max_key_values = max_key_values
-        self.state = JournalState(retain_events, max_key_values)
+        # The dedup window (ms, bytes): its outcomes survive a snapshot like the window's.
+        self._dedup = dedup
+        self.state = JournalState(retain_events, max_key_values, dedup)
         self.next_index = 0
         self.tail_messages = 0
         self.tail_bytes = 0
@@ -294,7 +298,10 @@ class SubjectReplay:
             if candidate is not None:
                 self.drop_candidate()
             candidate = _Candidate(
-                snapshot_id, epoch, JournalState(self._retain_events, self._max_key_values), 0
+                snapshot_id,
+                epoch,
+                JournalState(self._retain_events, self._max_key_values, self._dedup),
+                0,
             )
             self._candidate = candidate
         elif candidate is None or candidate.snapshot_id != snapshot_id:

@@ -13,7 +13,7 @@ Thread-safety: none; owned by a :class:`~.state.JournalState`.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Container, Iterable, Sequence
 
 from purgatory_proto.v1.journal_pb2 import JournalRecord
 
@@ -63,9 +63,29 @@ class DedupWindow:
         own = self._records[0][0]
         return own if first is None else min(first, own)
 
+    def carry(
+        self, events: Sequence[tuple[int, Outcome]], pending: Container[str]
+    ) -> list[Outcome]:
+        """What a snapshot carries, in journal order: the event window (``events``) whole,
+        and of this window each id's latest outcome that the event window does not hold
+        and whose id is not ``pending`` again. A reader replays no registrations from
+        before the snapshot, so an id's later outcome would be ignored as a second one;
+        and the finished-id memory keeps an id's latest outcome only."""
+        held = {outcome.operation_id for _, outcome in events}
+        older: dict[str, tuple[int, Outcome]] = {}
+        for index, outcome, _ in self._records:
+            if outcome.operation_id not in held and outcome.operation_id not in pending:
+                older.pop(outcome.operation_id, None)
+                older[outcome.operation_id] = (index, outcome)
+        return [outcome for _, outcome in sorted([*older.values(), *events], key=_index)]
+
     def merge(self, events: Iterable[tuple[int, Outcome]]) -> tuple[Outcome, ...]:
         """The records of ``events`` (the event window) and of this window, in journal
         order, each once: what the server's finished-id memory is rebuilt from."""
         merged = dict(events)
         merged.update((index, outcome) for index, outcome, _ in self._records)
         return tuple(merged[index] for index in sorted(merged))
+
+
+def _index(item: tuple[int, Outcome]) -> int:
+    return item[0]

@@ -357,8 +357,8 @@ class JournalState:
     # -- reading ------------------------------------------------------------------------
 
     def events_window(self) -> list[Outcome]:
-        """The outcomes in the event window, in sequence order (a snapshot carries them)."""
-        return [outcome for _, outcome in self._events]
+        """What a snapshot carries of the outcomes (:meth:`.DedupWindow.carry`)."""
+        return self._dedup.carry(self._events, self.pending)
 
     def earliest_event_index(self) -> int | None:
         """Journal index of the oldest outcome in the event or dedup window (pins its segment)."""

@@ -39,15 +39,17 @@ def config_text(
     *,
     server_id: str = "",
     retained_events: int = 100_000,
+    dedup_window_ms: int | None = None,
     cluster_extra: str = "",
 ) -> str:
     quoted = ", ".join(f'"{u}"' for u in urls)
+    dedup = "" if dedup_window_ms is None else f"dedup_window_ms = {dedup_window_ms}\n"
     return f"""data_dir = "{data_dir}"
 log_level = "INFO"
 
 [defaults]
 retained_events = {retained_events}
-
+{dedup}
 [[purgatories]]
 name = "{name}"
 durable = true

@@ -110,8 +110,10 @@ test("a slow subscriber is cut off (buffer of 4) and the error says where to res
     await completeInOneTurn(strict, "s", 12);
     const error = await reading;
     assert.ok(error instanceof SlowSubscriberError, `got ${error}`);
-    assert.deepEqual(got, [1, 2, 3, 4]);
-    assert.equal(error.resumeAfter, 4);
+    // All twelve outcomes came in one server loop turn: the buffer (1..4, not yet handed
+    // to the transport) is dropped at the cut and the stream ends at what it had sent.
+    assert.deepEqual(got, []);
+    assert.equal(error.resumeAfter, 0);
   } finally {
     strict.close();
     await c.deletePurgatory(name);

@@ -75,8 +75,7 @@ class DedupWindow:
         older: dict[str, tuple[int, Outcome]] = {}
         for index, outcome, _ in self._records:
             if outcome.operation_id not in held and outcome.operation_id not in pending:
-                older.pop(outcome.operation_id, None)
-                older[outcome.operation_id] = (index, outcome)
+                older[outcome.operation_id] = (index, outcome)  # a later one replaces it
         return [outcome for _, outcome in sorted([*older.values(), *events], key=_index)]
 
     def merge(self, events: Iterable[tuple[int, Outcome]]) -> tuple[Outcome, ...]:

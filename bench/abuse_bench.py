@@ -65,6 +65,7 @@ CONFIG = """
 shed_lag_ms = {shed_lag_ms}
 [limits]
 subscriber_buffer_bytes = {buffer_bytes}
+session_buffer_bytes = {buffer_bytes}
 max_subscribers = 2048
 max_subscribe_streams = 4096
 max_subscribe_streams_per_connection = 2048
@@ -168,6 +169,7 @@ async def _phase(
         "probe_p50_ms": percentile(lat, 0.5),
         "probe_p99_ms": percentile(lat, 0.99),
         "seen": load.seen,
+        "probe_latencies_in_order_ms": probed["latencies_ms"],
     }
 
 
@@ -221,7 +223,8 @@ def report(result: Stats) -> str:
     budget = result["args"]["buffer_bytes"] / 2**20
     shed = result["args"]["shed_lag_ms"]
     return (
-        f"abuse patterns, probe pair every 20 ms (subscriber_buffer_bytes {budget:g} MiB, "
+        f"abuse patterns, probe pair every 20 ms (subscriber_buffer_bytes and "
+        f"session_buffer_bytes {budget:g} MiB, "
         f"shed_lag_ms {shed})\n" + markdown_table(headers, rows)
     )
 
@@ -241,7 +244,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--shed-lag-ms", type=int, default=0, help="the server's shed_lag_ms (0: off)"
     )
-    parser.add_argument("--buffer-bytes", type=int, default=4 << 20, help="per subscriber")
+    parser.add_argument(
+        "--buffer-bytes", type=int, default=4 << 20, help="per Subscribe and Session stream"
+    )
     parser.add_argument("--probe", metavar="ADDRESS", help=argparse.SUPPRESS)
     parser.add_argument("--json", help="write the raw numbers here")
     args = parser.parse_args(argv)

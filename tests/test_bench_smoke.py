@@ -99,6 +99,7 @@ CASES = [
         ("abuse patterns, probe pair every 20 ms", r"\| 8 bulk \|"),
     ),
     Case("listing_bench", "--quick --rounds 1", (r"first page \(100\) in ms",)),
+    Case("dedup_gc_bench", "--ids 2000 --repeats 1", ("full collection, packed / records",)),
     Case("placement_sim", "--quick", (r"\| rendezvous \|",)),
     Case("session_pack_bench", "--repeats 1 --iterations 10", (r"ratio \(median",)),
     Case(

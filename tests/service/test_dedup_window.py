@@ -4,13 +4,14 @@ restart."""
 
 from __future__ import annotations
 
+import gc
 from dataclasses import replace
 from pathlib import Path
 
 from purgatory_client import AsyncPurgatoryClient, OperationSpec, OperationState
 from purgatory_proto.v1 import purgatory_pb2 as pb
 from purgatory_server._service.config.server_config import PurgatorySettings
-from purgatory_server._service.core.conditions import ConditionSpec
+from purgatory_server._service.core.conditions import ConditionKind, ConditionSpec
 from purgatory_server._service.core.finished_ids import FinishedIds, entry_bytes
 from purgatory_server._service.core.operation import OperationDefinition
 from purgatory_server._service.core.operation_state import OperationState as ServerState
@@ -91,7 +92,32 @@ def test_the_window_is_a_time_not_a_count() -> None:
     ids.trim()
     assert list(ids.entries) == ["late", "later"]
     assert ids.evicted_early == 0
-    assert ids.bytes == sum(entry_bytes(*e) for e in ids.entries.values())
+    assert ids.bytes == sum(entry_bytes(*ids.get(i)) for i in ids.entries)  # type: ignore[misc]
+
+
+async def test_a_remembered_entry_is_rebuilt_equal_and_costs_the_collector_nothing() -> None:
+    # Packed into one plain tuple (core/finished_ids.py): equal records come back, and the
+    # collector stops tracking the entry after one pass (a full collection skips it).
+    condition = ConditionSpec(ConditionKind.MIN_SIGNALS, count=3, distinct_sources=True)
+    definition = OperationDefinition(("a", "b"), 500, condition, b"pay", 0, True, 900)
+    result = Result(3, ("s1", "s2"), ("a",), 7, (("a", 4),), b"data", False)
+    outcome = Outcome(9, "p", "x", ServerState.COMPLETED, ("a", "b"), b"pay", result, 1, 2, 3,
+                      "00-trace-01", 77)  # fmt: skip
+    ids = FinishedIds(window_ms=1000, max_bytes=1 << 30)
+    ids.add(definition, outcome)
+    got = ids.get("x")
+    assert got is not None
+    assert got == (definition, outcome)
+    assert got[1].traceparent == "00-trace-01" and got[1].nbytes == 77
+    assert got[1].result.data is result.data  # shared, never copied (core/signal_data.py)
+    assert got[0][5:] == (True, 900)  # the fields equality does not compare
+    plain = _outcome("y", 5)
+    ids.add(*plain)
+    assert ids.get("y") == plain
+    gc.collect()  # one pass: an entry holds no tuple the pass could reach after it
+    assert not any(gc.is_tracked(e) for e in ids.entries.values())
+    listed = list(ids.listed(None, {ServerState.COMPLETED}, lambda keys, op_id, due: True))
+    assert listed == [("x", outcome)]
 
 
 async def test_a_durable_window_survives_a_restart(tmp_path: Path) -> None:

@@ -126,6 +126,47 @@ async def _done(acks: list[Any], count: int) -> bool:
     return len(acks) == count and all(f.done() for f in acks)
 
 
+async def test_what_a_session_owes_is_charged_to_the_memory_budget(serve: ServeFn) -> None:
+    # Outcomes a Session has not sent yet are held by the server as surely as pending
+    # operations are: they count in the byte budget's held pool while they wait and are
+    # given back when they are written or the stream ends. (They used to count nowhere:
+    # an operation's charge was released as it ended, its outcome then waited uncharged.)
+    limits = replace(Limits(), session_buffer_bytes=1 << 20, max_payload_bytes=64 * 1024)
+    server, port = await serve(config=_config(limits))
+    budget = server.registry.budget
+    options = [("grpc.http2.bdp_probe", 0)]
+    async with AsyncPurgatoryClient(f"127.0.0.1:{port}", timeout=30, options=options) as client:
+        session = client.session(outcome_buffer=1)  # its reader stops after one outcome
+        specs = [
+            OperationSpec((f"c{i}",), 1, payload=b"x" * 60_000, operation_id=f"c{i}")
+            for i in range(40)
+        ]
+        await session.submit_all([specs[i : i + 4] for i in range(0, 40, 4)], lambda _: None)
+
+        async def ended_and_owed() -> bool:
+            info = await client.get_purgatory()
+            return info.last_sequence >= 8 and info.pending == 0
+
+        await until(ended_and_owed)
+        await asyncio.sleep(0.5)  # the writer gets stuck on what the client does not read
+        owed = budget.held
+        # Several 60 KB outcomes (and their acknowledgements' statuses) wait to be sent,
+        # and no operation is pending: all of it is what the session owes.
+        assert owed >= 400_000, owed
+        events = session.outcomes()
+        for _ in specs:  # reading: each written outcome gives its charge back
+            await _next(events)
+        await session.close()
+    await until(_budget_released(budget))
+
+
+def _budget_released(budget: Any) -> Any:
+    async def released() -> bool:
+        return bool(budget.held == 0)
+
+    return released
+
+
 async def test_a_named_session_resumes_without_re_registering(serve: ServeFn) -> None:
     _, port = await serve()
     specs = [OperationSpec((f"r{i}",), LONG, operation_id=f"r{i}") for i in range(6)]

@@ -29,9 +29,10 @@ from purgatory_server._service.api.session_rpc import ClientGone, SessionFrames,
 from purgatory_server._service.api.stream_slots import StreamSlots
 from purgatory_server._service.api.worker_listing import Siblings
 from purgatory_server._service.core.admission import NO_ADMISSION, Admission
-from purgatory_server._service.core.errors import METADATA_INCARNATION
+from purgatory_server._service.core.errors import METADATA_INCARNATION, ServiceError
 from purgatory_server._service.core.named_purgatory import NamedPurgatory
 from purgatory_server._service.core.registry import PurgatoryRegistry
+from purgatory_server._service.core.write_turns import WriteTurns
 from purgatory_server._service.outcomes.event_log import Outcome
 from purgatory_server._service.outcomes.incarnation import check_incarnation
 from purgatory_server._service.outcomes.subscriptions import EventFilter
@@ -71,6 +72,9 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
         )
         # Outcomes encoded once for all Subscribe streams (.event_cache).
         self._events = EncodedEvents(registry.budget)
+        # Stream writes per loop turn, so many streams' writes do not queue the other
+        # clients' requests behind them all (.write_turns).
+        self._turns = WriteTurns(loop)
         # Session streams open and parked (max_sessions; resumable named sessions).
         self.sessions = SessionDirectory(registry.limits, loop)
 
@@ -221,7 +225,13 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
                     yield event
                 return
             async for message in _subscription(
-                purgatory, after, event_filter, context, idle_s, encode=self._events.encode
+                purgatory,
+                after,
+                event_filter,
+                context,
+                idle_s,
+                encode=self._events.encode,
+                turns=self._turns,
             ):
                 yield message
 
@@ -238,7 +248,10 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
             except (grpc.RpcError, asyncio.InvalidStateError) as exc:
                 raise ClientGone() from exc
 
+        turn = self._turns.turn
+
         async def send(message: pb.SessionResponse) -> None:
+            await turn()
             try:
                 await context.write(message)
             except (grpc.RpcError, asyncio.InvalidStateError, ConnectionError) as exc:
@@ -260,13 +273,19 @@ async def _subscription(
     idle_s: float | None,
     *,
     encode: Callable[[Outcome, bool], bytes],
+    turns: WriteTurns,
 ) -> AsyncIterator[pb.OperationEvent | bytes]:
     """A plain subscriber's events: taken one at a time (:meth:`.Subscriber.pop`), so a
     cut (slow subscriber) drops everything not yet handed to the transport at once and the
     resume point is the last event handed over. Each outcome is encoded once for every
-    stream (``encode``, :mod:`.event_cache`); the edge sends the bytes as they are."""
+    stream (``encode``, :mod:`.event_cache`); the edge sends the bytes as they are. Each
+    write waits for its loop turn (``turns``, :mod:`.write_turns`), the headers and the
+    status that ends the stream too: a burst of streams opening or cut at once is a burst
+    of writes."""
     subscriber = purgatory.subscribe(after, event_filter)
+    turn = turns.turn
     try:
+        await turn()
         await context.send_initial_metadata(
             (
                 (METADATA_START_AFTER, str(subscriber.start_after)),
@@ -277,7 +296,12 @@ async def _subscription(
         feed = purgatory.feed
         pop = subscriber.pop
         while True:
-            if not await subscriber.wait(idle_s):
+            try:
+                ready = await subscriber.wait(idle_s)
+            except ServiceError:  # closed (cut, purgatory gone): its status waits its turn
+                await turn()
+                raise
+            if not ready:
                 # Idle: tell the client the stream is alive and how far it has got.
                 yield pb.OperationEvent(heartbeat=True, caught_up_sequence=subscriber.caught_up)
                 continue
@@ -286,6 +310,7 @@ async def _subscription(
                 metrics.subscriber_lag.record(feed.last_sequence - outcome.sequence)
             shared = feed.subscriber_count > 1
             while outcome is not None:
+                await turn()
                 yield encode(outcome, shared)
                 outcome = pop()
     finally:

@@ -24,6 +24,7 @@ from purgatory_server._service.api.session_messages import (
     watch_size,
 )
 from purgatory_server._service.config.server_config import Limits
+from purgatory_server._service.core.budget import ServerBudget
 from purgatory_server._service.core.errors import LimitExceeded, ServiceError
 from purgatory_server._service.outcomes.event_log import Outcome
 from purgatory_server._service.outcomes.feed import Feed
@@ -72,8 +73,13 @@ class SessionOutbound:
         limits: Limits,
         loop: asyncio.AbstractEventLoop,
         on_cut: Callable[[], None] | None = None,
+        budget: ServerBudget | None = None,
     ) -> None:
         self._limits = limits
+        # What waits to be sent is charged to the server's memory budget (issue 22):
+        # ``_charged`` of it, given back as it is written or when the stream ends.
+        self._budget = budget
+        self._charged = 0
         self._on_cut = on_cut  # counts a stream cut for not reading (the metrics)
         self._loop = loop
         self._bound = max(1, limits.session_buffer)
@@ -106,6 +112,14 @@ class SessionOutbound:
     def end(self, error: ServiceError | None) -> None:
         if not self._ended.done():
             self._ended.set_result(error)
+            # What is queued is dropped now (SessionStream.run): give its charge back.
+            self._uncharge(self._charged)
+
+    def _uncharge(self, size: int) -> None:
+        give = min(size, self._charged)
+        if give and self._budget is not None:
+            self._charged -= give
+            self._budget.release(give)
 
     def _maybe_finished(self) -> None:
         idle = not (self._watching or self._acks or self._out or self._buffered)
@@ -153,6 +167,9 @@ class SessionOutbound:
         that reads them (a burst, a resume) is served, not cut."""
         self._buffered += n
         self._queued_bytes += size
+        if self._budget is not None and not self._ended.done():
+            self._budget.charge_owed(size)
+            self._charged += size
         hard = 2 * self._bytes_bound
         if self._queued_bytes > hard and self._stalled() and not self._ended.done():
             if self._on_cut is not None:
@@ -207,6 +224,7 @@ class SessionOutbound:
                     self._progress_at = self._loop.time()
                     self._buffered -= outcomes + (1 if message.HasField("ack") else 0)
                     self._queued_bytes -= size
+                    self._uncharge(size)
                     if not self._full():
                         self._room.set()
                 self._progress_at = None  # (all written: idle, not stalled)

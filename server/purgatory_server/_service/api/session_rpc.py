@@ -140,7 +140,7 @@ class SessionStream(SessionOutbound):
         loop: asyncio.AbstractEventLoop,
         directory: SessionDirectory | None = None,
     ) -> None:
-        super().__init__(registry.limits, loop, on_cut=registry.sessions.count_cut)
+        super().__init__(registry.limits, loop, registry.sessions.count_cut, registry.budget)
         self._registry = registry
         self._directory = directory
         self._waiter = _SessionWaiter(self)

@@ -11,6 +11,7 @@
 - ``budget``: the server's memory budget in bytes, each purgatory's share of it;
 - ``sizes``: what an operation or a retained outcome costs in memory (the charges);
 - ``admission``: the event loop's lateness, and bulk requests shed while it runs late;
+- ``write_turns``: stream writes started per loop turn (many streams, one loop);
 - ``listing``, ``sorted_ids``: ListOperations' filter and cursor over ordered ids;
 - ``deadlines``: a pending operation's deadline moves (Reschedule; a re-send's debounce);
 - ``operation_state``: the states, numbered as the wire enum;

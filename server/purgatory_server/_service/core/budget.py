@@ -7,7 +7,8 @@ the machine's memory, or of the cgroup's limit when that is lower), in two pools
   pending operations with their ids, keys, payloads and progress (charged when they are
   registered, released when they end), the signal data they accumulate (charged once per
   shared link, :class:`~.conditions.DataLink`, released when no operation refers to it),
-  and stream buffers (:meth:`ServerBudget.try_charge` / :meth:`ServerBudget.release`).
+  and stream buffers (:meth:`ServerBudget.try_charge` / :meth:`ServerBudget.release`;
+  a Session's owed outcomes through :meth:`ServerBudget.charge_owed`).
   Each purgatory may hold at most its share (``purgatory_memory_percent`` of the pool),
   so one purgatory cannot starve the others. A registration or a signal with data that
   does not fit is refused with RESOURCE_EXHAUSTED (:class:`~.errors.LimitExceeded`): the
@@ -138,8 +139,17 @@ class ServerBudget:
         return True
 
     def release(self, nbytes: int) -> None:
-        """Give back ``nbytes`` charged by :meth:`try_charge` (loop thread)."""
+        """Give back ``nbytes`` charged by :meth:`try_charge` or :meth:`charge_owed`
+        (loop thread)."""
         self.held -= nbytes
+
+    def charge_owed(self, nbytes: int) -> None:
+        """Charge ``nbytes`` a stream owes its client and cannot refuse: a Session's
+        outcomes of operations it watched (their pending charge was released as they
+        ended, so this mostly moves bytes within the pool). The pool may pass its capacity
+        for a moment; new registrations are refused until the stream sends them (the
+        Session's own bound keeps what one stream owes finite). Loop thread only."""
+        self.held += nbytes
 
     # ----------------------------------------------------------------- retained pool
     def add_holder(self, holder: Reclaimable) -> None:

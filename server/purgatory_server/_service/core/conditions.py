@@ -31,6 +31,7 @@ from purgatory_server._service.core.errors import LimitExceeded
 from purgatory_server._service.core.signal_data import Charges, DataLink
 
 __all__ = [
+    "DEFAULT_CONDITION",
     "EMPTY_SIGNAL",
     "ConditionKind",
     "ConditionSpec",
@@ -93,6 +94,9 @@ class ResultSnapshot(NamedTuple):
 
 
 EMPTY_RESULT = ResultSnapshot()
+# The condition of an operation that names none (any key): one shared instance, so the
+# hot paths can tell it by identity.
+DEFAULT_CONDITION = ConditionSpec()
 # The signal of a CheckAndComplete that sent none (a bare wake-up); shared, it is immutable.
 EMPTY_SIGNAL = SignalRecord()
 

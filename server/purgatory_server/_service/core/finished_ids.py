@@ -19,23 +19,127 @@ The estimate of an entry's size (:func:`entry_bytes`) counts what it keeps alive
 the payload (shared by the definition and the outcome), the keys, the result data and a
 fixed overhead for the objects.
 
+Why each entry is one plain tuple (:func:`pack`) rather than the definition and outcome
+records: the window holds up to hundreds of thousands of ids, and the records (named
+tuples, a condition dataclass, an enum state) are objects CPython's cyclic collector
+tracks, four per id, so every full collection walked all of them: 245 ms pauses under the
+batch load (docs/benchmarks.md §18, "Collector pauses"). A tuple of strings, numbers and
+bytes is untracked by the collector's first pass over it, so the window costs a full
+collection nothing. The records are rebuilt on a lookup (:meth:`FinishedIds.get`: a
+re-send, GetOperation) and for a listing, both rare next to the outcomes remembered.
+
 Thread safety: loop-confined, like the operation table that owns it.
 """
 
 from __future__ import annotations
 
+import marshal
 from collections import OrderedDict
+from collections.abc import Callable, Collection, Iterator
 
+from purgatory_server._service.core.conditions import (
+    DEFAULT_CONDITION,
+    EMPTY_RESULT,
+    ConditionKind,
+    ConditionSpec,
+    ResultSnapshot,
+)
 from purgatory_server._service.core.operation import OperationDefinition
+from purgatory_server._service.core.operation_state import OperationState
 from purgatory_server._service.outcomes.event_log import Outcome
 
-__all__ = ["ENTRY_OVERHEAD", "FinishedIds", "entry_bytes"]
+__all__ = ["ENTRY_OVERHEAD", "FinishedIds", "Packed", "entry_bytes", "pack", "unpack"]
 
 # Bytes of the Python objects behind one entry besides its strings and bytes (the
 # OrderedDict node, the tuple, the outcome and definition records): measured roughly.
 ENTRY_OVERHEAD = 400
 
 Entry = tuple[OperationDefinition, Outcome]
+
+_Values = tuple[tuple[str, int], ...]
+# The result's fields but its data (kept by reference: one signal's data may be shared
+# by thousands of outcomes, core/signal_data.py, and marshal would copy it into each).
+_Result = tuple[int, tuple[str, ...], tuple[str, ...], int, _Values, bool]
+_Condition = tuple[str, int, bool, int, _Values, int]
+# The nested parts, marshalled: the outcome's and the definition's keys, the result's
+# fields (None: empty) and the condition's (None: the default).
+_Nested = tuple[tuple[str, ...], tuple[str, ...], _Result | None, _Condition | None]
+# One remembered id (module docstring): complete time, entry bytes, the outcome's state (its
+# number) and due time (what a listing filters on), its sequence, purgatory, payload,
+# create time, traceparent and nbytes; the definition's timeout, payload, due time and
+# debounce fields; the result's data; then the nested tuples as one bytes object
+# (:mod:`marshal`; the keys are copied into it, and charged: :func:`entry_bytes`). Nested
+# tuples would keep the entry tracked: the collector untracks a tuple only when it finds
+# every item untracked, and it may reach the entry before the tuples inside it.
+Packed = tuple[
+    int, int, int, int, int, str, bytes, int, str, int, int, bytes, int, bool, int, bytes, bytes
+]
+
+
+def pack(definition: OperationDefinition, outcome: Outcome, size: int) -> Packed:
+    """``definition`` and ``outcome`` (of ``size`` entry bytes) as one plain tuple."""
+    r = outcome.result
+    result: _Result | None = None
+    if r is not EMPTY_RESULT and r != EMPTY_RESULT:
+        result = (
+            r.signal_count,
+            r.sources,
+            r.signalled_keys,
+            r.amount_sum,
+            r.values,
+            r.data_truncated,
+        )
+    c = definition.condition
+    condition: _Condition | None = None
+    if c is not DEFAULT_CONDITION and c != DEFAULT_CONDITION:
+        condition = (
+            c.kind.value,
+            c.count,
+            c.distinct_sources,
+            c.threshold,
+            c.targets,
+            c.default_target,
+        )
+    nested: _Nested = (outcome.keys, definition.keys, result, condition)
+    return (
+        outcome.complete_time_ms,
+        size,
+        int(outcome.state),
+        outcome.due_time_ms,
+        outcome.sequence,
+        outcome.purgatory,
+        outcome.payload,
+        outcome.create_time_ms,
+        outcome.traceparent,
+        outcome.nbytes,
+        definition.timeout_ms,
+        definition.payload,
+        definition.due_time_ms,
+        definition.extend_on_resend,
+        definition.max_extend_ms,
+        r.data,
+        marshal.dumps(nested),
+    )
+
+
+def unpack(op_id: str, p: Packed) -> Entry:
+    """The records :func:`pack` took apart (equal to them, not the same objects)."""
+    keys, definition_keys, r, c = _nested(p)
+    result = EMPTY_RESULT
+    if r is not None:
+        result = ResultSnapshot(r[0], r[1], r[2], r[3], r[4], p[15], r[5])
+    state = OperationState(p[2])
+    outcome = Outcome(p[4], p[5], op_id, state, keys, p[6], result, p[7], p[3], p[0], p[8], p[9])
+    condition = DEFAULT_CONDITION
+    if c is not None:
+        condition = ConditionSpec(ConditionKind(c[0]), c[1], c[2], c[3], c[4], c[5])
+    definition = OperationDefinition(definition_keys, p[10], condition, p[11], p[12], p[13], p[14])
+    return definition, outcome
+
+
+def _nested(p: Packed) -> _Nested:
+    nested: _Nested = marshal.loads(p[16])
+    return nested
 
 
 def entry_bytes(definition: OperationDefinition, outcome: Outcome) -> int:
@@ -48,15 +152,15 @@ def entry_bytes(definition: OperationDefinition, outcome: Outcome) -> int:
 
 
 class FinishedIds:
-    """Finished ids -> (definition, outcome), oldest first (see the module docstring)."""
+    """Finished ids -> their (definition, outcome), packed, oldest first (module doc)."""
 
     __slots__ = ("bytes", "entries", "evicted_early", "max_bytes", "window_ms")
 
     def __init__(self, window_ms: int, max_bytes: int) -> None:
         self.window_ms = window_ms
         self.max_bytes = max_bytes
-        # Read-only for others (listings iterate it); changed only here.
-        self.entries: OrderedDict[str, Entry] = OrderedDict()
+        # Id -> its packed entry, oldest first (read-only for others; changed only here).
+        self.entries: OrderedDict[str, Packed] = OrderedDict()
         self.bytes = 0
         # Entries the byte cap dropped while still inside their window.
         self.evicted_early = 0
@@ -72,7 +176,24 @@ class FinishedIds:
         return self.window_ms > 0 and self.max_bytes > 0
 
     def get(self, op_id: str) -> Entry | None:
-        return self.entries.get(op_id)
+        packed = self.entries.get(op_id)
+        return None if packed is None else unpack(op_id, packed)
+
+    def listed(
+        self,
+        after: str | None,
+        states: Collection[OperationState],
+        matches: Callable[[tuple[str, ...], str, int], bool],
+    ) -> Iterator[tuple[str, Outcome]]:
+        """The outcomes of ids after ``after`` in ``states`` that ``matches(keys, id,
+        due_time_ms)`` accepts (unsorted); only those are rebuilt."""
+        for op_id, p in self.entries.items():
+            if (
+                (after is None or op_id > after)
+                and p[2] in states
+                and matches(_nested(p)[0], op_id, p[3])
+            ):
+                yield op_id, unpack(op_id, p)[1]
 
     def add(self, definition: OperationDefinition, outcome: Outcome) -> None:
         """Remember one finished id (a later outcome of the same id replaces it)."""
@@ -82,17 +203,18 @@ class FinishedIds:
         op_id = outcome.operation_id
         old = entries.pop(op_id, None)
         if old is not None:
-            self.bytes -= entry_bytes(*old)
-        entries[op_id] = (definition, outcome)
-        self.bytes += entry_bytes(definition, outcome)
+            self.bytes -= old[1]
+        size = entry_bytes(definition, outcome)
+        entries[op_id] = pack(definition, outcome, size)
+        self.bytes += size
 
     def pop_oldest(self) -> int:
         """Forget the oldest entry (the memory budget's shedding); the bytes freed, 0 if
         empty. Counted as an early eviction: it may still be inside its window."""
         if not self.entries:
             return 0
-        _, (definition, outcome) = self.entries.popitem(last=False)
-        freed = entry_bytes(definition, outcome)
+        _, packed = self.entries.popitem(last=False)
+        freed = packed[1]
         self.bytes -= freed
         self.evicted_early += 1
         return freed
@@ -103,15 +225,15 @@ class FinishedIds:
         entries = self.entries
         if not entries:
             return
-        newest = entries[next(reversed(entries))][1].complete_time_ms
+        newest = entries[next(reversed(entries))][0]
         horizon = newest - self.window_ms
         popitem = entries.popitem
         while entries:
             oldest = entries[next(iter(entries))]
             over = self.bytes > self.max_bytes
-            if not over and oldest[1].complete_time_ms >= horizon:
+            if not over and oldest[0] >= horizon:
                 return
-            _, (definition, outcome) = popitem(last=False)
-            self.bytes -= entry_bytes(definition, outcome)
-            if outcome.complete_time_ms >= horizon:
+            _, packed = popitem(last=False)
+            self.bytes -= packed[1]
+            if packed[0] >= horizon:
                 self.evicted_early += 1

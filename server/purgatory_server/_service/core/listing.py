@@ -38,7 +38,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from purgatory_server._service.core.errors import InvalidArgument
-from purgatory_server._service.core.operation import OperationDefinition, RemoteOperation
+from purgatory_server._service.core.finished_ids import FinishedIds
+from purgatory_server._service.core.operation import RemoteOperation
 from purgatory_server._service.core.operation_state import OperationState
 from purgatory_server._service.core.sorted_ids import SortedIds
 from purgatory_server._service.outcomes.event_log import Outcome
@@ -152,7 +153,7 @@ class OperationsView:
 
     pending_ids: SortedIds
     active: Mapping[str, RemoteOperation]
-    finished: Mapping[str, tuple[OperationDefinition, Outcome]]
+    finished: FinishedIds
     watchers: Callable[[str], list[RemoteOperation]]
 
 
@@ -234,14 +235,8 @@ def _op_id(op: RemoteOperation) -> str:
 
 
 def _finished(query: ListQuery, view: OperationsView) -> Iterator[tuple[str, Target | None]]:
-    after = query.after
-    states = query.final_states
-    found = [
-        (op_id, outcome)
-        for op_id, (_, outcome) in view.finished.items()
-        if (after is None or op_id > after)
-        and outcome.state in states
-        and query.matches(outcome.keys, op_id, outcome.due_time_ms)
-    ]
+    found: list[tuple[str, Target | None]] = list(
+        view.finished.listed(query.after, query.final_states, query.matches)
+    )
     found.sort(key=_by_id)
     yield from found

@@ -133,7 +133,7 @@ class OperationTable:
         index of pending ids on first use (kept up to date by create and retire)."""
         if self.pending_ids is None:
             self.pending_ids = SortedIds(self.pending)
-        return OperationsView(self.pending_ids, self.pending, self.finished.entries, watchers)
+        return OperationsView(self.pending_ids, self.pending, self.finished, watchers)
 
     # ----------------------------------------------------------------- lookups
     def find(self, op_id: str) -> tuple[OperationDefinition, Target] | None:

@@ -15,6 +15,7 @@ from purgatory_proto.v1 import purgatory_pb2 as pb
 
 from purgatory_server._service.config.server_config import PurgatorySettings
 from purgatory_server._service.core.conditions import (
+    DEFAULT_CONDITION,
     EMPTY_RESULT,
     ConditionKind,
     ConditionSpec,
@@ -43,7 +44,7 @@ __all__ = [
     "wire_state",
 ]
 
-_ANY = ConditionSpec()
+_ANY = DEFAULT_CONDITION
 
 # Service states as the wire enum (the same numbers; see .states).
 _StatusMessage = TypeVar("_StatusMessage", pb.TryCompleteElseWatchResponse, pb.OperationStatus)

@@ -33,8 +33,8 @@ from purgatory_proto.v1 import purgatory_pb2 as pb
 
 from purgatory_server._service.config.server_config import Limits
 from purgatory_server._service.core.conditions import (
+    DEFAULT_CONDITION,
     EMPTY_SIGNAL,
-    ConditionSpec,
     SignalRecord,
 )
 from purgatory_server._service.core.errors import InvalidArgument
@@ -88,7 +88,7 @@ MAX_HEARTBEAT_MS = 3_600_000
 # The messages an operation spec arrives in (the batch form's and the single RPC's).
 SpecMessage = pb.OperationSpec | pb.TryCompleteElseWatchRequest
 
-_ANY = ConditionSpec()
+_ANY = DEFAULT_CONDITION
 
 
 def required_id(field: str, operation_id: str, limits: Limits) -> str:

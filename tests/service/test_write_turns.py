@@ -91,4 +91,3 @@ async def test_a_cancelled_waiter_does_not_stall_the_others() -> None:
     tasks[2].cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
     assert done == [0, 1, 3, 4]
-

@@ -16,17 +16,18 @@ the cap. Expired entries are dropped lazily, as later outcomes arrive: an id may
 remembered longer than the window, never shorter (unless the byte cap evicts it).
 
 The estimate of an entry's size (:func:`entry_bytes`) counts what it keeps alive: the id,
-the payload (shared by the definition and the outcome), the keys, the result data and a
-fixed overhead for the objects.
+the payload (shared by the definition and the outcome), the keys (copied into the entry),
+the result data (shared) and a fixed overhead.
 
 Why each entry is one plain tuple (:func:`pack`) rather than the definition and outcome
 records: the window holds up to hundreds of thousands of ids, and the records (named
 tuples, a condition dataclass, an enum state) are objects CPython's cyclic collector
 tracks, four per id, so every full collection walked all of them: 245 ms pauses under the
-batch load (docs/benchmarks.md §18, "Collector pauses"). A tuple of strings, numbers and
-bytes is untracked by the collector's first pass over it, so the window costs a full
-collection nothing. The records are rebuilt on a lookup (:meth:`FinishedIds.get`: a
-re-send, GetOperation) and for a listing, both rare next to the outcomes remembered.
+batch load (docs/benchmarks.md §18, "The collector's pauses"). A tuple of strings,
+numbers and bytes is untracked by the collector's first pass over it, so the window costs
+a full collection nothing (``bench.dedup_gc_bench``: 150,000 ids, 125 ms -> 10 ms). The
+records are rebuilt on a lookup (:meth:`FinishedIds.get`: a re-send, GetOperation) and
+for a listing, both rare next to the outcomes remembered.
 
 Thread safety: loop-confined, like the operation table that owns it.
 """
@@ -51,7 +52,8 @@ from purgatory_server._service.outcomes.event_log import Outcome
 __all__ = ["ENTRY_OVERHEAD", "FinishedIds", "Packed", "entry_bytes", "pack", "unpack"]
 
 # Bytes of the Python objects behind one entry besides its strings and bytes (the
-# OrderedDict node, the tuple, the outcome and definition records): measured roughly.
+# OrderedDict node, the packed tuple, its marshalled part). Measured with tracemalloc:
+# a one-key entry allocates ~352 bytes (keys included) and is charged 417.
 ENTRY_OVERHEAD = 400
 
 Entry = tuple[OperationDefinition, Outcome]

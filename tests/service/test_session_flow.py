@@ -160,6 +160,31 @@ async def test_what_a_session_owes_is_charged_to_the_memory_budget(serve: ServeF
     await until(_budget_released(budget))
 
 
+async def test_a_session_whose_client_vanishes_gives_its_charge_back(serve: ServeFn) -> None:
+    # The client goes away (its channel closed) while the server still owes it outcomes:
+    # the handler is cancelled rather than ended, and the charge must come back all the
+    # same, or the budget would shrink with every vanished client.
+    limits = replace(Limits(), session_buffer_bytes=1 << 20, max_payload_bytes=64 * 1024)
+    server, port = await serve(config=_config(limits))
+    budget = server.registry.budget
+    options = [("grpc.http2.bdp_probe", 0)]
+    async with AsyncPurgatoryClient(f"127.0.0.1:{port}", timeout=30, options=options) as client:
+        session = client.session(outcome_buffer=1)
+        specs = [
+            OperationSpec((f"v{i}",), 1, payload=b"x" * 60_000, operation_id=f"v{i}")
+            for i in range(40)
+        ]
+        await session.submit_all([specs[i : i + 4] for i in range(0, 40, 4)], lambda _: None)
+
+        async def owing() -> bool:
+            info = await client.get_purgatory()
+            return info.last_sequence >= 8 and info.pending == 0 and budget.held > 0
+
+        await until(owing)
+    # (the channel is closed here, the session never closed nor read)
+    await until(_budget_released(budget))
+
+
 def _budget_released(budget: Any) -> Any:
     async def released() -> bool:
         return bool(budget.held == 0)

@@ -27,7 +27,7 @@ from purgatory_server._service.config.server_config import Limits
 from purgatory_server._service.core.budget import ServerBudget
 from purgatory_server._service.core.errors import LimitExceeded, ServiceError
 from purgatory_server._service.outcomes.event_log import Outcome
-from purgatory_server._service.outcomes.feed import Feed
+from purgatory_server._service.outcomes.feed import Feed, Waiter
 
 __all__ = ["METADATA_SESSION_BUFFER", "ClientGone", "Send", "SessionOutbound", "SessionOverflow"]
 
@@ -120,6 +120,15 @@ class SessionOutbound:
         if give and self._budget is not None:
             self._charged -= give
             self._budget.release(give)
+
+    def _detach(self, waiter: Waiter) -> None:
+        """The stream is over: detach ``waiter`` from every feed it watches, and give back
+        the budget charge of what is still queued (dropped, or parked as ids), whether
+        the stream ended or its handler was cancelled (the client went away)."""
+        for (_, op_id), feed in self._watching.items():
+            feed.detach(op_id, waiter)
+        self._watching.clear()
+        self._uncharge(self._charged)
 
     def _maybe_finished(self) -> None:
         idle = not (self._watching or self._acks or self._out or self._buffered)

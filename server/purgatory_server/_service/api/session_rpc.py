@@ -165,7 +165,7 @@ class SessionStream(SessionOutbound):
             error = await self._ended
             reader.cancel()
             parked = self._parked()
-            self._detach()
+            self._detach(self._waiter)
             self._out.clear()
             self._acks.clear()
             self._unacked.clear()
@@ -178,7 +178,7 @@ class SessionStream(SessionOutbound):
                 with contextlib.suppress(BaseException):
                     await task
             parked = parked or self._parked()  # (cancelled: the client went away)
-            self._detach()
+            self._detach(self._waiter)
             sessions.open.discard(self)
             if self.session_id and self._directory is not None:
                 self._directory.release(self.session_id)
@@ -187,12 +187,6 @@ class SessionStream(SessionOutbound):
                     self._directory.park(self.session_id, parked)
         if error is not None:
             raise SessionEnded(error, self._delivered)
-
-    def _detach(self) -> None:
-        waiter = self._waiter
-        for (_, op_id), feed in self._watching.items():
-            feed.detach(op_id, waiter)
-        self._watching.clear()
 
     def _parked(self) -> Parked | None:
         """What this named stream still owes (before its queues are dropped): the watches

@@ -126,35 +126,48 @@ async def _done(acks: list[Any], count: int) -> bool:
     return len(acks) == count and all(f.done() for f in acks)
 
 
+# A Session owing outcomes: 60 KB watches that end at once, on a stream whose client reads
+# one outcome and stops (a fixed 64 KB HTTP/2 window: the transport holds little).
+OWING_LIMITS = replace(Limits(), session_buffer_bytes=1 << 20, max_payload_bytes=64 * 1024)
+OWING_OPTIONS = [("grpc.http2.bdp_probe", 0)]
+
+
+async def _owe_outcomes(client: AsyncPurgatoryClient, budget: Any, prefix: str) -> Any:
+    """Open a session that reads one outcome, send it 40 big watches that end at once, and
+    wait until they have ended and the budget holds what the session owes."""
+    session = client.session(outcome_buffer=1)
+    specs = [
+        OperationSpec((f"{prefix}{i}",), 1, payload=b"x" * 60_000, operation_id=f"{prefix}{i}")
+        for i in range(40)
+    ]
+    await session.submit_all([specs[i : i + 4] for i in range(0, 40, 4)], lambda _: None)
+
+    async def owing() -> bool:
+        info = await client.get_purgatory()
+        return info.last_sequence >= 8 and info.pending == 0 and budget.held > 0
+
+    await until(owing)
+    return session
+
+
 async def test_what_a_session_owes_is_charged_to_the_memory_budget(serve: ServeFn) -> None:
     # Outcomes a Session has not sent yet are held by the server as surely as pending
     # operations are: they count in the byte budget's held pool while they wait and are
     # given back when they are written or the stream ends. (They used to count nowhere:
     # an operation's charge was released as it ended, its outcome then waited uncharged.)
-    limits = replace(Limits(), session_buffer_bytes=1 << 20, max_payload_bytes=64 * 1024)
-    server, port = await serve(config=_config(limits))
+    server, port = await serve(config=_config(OWING_LIMITS))
     budget = server.registry.budget
-    options = [("grpc.http2.bdp_probe", 0)]
-    async with AsyncPurgatoryClient(f"127.0.0.1:{port}", timeout=30, options=options) as client:
-        session = client.session(outcome_buffer=1)  # its reader stops after one outcome
-        specs = [
-            OperationSpec((f"c{i}",), 1, payload=b"x" * 60_000, operation_id=f"c{i}")
-            for i in range(40)
-        ]
-        await session.submit_all([specs[i : i + 4] for i in range(0, 40, 4)], lambda _: None)
-
-        async def ended_and_owed() -> bool:
-            info = await client.get_purgatory()
-            return info.last_sequence >= 8 and info.pending == 0
-
-        await until(ended_and_owed)
+    async with AsyncPurgatoryClient(
+        f"127.0.0.1:{port}", timeout=30, options=OWING_OPTIONS
+    ) as client:
+        session = await _owe_outcomes(client, budget, "c")
         await asyncio.sleep(0.5)  # the writer gets stuck on what the client does not read
         owed = budget.held
         # Several 60 KB outcomes (and their acknowledgements' statuses) wait to be sent,
         # and no operation is pending: all of it is what the session owes.
         assert owed >= 400_000, owed
         events = session.outcomes()
-        for _ in specs:  # reading: each written outcome gives its charge back
+        for _ in range(40):  # reading: each written outcome gives its charge back
             await _next(events)
         await session.close()
     await until(_budget_released(budget))
@@ -164,23 +177,12 @@ async def test_a_session_whose_client_vanishes_gives_its_charge_back(serve: Serv
     # The client goes away (its channel closed) while the server still owes it outcomes:
     # the handler is cancelled rather than ended, and the charge must come back all the
     # same, or the budget would shrink with every vanished client.
-    limits = replace(Limits(), session_buffer_bytes=1 << 20, max_payload_bytes=64 * 1024)
-    server, port = await serve(config=_config(limits))
+    server, port = await serve(config=_config(OWING_LIMITS))
     budget = server.registry.budget
-    options = [("grpc.http2.bdp_probe", 0)]
-    async with AsyncPurgatoryClient(f"127.0.0.1:{port}", timeout=30, options=options) as client:
-        session = client.session(outcome_buffer=1)
-        specs = [
-            OperationSpec((f"v{i}",), 1, payload=b"x" * 60_000, operation_id=f"v{i}")
-            for i in range(40)
-        ]
-        await session.submit_all([specs[i : i + 4] for i in range(0, 40, 4)], lambda _: None)
-
-        async def owing() -> bool:
-            info = await client.get_purgatory()
-            return info.last_sequence >= 8 and info.pending == 0 and budget.held > 0
-
-        await until(owing)
+    async with AsyncPurgatoryClient(
+        f"127.0.0.1:{port}", timeout=30, options=OWING_OPTIONS
+    ) as client:
+        await _owe_outcomes(client, budget, "v")
     # (the channel is closed here, the session never closed nor read)
     await until(_budget_released(budget))
 

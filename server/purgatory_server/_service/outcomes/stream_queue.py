@@ -42,8 +42,9 @@ class StreamQueue(Generic[T]):
             self._error = error
         self._wake.set()
 
-    async def _take(self, idle_s: float | None) -> list[T]:
-        """Everything queued; [] after ``idle_s`` with nothing; raises once closed."""
+    async def _ready(self, idle_s: float | None) -> bool:
+        """True once something is queued; False after ``idle_s`` with nothing; raises the
+        closing error once closed with nothing left."""
         while not self._queue:
             if self._error is not None:
                 raise self._error
@@ -54,7 +55,13 @@ class StreamQueue(Generic[T]):
             try:
                 await asyncio.wait_for(self._wake.wait(), idle_s)
             except TimeoutError:
-                return []
+                return False
+        return True
+
+    async def _take(self, idle_s: float | None) -> list[T]:
+        """Everything queued; [] after ``idle_s`` with nothing; raises once closed."""
+        if not await self._ready(idle_s):
+            return []
         batch = list(self._queue)
         self._queue.clear()
         return batch

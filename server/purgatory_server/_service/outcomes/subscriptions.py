@@ -29,7 +29,6 @@ Thread safety: loop-confined (offers come from the publisher on the loop thread)
 
 from __future__ import annotations
 
-import asyncio
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -196,18 +195,7 @@ class Subscriber(StreamQueue[Outcome]):
         with nothing left."""
         if self._replay:
             return True
-        while not self._queue:
-            if self._error is not None:
-                raise self._error
-            self._wake.clear()
-            if idle_s is None:
-                await self._wake.wait()
-                continue
-            try:
-                await asyncio.wait_for(self._wake.wait(), idle_s)
-            except TimeoutError:
-                return False
-        return True
+        return await self._ready(idle_s)
 
     def pop(self) -> Outcome | None:
         """The next event to send (replay first), or None; it counts as sent from now."""

@@ -47,7 +47,9 @@ class SegmentPartition(InputPartition):
     """One segment file of one journal, or a piece of it (pickled to the worker that reads it).
 
     ``start``/``stop``: the piece's byte range (frames that start in it); the whole file by
-    default. See :func:`split`.
+    default. ``size``: how many bytes of the file the pieces read, all the same (the size
+    when planned: the journal's head may grow meanwhile, and pieces that saw different
+    ends would disagree about where a torn tail is). See :func:`split`.
     """
 
     journal: str
@@ -56,6 +58,7 @@ class SegmentPartition(InputPartition):
     next_base: int | None
     start: int = 0
     stop: int | None = None
+    size: int | None = None
 
 
 def open_uri(uri: str) -> tuple[pafs.FileSystem, str]:
@@ -154,7 +157,9 @@ def split(parts: list[SegmentPartition], pieces: int) -> list[SegmentPartition]:
         size = filesystem.get_file_info(path).size or 0
         for start, stop in piece_bounds(size, pieces):
             out.append(
-                SegmentPartition(part.journal, part.uri, part.is_last, part.next_base, start, stop)
+                SegmentPartition(
+                    part.journal, part.uri, part.is_last, part.next_base, start, stop, size
+                )
             )
     return out
 
@@ -194,7 +199,7 @@ def read_partition(
     filesystem, path = open_uri(part.uri)
     try:
         with filesystem.open_input_file(path) as handle:
-            data = handle.readall()
+            data = handle.readall() if part.size is None else handle.read(part.size)
     except FileNotFoundError:
         log.warning("segment %s disappeared before it was read (compaction); skipped", part.uri)
         return

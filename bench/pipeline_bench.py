@@ -9,8 +9,10 @@ Same run, same files, one after the other:
 - ``ingest local[N]``: the whole ``purgatory-pipeline ingest --full`` (decode into
   ``_records``, three tables, Parquet) into a fresh directory.
 - ``incremental local[2]``: one segment is added to the journal (``append_segment``, the
-  average segment's number of records) and ``ingest`` runs again over ``ingest local[2]``'s
-  output, decoding only that segment; the added segment is removed afterwards.
+  average segment's number of records, the same purgatory, its first record moving the
+  deadline of an operation the last segment registered) and ``ingest`` runs again over
+  ``ingest local[2]``'s output, decoding only that segment and rewriting the partitions
+  it changes; the added segment is removed afterwards.
 
 Spark runs with its default driver memory (1 GiB) unless ``--driver-memory`` says
 otherwise; each run's stderr is searched for ``OutOfMemoryError``.

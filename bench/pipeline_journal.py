@@ -25,7 +25,7 @@ SEGMENT_BYTES = 64 << 20
 BASE_MS = 1_790_000_000_000
 
 
-def _records(n: int, purgatory: str, seed: int = 7):  # type: ignore[no-untyped-def]
+def _records(n: int, purgatory: str, seed: int = 7, prefix: str = "op"):  # type: ignore[no-untyped-def]
     rng = random.Random(seed)
     conditions = [
         purgatory_pb2.Condition(any_key=purgatory_pb2.AnyKeyCondition()),
@@ -39,7 +39,7 @@ def _records(n: int, purgatory: str, seed: int = 7):  # type: ignore[no-untyped-
     while produced < n:
         op += 1
         now += rng.randint(0, 20)
-        op_id = f"op-{op}"
+        op_id = f"{prefix}-{op}"
         keys = [f"topic-{rng.randint(0, 999)}"]
         cond = conditions[op % 3]
         timeout = 30_000
@@ -128,16 +128,41 @@ def write_journal_sized(
     return total
 
 
-def append_segment(directory: Path, n: int, purgatory: str = "bench-added") -> int:
+def append_segment(directory: Path, n: int, purgatory: str = "bench") -> int:
     """Add one segment of ``n`` new records after the journal's last; return its bytes.
 
-    As the server does when it rolls over: the next base index, a new file. The records
-    belong to another purgatory, so their operation ids do not meet the existing ones.
+    As the server does when it rolls over: the next base index, a new file, the same
+    purgatory. Its first record moves the deadline of the last operation the previous
+    segment registered (an operation outliving a roll-over: an incremental ingest must
+    rewrite that operation's row where it lives); the rest are new operations (ids
+    ``added-N``).
     """
     last = max(directory.glob("*.seg"))
-    base = int(last.stem) + _count_frames(last.read_bytes())
-    frames = [encode_frame(r.SerializeToString()) for r in _records(n, purgatory, seed=11)]
+    data = last.read_bytes()
+    base = int(last.stem) + _count_frames(data)
+    pending = _last_registered(data)
+    frames = []
+    if pending is not None:
+        settle = JR(
+            rescheduled=JR.OperationRescheduled(
+                purgatory=purgatory, operation_id=pending, due_wall_ms=BASE_MS
+            )
+        )
+        frames.append(encode_frame(settle.SerializeToString()))
+    records = _records(n - len(frames), purgatory, seed=11, prefix="added")
+    frames += [encode_frame(r.SerializeToString()) for r in records]
     return _flush(directory, base, frames)
+
+
+def _last_registered(data: bytes) -> str | None:
+    found, offset = None, 24
+    while offset + 8 <= len(data):
+        size = int.from_bytes(data[offset + 4 : offset + 8], "little")
+        record = JR.FromString(data[offset + 8 : offset + 8 + size])
+        if record.HasField("registered"):
+            found = record.registered.operation_id
+        offset += 8 + size
+    return found
 
 
 def _count_frames(data: bytes) -> int:

@@ -22,12 +22,28 @@ from typing import Any
 from purgatory_pipeline.outputs import read_text, write_text
 from purgatory_pipeline.source import SegmentPartition, open_uri
 
-__all__ = ["CHECKPOINT", "Fingerprint", "fingerprint", "load", "save", "to_decode"]
+__all__ = [
+    "CHECKPOINT",
+    "VERSION",
+    "Entry",
+    "Fingerprint",
+    "fingerprint",
+    "load",
+    "save",
+    "to_decode",
+]
 
 CHECKPOINT = "_segments.json"
 TAIL_BYTES = 64 * 1024
+# 2: the tables are partitioned by segment_key too (purgatory_pipeline.incremental); tables
+# next to an older checkpoint (or none) are not built on.
+VERSION = 2
 
 Fingerprint = dict[str, int]
+# A segment's entry: its fingerprint, plus ``records`` (rows in ``_records`` per kind,
+# ``torn_tail`` included) and ``torn`` (``[byte_offset, bytes]`` of each torn tail), so a
+# run's summary adds up the entries instead of scanning every record again.
+Entry = dict[str, Any]
 
 
 def fingerprint(uri: str) -> Fingerprint:
@@ -40,28 +56,33 @@ def fingerprint(uri: str) -> Fingerprint:
     return {"size": int(size), "tail_crc32": zlib.crc32(tail)}
 
 
-def load(spark: Any, out: str) -> dict[str, Fingerprint]:
+def load(spark: Any, out: str) -> dict[str, Entry] | None:
+    """The segments recorded under ``out``; None when there is no checkpoint of this version."""
     text = read_text(spark, out, CHECKPOINT)
     if not text:
-        return {}
-    segments: dict[str, Fingerprint] = json.loads(text)["segments"]
+        return None
+    body = json.loads(text)
+    if body.get("version") != VERSION:
+        return None
+    segments: dict[str, Entry] = body["segments"]
     return segments
 
 
-def save(spark: Any, out: str, segments: dict[str, Fingerprint]) -> None:
-    body = {"version": 1, "segments": dict(sorted(segments.items()))}
+def save(spark: Any, out: str, segments: dict[str, Entry]) -> None:
+    body = {"version": VERSION, "segments": dict(sorted(segments.items()))}
     write_text(spark, out, CHECKPOINT, json.dumps(body, indent=1) + "\n")
 
 
 def to_decode(
-    parts: list[SegmentPartition], done: dict[str, Fingerprint]
+    parts: list[SegmentPartition], done: dict[str, Entry]
 ) -> tuple[list[str], dict[str, Fingerprint]]:
-    """The segment URIs to decode now, and every segment's fingerprint to record after."""
+    """The segment URIs to decode now (new or changed), and their fingerprints."""
     todo: list[str] = []
     marks: dict[str, Fingerprint] = {}
     for part in parts:
         mark = fingerprint(part.uri)
-        marks[part.uri] = mark
-        if done.get(part.uri) != mark:
+        known = done.get(part.uri, {})
+        if any(known.get(name) != value for name, value in mark.items()):
             todo.append(part.uri)
+            marks[part.uri] = mark
     return todo, marks

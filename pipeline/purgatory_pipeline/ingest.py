@@ -1,6 +1,7 @@
 """``purgatory-pipeline ingest``: journal records -> Parquet operations, signals, events.
 
-Tables (partitioned by ``purgatory`` and ``date``, UTC; schemas in docs/pipeline.md):
+Tables (partitioned by ``purgatory``, ``date`` (UTC) and ``segment_key``; schemas in
+docs/pipeline.md):
 
 - ``signals``: one row per ``signal`` record.
 - ``events``: one row per ``outcome`` record (what subscribers received).
@@ -8,25 +9,23 @@ Tables (partitioned by ``purgatory`` and ``date``, UTC; schemas in docs/pipeline
   that, its carried copy, or the definition the outcome repeats) joined with its outcome;
   ``due_wall_ms`` is its latest deadline (after ``rescheduled`` records).
 
-Counting rule (docs/journal.md §2): registrations come from ``registered`` records,
-signals from ``signal`` records, outcomes from ``outcome`` records only; compaction's
-carried copies are never counted as new events.
+The transforms, and the counting rule they follow, are in :mod:`purgatory_pipeline.tables`.
 
 Idempotence: every row is keyed by ``(purgatory, index)``, the journal index. Planning
 reads each segment file once however many of the given paths reach it (a journal listed
 twice, or a data directory and one of its journals), so overlapping inputs count once.
-Output is written with dynamic partition overwrite and rows sorted within each file:
-re-running over the same input replaces exactly the partitions it produces with the same
-rows; partitions of other purgatories or dates are left alone.
 
 Steps: the segments not ingested yet are decoded once into ``<out>/_records`` (Parquet,
-one partition per segment; :mod:`purgatory_pipeline.checkpoint` says which), then the
-three tables are built from all of ``_records``. A re-run after the journal grew decodes
-only the new segments and those that changed (the last one, which grows).
+one partition per segment; :mod:`purgatory_pipeline.checkpoint` says which). A first or
+``--full`` run builds the three tables from all of ``_records`` and replaces the
+purgatories it read (other purgatories' partitions are left alone). A re-run after the
+journal grew decodes only the new segments and those that changed (the last one, which
+grows), and rewrites only the table partitions they change
+(:mod:`purgatory_pipeline.incremental`): the same rows as a full run.
 
-Memory: nothing record-level reaches the driver; it collects only per-kind counts. No
-cached copy of the records: the tables read ``_records``; no step sorts a whole
-(purgatory, date) partition in one task (see ``_write``).
+Memory: nothing record-level reaches the driver; it collects only per-kind counts and
+segment keys. No cached copy of the records: the tables read ``_records``; no step sorts
+a whole (purgatory, date) partition in one task (see ``_write``).
 """
 
 from __future__ import annotations
@@ -41,17 +40,31 @@ from pyspark.sql import functions as F
 
 from purgatory_pipeline import checkpoint
 from purgatory_pipeline.errors import TablesNotFoundError
+from purgatory_pipeline.incremental import (
+    HOME,
+    KEY,
+    drop_partitions,
+    drop_purgatories,
+    home_segments,
+    key_column,
+    rebuild_scope,
+    segment_key,
+    unchanged_elsewhere,
+)
 from purgatory_pipeline.outputs import exists, write_text
 from purgatory_pipeline.records import spark_ddl
 from purgatory_pipeline.source import FORMAT, plan
+from purgatory_pipeline.tables import events_table, operations_table, signals_table, table_schemas
 
 log = logging.getLogger(__name__)
 
 TABLES = ("operations", "signals", "events")
-PARTITION_COLUMNS = ("purgatory", "date")
+PARTITION_COLUMNS = ("purgatory", "date", KEY)
 RECORDS = "_records"
 # Rows per Parquet file: bounds what one writer buffers, whatever the input size.
 MAX_RECORDS_PER_FILE = 1_000_000
+# Most pieces a segment is decoded in when few segments are new (source.split).
+MAX_PIECES = 8
 
 
 @dataclass
@@ -67,150 +80,10 @@ class IngestSummary:
     journals: list[str] = field(default_factory=list)
 
 
-def _date(column: str) -> Any:
-    return F.to_date(F.timestamp_millis(F.col(column)))
-
-
 def read_journal(spark: Any, paths: list[str]) -> DataFrame:
     """The raw records of every journal under ``paths`` (see :mod:`purgatory_pipeline.source`)."""
     records: DataFrame = spark.read.format(FORMAT).option("paths", json.dumps(list(paths))).load()
     return records
-
-
-def signals_table(raw: DataFrame) -> DataFrame:
-    return raw.filter(F.col("kind") == "signal").select(
-        "purgatory",
-        "index",
-        "key",
-        "amount",
-        "value",
-        "source",
-        "applied_wall_ms",
-        _date("applied_wall_ms").alias("date"),
-    )
-
-
-_EVENT_COLUMNS = (
-    "sequence",
-    "operation_id",
-    "state",
-    "keys",
-    "condition_kind",
-    "condition_target",
-    "timeout_ms",
-    "created_wall_ms",
-    "due_wall_ms",
-    "completed_wall_ms",
-    "lateness_ms",
-    "signal_count",
-    "sources",
-    "amount_sum",
-)
-
-
-def events_table(raw: DataFrame) -> DataFrame:
-    return raw.filter(F.col("kind") == "outcome").select(
-        "purgatory", "index", *_EVENT_COLUMNS, _date("completed_wall_ms").alias("date")
-    )
-
-
-_DEFINITION = (
-    "keys",
-    "condition_kind",
-    "condition_target",
-    "distinct_sources",
-    "timeout_ms",
-    "created_wall_ms",
-    "due_wall_ms",
-)
-
-
-def _deadlines(raw: DataFrame, first_def: DataFrame, first_out: DataFrame) -> DataFrame:
-    """Per operation: its latest deadline and how many ``rescheduled`` records moved it.
-
-    The deadline is the ``due_wall_ms`` of the last record, in journal order, that states it
-    while the operation is pending: its definition (a registration, or a carried copy, which
-    compaction writes with the deadline current at that moment), then every ``rescheduled``
-    record (``Reschedule`` and debounced re-sends alike) after it and before its outcome.
-    """
-    moves = raw.filter(F.col("kind").isin("registered", "carried_operation", "rescheduled")).select(
-        "purgatory", "operation_id", "index", "kind", "due_wall_ms"
-    )
-    bounds = first_def.select(
-        "purgatory", "operation_id", F.col("d.index").alias("from_index")
-    ).join(
-        first_out.select("purgatory", "operation_id", F.col("o.index").alias("to_index")),
-        ["purgatory", "operation_id"],
-        "left",
-    )
-    window = moves.join(bounds, ["purgatory", "operation_id"]).filter(
-        (F.col("index") >= F.col("from_index"))
-        & (F.col("to_index").isNull() | (F.col("index") < F.col("to_index")))
-    )
-    return window.groupBy("purgatory", "operation_id").agg(
-        F.max_by("due_wall_ms", "index").alias("latest_due_wall_ms"),
-        F.count(F.when(F.col("kind") == "rescheduled", 1)).alias("rescheduled"),
-    )
-
-
-def operations_table(raw: DataFrame, events: DataFrame) -> DataFrame:
-    """One row per (purgatory, operation_id): first definition joined with first outcome."""
-    defs = raw.filter(F.col("kind").isin("registered", "carried_operation")).withColumn(
-        "rank", F.when(F.col("kind") == "registered", 0).otherwise(1)
-    )
-    first_def = defs.groupBy("purgatory", "operation_id").agg(
-        F.min_by(F.struct("index", "kind", *_DEFINITION), F.struct("rank", "index")).alias("d")
-    )
-    first_out = events.groupBy("purgatory", "operation_id").agg(
-        F.min_by(F.struct(*_EVENT_COLUMNS, "index"), F.col("index")).alias("o")
-    )
-    joined = first_def.join(first_out, ["purgatory", "operation_id"], "full_outer").join(
-        _deadlines(raw, first_def, first_out), ["purgatory", "operation_id"], "left"
-    )
-    ended = F.col("o.completed_wall_ms")
-    created = F.coalesce(F.col("d.created_wall_ms"), F.col("o.created_wall_ms"))
-    return joined.select(
-        "purgatory",
-        "operation_id",
-        F.coalesce(F.col("d.keys"), F.col("o.keys")).alias("keys"),
-        F.coalesce(F.col("d.condition_kind"), F.col("o.condition_kind")).alias("condition_kind"),
-        F.coalesce(F.col("d.condition_target"), F.col("o.condition_target")).alias(
-            "condition_target"
-        ),
-        F.col("d.distinct_sources").alias("distinct_sources"),
-        F.coalesce(F.col("d.timeout_ms"), F.col("o.timeout_ms")).alias("timeout_ms"),
-        created.alias("created_wall_ms"),
-        F.coalesce(F.col("latest_due_wall_ms"), F.col("o.due_wall_ms")).alias("due_wall_ms"),
-        F.coalesce(F.col("d.due_wall_ms"), F.col("o.due_wall_ms")).alias("registered_due_wall_ms"),
-        F.coalesce(F.col("rescheduled"), F.lit(0)).alias("rescheduled"),
-        ended.alias("ended_wall_ms"),
-        F.coalesce(F.col("o.state"), F.lit("WATCHING")).alias("state"),
-        (ended - created).alias("wait_ms"),
-        F.when(F.col("o.state") == "EXPIRED", F.col("o.lateness_ms")).alias("lateness_ms"),
-        F.col("o.signal_count").alias("signal_count"),
-        F.col("o.sources").alias("sources"),
-        F.col("o.sequence").alias("sequence"),
-        F.col("d.index").alias("registered_index"),
-        F.col("d.kind").alias("registered_from"),
-        F.col("o.index").alias("outcome_index"),
-        F.to_date(F.timestamp_millis(created)).alias("date"),
-    )
-
-
-def table_schemas(spark: Any) -> dict[str, Any]:
-    """Each table's schema: the transforms applied to an empty journal (one definition).
-
-    Readers pass it to ``spark.read.schema(...)`` so a table that got no row (no signal in
-    a timer-only purgatory, a fresh journal with no record) reads as empty with its
-    columns instead of failing schema inference.
-    """
-    raw = spark.createDataFrame([], spark_ddl())
-    events = events_table(raw)
-    return {
-        "operations": operations_table(raw, events).schema,
-        "signals": signals_table(raw).schema,
-        "events": events.schema,
-    }
 
 
 def read_table(spark: Any, tables: str, name: str) -> DataFrame:
@@ -224,16 +97,18 @@ def read_table(spark: Any, tables: str, name: str) -> DataFrame:
 
 
 def _write(df: DataFrame, path: str, order: str) -> None:
-    """Write one table: every task writes its own rows, sorted, in files of bounded size.
+    """Add rows to one table: every task writes its own rows, sorted, in bounded files.
 
-    No repartition by (purgatory, date): that made one task sort and write a whole
-    partition, so memory grew with the input. Each task (a Parquet split of ``_records``,
-    or a shuffle partition of the operations join) sorts only its own rows (spilling as
-    Spark's sorter does) and writes at most ``MAX_RECORDS_PER_FILE`` rows per file.
+    Append, not overwrite: the caller has deleted the partitions these rows replace
+    (:mod:`purgatory_pipeline.incremental`). No repartition by (purgatory, date): that
+    made one task sort and write a whole partition, so memory grew with the input. Each
+    task (a Parquet split of ``_records``, or a shuffle partition of the operations join)
+    sorts only its own rows (spilling as Spark's sorter does) and writes at most
+    ``MAX_RECORDS_PER_FILE`` rows per file.
     """
     (
         df.sortWithinPartitions(*PARTITION_COLUMNS, order)
-        .write.mode("overwrite")
+        .write.mode("append")
         .option("maxRecordsPerFile", MAX_RECORDS_PER_FILE)
         .partitionBy(*PARTITION_COLUMNS)
         .parquet(path)
@@ -250,37 +125,30 @@ def _step(spark: Any, text: str) -> None:
     log.info("%s", text)
 
 
-def decode(spark: Any, journals: list[str], out: str, *, full: bool) -> int:
-    """Decode the segments not yet in ``out/_records`` into it; returns how many were read.
+def decode(spark: Any, journals: list[str], out: str, todo: list[str]) -> None:
+    """Decode the segments ``todo`` into ``out/_records``, replacing their partitions.
 
     ``_records`` (the journal's rows, partitioned by segment) is what the tables are built
     from: decoding is the costly step, done once per segment (again only when the segment
     changed: the journal's last one grows), instead of once per table from a cached copy.
     """
-    if full:
-        _drop(spark, _out(out, RECORDS))
-        _drop(spark, _out(out, checkpoint.CHECKPOINT))
-    parts = plan(journals)
-    done = {} if full else checkpoint.load(spark, out)
-    todo, marks = checkpoint.to_decode(parts, done)
-    _step(spark, f"ingest: decode {len(todo)} of {len(parts)} segments")
     if todo or not exists(spark, out, RECORDS):
         raw = spark.read.format(FORMAT).option("paths", json.dumps(list(journals)))
+        raw = raw.option("pieces", str(_pieces(spark, len(todo))))
         records = raw.option("only", json.dumps(todo)).load()
-        keyed = records.withColumn("segment_key", _segment_key())
         (
-            keyed.write.mode("overwrite")
+            records.withColumn(KEY, key_column())
+            .write.mode("overwrite")
             .option("maxRecordsPerFile", MAX_RECORDS_PER_FILE)
-            .partitionBy("segment_key")
+            .partitionBy(KEY)
             .parquet(_out(out, RECORDS))
         )
-    checkpoint.save(spark, out, {**done, **marks})
-    return len(todo)
 
 
-def _segment_key() -> Any:
-    # Stable across runs for the same file: the journal's location and the segment's name.
-    return F.substring(F.sha2(F.concat_ws("|", "journal", "segment"), 256), 1, 20)
+def _pieces(spark: Any, segments: int) -> int:
+    """Pieces per segment so every core has two tasks (a full run: 1; one new segment: more)."""
+    cores = int(spark.sparkContext.defaultParallelism)
+    return max(1, min(MAX_PIECES, -(-2 * cores // max(segments, 1))))
 
 
 def _drop(spark: Any, uri: str) -> None:
@@ -291,45 +159,143 @@ def _drop(spark: Any, uri: str) -> None:
 
 def read_records(spark: Any, out: str) -> DataFrame:
     """Every record decoded into ``out/_records`` so far (empty, with its columns, if none)."""
-    schema = f"{spark_ddl()}, segment_key STRING"
+    schema = f"{spark_ddl()}, {KEY} STRING"
     table: DataFrame = spark.read.schema(schema).parquet(_out(out, RECORDS))
     return table
+
+
+def _start(spark: Any, out: str, full: bool) -> dict[str, checkpoint.Entry]:
+    """The checkpoint to build on: empty for a full run (after clearing what it replaces)."""
+    done = checkpoint.load(spark, out)
+    present = [name for name in TABLES if exists(spark, out, name)]
+    if done is None and present:
+        log.warning("ingest: %s has tables but no current checkpoint; rebuilding them all", out)
+        for name in present:
+            _drop(spark, _out(out, name))
+    elif done and len(present) < len(TABLES):
+        log.warning("ingest: %s lacks some of its tables; decoding everything again", out)
+        done = None
+    if done is None or full:
+        _drop(spark, _out(out, RECORDS))
+        _drop(spark, _out(out, checkpoint.CHECKPOINT))
+        return {}
+    return done
+
+
+def _write_all(spark: Any, out: str, records: DataFrame) -> None:
+    """A full build: every table from all of ``records``, replacing their purgatories."""
+    _step(spark, "ingest: list purgatories")
+    names = [row[0] for row in records.select("purgatory").distinct().collect() if row[0]]
+    for name in TABLES:
+        drop_purgatories(spark, _out(out, name), names)
+    _write_tables(
+        spark, out, signals_table(records), events_table(records), operations_table(records)
+    )
+
+
+def _merge(
+    spark: Any,
+    out: str,
+    records: DataFrame,
+    changed: set[str],
+    *,
+    forget: dict[str, checkpoint.Entry],
+    keys: dict[str, str],
+) -> None:
+    """An incremental build: rewrite only the partitions ``changed`` segments change."""
+    new = records.filter(F.col(KEY).isin(sorted(changed)))
+    old = read_table(spark, out, "operations").select("purgatory", "operation_id", HOME)
+    _step(spark, f"ingest: find the operations {len(changed)} new segments touch")
+    rebuilt = changed | home_segments(old, records, changed)
+    # Forget the rebuilt segments before deleting their partitions: if this run fails
+    # part-way, the next one decodes them again and rebuilds what was deleted.
+    checkpoint.save(spark, out, {u: m for u, m in forget.items() if keys.get(u) not in rebuilt})
+    scope = rebuild_scope(records, rebuilt)
+    operations = operations_table(scope)
+    operations = operations.filter(F.col(HOME).isin(sorted(rebuilt)))
+    operations = unchanged_elsewhere(operations, old, records, rebuilt)
+    for name in ("signals", "events"):
+        drop_partitions(spark, _out(out, name), changed)
+    drop_partitions(spark, _out(out, "operations"), rebuilt)
+    log.info("ingest: rewriting %d segment partitions of operations", len(rebuilt))
+    _write_tables(spark, out, signals_table(new), events_table(new), operations)
+
+
+def _write_tables(
+    spark: Any, out: str, signals: DataFrame, events: DataFrame, operations: DataFrame
+) -> None:
+    tables = {
+        "signals": (signals, "index"),
+        "events": (events, "sequence"),
+        "operations": (operations, "operation_id"),
+    }
+    for name, (df, order) in tables.items():
+        _step(spark, f"ingest: write {name}")
+        _write(df, _out(out, name), order)
+
+
+def _count(records: DataFrame, keys: dict[str, str], todo: list[str]) -> dict[str, Any]:
+    """The checkpoint entries' ``records`` and ``torn`` for the segments ``todo``."""
+    by_key = {keys[uri]: uri for uri in todo}
+    entries: dict[str, Any] = {uri: {"records": {}, "torn": []} for uri in todo}
+    decoded = records.filter(F.col(KEY).isin(sorted(by_key)))
+    for row in decoded.groupBy(KEY, "kind").count().collect():
+        entries[by_key[row[KEY]]]["records"][row["kind"]] = row["count"]
+    torn = decoded.filter(F.col("kind") == "torn_tail")
+    for row in torn.select(KEY, "byte_offset", "torn_bytes").collect():
+        entries[by_key[row[KEY]]]["torn"].append([row["byte_offset"], row["torn_bytes"]])
+    return entries
+
+
+def _summarize(summary: IngestSummary, entries: dict[str, checkpoint.Entry]) -> None:
+    """Every ingested segment's counts, added up (deleted segments' rows stay in _records)."""
+    for uri, entry in sorted(entries.items()):
+        for kind, count in entry.get("records", {}).items():
+            if kind != "torn_tail":
+                summary.records[kind] = summary.records.get(kind, 0) + count
+        for offset, dropped in entry.get("torn", []):
+            summary.torn_tails += 1
+            summary.torn_bytes += dropped
+            summary.torn_segments.append(f"{uri.rsplit('/', 1)[-1]}@{offset}")
+    summary.records = dict(sorted(summary.records.items()))
 
 
 def ingest(spark: Any, journals: list[str], out: str, *, full: bool = False) -> IngestSummary:
     """Read ``journals`` and write the three tables under ``out``; return what was done.
 
     Incremental by default: segments already decoded into ``out``, unchanged since (see
-    :mod:`purgatory_pipeline.checkpoint`) are not read again; the tables are rebuilt from
-    all decoded records, so they equal what a full run writes. ``full`` starts afresh.
+    :mod:`purgatory_pipeline.checkpoint`) are not read again, and only the table
+    partitions that the new ones change are rewritten, so the tables equal what a full
+    run writes. ``full`` starts afresh (as does a first run, or one over tables an older
+    version wrote).
     """
-    decoded = decode(spark, journals, out, full=full)
-    raw = read_records(spark, out)
-    torn = raw.filter(F.col("kind") == "torn_tail")
-    records = raw.filter(F.col("kind") != "torn_tail")
-    summary = IngestSummary(segments_decoded=decoded, journals=list(journals))
-    _step(spark, "ingest: count records by kind")
-    for row in records.groupBy("kind").count().collect():
-        summary.records[row["kind"]] = row["count"]
-    for row in torn.select("segment", "byte_offset", "torn_bytes").collect():
-        summary.torn_tails += 1
-        summary.torn_bytes += row["torn_bytes"]
-        summary.torn_segments.append(f"{row['segment']}@{row['byte_offset']}")
-        log.warning(
-            "ingest: torn tail skipped in %s at byte %d (%d bytes), as recovery does",
-            row["segment"],
-            row["byte_offset"],
-            row["torn_bytes"],
-        )
-    events = events_table(records)
-    tables = {
-        "signals": (signals_table(records), "index"),
-        "events": (events, "sequence"),
-        "operations": (operations_table(records, events), "operation_id"),
-    }
-    for name, (df, order) in tables.items():
-        _step(spark, f"ingest: write {name}")
-        _write(df, _out(out, name), order)
+    done = _start(spark, out, full)
+    first = not done
+    parts = plan(journals)
+    todo, marks = checkpoint.to_decode(parts, done)
+    keys = {part.uri: segment_key(part.journal, part.uri) for part in parts}
+    _step(spark, f"ingest: decode {len(todo)} of {len(parts)} segments")
+    decode(spark, journals, out, todo)
+    records = read_records(spark, out)
+    _step(spark, "ingest: count the decoded records by kind")
+    counted = _count(records, keys, todo)
+    for uri, entry in counted.items():
+        for offset, dropped in entry["torn"]:
+            log.warning(
+                "ingest: torn tail skipped in %s at byte %d (%d bytes), as recovery does",
+                uri,
+                offset,
+                dropped,
+            )
+    records = records.filter(F.col("kind") != "torn_tail")
+    if first:
+        _write_all(spark, out, records)
+    elif todo:
+        _merge(spark, out, records, {keys[uri] for uri in todo}, forget=done, keys=keys)
+    entries = {**done, **{uri: {**marks[uri], **counted[uri]} for uri in todo}}
+    checkpoint.save(spark, out, entries)
+    summary = IngestSummary(segments_decoded=len(todo), journals=list(journals))
+    _summarize(summary, entries)
     _step(spark, "ingest: count operations")
     summary.rows = {
         "signals": summary.records.get("signal", 0),

@@ -346,13 +346,16 @@ def decode_segment(
     batch_rows: int = BATCH_ROWS,
     kinds: frozenset[str] | None = None,
     purgatories: frozenset[str] | None = None,
+    start: int = 0,
+    stop: int | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Arrow batches of one segment's records, plus a ``torn_tail`` row if one was skipped.
 
     ``kinds`` and ``purgatories`` (the data source's pushed filters) keep only those rows;
-    records of other kinds are framed and CRC-checked but not parsed.
+    records of other kinds are framed and CRC-checked but not parsed. ``start``/``stop``:
+    only the frames starting in that byte range (see :class:`SegmentReader`).
     """
-    reader = SegmentReader(path, data, is_last=is_last, next_base=next_base)
+    reader = SegmentReader(path, data, is_last=is_last, next_base=next_base, start=start, stop=stop)
     batcher = _Batcher(journal, path.rsplit("/", 1)[-1], batch_rows)
     for index, offset, payload in reader:
         if kinds is not None and not _may_be(payload[0] >> 3, kinds):

@@ -80,15 +80,31 @@ class SegmentReader:
     torn). ``next_base`` is the next segment's base index, checked against this segment's
     end so a missing segment is reported, as recovery does. After iteration ``torn`` holds
     the skipped tail, if any, and ``records`` the number of frames yielded.
+
+    ``start``/``stop``: yield only the frames that start in ``[start, stop)`` (a piece of
+    the segment; ``stop`` None is the end, and only that piece checks the next segment's
+    base). Frames before ``start`` are still walked and checked, since a frame's index and
+    offset are known only by walking from the header; a bad frame there belongs to the
+    piece that owns its offset, which reports it, so this piece stops quietly. Every frame
+    is owned by exactly one piece, so the pieces together yield what one reader would.
     """
 
     def __init__(
-        self, path: str, data: bytes, *, is_last: bool, next_base: int | None = None
+        self,
+        path: str,
+        data: bytes,
+        *,
+        is_last: bool,
+        next_base: int | None = None,
+        start: int = 0,
+        stop: int | None = None,
     ) -> None:
         self.path = path
         self.data = memoryview(data)
         self.is_last = is_last
         self.next_base = next_base
+        self.start = start
+        self.stop = stop
         self.torn: TornTail | None = None
         self.records = 0
         self.name_base = segment_base(path.rsplit("/", 1)[-1])
@@ -128,12 +144,14 @@ class SegmentReader:
     def __iter__(self) -> Iterator[tuple[int, int, memoryview]]:
         header = self._header()
         if isinstance(header, str):
-            self._fail_or_tear(0, header)
-            self._check_contiguous(self.name_base or 0)
+            if self.start == 0:
+                self._fail_or_tear(0, header)
+                self._check_contiguous(self.name_base or 0)
             return
         data, offset, index, size = self.data, HEADER_BYTES, header, len(self.data)
+        start, stop = self.start, size if self.stop is None else min(self.stop, size)
         unpack, crc32 = _FRAME.unpack_from, zlib.crc32
-        while offset < size:
+        while offset < stop:
             reason = None
             if size - offset < FRAME_OVERHEAD:
                 reason = f"{size - offset} bytes left, a frame needs at least {FRAME_OVERHEAD}"
@@ -147,13 +165,17 @@ class SegmentReader:
                 elif crc32(data[offset + 4 : end]) != crc:
                     reason = "record CRC mismatch"
             if reason is not None:
+                if offset < start:
+                    return  # the piece that owns this offset reports it
                 self._fail_or_tear(offset, reason)
                 break
-            yield index, offset, data[offset + FRAME_OVERHEAD : end]
+            if offset >= start:
+                yield index, offset, data[offset + FRAME_OVERHEAD : end]
+                self.records += 1
             index += 1
-            self.records += 1
             offset = end
-        self._check_contiguous(index)
+        if self.stop is None:
+            self._check_contiguous(index)
 
     def _check_contiguous(self, end_index: int) -> None:
         if self.next_base is not None and self.next_base != end_index:

@@ -44,12 +44,21 @@ FORMAT = "purgatory-journal"
 
 @dataclass
 class SegmentPartition(InputPartition):
-    """One segment file of one journal (pickled to the worker that reads it)."""
+    """One segment file of one journal, or a piece of it (pickled to the worker that reads it).
+
+    ``start``/``stop``: the piece's byte range (frames that start in it); the whole file by
+    default. ``size``: how many bytes of the file the pieces read, all the same (the size
+    when planned: the journal's head may grow meanwhile, and pieces that saw different
+    ends would disagree about where a torn tail is). See :func:`split`.
+    """
 
     journal: str
     uri: str
     is_last: bool
     next_base: int | None
+    start: int = 0
+    stop: int | None = None
+    size: int | None = None
 
 
 def open_uri(uri: str) -> tuple[pafs.FileSystem, str]:
@@ -128,6 +137,46 @@ def plan(paths: Sequence[str]) -> list[SegmentPartition]:
     return list(unique.values())
 
 
+# A piece smaller than this is not worth its task (each piece reads its whole segment).
+MIN_PIECE_BYTES = 8 << 20
+
+
+def split(parts: list[SegmentPartition], pieces: int) -> list[SegmentPartition]:
+    """Each segment cut into up to ``pieces`` byte ranges of at least ``MIN_PIECE_BYTES``.
+
+    Why: a segment is otherwise one task, so a run that decodes one new segment (an
+    incremental ingest) uses one core. Each piece reads the whole file and walks its
+    frames from the header (an index is known only by counting), but parses only its own:
+    the walk is a CRC per frame, the parse is what costs.
+    """
+    if pieces <= 1:
+        return parts
+    out: list[SegmentPartition] = []
+    for part in parts:
+        filesystem, path = open_uri(part.uri)
+        size = filesystem.get_file_info(path).size or 0
+        for start, stop in piece_bounds(size, pieces):
+            out.append(
+                SegmentPartition(
+                    part.journal, part.uri, part.is_last, part.next_base, start, stop, size
+                )
+            )
+    return out
+
+
+def piece_bounds(
+    size: int, pieces: int, min_bytes: int = MIN_PIECE_BYTES
+) -> list[tuple[int, int | None]]:
+    """``(start, stop)`` byte ranges that cover a file of ``size`` bytes, in order.
+
+    The first starts at 0 (it owns the header), the last has no stop (it owns the end and
+    checks the next segment's base), and each is at least ``min_bytes`` long.
+    """
+    count = max(1, min(pieces, size // max(min_bytes, 1)))
+    cuts = [size * i // count for i in range(1, count)]
+    return list(zip([0, *cuts], [*cuts, None], strict=True))
+
+
 def _data_dir_journals(filesystem: pafs.FileSystem, uri: str, path: str) -> list[SegmentPartition]:
     parts: list[SegmentPartition] = []
     candidates = [("journal", path + "/journal")]
@@ -150,7 +199,7 @@ def read_partition(
     filesystem, path = open_uri(part.uri)
     try:
         with filesystem.open_input_file(path) as handle:
-            data = handle.readall()
+            data = handle.readall() if part.size is None else handle.read(part.size)
     except FileNotFoundError:
         log.warning("segment %s disappeared before it was read (compaction); skipped", part.uri)
         return
@@ -162,6 +211,8 @@ def read_partition(
         next_base=part.next_base,
         kinds=kinds,
         purgatories=purgatories,
+        start=part.start,
+        stop=part.stop,
     )
 
 
@@ -197,12 +248,14 @@ class JournalReader(DataSourceReader):
 
     Option ``only`` (a JSON list of segment URIs): read just those segments of the planned
     journals, each still knowing its journal's shape (last segment, next base index);
-    incremental ingest uses it to skip segments it has already ingested.
+    incremental ingest uses it to skip segments it has already ingested. Option ``pieces``
+    (an integer): cut each segment into up to that many partitions (:func:`split`).
     """
 
     def __init__(self, options: dict[str, str]) -> None:
         self.paths = _paths(options)
         self.only = json.loads(options["only"]) if options.get("only") else None
+        self.pieces = int(options.get("pieces") or 1)
         self.wanted: dict[str, frozenset[str]] = {}
 
     def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
@@ -219,7 +272,7 @@ class JournalReader(DataSourceReader):
         if self.only is not None:
             keep = set(self.only)
             parts = [part for part in parts if part.uri in keep]
-        return parts
+        return split(parts, self.pieces)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         if not isinstance(partition, SegmentPartition):

@@ -138,7 +138,8 @@ def _write(directory: Path) -> Path:
 
 
 def test_new_kinds_are_read_with_their_fields(spark: Any, tmp_path: Path) -> None:
-    from purgatory_pipeline.ingest import events_table, operations_table, read_journal
+    from purgatory_pipeline.ingest import read_journal
+    from purgatory_pipeline.tables import operations_table
 
     raw = read_journal(spark, [str(_write(tmp_path / "journal"))]).cache()
     try:
@@ -215,7 +216,7 @@ def test_new_kinds_are_read_with_their_fields(spark: Any, tmp_path: Path) -> Non
             (13, P, "tick", T0 + 3)
         ]
 
-        ops = operations_table(raw, events_table(raw))
+        ops = operations_table(raw)
         got = {
             r["operation_id"]: tuple(r)[1:]
             for r in ops.select(

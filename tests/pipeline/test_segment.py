@@ -135,3 +135,58 @@ def test_newer_format_and_foreign_files(tmp_path: Path) -> None:
     for last in (False, True):  # even where a torn tail would be tolerated
         with pytest.raises(NotAJournalError, match="not a journal segment"):
             list(decode_segment("j", str(foreign), foreign.read_bytes(), is_last=last))
+
+
+def _rows(directory: Path, pieces: int) -> list[tuple[object, ...]]:
+    """Every row of the journal, each segment read as ``pieces`` byte ranges (as split())."""
+    from purgatory_pipeline.source import piece_bounds
+
+    segments = sorted(directory.glob("*.seg"))
+    rows: list[tuple[object, ...]] = []
+    for i, path in enumerate(segments):
+        last = i == len(segments) - 1
+        next_base = None if last else int(segments[i + 1].name[:20])
+        data = path.read_bytes()
+        for start, stop in piece_bounds(len(data), pieces, min_bytes=1):
+            for batch in decode_segment(
+                str(directory), str(path), data, is_last=last, next_base=next_base,
+                start=start, stop=stop,
+            ):  # fmt: skip
+                columns = ("index", "byte_offset", "kind", "key", "torn_bytes")
+                rows += zip(*(batch.column(c).to_pylist() for c in columns), strict=True)
+    return rows
+
+
+def test_a_segment_read_in_pieces_gives_the_rows_of_one_read(tmp_path: Path) -> None:
+    whole = _segment(5, 4)
+    rng = random.Random(7)
+    heads = [whole[:cut] for cut in range(len(whole) + 1)]
+    heads += [whole + b"\0" * 50, whole + bytes(rng.randrange(256) for _ in range(90))]
+    for head in heads:
+        directory = _journal(tmp_path, b"")
+        (directory / f"{5:020d}.seg").write_bytes(head)
+        expected = _rows(directory, 1)
+        assert len(expected) >= 5  # the sealed segment's records at least
+        for pieces in (2, 3, 5, 64):
+            assert _rows(directory, pieces) == expected, (len(head), pieces)
+
+
+def test_damage_is_refused_whichever_piece_holds_it(tmp_path: Path) -> None:
+    damaged = bytearray(_segment(5, 4))
+    damaged[24 + 8 + 30] ^= 0xFF  # inside the second frame; valid frames follow
+    directory = _journal(tmp_path, b"")
+    (directory / f"{5:020d}.seg").write_bytes(bytes(damaged))
+    for pieces in (1, 2, 3, 64):
+        with pytest.raises(
+            JournalCorruptionError, match=r"0005\.seg at byte offset 44: record CRC mismatch"
+        ):
+            _rows(directory, pieces)
+
+
+def test_piece_bounds_cover_the_file_once() -> None:
+    from purgatory_pipeline.source import piece_bounds
+
+    assert piece_bounds(100, 1) == [(0, None)]
+    assert piece_bounds(5 << 20, 4) == [(0, None)]  # under 8 MiB: one piece
+    assert piece_bounds(100, 4, min_bytes=10) == [(0, 25), (25, 50), (50, 75), (75, None)]
+    assert piece_bounds(30, 4, min_bytes=10) == [(0, 10), (10, 20), (20, None)]

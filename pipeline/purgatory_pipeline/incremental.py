@@ -21,7 +21,7 @@ The merge rule, for the segments ``T`` decoded in this run:
   left out: that row is unchanged.
 
 The result equals a full run's rows over the same ``_records``
-(tests/pipeline/test_empty_and_uris.py checks it). Ordering: the checkpoint forgets
+(tests/pipeline/test_incremental.py checks it at every step). Ordering: the checkpoint forgets
 ``R``'s segments *before* their partitions are deleted, so an ingest that fails part-way
 decodes them again next time and rebuilds what it deleted.
 """
@@ -29,7 +29,6 @@ decodes them again next time and rebuilds what it deleted.
 from __future__ import annotations
 
 import hashlib
-import logging
 from collections.abc import Iterable
 from functools import reduce
 from typing import Any
@@ -37,9 +36,10 @@ from typing import Any
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from purgatory_pipeline.tables import KEY, OPERATION_KINDS
+
 __all__ = [
     "HOME",
-    "KEY",
     "drop_partitions",
     "drop_purgatories",
     "home_segments",
@@ -49,15 +49,12 @@ __all__ = [
     "unchanged_elsewhere",
 ]
 
-log = logging.getLogger(__name__)
-
-KEY = "segment_key"
+# In the operations table, the segment_key column is the operation's home.
 HOME = KEY
 IDENTITY = ("purgatory", "operation_id")
 # Up to this many purgatories the scope is one filter Parquet can skip row groups with
 # (``purgatory = p AND index >= lo``, OR-ed); above it, a join with the bounds.
 MAX_PUSHED_BOUNDS = 64
-_OPERATION_KINDS = ("registered", "carried_operation", "rescheduled", "outcome")
 # Up to this many segments, the operation ids they hold are broadcast to the lookups in
 # the existing table (a hash table bounded by a few segments' ids, so the table is only
 # scanned, not shuffled); above it, Spark plans a shuffle join.
@@ -78,7 +75,7 @@ def key_column() -> Column:
 def _ids(records: DataFrame, keys: set[str]) -> DataFrame:
     """The operations with a record in the segments ``keys`` (broadcast when few)."""
     ids = (
-        records.filter(F.col(KEY).isin(sorted(keys)) & F.col("kind").isin(*_OPERATION_KINDS))
+        records.filter(F.col(KEY).isin(sorted(keys)) & F.col("kind").isin(*OPERATION_KINDS))
         .select(*IDENTITY)
         .distinct()
     )

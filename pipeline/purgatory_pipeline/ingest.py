@@ -42,7 +42,6 @@ from purgatory_pipeline import checkpoint
 from purgatory_pipeline.errors import TablesNotFoundError
 from purgatory_pipeline.incremental import (
     HOME,
-    KEY,
     drop_partitions,
     drop_purgatories,
     home_segments,
@@ -54,7 +53,13 @@ from purgatory_pipeline.incremental import (
 from purgatory_pipeline.outputs import exists, write_text
 from purgatory_pipeline.records import spark_ddl
 from purgatory_pipeline.source import FORMAT, plan
-from purgatory_pipeline.tables import events_table, operations_table, signals_table, table_schemas
+from purgatory_pipeline.tables import (
+    KEY,
+    events_table,
+    operations_table,
+    signals_table,
+    table_schemas,
+)
 
 log = logging.getLogger(__name__)
 

@@ -1,9 +1,9 @@
 """The SparkSession every command uses: ``local[*]`` unless told otherwise, data sources registered.
 
 Why one place: the settings that make results reproducible (UTC session time zone, so a
-``date`` partition means the same day everywhere; dynamic partition overwrite, so
-re-ingesting replaces exactly the partitions it produces) must be the same for the CLI,
-the tests and a ``spark-submit`` run. Under ``spark-submit`` the master and resources come
+``date`` partition means the same day everywhere; dynamic partition overwrite, so decoding
+a segment again replaces exactly its partition of ``_records``) must be the same for the
+CLI, the tests and a ``spark-submit`` run. Under ``spark-submit`` the master and resources come
 from its command line; ``master`` here only applies when none was configured.
 """
 

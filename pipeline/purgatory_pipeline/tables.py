@@ -17,10 +17,23 @@ from typing import Any
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from purgatory_pipeline.incremental import KEY
 from purgatory_pipeline.records import spark_ddl
 
-__all__ = ["events_table", "operations_table", "signals_table", "table_schemas"]
+__all__ = [
+    "KEY",
+    "OPERATION_KINDS",
+    "events_table",
+    "operations_table",
+    "signals_table",
+    "table_schemas",
+]
+
+# The partition column that says which journal segment a row comes from (for operations:
+# the segment of the operation's first definition, its home; purgatory_pipeline.incremental).
+KEY = "segment_key"
+_DEFINITION_KINDS = ("registered", "carried_operation")
+# The record kinds an operation's row is built from.
+OPERATION_KINDS = (*_DEFINITION_KINDS, "rescheduled", "outcome")
 
 
 def _date(column: str) -> Any:
@@ -81,10 +94,6 @@ _DEFINITION = (
 )
 
 
-_DEFINITION_KINDS = ("registered", "carried_operation")
-_OPERATION_KINDS = (*_DEFINITION_KINDS, "rescheduled", "outcome")
-
-
 def _deadline(moves: Column) -> tuple[Column, Column]:
     """Its latest deadline and how many ``rescheduled`` records moved it.
 
@@ -114,7 +123,7 @@ def operations_table(raw: DataFrame) -> DataFrame:
     is_definition = kind.isin(*_DEFINITION_KINDS)
     rank = F.when(kind == "registered", 0).otherwise(1)
     grouped = (
-        raw.filter(kind.isin(*_OPERATION_KINDS))
+        raw.filter(kind.isin(*OPERATION_KINDS))
         .groupBy("purgatory", "operation_id")
         .agg(
             # min_by skips rows whose ordering is null: only definitions, only outcomes.

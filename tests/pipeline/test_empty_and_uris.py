@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import shutil
 import subprocess
 import sys
@@ -144,7 +145,16 @@ def test_corruption_mid_journal_is_one_line_without_java_stack(
     assert len(errors) == 1, run.stderr[-3000:]
     assert "JournalCorruptionError" in errors[0]
     assert f"{segment.name} at byte offset 24: record CRC mismatch" in errors[0]
-    assert "at org.apache" not in run.stderr and "Traceback" not in run.stderr, run.stderr[:3000]
+    # Spark's Python daemon (not our code) sometimes prints this notice with a traceback
+    # when the JVM closes a failed task's socket before the worker flushed: a race inside
+    # Spark, documented in docs/pipeline.md. Everything else on the console is checked.
+    console = re.sub(
+        r"PySpark daemon failed to flush the output to the worker process:\n"
+        r"Traceback \(most recent call last\):\n(?:[ \t].*\n)*\S.*\n",
+        "",
+        run.stderr,
+    )
+    assert "at org.apache" not in console and "Traceback" not in console, console[:3000]
 
 
 def _table_rows(spark: Any, tables: Path) -> dict[str, list[Any]]:

@@ -106,7 +106,8 @@ def _deadline(moves: Column) -> tuple[Column, Column]:
     start, end = F.col("d.index"), F.col("o.index")
     pending = F.filter(moves, lambda m: (m["index"] >= start) & (end.isNull() | (m["index"] < end)))
     # Indices are unique, so the greatest struct is the one with the latest index.
-    return F.array_max(pending)["due"], F.size(F.filter(pending, lambda m: m["rescheduled"]))
+    moved = F.size(F.filter(pending, lambda m: m["rescheduled"])).cast("bigint")
+    return F.array_max(pending)["due"], moved
 
 
 def operations_table(raw: DataFrame) -> DataFrame:
@@ -147,12 +148,12 @@ def operations_table(raw: DataFrame) -> DataFrame:
         )
     )
     # An id with only deadline moves (its definition and outcome compacted away) is no row.
-    joined = grouped.filter(F.col("d").isNotNull() | F.col("o").isNotNull())
+    found = grouped.filter(F.col("d").isNotNull() | F.col("o").isNotNull())
     latest_due, rescheduled = _deadline(F.col("moves"))
     ended = F.col("o.completed_wall_ms")
     created = F.coalesce(F.col("d.created_wall_ms"), F.col("o.created_wall_ms"))
     home = [F.coalesce(F.col(f"d.{KEY}"), F.col(f"o.{KEY}")).alias(KEY)] if key else []
-    return joined.select(
+    return found.select(
         "purgatory",
         "operation_id",
         F.coalesce(F.col("d.keys"), F.col("o.keys")).alias("keys"),

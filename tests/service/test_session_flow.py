@@ -5,7 +5,9 @@ new stream without re-registering anything, and the number of sessions is capped
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import Any
 
@@ -132,6 +134,15 @@ OWING_LIMITS = replace(Limits(), session_buffer_bytes=1 << 20, max_payload_bytes
 OWING_OPTIONS = [("grpc.http2.bdp_probe", 0)]
 
 
+@contextlib.asynccontextmanager
+async def _owing_client(serve: ServeFn) -> AsyncIterator[tuple[AsyncPurgatoryClient, Any]]:
+    """A server with OWING_LIMITS and a client of it; yields the client and the budget."""
+    server, port = await serve(config=_config(OWING_LIMITS))
+    target = f"127.0.0.1:{port}"
+    async with AsyncPurgatoryClient(target, timeout=30, options=OWING_OPTIONS) as client:
+        yield client, server.registry.budget
+
+
 async def _owe_outcomes(client: AsyncPurgatoryClient, budget: Any, prefix: str) -> Any:
     """Open a session that reads one outcome, send it 40 big watches that end at once, and
     wait until they have ended and the budget holds what the session owes."""
@@ -155,11 +166,7 @@ async def test_what_a_session_owes_is_charged_to_the_memory_budget(serve: ServeF
     # operations are: they count in the byte budget's held pool while they wait and are
     # given back when they are written or the stream ends. (They used to count nowhere:
     # an operation's charge was released as it ended, its outcome then waited uncharged.)
-    server, port = await serve(config=_config(OWING_LIMITS))
-    budget = server.registry.budget
-    async with AsyncPurgatoryClient(
-        f"127.0.0.1:{port}", timeout=30, options=OWING_OPTIONS
-    ) as client:
+    async with _owing_client(serve) as (client, budget):
         session = await _owe_outcomes(client, budget, "c")
         await asyncio.sleep(0.5)  # the writer gets stuck on what the client does not read
         owed = budget.held
@@ -177,11 +184,7 @@ async def test_a_session_whose_client_vanishes_gives_its_charge_back(serve: Serv
     # The client goes away (its channel closed) while the server still owes it outcomes:
     # the handler is cancelled rather than ended, and the charge must come back all the
     # same, or the budget would shrink with every vanished client.
-    server, port = await serve(config=_config(OWING_LIMITS))
-    budget = server.registry.budget
-    async with AsyncPurgatoryClient(
-        f"127.0.0.1:{port}", timeout=30, options=OWING_OPTIONS
-    ) as client:
+    async with _owing_client(serve) as (client, budget):
         await _owe_outcomes(client, budget, "v")
     # (the channel is closed here, the session never closed nor read)
     await until(_budget_released(budget))

@@ -44,7 +44,6 @@ __all__ = [
     "wire_state",
 ]
 
-_ANY = DEFAULT_CONDITION
 
 # Service states as the wire enum (the same numbers; see .states).
 _StatusMessage = TypeVar("_StatusMessage", pb.TryCompleteElseWatchResponse, pb.OperationStatus)
@@ -106,7 +105,7 @@ class EventFields(TypedDict, total=False):
 def condition_from_proto(field: str, msg: pb.Condition) -> ConditionSpec:
     kind = msg.WhichOneof("kind")
     if kind is None or kind == "any_key":
-        return _ANY
+        return DEFAULT_CONDITION
     if kind == "all_keys":
         return ConditionSpec(ConditionKind.ALL_KEYS)
     if kind == "min_signals":

@@ -88,8 +88,6 @@ MAX_HEARTBEAT_MS = 3_600_000
 # The messages an operation spec arrives in (the batch form's and the single RPC's).
 SpecMessage = pb.OperationSpec | pb.TryCompleteElseWatchRequest
 
-_ANY = DEFAULT_CONDITION
-
 
 def required_id(field: str, operation_id: str, limits: Limits) -> str:
     """An operation id that must be given (ForceComplete, GetOperation, Reschedule...)."""
@@ -154,7 +152,9 @@ def _plain_request(msg: SpecMessage, bounds: _Bounds) -> OperationRequest | None
         and not msg.extend_on_resend
         and not msg.max_extend_ms
     ):
-        definition = _new_tuple(OperationDefinition, (keys, timeout, _ANY, payload, 0, False, 0))
+        definition = _new_tuple(
+            OperationDefinition, (keys, timeout, DEFAULT_CONDITION, payload, 0, False, 0)
+        )
         return _new_tuple(OperationRequest, (op_id, definition))
     return None
 

@@ -13,18 +13,20 @@ outcome pair. Two reasons, two remedies:
   generation once the server is up (``gc.freeze``), so collections no longer walk it.
   Objects frozen there are still freed by reference counting; only a cycle among them
   would never be collected, and start-up leaves none that matters;
-- a pair allocates a few dozen container objects, so with CPython's default first
-  threshold (700 allocations) the youngest generation is collected every few pairs, and
-  every tenth of those collects the middle one. A threshold of :data:`YOUNG_THRESHOLD`
-  collects as much garbage in fewer, larger passes.
+- the youngest generation is collected when the container objects allocated since the
+  last pass, net of those freed, pass the first threshold (CPython's default: 700). A
+  pair allocates a few dozen and a batch holds many pairs' alive at once, so at 700 the
+  young generation is collected every few pairs, and every tenth of those passes
+  collects the middle one. A threshold of :data:`YOUNG_THRESHOLD` collects as much
+  garbage in fewer, larger passes.
 
-  Larger is not better without end: the threshold counts allocations *net* of frees, so
-  a pass comes when that many new containers are still alive (pending operations, their
-  entries, retained outcomes), and it walks every one of them while holding the GIL. At
-  10,000 a young pass under the batch load took 11.5 ms at the median (48 ms at most),
-  and the reaper thread and the loop's next turn waited through it; at 2,000 it takes
-  1.7 ms, and the collector's total time grows by about 1.4x (0.43 -> 0.61 s in the
-  same benchmark run; docs/benchmarks.md §18, "The young generation's threshold").
+  Larger is not better without end: because the count is net of frees, a pass comes when
+  that many new containers are still alive (pending operations, their entries, retained
+  outcomes), and it walks every one of them while holding the GIL. At 10,000 a young
+  pass under the batch load took 11.5 ms at the median (48 ms at most), and the reaper
+  thread and the loop's next turn waited through it; at 2,000 it takes 1.7 ms, and the
+  collector's total time grows by about 1.4x (0.43 -> 0.61 s in the same benchmark run;
+  docs/benchmarks.md §18, "The young generation's threshold").
 
 And one for memory: start-up (above all a journal's recovery) frees much of what it
 allocated (parsed records, protobuf arenas, the start-up snapshot), but glibc's allocator

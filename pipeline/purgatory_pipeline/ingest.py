@@ -35,7 +35,7 @@ import logging
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, DataFrameReader
 from pyspark.sql import functions as F
 
 from purgatory_pipeline import checkpoint
@@ -91,10 +91,11 @@ def read_journal(spark: Any, paths: list[str]) -> DataFrame:
     return records
 
 
-def _journal(spark: Any, paths: list[str]) -> Any:
+def _journal(spark: Any, paths: list[str]) -> DataFrameReader:
     """A reader of the journal source with its schema given: Spark then skips asking the
-    source for it, which costs a Python planner process (about 1.3 s at start-up)."""
-    return spark.read.format(FORMAT).schema(spark_ddl()).option("paths", json.dumps(list(paths)))
+    source for it, which costs a Python planner process (1.1-1.3 s measured at start-up)."""
+    reader: DataFrameReader = spark.read.format(FORMAT).schema(spark_ddl())
+    return reader.option("paths", json.dumps(list(paths)))
 
 
 def read_table(spark: Any, tables: str, name: str) -> DataFrame:

@@ -17,7 +17,12 @@ import random
 from pathlib import Path
 
 from purgatory_proto.v1 import journal_pb2, purgatory_pb2
-from purgatory_server._journal.framing import encode_frame, encode_header
+from purgatory_server._journal.framing import (
+    HEADER_BYTES,
+    decode_frame,
+    encode_frame,
+    encode_header,
+)
 from purgatory_server._journal.segments import segment_name
 
 JR = journal_pb2.JournalRecord
@@ -138,9 +143,9 @@ def append_segment(directory: Path, n: int, purgatory: str = "bench") -> int:
     ``added-N``).
     """
     last = max(directory.glob("*.seg"))
-    data = last.read_bytes()
-    base = int(last.stem) + _count_frames(data)
-    pending = _last_registered(data)
+    payloads = _payloads(last.read_bytes())
+    base = int(last.stem) + len(payloads)
+    pending = _last_registered(payloads)
     frames = []
     if pending is not None:
         settle = JR(
@@ -154,23 +159,23 @@ def append_segment(directory: Path, n: int, purgatory: str = "bench") -> int:
     return _flush(directory, base, frames)
 
 
-def _last_registered(data: bytes) -> str | None:
-    found, offset = None, 24
-    while offset + 8 <= len(data):
-        size = int.from_bytes(data[offset + 4 : offset + 8], "little")
-        record = JR.FromString(data[offset + 8 : offset + 8 + size])
+def _payloads(data: bytes) -> list[memoryview]:
+    """Every record of one segment this module wrote (the journal library's framing)."""
+    view, offset, payloads = memoryview(data), HEADER_BYTES, []
+    while offset < len(view):
+        frame = decode_frame(view, offset)
+        payloads.append(frame.payload)
+        offset = frame.end
+    return payloads
+
+
+def _last_registered(payloads: list[memoryview]) -> str | None:
+    """The id of the segment's last registration (parsed from the end: it is near it)."""
+    for payload in reversed(payloads):
+        record = JR.FromString(bytes(payload))
         if record.HasField("registered"):
-            found = record.registered.operation_id
-        offset += 8 + size
-    return found
-
-
-def _count_frames(data: bytes) -> int:
-    offset, count = 24, 0
-    while offset + 8 <= len(data):
-        offset += 8 + int.from_bytes(data[offset + 4 : offset + 8], "little")
-        count += 1
-    return count
+            return str(record.registered.operation_id)
+    return None
 
 
 def write_journal(directory: Path, n: int, purgatory: str = "bench") -> int:

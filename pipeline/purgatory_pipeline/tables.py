@@ -36,8 +36,9 @@ _DEFINITION_KINDS = ("registered", "carried_operation")
 OPERATION_KINDS = (*_DEFINITION_KINDS, "rescheduled", "outcome")
 
 
-def _date(column: str) -> Any:
-    return F.to_date(F.timestamp_millis(F.col(column)))
+def _date(column: str | Column) -> Column:
+    """The UTC date of a wall-clock time in ms (the tables' ``date`` partition)."""
+    return F.to_date(F.timestamp_millis(F.col(column) if isinstance(column, str) else column))
 
 
 def _key(raw: DataFrame) -> tuple[str, ...]:
@@ -177,7 +178,7 @@ def operations_table(raw: DataFrame) -> DataFrame:
         F.col("d.index").alias("registered_index"),
         F.col("d.kind").alias("registered_from"),
         F.col("o.index").alias("outcome_index"),
-        F.to_date(F.timestamp_millis(created)).alias("date"),
+        _date(created).alias("date"),
         *home,
     )
 

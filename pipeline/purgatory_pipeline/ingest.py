@@ -15,8 +15,9 @@ Idempotence: every row is keyed by ``(purgatory, index)``, the journal index. Pl
 reads each segment file once however many of the given paths reach it (a journal listed
 twice, or a data directory and one of its journals), so overlapping inputs count once.
 
-Steps: the segments not ingested yet are decoded once into ``<out>/_records`` (Parquet,
-one partition per segment; :mod:`purgatory_pipeline.checkpoint` says which). A first or
+Steps: the segments not ingested yet (:mod:`purgatory_pipeline.checkpoint` says which)
+are decoded once into ``<out>/_records`` (Parquet, one partition per segment, written by
+the decoding tasks themselves: :mod:`purgatory_pipeline.decode_job`). A first or
 ``--full`` run builds the three tables from all of ``_records`` and replaces the
 purgatories it read (other purgatories' partitions are left alone). A re-run after the
 journal grew decodes only the new segments and those that changed (the last one, which
@@ -39,7 +40,8 @@ from pyspark.sql import DataFrame, DataFrameReader
 from pyspark.sql import functions as F
 
 from purgatory_pipeline import checkpoint
-from purgatory_pipeline.errors import TablesNotFoundError
+from purgatory_pipeline.decode_job import Piece, decode_pieces
+from purgatory_pipeline.errors import TablesNotFoundError, UnsupportedLocationError
 from purgatory_pipeline.incremental import (
     HOME,
     drop_partitions,
@@ -50,9 +52,9 @@ from purgatory_pipeline.incremental import (
     segment_key,
     unchanged_elsewhere,
 )
-from purgatory_pipeline.outputs import exists, write_text
+from purgatory_pipeline.outputs import exists, location, write_text
 from purgatory_pipeline.records import spark_ddl
-from purgatory_pipeline.source import FORMAT, plan
+from purgatory_pipeline.source import FORMAT, SegmentPartition, open_uri, plan, split
 from purgatory_pipeline.tables import (
     KEY,
     events_table,
@@ -137,23 +139,56 @@ def _step(spark: Any, text: str) -> None:
     log.info("%s", text)
 
 
-def decode(spark: Any, journals: list[str], out: str, todo: list[str]) -> None:
-    """Decode the segments ``todo`` into ``out/_records``, replacing their partitions.
+def decode(
+    spark: Any, journals: list[str], out: str, parts: list[SegmentPartition], keys: dict[str, str]
+) -> dict[str, checkpoint.Entry]:
+    """Decode the segments ``parts`` into ``out/_records``; their ``records`` and ``torn``.
 
     ``_records`` (the journal's rows, partitioned by segment) is what the tables are built
     from: decoding is the costly step, done once per segment (again only when the segment
     changed: the journal's last one grows), instead of once per table from a cached copy.
+    Each segment's partition is deleted first, then written whole. The workers write the
+    Parquet files themselves (:mod:`purgatory_pipeline.decode_job`) wherever pyarrow's file
+    systems reach ``out``; elsewhere (a scheme only Hadoop knows) Spark's writer does.
     """
-    if todo or not exists(spark, out, RECORDS):
-        raw = _journal(spark, journals).option("pieces", str(_pieces(spark, len(todo))))
-        records = raw.option("only", json.dumps(todo)).load()
-        (
-            records.withColumn(KEY, key_column())
-            .write.mode("overwrite")
-            .option("maxRecordsPerFile", MAX_RECORDS_PER_FILE)
-            .partitionBy(KEY)
-            .parquet(_out(out, RECORDS))
+    records = _out(out, RECORDS)
+    _make_dir(spark, records)
+    for part in parts:
+        _drop(spark, f"{records}/{KEY}={keys[part.uri]}")
+    target = location(spark, out, RECORDS)
+    try:
+        open_uri(target)
+    except (UnsupportedLocationError, OSError) as exc:
+        log.info(
+            "ingest: pyarrow cannot write %s (%s); Spark's writer decodes instead", target, exc
         )
+        return _decode_through_spark(spark, journals, out, parts, keys)
+    pieces = split(parts, _pieces(spark, len(parts)))
+    return decode_pieces(
+        spark,
+        [
+            Piece(piece, f"{target}/{KEY}={keys[piece.uri]}", number)
+            for number, piece in enumerate(pieces)
+        ],
+    )
+
+
+def _decode_through_spark(
+    spark: Any, journals: list[str], out: str, parts: list[SegmentPartition], keys: dict[str, str]
+) -> dict[str, checkpoint.Entry]:
+    """The journal source read and Spark's Parquet writer, then a count of what it wrote."""
+    todo = [part.uri for part in parts]
+    raw = _journal(spark, journals).option("pieces", str(_pieces(spark, len(todo))))
+    (
+        raw.option("only", json.dumps(todo))
+        .load()
+        .withColumn(KEY, key_column())
+        .write.mode("append")
+        .option("maxRecordsPerFile", MAX_RECORDS_PER_FILE)
+        .partitionBy(KEY)
+        .parquet(_out(out, RECORDS))
+    )
+    return _count(read_records(spark, out), keys, todo)
 
 
 def _pieces(spark: Any, segments: int) -> int:
@@ -166,6 +201,12 @@ def _drop(spark: Any, uri: str) -> None:
     jvm = spark.sparkContext._jvm
     path = jvm.org.apache.hadoop.fs.Path(uri)
     path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).delete(path, True)
+
+
+def _make_dir(spark: Any, uri: str) -> None:
+    jvm = spark.sparkContext._jvm
+    path = jvm.org.apache.hadoop.fs.Path(uri)
+    path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).mkdirs(path)
 
 
 def read_records(spark: Any, out: str) -> DataFrame:
@@ -286,10 +327,9 @@ def ingest(spark: Any, journals: list[str], out: str, *, full: bool = False) -> 
     todo, marks = checkpoint.to_decode(parts, done)
     keys = {part.uri: segment_key(part.journal, part.uri) for part in parts}
     _step(spark, f"ingest: decode {len(todo)} of {len(parts)} segments")
-    decode(spark, journals, out, todo)
+    wanted = set(todo)
+    counted = decode(spark, journals, out, [part for part in parts if part.uri in wanted], keys)
     records = read_records(spark, out)
-    _step(spark, "ingest: count the decoded records by kind")
-    counted = _count(records, keys, todo)
     for uri, entry in counted.items():
         for offset, dropped in entry["torn"]:
             log.warning(

@@ -11,9 +11,10 @@ The job: one task per piece (:func:`purgatory_pipeline.source.split`), launched 
 ``mapInArrow`` over ``spark.range`` (no data source planning, which costs a Python planner
 process per query). A task writes ``_records/segment_key=K/part-NNNNN.parquet`` (the name is
 the piece's, so a task attempted again replaces its file instead of adding one; it is
-written under a hidden name, which Spark's readers skip, and moved into place) and returns
-one summary row: its records per kind and the torn tails it skipped. The driver adds those
-up per segment for the checkpoint, so no second pass counts the decoded records.
+written under a hidden name of its own, which Spark's readers skip, and moved into place)
+and returns one summary row: its records per kind and the torn tails it skipped. The
+driver adds those up per segment for the checkpoint, so no second pass counts the decoded
+records.
 
 Thread and process contract: :func:`decode_pieces` runs on the driver;
 :func:`_decode_task` runs in Spark's Python workers and touches only the piece it is given.
@@ -23,8 +24,9 @@ from __future__ import annotations
 
 import functools
 import json
+import uuid
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any, Final
 
 import pyarrow as pa
@@ -61,16 +63,17 @@ _SUMMARY: Final = pa.schema(
 )
 
 
+@dataclass(frozen=True)
 class Piece:
     """One task's work: the piece to decode and the directory its Parquet file goes to."""
 
-    def __init__(self, part: SegmentPartition, directory: str, number: int) -> None:
-        self.part = part
-        self.directory = directory
-        self.name = f"part-{number:05d}.parquet"
+    part: SegmentPartition
+    directory: str
+    number: int
 
     def spec(self) -> str:
-        return json.dumps({"part": asdict(self.part), "dir": self.directory, "name": self.name})
+        name = f"part-{self.number:05d}.parquet"
+        return json.dumps({"part": asdict(self.part), "dir": self.directory, "name": name})
 
 
 def decode_pieces(spark: Any, pieces: Sequence[Piece]) -> dict[str, dict[str, Any]]:
@@ -110,10 +113,13 @@ def _decode_piece(spec: dict[str, Any]) -> pa.RecordBatch:
     torn: list[dict[str, int]] = []
     filesystem, directory = open_uri(spec["dir"])
     target = f"{directory}/{spec['name']}"
-    hidden = f"{directory}/.{spec['name']}.tmp"
+    # Unique per attempt: two attempts of one task (a retry beside a slow first try) must
+    # not write into one file; whichever moves last leaves the file, whole either way.
+    hidden = f"{directory}/.{spec['name']}.{uuid.uuid4().hex}.tmp"
     writer: pq.ParquetWriter | None = None
     pending: list[pa.RecordBatch] = []
     held = 0
+    written = False
     try:
         for batch in read_partition(part):
             _count(batch, counts, torn)
@@ -124,9 +130,12 @@ def _decode_piece(spec: dict[str, Any]) -> pa.RecordBatch:
                 pending, held = [], 0
         if pending:
             writer = _flush(writer, filesystem, directory, hidden, pending)
+        written = True
     finally:
         if writer is not None:
             writer.close()
+            if not written:  # decoding failed (corruption): leave no half file behind
+                filesystem.delete_file(hidden)
     if writer is not None:
         filesystem.move(hidden, target)
     return pa.RecordBatch.from_pylist(

@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 from purgatory_pipeline import decode_job
 from purgatory_pipeline import ingest as ingest_module
-from purgatory_pipeline.errors import UnsupportedLocationError
+from purgatory_pipeline.errors import JournalCorruptionError, UnsupportedLocationError
 from purgatory_pipeline.records import decode_segment
 from purgatory_pipeline.source import plan
 
@@ -90,3 +90,20 @@ def test_an_output_pyarrow_cannot_open_goes_through_sparks_writer(
     spark_files = list((tmp_path / "spark" / "_records").rglob("*.parquet"))
     assert spark_files
     assert all(p.name.startswith("part-") and ".c000." in p.name for p in spark_files)
+
+
+def test_a_piece_that_fails_leaves_no_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(decode_job, "ROW_GROUP_ROWS", 5)
+    journal = Journal(tmp_path / "data" / "p" / "journal")
+    journal.roll([_registered("p", f"op{i}", i) for i in range(9_000)])  # > one Arrow batch
+    journal.roll([_signal("p", 1)])
+    sealed = plan([str(journal.directory)])[0]
+    damaged = bytearray(Path(sealed.uri).read_bytes())
+    damaged[-20] ^= 0xFF  # inside the sealed segment's last frame: corruption, not a torn tail
+    Path(sealed.uri).write_bytes(bytes(damaged))
+    out = tmp_path / "records"
+    spec = decode_job.json.loads(decode_job.Piece(sealed, str(out), 0).spec())
+
+    with pytest.raises(JournalCorruptionError):
+        decode_job._decode_piece(spec)
+    assert list(out.iterdir()) == []  # the rows before the damage were written, then removed

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -26,6 +27,7 @@ from pathlib import Path
 from purgatory_client import PurgatoryClient
 from purgatory_client._models import OperationState
 from purgatory_client.errors import PurgatoryError
+from purgatory_server._service.workers.metrics_gather import merge_expositions
 from purgatory_server._service.workers.plan import WorkerPlan
 
 from harness import PURGATORY_SERVER, ServerProcess, free_port
@@ -157,17 +159,50 @@ def _metrics(port: int) -> str:
     return text
 
 
-def test_each_worker_serves_its_own_metrics_named_by_its_index(tmp_path: Path) -> None:
-    base = free_port()  # worker i at base + i (a neighbour taken by chance fails the start)
-    args = ["--workers", "2", "--metrics-listen", f"127.0.0.1:{base}"]
+def test_one_metrics_endpoint_shows_every_worker_labelled(tmp_path: Path) -> None:
+    port = free_port()
+    args = ["--workers", "2", "--metrics-listen", f"127.0.0.1:{port}"]
     for name in NAMES:
         args += ["--purgatory", name]
     with ServerProcess(tmp_path, args, label="metrics", start_timeout_s=60):
+        text = _metrics(port)
         for index in (0, 1):
-            text = _metrics(base + index)
             assert re.search(rf'target_info\{{[^}}]*purgatory_worker="{index}"', text)
-            shown = set(re.findall(r'purgatory_memory_held_bytes\{purgatory_name="([^"]+)"', text))
-            assert shown == {n for n in NAMES if _owner(n) == index}  # its own, only
+            assert f'purgatory_worker_up{{purgatory_worker="{index}"}} 1' in text
+        held = re.findall(
+            r'purgatory_memory_held_bytes\{purgatory_worker="(\d)",[^}]*purgatory_name="([^"]+)"',
+            text,
+        )
+        # every purgatory once, labelled with the worker that owns it
+        assert sorted(held, key=lambda pair: pair[1]) == [(str(_owner(n)), n) for n in NAMES]
+        families = re.findall(r"^# TYPE (\S+) ", text, flags=re.MULTILINE)
+        assert len(families) == len(set(families))  # one header per family, not per worker
+        promtool = shutil.which("promtool")
+        if promtool is not None:  # installed by `make test` as root (Debian 'prometheus')
+            checked = subprocess.run(
+                [promtool, "check", "metrics"], input=text, capture_output=True, text=True,
+                timeout=60, check=False,
+            )  # fmt: skip
+            assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_a_worker_that_did_not_answer_is_down_and_the_others_are_served() -> None:
+    worker = '# HELP x_total Xs.\n# TYPE x_total counter\nx_total{k="a"} 3.0\nx_created 1.0\n'
+    merged = merge_expositions({0: worker, 1: None, 2: "# HELP up2 U.\n# TYPE up2 gauge\nup2 1\n"})
+    assert merged.splitlines() == [
+        "# HELP x_total Xs.",
+        "# TYPE x_total counter",
+        'x_total{purgatory_worker="0",k="a"} 3.0',
+        'x_created{purgatory_worker="0"} 1.0',
+        "# HELP up2 U.",
+        "# TYPE up2 gauge",
+        'up2{purgatory_worker="2"} 1',
+        "# HELP purgatory_worker_up Whether the worker answered this scrape (1) or not (0).",
+        "# TYPE purgatory_worker_up gauge",
+        'purgatory_worker_up{purgatory_worker="0"} 1',
+        'purgatory_worker_up{purgatory_worker="1"} 0',
+        'purgatory_worker_up{purgatory_worker="2"} 1',
+    ]
 
 
 def test_a_busy_port_is_one_line_and_exit_status_1() -> None:

@@ -8,5 +8,6 @@ worker names when it refuses a purgatory it does not own (UNAVAILABLE with the o
 ``purgatory-owner``, as a cluster's standby does), so clients need no change.
 
 - ``plan``: a worker's view: the workers, their ports, who owns a name, the refusal;
-- ``supervisor``: reserves the ports, starts the workers, restarts a dead one, stops all.
+- ``supervisor``: reserves the ports, starts the workers, restarts a dead one, stops all;
+- ``metrics_gather``: the whole server's Prometheus endpoint, every worker's series merged.
 """

@@ -1,6 +1,7 @@
 """The supervisor of ``workers = N``: one address, N ordinary servers, restarts.
 
-It imports no grpc and serves nothing itself. At start it *reserves* the shared port and
+It imports no grpc and serves no RPC itself (only, with ``metrics_listen``, the whole
+server's metrics: :mod:`.metrics_gather`). At start it *reserves* the shared port and
 one own port per worker by binding (not listening on) a socket with SO_REUSEPORT, which
 it keeps open for its whole life: ``listen`` port 0 becomes a concrete port every worker
 can share, and a restarted worker finds its own port free for it and for nobody else
@@ -14,7 +15,7 @@ configuration file and environment. The supervisor writes ``port_file`` once eve
 serves. A worker that exits while the supervisor is not stopping is started again (after
 a pause that doubles up to 5 s while it keeps dying young) and recovers its durable
 purgatories from their journals; a kill -9 loses nothing acknowledged
-(tests/service/test_workers.py). SIGTERM/SIGINT stop every worker gracefully, then the
+(tests/workers/test_workers.py). SIGTERM/SIGINT stop every worker gracefully, then the
 supervisor exits 0. Thread-safety: one thread (the main one) runs it.
 """
 
@@ -32,8 +33,10 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
+from typing import Literal
 
 from purgatory_server._service.config.server_config import ServerConfig
+from purgatory_server._service.workers.metrics_gather import MetricsGather
 
 __all__ = ["Supervisor", "reserve_port"]
 
@@ -102,6 +105,7 @@ class Supervisor:
         self._config = config
         self._count = count
         self._stopping = False
+        self._metric_ports: list[int] = []
 
     def _stop(self, signum: int, frame: FrameType | None) -> None:
         self._stopping = True
@@ -120,6 +124,11 @@ class Supervisor:
             logger.error("cannot start: cannot listen on %s: %s", self._config.listen, exc.strerror)
             return 1
         ports = [s.getsockname()[1] for s in reserved]
+        gather = self._gather()
+        if gather is False:
+            for sock in reserved:
+                sock.close()
+            return 1
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._stop)
         with tempfile.TemporaryDirectory(prefix="purgatory-workers-") as tmp:
@@ -142,8 +151,36 @@ class Supervisor:
                 return 0
             finally:
                 self._stop_all(workers)
+                if gather is not None:
+                    gather.stop()
                 for sock in reserved:
                     sock.close()
+
+    def _gather(self) -> MetricsGather | Literal[False] | None:
+        """The whole server's metrics endpoint (None if none is configured; False if its
+        address is taken, said in one line). Workers serve theirs on loopback ports."""
+        if not self._config.metrics_listen:
+            return None
+        for _ in range(self._count):
+            with socket.socket() as probe:  # a free loopback port for each worker
+                probe.bind(("127.0.0.1", 0))
+                self._metric_ports.append(probe.getsockname()[1])
+        gather = MetricsGather(self._config.metrics_listen, dict(enumerate(self._metric_ports)))
+        try:
+            port = gather.start()
+        except OSError as exc:
+            logger.error(
+                "cannot start: cannot serve metrics on %s: %s",
+                self._config.metrics_listen,
+                exc.strerror or exc,
+            )
+            return False
+        logger.info(
+            "metrics: http://%s:%d/metrics (every worker's, labelled purgatory_worker)",
+            self._config.metrics_listen.rpartition(":")[0],
+            port,
+        )
+        return gather
 
     def _worker(self, index: int, host: str, ports: list[int], tmp: Path) -> _Worker:
         port_file = tmp / f"worker-{index}.port"
@@ -151,10 +188,8 @@ class Supervisor:
         argv = [sys.executable, "-m", "purgatory_server", *self._argv]
         argv += ["--listen", f"{listen_host}:{ports[0]}", "--port-file", str(port_file)]
         argv += ["--worker-index", str(index), "--worker-ports", ",".join(map(str, ports))]
-        metrics = self._config.metrics_listen
-        if metrics:  # worker i scrapes at the configured port + i (docs/observability.md)
-            m_host, m_port = metrics.rsplit(":", 1)
-            argv += ["--metrics-listen", f"{m_host}:{int(m_port) + index if int(m_port) else 0}"]
+        if self._metric_ports:  # gathered by the supervisor's endpoint (metrics_gather)
+            argv += ["--metrics-listen", f"127.0.0.1:{self._metric_ports[index]}"]
         return _Worker(index, argv, port_file)
 
     def _wait_serving(self, workers: list[_Worker]) -> bool:

@@ -20,8 +20,8 @@ construction, and each scrape builds its own result.
 from __future__ import annotations
 
 import logging
+import socket
 import threading
-import urllib.error
 import urllib.request
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -107,7 +107,9 @@ class MetricsGather:
             def log_message(self, format: str, *args: object) -> None:
                 return  # a scrape every few seconds is not news
 
-        self._server = ThreadingHTTPServer((host.strip("[]"), int(port)), Handler)
+        host = host.strip("[]")
+        server_class = _HTTP6Server if ":" in host else ThreadingHTTPServer
+        self._server = server_class((host, int(port)), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="metrics-gather", daemon=True
@@ -122,11 +124,15 @@ class MetricsGather:
             self._server = None
 
 
+class _HTTP6Server(ThreadingHTTPServer):
+    address_family = socket.AF_INET6  # an IPv6 metrics_listen such as [::]:9464
+
+
 def _fetch(url: str) -> str | None:
     try:
         with urllib.request.urlopen(url, timeout=FETCH_TIMEOUT_S) as answer:
-            text: str = answer.read().decode("utf-8")
+            text: str = answer.read().decode("utf-8", errors="replace")
             return text
-    except (OSError, urllib.error.URLError) as exc:  # down or restarting: up 0
+    except OSError as exc:  # refused, timed out, HTTP error: down or restarting, up 0
         logger.debug("metrics: %s did not answer: %s", url, exc)
         return None

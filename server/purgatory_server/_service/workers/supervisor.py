@@ -158,7 +158,9 @@ class Supervisor:
 
     def _gather(self) -> MetricsGather | Literal[False] | None:
         """The whole server's metrics endpoint (None if none is configured; False if its
-        address is taken, said in one line). Workers serve theirs on loopback ports."""
+        address is taken, said in one line). Workers serve theirs on loopback ports picked
+        here and kept across restarts; one that another program takes in between makes
+        that worker's start fail, which the log says in one line."""
         if not self._config.metrics_listen:
             return None
         for _ in range(self._count):

@@ -23,7 +23,6 @@ Thread and process contract: :func:`decode_pieces` runs on the driver;
 from __future__ import annotations
 
 import functools
-import json
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
@@ -71,9 +70,10 @@ class Piece:
     directory: str
     number: int
 
-    def spec(self) -> str:
+    def spec(self) -> dict[str, Any]:
+        """What the worker needs, as plain values (pickled into the task's function)."""
         name = f"part-{self.number:05d}.parquet"
-        return json.dumps({"part": asdict(self.part), "dir": self.directory, "name": name})
+        return {"part": asdict(self.part), "dir": self.directory, "name": name}
 
 
 def decode_pieces(spark: Any, pieces: Sequence[Piece]) -> dict[str, dict[str, Any]]:
@@ -100,11 +100,13 @@ def decode_pieces(spark: Any, pieces: Sequence[Piece]) -> dict[str, dict[str, An
     return entries
 
 
-def _decode_task(specs: Sequence[str], ids: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def _decode_task(
+    specs: Sequence[dict[str, Any]], ids: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
     """Worker side: decode the pieces whose numbers arrive in ``ids`` (one per task)."""
     for batch in ids:
         for number in batch.column(0).to_pylist():
-            yield _decode_piece(json.loads(specs[number]))
+            yield _decode_piece(specs[number])
 
 
 def _decode_piece(spec: dict[str, Any]) -> pa.RecordBatch:

@@ -197,16 +197,20 @@ def _pieces(spark: Any, segments: int) -> int:
     return max(1, min(MAX_PIECES, -(-2 * cores // max(segments, 1))))
 
 
+def _hadoop(spark: Any, uri: str) -> tuple[Any, Any]:
+    """``uri``'s Hadoop file system and path, as Spark resolves them."""
+    path = spark.sparkContext._jvm.org.apache.hadoop.fs.Path(uri)
+    return path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()), path
+
+
 def _drop(spark: Any, uri: str) -> None:
-    jvm = spark.sparkContext._jvm
-    path = jvm.org.apache.hadoop.fs.Path(uri)
-    path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).delete(path, True)
+    filesystem, path = _hadoop(spark, uri)
+    filesystem.delete(path, True)
 
 
 def _make_dir(spark: Any, uri: str) -> None:
-    jvm = spark.sparkContext._jvm
-    path = jvm.org.apache.hadoop.fs.Path(uri)
-    path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).mkdirs(path)
+    filesystem, path = _hadoop(spark, uri)
+    filesystem.mkdirs(path)
 
 
 def read_records(spark: Any, out: str) -> DataFrame:

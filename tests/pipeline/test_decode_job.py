@@ -7,7 +7,6 @@ pyarrow cannot open goes through Spark's writer and gives the same tables and co
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +46,7 @@ def test_a_piece_decoded_again_replaces_its_file(
     head = plan([str(directory)])[-1]
     out = tmp_path / "records"
     piece = decode_job.Piece(head, str(out), 7)
-    spec = json.loads(piece.spec())
+    spec = piece.spec()
     first = decode_job._decode_piece(spec).to_pylist()
     second = decode_job._decode_piece(spec).to_pylist()
 
@@ -103,7 +102,7 @@ def test_a_piece_that_fails_leaves_no_file(tmp_path: Path, monkeypatch: pytest.M
     damaged[-20] ^= 0xFF  # inside the sealed segment's last frame: corruption, not a torn tail
     Path(sealed.uri).write_bytes(bytes(damaged))
     out = tmp_path / "records"
-    spec = json.loads(decode_job.Piece(sealed, str(out), 0).spec())
+    spec = decode_job.Piece(sealed, str(out), 0).spec()
 
     with pytest.raises(JournalCorruptionError):
         decode_job._decode_piece(spec)

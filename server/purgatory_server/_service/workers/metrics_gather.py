@@ -52,7 +52,7 @@ def _labelled(sample: str, index: int) -> str:
 
 def merge_expositions(texts: Mapping[int, str | None]) -> str:
     """Worker index -> its exposition (None: it did not answer) -> one exposition."""
-    headers: dict[str, list[str]] = {}
+    headers: dict[str, dict[str, str]] = {}  # family -> HELP/TYPE -> its line (the first)
     samples: dict[str, list[str]] = {}
     for index, text in sorted(texts.items()):
         family = ""
@@ -61,14 +61,12 @@ def merge_expositions(texts: Mapping[int, str | None]) -> str:
                 _, kind, name, *_ = [*line.split(" ", 3), "", ""]
                 if kind in ("HELP", "TYPE"):
                     family = name
-                    if name not in headers:
-                        headers[name], samples[name] = [], []
-                    if len(headers[name]) < 2 and line not in headers[name]:
-                        headers[name].append(line)
+                    headers.setdefault(name, {}).setdefault(kind, line)
+                    samples.setdefault(name, [])
                 continue
             if line.strip() and family:
                 samples[family].append(_labelled(line, index))
-    out = [line for name in headers for line in (*headers[name], *samples[name])]
+    out = [line for name in headers for line in (*headers[name].values(), *samples[name])]
     up = [f'purgatory_worker_up{{{LABEL}="{i}"}} {int(t is not None)}' for i, t in texts.items()]
     return "\n".join(out) + ("\n" if out else "") + _UP + "\n".join(sorted(up)) + "\n"
 

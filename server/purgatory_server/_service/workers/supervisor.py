@@ -33,7 +33,6 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
-from typing import Literal
 
 from purgatory_server._service.config.server_config import ServerConfig
 from purgatory_server._service.workers.metrics_gather import MetricsGather
@@ -124,10 +123,15 @@ class Supervisor:
             logger.error("cannot start: cannot listen on %s: %s", self._config.listen, exc.strerror)
             return 1
         ports = [s.getsockname()[1] for s in reserved]
-        gather = self._gather()
-        if gather is False:
+        try:
+            gather = self._gather()
+        except OSError as exc:  # its address taken: one line, as for the listen address
             for sock in reserved:
                 sock.close()
+            metrics = self._config.metrics_listen
+            logger.error(
+                "cannot start: cannot serve metrics on %s: %s", metrics, exc.strerror or exc
+            )
             return 1
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._stop)
@@ -156,11 +160,11 @@ class Supervisor:
                 for sock in reserved:
                     sock.close()
 
-    def _gather(self) -> MetricsGather | Literal[False] | None:
-        """The whole server's metrics endpoint (None if none is configured; False if its
-        address is taken, said in one line). Workers serve theirs on loopback ports picked
-        here and kept across restarts; one that another program takes in between makes
-        that worker's start fail, which the log says in one line."""
+    def _gather(self) -> MetricsGather | None:
+        """The whole server's metrics endpoint (None if none is configured; OSError if its
+        address is taken). Workers serve theirs on loopback ports picked here and kept
+        across restarts; one that another program takes in between makes that worker's
+        start fail, which the log says in one line."""
         if not self._config.metrics_listen:
             return None
         for _ in range(self._count):
@@ -168,15 +172,7 @@ class Supervisor:
                 probe.bind(("127.0.0.1", 0))
                 self._metric_ports.append(probe.getsockname()[1])
         gather = MetricsGather(self._config.metrics_listen, dict(enumerate(self._metric_ports)))
-        try:
-            port = gather.start()
-        except OSError as exc:
-            logger.error(
-                "cannot start: cannot serve metrics on %s: %s",
-                self._config.metrics_listen,
-                exc.strerror or exc,
-            )
-            return False
+        port = gather.start()
         logger.info(
             "metrics: http://%s:%d/metrics (every worker's, labelled purgatory_worker)",
             self._config.metrics_listen.rpartition(":")[0],

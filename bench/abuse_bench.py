@@ -21,13 +21,16 @@ loop does not delay it) sends a watch + signal pair every 20 ms on its own conne
 long-poll ``TryCompleteElseWatch(wait=true)`` on a fresh key and the ``CheckAndComplete``
 that completes it; its latency is the long-poll's round trip. Before the patterns the same
 probe runs against the idle server: that is the reference, same server, same run. The
-server's RSS is sampled every 20 ms.
+server's RSS is sampled every 20 ms. ``--server-src DIR`` runs the server of another
+source tree (``git archive <commit> | tar -x -C DIR``, with the compiled engine copied in)
+for before/after runs; each run's ratios are against its own idle probe.
 
 Reported per pattern: peak RSS over the RSS just before it, the probe's p50/p99 and their
 ratio to the idle probe's, the probe's failed pairs, and what the pattern itself saw
 (e.g. streams cut with RESOURCE_EXHAUSTED). Raw numbers as JSON (``--json``).
 
     python -m bench.abuse_bench [--duration 5] [--streams 4] [--payload 16384] ...
+    python -m bench.abuse_bench --server-src /tmp/before --patterns 4 5 6
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ from bench._common import (
     markdown_table,
     percentile,
     run_context,
+    tree_pythonpath,
     write_json,
 )
 from harness import ServerProcess
@@ -178,7 +182,8 @@ async def run(args: argparse.Namespace) -> Stats:
     config_path = root / "abuse.toml"
     config = CONFIG.format(buffer_bytes=args.buffer_bytes, shed_lag_ms=args.shed_lag_ms)
     config_path.write_text(config)
-    server = bench_server(root, "abuse", "--config", str(config_path))
+    env = {"PYTHONPATH": tree_pythonpath(args.server_src)} if args.server_src else None
+    server = bench_server(root, "abuse", "--config", str(config_path), env=env)
     selected = [n for n in PATTERNS if not args.patterns or n.split()[0] in args.patterns]
     phases: list[Stats] = []
     with server:
@@ -222,10 +227,12 @@ def report(result: Stats) -> str:
     ]
     budget = result["args"]["buffer_bytes"] / 2**20
     shed = result["args"]["shed_lag_ms"]
+    src = result["args"].get("server_src")
+    server = f"; server from {src}" if src else ""
     return (
         f"abuse patterns, probe pair every 20 ms (subscriber_buffer_bytes and "
         f"session_buffer_bytes {budget:g} MiB, "
-        f"shed_lag_ms {shed})\n" + markdown_table(headers, rows)
+        f"shed_lag_ms {shed}{server})\n" + markdown_table(headers, rows)
     )
 
 
@@ -247,6 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--buffer-bytes", type=int, default=4 << 20, help="per Subscribe and Session stream"
     )
+    parser.add_argument("--server-src", help="run the server of this source tree instead")
     parser.add_argument("--probe", metavar="ADDRESS", help=argparse.SUPPRESS)
     parser.add_argument("--json", help="write the raw numbers here")
     args = parser.parse_args(argv)

@@ -210,22 +210,26 @@ def sizes() -> None:
     )
     from purgatory_server._service.core.sizes import operation_bytes
 
+    # (label, operations, keys each, key length, payload, condition, operations per key):
+    # a key watched by two operations costs most per watch (its Watchers and dict, shared
+    # by two), one alone the least (the operation is the key's entry).
     shapes = [
-        ("1 key, ANY_KEY", 5000, 1, 8, 0, ConditionSpec()),
-        ("1 key, min_signals", 5000, 1, 8, 0, ConditionSpec(ConditionKind.MIN_SIGNALS, count=3)),
-        ("1 key, 1 KiB payload", 5000, 1, 8, 1024, ConditionSpec()),
-        ("16 keys of 64 chars", 2000, 16, 64, 0, ConditionSpec()),
-        ("1,024 keys of 256 chars", 100, 1024, 256, 0, ConditionSpec()),
+        ("1 key, ANY_KEY", 5000, 1, 8, 0, ConditionSpec(), 1),
+        ("1 key, min_signals", 5000, 1, 8, 0, ConditionSpec(ConditionKind.MIN_SIGNALS, count=3), 1),
+        ("1 key, 1 KiB payload", 5000, 1, 8, 1024, ConditionSpec(), 1),
+        ("16 keys of 64 chars", 2000, 16, 64, 0, ConditionSpec(), 1),
+        ("16 keys of 64 chars, 2 operations per key", 2000, 16, 64, 0, ConditionSpec(), 2),
+        ("1,024 keys of 256 chars", 100, 1024, 256, 0, ConditionSpec(), 1),
     ]
     rows = []
-    for label, n, nkeys, keylen, payload, cond in shapes:
+    for label, n, nkeys, keylen, payload, cond, share in shapes:
         loop = asyncio.new_event_loop()
         settings = PurgatorySettings(name="p", max_pending=10**7)
         limits = Limits(memory_budget_bytes=1 << 36)
         p = NamedPurgatory(settings, limits, loop, time=MockTime(), reaper_enabled=False)
         reqs = []
         for i in range(n):
-            keys = tuple(f"{i:06d}-{k:04d}-".ljust(keylen, "k") for k in range(nkeys))
+            keys = tuple(f"{i // share:06d}-{k:04d}-".ljust(keylen, "k") for k in range(nkeys))
             body = os.urandom(payload) if payload else b""
             reqs.append(
                 OperationRequest(f"op-{i:08d}", OperationDefinition(keys, 600_000, cond, body))

@@ -95,8 +95,14 @@ CASES = [
     Case(
         "abuse_bench",
         "--duration 0.3 --streams 1 --subscribers 3 --signal-ops 10 --key-ops 50"
-        " --purgatories 1 --connections 5 --bulk-batch 20 --json {tmp}/abuse.json",
-        ("abuse patterns, probe pair every 20 ms", r"\| 8 bulk \|"),
+        " --purgatories 1 --connections 5 --bulk-batch 20 --json {tmp}/abuse.json"
+        " --server-src {root}",
+        ("abuse patterns, probe pair every 20 ms", r"\| 8 bulk \|", "server from "),
+    ),
+    Case(
+        "batch_shapes_bench",
+        "--rounds 1 --batches 2 --compare-src {root} --json {tmp}/shapes.json",
+        (r"\| keys \| this tree \|", r"\| payloads \| compared tree \|"),
     ),
     Case("listing_bench", "--quick --rounds 1", (r"first page \(100\) in ms",)),
     Case("dedup_gc_bench", "--ids 2000 --repeats 1", ("full collection, packed / records",)),

@@ -271,13 +271,14 @@ class AsyncPurgatoryClient(AsyncStreamMethods, AsyncDelayedMethods, AsyncSchedul
         purgatory: str | None = None,
         timeout: float | None = None,
     ) -> list[OperationStatus]:
-        req = _requests.batch_watch_request(self._name(purgatory), operations, wait)
+        specs = _requests.batch_specs(operations)
+        req = _requests.batch_watch_request(self._name(purgatory), specs, wait)
         if wait:
             resp = await self._long_poll(self._stub.BatchTryCompleteElseWatch, req, timeout)
         else:
             deadline = self.timeout if timeout is None else timeout
             resp = await self._call(self._stub.BatchTryCompleteElseWatch, req, deadline)
-        return _responses.statuses_from_proto(resp)
+        return _responses.statuses_from_proto(resp, [s.payload for s in specs])
 
     async def check_and_complete(
         self, key: str, signal: Signal | None = None, *, purgatory: str | None = None

@@ -137,7 +137,8 @@ class AsyncSession:
         self._call: Any = call
         self.purgatory = purgatory
         self._ids = itertools.count(1)
-        self._acks: dict[int, asyncio.Future[SessionAck]] = {}
+        # Each unanswered frame's future, with its watches' payloads (for the answer).
+        self._acks: dict[int, tuple[asyncio.Future[SessionAck], tuple[bytes, ...]]] = {}
         self._on_outcome = on_outcome
         self._queue: asyncio.Queue[Event | None] = asyncio.Queue(outcome_buffer)
         self.error: PurgatoryError | None = None
@@ -184,6 +185,7 @@ class AsyncSession:
         if self._finished:
             raise self._ended_error()
         request_id = next(self._ids)
+        watches = tuple(watches)
         frame = session_request(
             request_id,
             self.purgatory if purgatory is None else purgatory,
@@ -192,7 +194,7 @@ class AsyncSession:
             force_complete,
         )
         future: asyncio.Future[SessionAck] = asyncio.get_running_loop().create_future()
-        self._acks[request_id] = future
+        self._acks[request_id] = (future, tuple(w.payload for w in watches))
         try:
             await self._opened.wait()
             if self._call is None:  # ended before it was opened
@@ -327,9 +329,9 @@ class AsyncSession:
         if refused is not None:
             return refused
         if message.HasField("ack"):
-            future = self._acks.pop(message.ack.request_id, None)
-            if future is not None and not future.done():
-                future.set_result(ack_from_proto(message.ack))
+            waiting = self._acks.pop(message.ack.request_id, None)
+            if waiting is not None and not waiting[0].done():
+                waiting[0].set_result(ack_from_proto(message.ack, waiting[1]))
         for raw in message.outcomes:
             event = event_from_proto(raw)
             if self._on_outcome is None:
@@ -348,7 +350,7 @@ class AsyncSession:
         self.error = error
         self._finished = True
         failure = self._ended_error()
-        for future in self._acks.values():
+        for future, _ in self._acks.values():
             if not future.done():
                 future.set_exception(failure)
         self._acks.clear()

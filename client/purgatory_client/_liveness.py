@@ -208,5 +208,5 @@ class SessionLiveness:
         the server does not accept): the session then ends with it, rather than going on
         without the heartbeats it asked for."""
         if message.HasField("ack") and message.ack.request_id == 0 and message.ack.code:
-            return ack_from_proto(message.ack).error
+            return ack_from_proto(message.ack, ()).error
         return None

@@ -30,6 +30,7 @@ from purgatory_client.errors import InvalidArgumentError, invalid_argument
 __all__ = [
     "DEFAULT_PURGATORY",
     "batch_signal_request",
+    "batch_specs",
     "batch_watch_request",
     "cancel_request",
     "condition_to_proto",
@@ -187,9 +188,15 @@ def _spec(index: int, s: Any) -> Any:
         )
 
 
-def batch_watch_request(purgatory: str, specs: Iterable[OperationSpec], wait: bool) -> Any:
+def batch_specs(specs: Iterable[OperationSpec]) -> tuple[OperationSpec, ...]:
+    """A batch's specs read once: the request is built from them and the answer's
+    payloads come from them (the server does not echo them back)."""
     if isinstance(specs, OperationSpec):
         raise invalid_argument("operations", "expected a list of OperationSpec, got one")
+    return tuple(specs)
+
+
+def batch_watch_request(purgatory: str, specs: Sequence[OperationSpec], wait: bool) -> Any:
     return pb.BatchTryCompleteElseWatchRequest(
         purgatory=text("purgatory", purgatory),
         wait=wait,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from types import MappingProxyType
 from typing import Any
 
@@ -41,7 +42,10 @@ def result_from_proto(msg: Any) -> OperationResult:
 
 
 def status_from_proto(msg: Any, payload: bytes | None = None) -> OperationStatus:
-    """From an OperationStatus or a TryCompleteElseWatchResponse (same field names)."""
+    """From an OperationStatus or a TryCompleteElseWatchResponse (same field names).
+
+    ``payload``: the one the caller sent, for a registration's answer, which carries none.
+    """
     return OperationStatus(
         operation_id=msg.operation_id,
         state=OperationState(msg.state),
@@ -56,8 +60,9 @@ def status_from_proto(msg: Any, payload: bytes | None = None) -> OperationStatus
     )
 
 
-def statuses_from_proto(msg: Any) -> list[OperationStatus]:
-    return [status_from_proto(s) for s in msg.operations]
+def statuses_from_proto(msg: Any, payloads: Sequence[bytes]) -> list[OperationStatus]:
+    """A batch registration's answer, with the payloads sent, in request order."""
+    return [status_from_proto(s, p) for s, p in zip(msg.operations, payloads, strict=True)]
 
 
 def force_from_proto(msg: Any) -> ForceCompleteResult:

@@ -99,14 +99,17 @@ def session_request(
     return frame
 
 
-def ack_from_proto(msg: Any) -> SessionAck:
+def ack_from_proto(msg: Any, payloads: Sequence[bytes]) -> SessionAck:
+    """A frame's acknowledgement; ``payloads``: those of the frame's watches, in order
+    (the server's statuses carry none: the client sent them)."""
     error = None
     if msg.code:
         error = error_for_code(_CODES.get(msg.code, grpc.StatusCode.UNKNOWN), msg.message)
+    statuses = zip(msg.operations, payloads, strict=error is None)
     return SessionAck(
         request_id=msg.request_id,
         error=error,
-        operations=tuple(status_from_proto(s) for s in msg.operations),
+        operations=tuple(status_from_proto(s, p) for s, p in statuses),
         completed_per_signal=tuple(msg.completed_per_signal),
         force_completed=tuple(msg.force_completed),
     )

@@ -267,13 +267,14 @@ class PurgatoryClient(StreamMethods, DelayedMethods, ScheduleMethods):
         purgatory: str | None = None,
         timeout: float | None = None,
     ) -> list[OperationStatus]:
-        req = _requests.batch_watch_request(self._name(purgatory), operations, wait)
+        specs = _requests.batch_specs(operations)
+        req = _requests.batch_watch_request(self._name(purgatory), specs, wait)
         if wait:
             resp = self._long_poll(self._stub.BatchTryCompleteElseWatch, req, timeout)
         else:
             deadline = self.timeout if timeout is None else timeout
             resp = self._call(self._stub.BatchTryCompleteElseWatch, req, deadline)
-        return _responses.statuses_from_proto(resp)
+        return _responses.statuses_from_proto(resp, [s.payload for s in specs])
 
     def check_and_complete(
         self, key: str, signal: Signal | None = None, *, purgatory: str | None = None

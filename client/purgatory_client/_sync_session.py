@@ -112,7 +112,8 @@ class SyncSession:
         self._frames: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
-        self._acks: dict[int, Future[SessionAck]] = {}
+        # Each unanswered frame's future, with its watches' payloads (for the answer).
+        self._acks: dict[int, tuple[Future[SessionAck], tuple[bytes, ...]]] = {}
         self._on_outcome = on_outcome
         self._queue: queue.Queue[Any] = queue.Queue(outcome_buffer)
         self.error: PurgatoryError | None = None
@@ -171,7 +172,8 @@ class SyncSession:
             if self._finished.is_set() or not self._writing:
                 raise self._ended_error()
             request_id = next(self._ids)
-            self._acks[request_id] = future
+            watches = tuple(watches)
+            self._acks[request_id] = (future, tuple(w.payload for w in watches))
             frame = session_request(
                 request_id,
                 self.purgatory if purgatory is None else purgatory,
@@ -274,9 +276,9 @@ class SyncSession:
             return refused
         if message.HasField("ack"):
             with self._lock:
-                future = self._acks.pop(message.ack.request_id, None)
-            if future is not None:
-                future.set_result(ack_from_proto(message.ack))
+                waiting = self._acks.pop(message.ack.request_id, None)
+            if waiting is not None:
+                waiting[0].set_result(ack_from_proto(message.ack, waiting[1]))
         for raw in message.outcomes:
             event = event_from_proto(raw)
             if self._on_outcome is not None:
@@ -297,7 +299,7 @@ class SyncSession:
             failure = self._ended_error()
             pending, self._acks = self._acks, {}
             callbacks, self._end_callbacks = self._end_callbacks, []
-        for future in pending.values():
+        for future, _ in pending.values():
             if not future.done():
                 future.set_exception(failure)
         while True:

@@ -126,3 +126,25 @@ async def test_result_data_accumulates_up_to_the_limit(client: AsyncPurgatoryCli
     status = await asyncio.wait_for(waiter, 5)
     assert status.result.data == b"0123456789abcdefghijABCD"
     assert status.result.data_truncated is True
+
+
+async def test_known_values_outlive_the_bound_only_on_watched_keys(
+    client: AsyncPurgatoryClient,
+) -> None:
+    """The value memory keeps at most ``max_tracked_values`` keys (100 here), sparing
+    the keys a pending operation watches: the engine's watch lists say which."""
+    never = Condition.min_signals(1000)
+    await client.try_complete_else_watch(["kept"], 60_000, condition=never, operation_id="w")
+    await client.check_and_complete("kept", Signal(value=3))
+    await client.check_and_complete("gone", Signal(value=3))  # no operation watches it
+    await client.batch_check_and_complete([(f"k{i}", Signal(value=1)) for i in range(150)])
+    at_least_3 = Condition.values_at_least(default_target=3)
+    kept = await client.try_complete_else_watch(["kept"], 60_000, condition=at_least_3)
+    assert kept.state is OperationState.COMPLETED  # its value was spared
+    gone = await client.try_complete_else_watch(["gone"], 60_000, condition=at_least_3)
+    assert gone.state is OperationState.WATCHING  # evicted: it starts from nothing
+    # Once "kept" is watched by nothing, it is as evictable as any other key.
+    await client.force_complete("w")
+    await client.batch_check_and_complete([(f"j{i}", Signal(value=1)) for i in range(150)])
+    again = await client.try_complete_else_watch(["kept"], 60_000, condition=at_least_3)
+    assert again.state is OperationState.WATCHING

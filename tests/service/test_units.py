@@ -58,15 +58,15 @@ async def test_inbox_drain_on_the_loop_is_synchronous() -> None:
 
 
 def test_latest_values_evicts_idle_unwatched_keys_first() -> None:
-    values = LatestValues(bound=3)
-    values.watch(["w"])
+    watched = {"w"}  # the engine's watch lists, as far as eviction asks
+    values = LatestValues(bound=3, is_watched=watched.__contains__)
     for key in ("w", "a", "b", "c", "d"):
         values.update(key, 1)
     assert len(values) == 3
     assert values.get("w") == 1  # watched: kept although it is the oldest
     assert values.get("a") is None and values.get("b") is None
     # Skipping a watched key counts as a use: it went to the recent end (c, w, d).
-    values.unwatch(["w"])
+    watched.discard("w")
     values.update("e", 2)  # evicts c
     assert values.get("w") == 1
     values.update("f", 3)  # evicts w: unwatched now, and the idlest
@@ -75,8 +75,7 @@ def test_latest_values_evicts_idle_unwatched_keys_first() -> None:
 
 
 def test_latest_values_may_exceed_the_bound_only_by_watched_keys() -> None:
-    values = LatestValues(bound=2)
-    values.watch(["a", "b", "c"])
+    values = LatestValues(bound=2, is_watched={"a", "b", "c"}.__contains__)
     for key in ("a", "b", "c"):
         values.update(key, 5)
     assert len(values) == 3

@@ -266,14 +266,14 @@ export class ClientBase {
     operations: readonly OperationSpec[],
     options: CallTarget & { wait?: boolean; deadlineMs?: number; signal?: AbortSignal } = {},
   ): Promise<OperationStatus[]> {
-    const req = {
-      purgatory: this.name(options),
-      operations: operations.map(wire.specToWire),
-      wait: options.wait ?? false,
-    };
+    const specs = operations.map(wire.specToWire);
+    const req = { purgatory: this.name(options), operations: specs, wait: options.wait ?? false };
     const deadline = options.deadlineMs ?? (options.wait ? null : this.deadlineMs);
     const resp = await this.call("BatchTryCompleteElseWatch", req, deadline, options.signal);
-    return resp.operations.map((s: wire.WireMessage) => wire.statusFromWire(s));
+    // The answer carries no payloads (the caller sent them): each status gets its own back.
+    return resp.operations.map((s: wire.WireMessage, i: number) =>
+      wire.statusFromWire(s, specs[i].payload as Buffer),
+    );
   }
 
   /** Record a signal on `key`; resolves to the number of operations it completed. */

@@ -73,21 +73,30 @@ export function signalEntryToWire(entry: SignalEntry): Record<string, unknown> {
     : { key: entry[0], signal: wire.signalToWire(entry[1]) };
 }
 
-function frameToWire(requestId: number, purgatory: string, frame: SessionFrame): unknown {
+function frameToWire(
+  requestId: number,
+  purgatory: string,
+  frame: SessionFrame,
+  watches: readonly unknown[],
+): unknown {
   return {
     requestId,
     purgatory,
-    watches: (frame.watches ?? []).map(wire.specToWire),
+    watches,
     signals: (frame.signals ?? []).map(signalEntryToWire),
     forceComplete: [...(frame.forceComplete ?? [])],
   };
 }
 
-function ackFromWire(m: wire.WireMessage): SessionAck {
+/** A frame's acknowledgement; `payloads`: those of the frame's watches, in order (the
+ * server's statuses carry none: the client sent them). */
+function ackFromWire(m: wire.WireMessage, payloads: readonly Buffer[]): SessionAck {
   return Object.freeze({
     requestId: m.requestId,
     error: m.code ? errorForCode(m.code, m.message) : null,
-    operations: Object.freeze(m.operations.map((s: wire.WireMessage) => wire.statusFromWire(s))),
+    operations: Object.freeze(
+      m.operations.map((s: wire.WireMessage, i: number) => wire.statusFromWire(s, payloads[i])),
+    ),
     completedPerSignal: Object.freeze([...m.completedPerSignal]),
     forceCompleted: Object.freeze([...m.forceCompleted]),
   });
@@ -106,9 +115,14 @@ export class Session {
   private writingDone = false;
   private cancelled = false;
   private nextId = 1;
+  // Each unanswered frame's promise, with its watches' payloads (for the answer).
   private readonly acks = new Map<
     number,
-    { resolve: (ack: SessionAck) => void; reject: (err: unknown) => void }
+    {
+      resolve: (ack: SessionAck) => void;
+      reject: (err: unknown) => void;
+      payloads: readonly Buffer[];
+    }
   >();
   private readonly queue: BoundedQueue<Event>;
   private readonly onOutcome: ((event: Event) => void) | undefined;
@@ -155,9 +169,11 @@ export class Session {
     if (this.finishedFlag) return Promise.reject(this.endedError());
     if (this.writingDone) return Promise.reject(new Error("session: send after doneWriting()"));
     const requestId = this.nextId++;
-    const message = frameToWire(requestId, frame.purgatory ?? this.purgatory, frame);
+    const watches = (frame.watches ?? []).map(wire.specToWire);
+    const message = frameToWire(requestId, frame.purgatory ?? this.purgatory, frame, watches);
+    const payloads = watches.map((w) => w.payload as Buffer);
     return new Promise((resolve, reject) => {
-      this.acks.set(requestId, { resolve, reject });
+      this.acks.set(requestId, { resolve, reject, payloads });
       this.call.write(message);
     });
   }
@@ -232,7 +248,7 @@ export class Session {
       const waiter = this.acks.get(ack.requestId);
       if (waiter !== undefined) {
         this.acks.delete(ack.requestId);
-        waiter.resolve(ackFromWire(ack));
+        waiter.resolve(ackFromWire(ack, waiter.payloads));
       }
     }
     for (const raw of message.outcomes) {

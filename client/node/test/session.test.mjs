@@ -42,6 +42,30 @@ const specs = (n, prefix, timeoutMs = 60_000) =>
     operationId: `${prefix}${i}`,
   }));
 
+test("a batch's and a session's statuses carry the payloads sent (the server echoes none)", async () => {
+  const sent = [
+    { keys: ["pay-b0"], timeoutMs: 60_000, operationId: "pay-b0", payload: "order-17" },
+    { keys: ["pay-b1"], timeoutMs: 60_000, operationId: "pay-b1" },
+    { keys: ["pay-b2"], timeoutMs: 60_000, operationId: "pay-b2", payload: Buffer.from([1, 2]) },
+  ];
+  const statuses = await c.batchTryCompleteElseWatch(sent);
+  assert.deepEqual(
+    statuses.map((s) => [s.operationId, s.payload.toString("hex")]),
+    [["pay-b0", Buffer.from("order-17").toString("hex")], ["pay-b1", ""], ["pay-b2", "0102"]],
+  );
+  const session = c.session();
+  try {
+    const ack = await session.send({
+      watches: [{ keys: ["pay-s0"], timeoutMs: 60_000, operationId: "pay-s0", payload: "s-17" }],
+    });
+    assert.deepEqual(ack.operations.map((s) => [s.operationId, s.payload.toString()]), [
+      ["pay-s0", "s-17"],
+    ]);
+  } finally {
+    await session.close();
+  }
+});
+
 test("a session acknowledges each frame and streams each outcome as it ends", async () => {
   const session = c.session();
   try {

@@ -218,8 +218,8 @@ class PurgatoryCore:
         """
         shards = self._shards
         shard = shards[hash(key) % len(shards)]
-        w, ops = shard.snapshot(key)
-        if w is None:
+        ops = shard.snapshot(key)
+        if not ops:
             return 0
         done: list[DelayedOperation] = []
         completed = 0
@@ -230,7 +230,7 @@ class PurgatoryCore:
                 done.append(op)
                 completed += 1
         if done:
-            shard.discard(w, done)
+            shard.discard(key, done)
         return completed
 
     def cancel_for_key(self, key: Hashable) -> list[DelayedOperation]:
@@ -249,7 +249,13 @@ class PurgatoryCore:
     def watchers(self, key: Hashable) -> list[DelayedOperation]:
         """The operations watching ``key`` now (a copy; completed-but-unpurged ones included
         in the lazy mode); any thread."""
-        return self._shard(key).snapshot(key)[1]
+        return self._shard(key).snapshot(key)
+
+    def is_watched(self, key: Hashable) -> bool:
+        """True while some operation watches ``key`` (completed-but-unpurged ones included
+        in the lazy mode); any thread. An answer about a key whose last operation is
+        completing on another thread may be either."""
+        return self._shard(key).has(key)
 
     def num_delayed(self) -> int:
         """Operations waiting in the timer (completion removes them at once)."""

@@ -11,18 +11,19 @@ __all__ = ["WatcherShard", "Watchers"]
 
 
 class Watchers:
-    """Operations watching ``key``, in insertion order, keyed by identity.
+    """Operations watching one key, in insertion order, keyed by identity: a key's entry
+    once a second operation watches it (one alone is the entry itself, see
+    :class:`WatcherShard`).
 
     Keyed by identity (:func:`identity`) so that removal is O(1) and an operation
     subclass that defines ``__eq__`` (a dataclass, say) can still be watched. All mutation
     happens under the owning shard's lock.
     """
 
-    __slots__ = ("key", "ops")
+    __slots__ = ("ops",)
 
-    def __init__(self, key: Hashable) -> None:
-        self.key = key
-        self.ops: dict[Hashable, DelayedOperation] = {}
+    def __init__(self, first: DelayedOperation) -> None:
+        self.ops: dict[Hashable, DelayedOperation] = {identity(first): first}
 
 
 _OBJECT_HASH = object.__hash__
@@ -54,7 +55,15 @@ _KEYED_BY_ITSELF: dict[type, bool] = {}
 
 
 class WatcherShard:
-    """One lock and the key -> Watchers map it guards.
+    """One lock and the key -> entry map it guards.
+
+    A key's entry is the operation watching it while it is the only one, and a
+    :class:`Watchers` from the second on. Most keys have one watcher (a long-poll's own
+    key, an acknowledgement's offset): a Watchers and its dict for each cost 280 bytes
+    and two objects more for the collector to walk while it holds the GIL. Registering
+    operations of 64 fresh keys spent about half its time there, and the young
+    generation's passes came 25 times as often (docs/benchmarks.md §18, "Registration
+    answers and watch entries"). A Watchers that shrinks back to one operation stays one.
 
     Sharding keeps one hot key from serializing every other key's watch and check. The
     shard also keeps the count of watch entries it holds, so ``watched()`` costs
@@ -76,67 +85,96 @@ class WatcherShard:
         self.lock = threading.Lock()
         self._acquire = self.lock.acquire
         self._release = self.lock.release
-        self.watchers: dict[Hashable, Watchers] = {}
+        self.watchers: dict[Hashable, DelayedOperation | Watchers] = {}
         self.count = 0
 
     def watch(self, key: Hashable, op: DelayedOperation) -> None:
         self._acquire()
         try:
-            w = self.watchers.get(key)
-            if w is None:
-                w = self.watchers[key] = Watchers(key)
-            n = len(w.ops)
-            w.ops[identity(op)] = op
-            self.count += len(w.ops) - n
+            entry = self.watchers.get(key)
+            if entry is None:
+                self.watchers[key] = op
+                self.count += 1
+            elif isinstance(entry, Watchers):
+                d = entry.ops
+                n = len(d)
+                d[identity(op)] = op
+                self.count += len(d) - n
+            elif entry is not op:  # (watched twice on one key: still one entry)
+                w = self.watchers[key] = Watchers(entry)
+                w.ops[identity(op)] = op
+                self.count += 1
         finally:
             self._release()
 
     def remove(self, key: Hashable, op: DelayedOperation) -> None:
-        """Drop ``op`` from ``key``'s list, and the list if it is left empty."""
+        """Drop ``op`` from ``key``'s entry, and the entry if it is left empty."""
         self._acquire()
         try:
-            w = self.watchers.get(key)
-            if w is None:
+            entry = self.watchers.get(key)
+            if entry is None:
                 return
-            d = w.ops
-            if d.pop(identity(op), None) is not None:
+            if isinstance(entry, Watchers):
+                d = entry.ops
+                if d.pop(identity(op), None) is not None:
+                    self.count -= 1
+                    if not d:
+                        del self.watchers[key]
+            elif entry is op:
+                del self.watchers[key]
                 self.count -= 1
-                if not d:
-                    del self.watchers[key]
         finally:
             self._release()
 
-    def snapshot(self, key: Hashable) -> tuple[Watchers | None, list[DelayedOperation]]:
+    def snapshot(self, key: Hashable) -> list[DelayedOperation]:
+        """The operations watching ``key`` now, in the order they came (a copy)."""
         self.lock.acquire()
         try:
-            w = self.watchers.get(key)
-            if w is None:
-                return None, []
-            return w, list(w.ops.values())
+            entry = self.watchers.get(key)
+            if entry is None:
+                return []
+            if isinstance(entry, Watchers):
+                return list(entry.ops.values())
+            return [entry]
         finally:
             self.lock.release()
 
-    def discard(self, w: Watchers, ops: list[DelayedOperation]) -> None:
-        """Remove ``ops`` from ``w``; drop ``w`` from the map if it is now empty."""
+    def discard(self, key: Hashable, ops: list[DelayedOperation]) -> None:
+        """Remove ``ops`` (completed ones) from ``key``'s entry as it is now, which may
+        have changed since they were read (:meth:`snapshot`: a lone operation's entry
+        turned into a Watchers, say); drop the entry if it is left empty."""
         self.lock.acquire()
         try:
-            d = w.ops
-            n = len(d)
-            for op in ops:
-                d.pop(identity(op), None)
-            self.count -= n - len(d)
-            if not d and self.watchers.get(w.key) is w:
-                del self.watchers[w.key]
+            entry = self.watchers.get(key)
+            if entry is None:
+                return
+            if isinstance(entry, Watchers):
+                d = entry.ops
+                n = len(d)
+                for op in ops:
+                    d.pop(identity(op), None)
+                self.count -= n - len(d)
+                if not d:
+                    del self.watchers[key]
+            else:
+                for op in ops:
+                    if op is entry:
+                        del self.watchers[key]
+                        self.count -= 1
+                        break
         finally:
             self.lock.release()
 
     def pop_key(self, key: Hashable) -> list[DelayedOperation]:
         with self.lock:
-            w = self.watchers.pop(key, None)
-            if w is None:
+            entry = self.watchers.pop(key, None)
+            if entry is None:
                 return []
-            self.count -= len(w.ops)
-            return list(w.ops.values())
+            if isinstance(entry, Watchers):
+                self.count -= len(entry.ops)
+                return list(entry.ops.values())
+            self.count -= 1
+            return [entry]
 
     def purge_completed(self) -> int:
         """Drop completed operations from every key; drop keys left empty."""
@@ -144,14 +182,19 @@ class WatcherShard:
         with self.lock:
             watchers = self.watchers
             empty: list[Hashable] = []
-            for key, w in watchers.items():
-                ops = w.ops
+            for key, entry in watchers.items():
+                if not isinstance(entry, Watchers):
+                    if entry._completed.locked():
+                        purged += 1
+                        empty.append(key)
+                    continue
+                ops = entry.ops
                 # One pass that keeps the live ones; `_completed.locked()` is
                 # is_completed() without the method call (this loop visits every entry).
                 live = {i: op for i, op in ops.items() if not op._completed.locked()}
                 if len(live) != len(ops):
                     purged += len(ops) - len(live)
-                    w.ops = live
+                    entry.ops = live
                     if not live:
                         empty.append(key)
             for key in empty:
@@ -162,3 +205,7 @@ class WatcherShard:
     def keys(self) -> int:
         with self.lock:
             return len(self.watchers)
+
+    def has(self, key: Hashable) -> bool:
+        with self.lock:
+            return key in self.watchers

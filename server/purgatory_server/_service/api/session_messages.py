@@ -137,9 +137,10 @@ def watch_size(payload: bytes, keys: tuple[str, ...]) -> int:
     return 96 + len(payload) + 40 * len(keys)
 
 
-def status_size(payload: bytes, result_data: bytes) -> int:
-    """An upper-ish estimate of one acknowledged status's encoded size (Ack.size)."""
-    return 96 + len(payload) + len(result_data)
+def status_size(result_data: bytes) -> int:
+    """An upper-ish estimate of one acknowledged status's encoded size (Ack.size); a
+    registration's status carries no payload (:func:`.convert.add_status`)."""
+    return 96 + len(result_data)
 
 
 def session_heartbeat() -> pb.SessionResponse:

@@ -288,11 +288,8 @@ class SessionStream(SessionOutbound):
             track = self._track
             size = 0
             for target, created in registered:
-                add_status(add, target, created)
-                if isinstance(target, Outcome):
-                    size += status_size(target.payload, target.result.data)
-                else:
-                    size += status_size(target.definition.payload, b"")
+                add_status(add, target, created)  # no payload: the client sent it
+                size += status_size(target.result.data if isinstance(target, Outcome) else b"")
                 track(purgatory, target, ack)
             ack.size += size
         if records:

@@ -9,27 +9,33 @@ recent end instead). The store can therefore exceed ``bound`` only by the number
 distinct keys watched by pending operations, which ``max_pending`` and
 ``max_keys_per_operation`` bound in turn.
 
+Whether a key is watched is the engine's to say (``is_watched``: its watch lists), asked
+only while evicting. The store kept a count of watchers per key of its own before, one
+more dictionary entry per watched key and an update per key on every registration and
+every ending: a tenth of the cost of registering operations of many keys.
+
 Thread safety: loop-confined. Every method runs on the event loop thread that owns the
-purgatory (signals, registrations and publications all happen there).
+purgatory (signals, registrations and publications all happen there); ``is_watched`` may
+be asked from it (the engine's is safe from any thread).
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 __all__ = ["LatestValues"]
 
 
 class LatestValues:
-    """A bounded map key -> latest value, plus a watch count per key."""
+    """A bounded map key -> latest value; ``is_watched(key)`` spares a key from eviction."""
 
-    __slots__ = ("_bound", "_values", "_watchers")
+    __slots__ = ("_bound", "_is_watched", "_values")
 
-    def __init__(self, bound: int) -> None:
+    def __init__(self, bound: int, is_watched: Callable[[str], bool]) -> None:
         self._bound = bound
+        self._is_watched = is_watched
         self._values: OrderedDict[str, int] = OrderedDict()
-        self._watchers: dict[str, int] = {}
 
     def __len__(self) -> int:
         return len(self._values)
@@ -48,20 +54,6 @@ class LatestValues:
         if len(values) > self._bound:
             self._evict()
 
-    def watch(self, keys: Iterable[str]) -> None:
-        watchers = self._watchers
-        for k in keys:
-            watchers[k] = watchers.get(k, 0) + 1
-
-    def unwatch(self, keys: Iterable[str]) -> None:
-        watchers = self._watchers
-        for k in keys:
-            n = watchers.get(k, 0) - 1
-            if n > 0:
-                watchers[k] = n
-            else:
-                watchers.pop(k, None)
-
     def _evict(self) -> None:
         values = self._values
         # Each key is looked at most once per eviction, so this ends even if every key
@@ -70,7 +62,7 @@ class LatestValues:
             if len(values) <= self._bound:
                 return
             key = next(iter(values))
-            if key in self._watchers:
+            if self._is_watched(key):
                 values.move_to_end(key)
             else:
                 del values[key]

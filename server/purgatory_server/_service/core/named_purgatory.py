@@ -125,7 +125,7 @@ class NamedPurgatory:
             subscriber_buffer=limits.subscriber_buffer,
             subscriber_buffer_bytes=limits.subscriber_buffer_bytes,
         )  # fmt: skip
-        self._values = LatestValues(limits.max_tracked_values)
+        self._values = LatestValues(limits.max_tracked_values, self._engine.is_watched)
         # Ended operations: inbox -> feed -> listeners (the table retires them first).
         self._publisher = publisher = Publisher(self.feed, loop)
         # Publish what ended so far (this call's completions included) at once.

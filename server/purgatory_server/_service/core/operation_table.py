@@ -8,8 +8,8 @@ re-send with a different definition is ALREADY_EXISTS. Capacity is checked here,
 nothing per batch, before anything is created: ``max_pending``, then the purgatory's
 share of the memory budget (:class:`~.budget.Account`, :mod:`.sizes`).
 
-The table also keeps the latest-value memory (:class:`~.latest_values.LatestValues`) in step: a
-key stays tracked while a pending operation watches it.
+A VALUES_AT_LEAST operation starts from the values already known on its keys, read from
+the latest-value memory (:class:`~.latest_values.LatestValues`).
 
 Thread safety: loop-confined (see :mod:`.named_purgatory`).
 """
@@ -277,7 +277,6 @@ class OperationTable:
         self.pending[op_id] = op
         if self.pending_ids is not None:
             self.pending_ids.add(op_id)
-        self.values.watch(definition.keys)
         return op
 
     def restore(
@@ -323,7 +322,6 @@ class OperationTable:
         once for the batch, not per operation.
         """
         pending = self.pending
-        unwatch = self.values.unwatch
         finished = self.finished
         remember = finished.add if finished.enabled else None
         pending_ids = self.pending_ids
@@ -344,7 +342,6 @@ class OperationTable:
                 released_bytes += operation_bytes(op_id, definition)
             if remember is not None:
                 remember(definition, outcome)
-            unwatch(definition.keys)
         if released:
             self._budget.release_many(released, released_payload, released_bytes)
         if remember is not None:

@@ -4,12 +4,12 @@ The byte budget (:mod:`.budget`) charges estimates, not ``sys.getsizeof`` walks:
 estimate is a few integer operations on lengths the request already carries, cheap enough
 for the registration hot path. The constants are CPython's measured costs on a 64-bit
 build (``python -m bench.memory_budget_bench --sizes``: ``tracemalloc`` around the
-registration of each shape; docs/benchmarks.md §17), rounded up, so the budget errs
-towards charging more than is held (1.06 to 1.8 times):
+registration of each shape; docs/benchmarks.md §17 and §18), rounded up, so the budget
+errs towards charging more than is held (1.3 to 2.5 times):
 
-- a pending operation: its object, its table and timer entries, the latest-value watch
-  (``OPERATION_BYTES``), plus per key the string and its watch-list entry in the engine
-  and the latest-value memory (``KEY_BYTES`` + the key's length), plus its payload and id;
+- a pending operation: its object, its table and timer entries (``OPERATION_BYTES``),
+  plus per key the string and its watch entry in the engine (``KEY_BYTES`` + the key's
+  length), plus its payload and id;
 - a condition that accumulates (every kind but ``ANY_KEY``): its progress object;
 - a retained outcome (the retained window, the finished-id memory): the outcome tuple,
   its keys (string + tuple slot each), payload, result data and sources.
@@ -43,9 +43,11 @@ __all__ = [
 # A pending operation without its keys, id, payload and progress (RemoteOperation,
 # TimerTaskEntry, the pending-table and timer-bucket slots, its definition tuple).
 OPERATION_BYTES = 1024
-# Per watched key beyond its characters: the str header, the engine's watch-list entry
-# (a dict slot per watcher and the per-key list), the latest-value watch count.
-KEY_BYTES = 448
+# Per watched key beyond its characters: the str header and the engine's watch entry.
+# Measured: about 90 bytes for a key one operation watches (the operation is the entry),
+# about 210 per operation for a key two watch (their shared Watchers and its dict), the
+# most per watch; keys watched by more share it further.
+KEY_BYTES = 256
 # The accumulating progress of a non-ANY_KEY condition (its dicts, set and counters).
 PROGRESS_BYTES = 1024
 # A retained outcome without its keys, payload and result: the Outcome and ResultSnapshot

@@ -138,7 +138,13 @@ def _plain_request(msg: SpecMessage, bounds: _Bounds) -> OperationRequest | None
         keys_ok = 0 < len(key) <= max_key and max_keys >= 1
     else:
         keys = tuple(wire_keys)
-        keys_ok = n <= max_keys and all(0 < len(k) <= max_key for k in keys) and len(set(keys)) == n
+        # C-level passes (no generator frame per key): many-key specs pay per key here.
+        keys_ok = (
+            n <= max_keys
+            and "" not in keys
+            and max(map(len, keys), default=0) <= max_key
+            and len(set(keys)) == n
+        )
     timeout = msg.timeout_ms
     payload = msg.payload
     op_id = msg.operation_id

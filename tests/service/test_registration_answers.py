@@ -18,9 +18,7 @@ from purgatory_proto.v1 import purgatory_pb2_grpc as pb_grpc
 PAYLOAD = b"order-17" * 4
 
 
-async def test_batch_and_session_answers_leave_the_payload_out(
-    server: object, client: AsyncPurgatoryClient
-) -> None:
+async def test_batch_and_session_answers_leave_the_payload_out(server: object) -> None:
     port = server.port  # type: ignore[attr-defined]
     async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
         stub = pb_grpc.PurgatoryServiceStub(channel)  # type: ignore[no-untyped-call]

@@ -62,7 +62,7 @@ class WatcherShard:
     key, an acknowledgement's offset): a Watchers and its dict for each cost 280 bytes
     and two objects more for the collector to walk while it holds the GIL. Registering
     operations of 64 fresh keys spent about half its time there, and the young
-    generation's passes came 25 times as often (docs/benchmarks.md §18, "Registration
+    generation's passes came 24 times as often (docs/benchmarks.md §18, "Registration
     answers and watch entries"). A Watchers that shrinks back to one operation stays one.
 
     Sharding keeps one hot key from serializing every other key's watch and check. The
@@ -100,7 +100,7 @@ class WatcherShard:
                 n = len(d)
                 d[identity(op)] = op
                 self.count += len(d) - n
-            elif entry is not op:  # (watched twice on one key: still one entry)
+            elif entry is not op:  # a second operation (the same one again: no change)
                 w = self.watchers[key] = Watchers(entry)
                 w.ops[identity(op)] = op
                 self.count += 1

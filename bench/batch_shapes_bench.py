@@ -147,11 +147,13 @@ def report(result: dict[str, Any]) -> str:
             ratio = "-"
             if label != labels[0]:
                 base = labels[0]
+                # CPU comes in 10 ms ticks: a short run may read none (no ratio then).
                 ratios = [
                     r[base][shape]["cpu_ms_per_batch"] / r[label][shape]["cpu_ms_per_batch"]
                     for r in rounds
+                    if r[label][shape]["cpu_ms_per_batch"] > 0
                 ]
-                ratio = f"{statistics.median(ratios):.2f}"
+                ratio = f"{statistics.median(ratios):.2f}" if ratios else "n/a (too short)"
             rows.append(
                 [
                     shape,

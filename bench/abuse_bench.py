@@ -22,8 +22,8 @@ long-poll ``TryCompleteElseWatch(wait=true)`` on a fresh key and the ``CheckAndC
 that completes it; its latency is the long-poll's round trip. Before the patterns the same
 probe runs against the idle server: that is the reference, same server, same run. The
 server's RSS is sampled every 20 ms. ``--server-src DIR`` runs the server of another
-source tree (``git archive <commit> | tar -x -C DIR``, with the compiled engine copied in)
-for before/after runs; each run's ratios are against its own idle probe.
+source tree (``git archive <commit> | tar -x -C DIR``, its engine compiled there) for
+before/after runs; each run's ratios are against its own idle probe.
 
 Reported per pattern: peak RSS over the RSS just before it, the probe's p50/p99 and their
 ratio to the idle probe's, the probe's failed pairs, and what the pattern itself saw

@@ -254,9 +254,9 @@ def add_status(
 
     A registration's answer, so without the payload, as TryCompleteElseWatchResponse
     (which has no such field): the caller sent it and keeps it. Echoing it cost more than
-    the registration itself: with 50 operations of 32 KiB a batch, copying and encoding
-    the payloads back took 6 of the server's 11 ms per batch (docs/benchmarks.md, "Abuse
-    patterns": the registration answers).
+    the registration itself: copying and encoding 50 payloads of 32 KiB back were a third
+    of the loop thread's time on such batches (docs/benchmarks.md §18, "Registration
+    answers and watch entries").
     """
     return _status_message(add, target, created)
 

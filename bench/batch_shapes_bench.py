@@ -8,8 +8,9 @@ Two shapes, each sent one batch at a time (the next after the answer) to a fresh
   payload, then the ``CheckAndComplete`` that completes them (patterns 5 and 6's round,
   1.6 MB).
 
-Reported per server and shape: the server process's CPU per batch (from
-``/proc/<pid>/stat``, all its threads) and the client's round trip per batch (p50, p99).
+Reported per server and shape: the server process's CPU per batch
+(``ServerProcess.cpu_seconds``: ``/proc/<pid>/stat``, all its threads) and the client's
+round trip per batch (p50, p99).
 A probe request that arrives while a batch is handled waits for it, so these bound what
 the abuse benchmark's probe sees. ``--compare-src DIR`` runs another source tree's server
 (``git archive <commit> | tar -x -C DIR``, engine compiled there) in the same
@@ -22,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import shutil
 import statistics
 import sys
@@ -55,11 +55,6 @@ class Shape(NamedTuple):
 
     make: Callable[[int], tuple[Any, ...]]
     send: Callable[[Any, tuple[Any, ...]], Awaitable[None]]
-
-
-def _cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _keys(n: int) -> tuple[Any, ...]:
@@ -107,12 +102,12 @@ async def _measure(root: Path, label: str, src: str | None, batches: int) -> dic
                 await shape.send(stub, shape.make(-1))  # warm-up: first calls' costs out
                 made = [shape.make(n) for n in range(batches)]
                 rtts: list[float] = []
-                cpu0 = _cpu_s(server.pid)
+                cpu0 = server.cpu_seconds()
                 for messages in made:
                     began = time.perf_counter()
                     await shape.send(stub, messages)
                     rtts.append((time.perf_counter() - began) * 1000)
-                cpu = _cpu_s(server.pid) - cpu0
+                cpu = server.cpu_seconds() - cpu0
                 out[name] = {"cpu_ms_per_batch": cpu * 1000 / batches, "rtts_ms": rtts}
     return out
 

@@ -124,9 +124,12 @@ def test_unsupported_scheme_is_one_line(
 _DAEMON_NOTICES = (
     r"PySpark daemon failed to flush the output to the worker process:\n"
     r"Traceback \(most recent call last\):\n(?:[ \t].*\n)*\S.*\n",
+    # A traceback that starts in PySpark's daemon, stays inside PySpark, and ends with the
+    # socket the JVM closed (broken pipe, or reset by peer when it was reading).
     r"Traceback \(most recent call last\):\n"
-    r"(?:  File \"[^\"\n]*pyspark/daemon\.py\", line \d+, in \w+\n(?:    .*\n)?)+"
-    r"BrokenPipeError: \[Errno 32\] Broken pipe\n",
+    r"  File \"[^\"\n]*pyspark/daemon\.py\", line \d+, in \w+\n(?:    .*\n)*"
+    r"(?:  File \"[^\"\n]*pyspark/[^\"\n]*\", line \d+, in \w+\n(?:    .*\n)*)*"
+    r"(?:BrokenPipeError|ConnectionResetError): \[Errno \d+\] [^\n]*\n",
 )
 
 

@@ -40,9 +40,11 @@ from purgatory_pipeline.tables import KEY, OPERATION_KINDS
 
 __all__ = [
     "HOME",
+    "IDENTITY",
+    "MAX_BROADCAST_SEGMENTS",
+    "SparkLookups",
     "drop_partitions",
     "drop_purgatories",
-    "home_segments",
     "key_column",
     "rebuild_scope",
     "segment_key",
@@ -57,7 +59,8 @@ IDENTITY = ("purgatory", "operation_id")
 MAX_PUSHED_BOUNDS = 64
 # Up to this many segments, the operation ids they hold are broadcast to the lookups in
 # the existing table (a hash table bounded by a few segments' ids, so the table is only
-# scanned, not shuffled); above it, Spark plans a shuffle join.
+# scanned, not shuffled; pyarrow answers then where it can: .id_lookup); above it, Spark
+# plans a shuffle join.
 MAX_BROADCAST_SEGMENTS = 4
 
 
@@ -82,11 +85,29 @@ def _ids(records: DataFrame, keys: set[str]) -> DataFrame:
     return F.broadcast(ids) if len(keys) <= MAX_BROADCAST_SEGMENTS else ids
 
 
-def home_segments(old_operations: DataFrame, records: DataFrame, changed: set[str]) -> set[str]:
-    """The segments the existing operations table homes the operations ``changed`` touch in."""
-    touched = _ids(records, changed)
-    homes = old_operations.join(touched, list(IDENTITY), "left_semi").select(HOME).distinct()
-    return {row[HOME] for row in homes.collect()}
+class SparkLookups:
+    """The merge's two lookups in the existing ``old_operations`` table, as Spark joins.
+
+    :class:`purgatory_pipeline.id_lookup.IdLookup` asks pyarrow instead where it can; these
+    answer everywhere else (a location only Hadoop opens, or ids from many segments).
+    """
+
+    def __init__(self, old_operations: DataFrame, records: DataFrame) -> None:
+        self._old = old_operations
+        self._records = records
+
+    def homes(self, changed: set[str]) -> set[str]:
+        """The segments the existing operations table homes the operations ``changed`` touch in."""
+        touched = _ids(self._records, changed)
+        homes = self._old.join(touched, list(IDENTITY), "left_semi").select(HOME).distinct()
+        return {row[HOME] for row in homes.collect()}
+
+    def elsewhere(self, rebuilt: set[str]) -> DataFrame:
+        """Identities with a record in ``rebuilt`` that the existing table homes outside it."""
+        outside = self._old.filter(~F.col(HOME).isin(sorted(rebuilt)))
+        elsewhere = outside.join(_ids(self._records, rebuilt), list(IDENTITY), "left_semi")
+        elsewhere = elsewhere.select(*IDENTITY)
+        return F.broadcast(elsewhere) if len(rebuilt) <= MAX_BROADCAST_SEGMENTS else elsewhere
 
 
 def rebuild_scope(records: DataFrame, rebuilt: Iterable[str]) -> DataFrame:
@@ -119,20 +140,13 @@ def rebuild_scope(records: DataFrame, rebuilt: Iterable[str]) -> DataFrame:
     return joined.filter(F.col("index") >= F.col("lo")).drop("lo")
 
 
-def unchanged_elsewhere(
-    operations: DataFrame, old_operations: DataFrame, records: DataFrame, rebuilt: set[str]
-) -> DataFrame:
-    """``operations`` less the ids the existing table keeps homed outside ``rebuilt``.
+def unchanged_elsewhere(operations: DataFrame, elsewhere: DataFrame) -> DataFrame:
+    """``operations`` less the ids the existing table keeps homed outside the rebuilt segments.
 
-    Every row recomputed is homed in ``rebuilt``, so its id has a record there: only those
-    ids are looked up, and what the lookup finds is the few operations that straddle the
-    scope's lower bound.
+    ``elsewhere`` is the lookups' answer for the rebuilt segments: every row recomputed is
+    homed in them, so its id has a record there, and only those ids are looked up; what
+    the lookup finds is the few operations that straddle the scope's lower bound.
     """
-    outside = old_operations.filter(~F.col(HOME).isin(sorted(rebuilt)))
-    elsewhere = outside.join(_ids(records, rebuilt), list(IDENTITY), "left_semi")
-    elsewhere = elsewhere.select(*IDENTITY)
-    if len(rebuilt) <= MAX_BROADCAST_SEGMENTS:
-        elsewhere = F.broadcast(elsewhere)
     return operations.join(elsewhere, list(IDENTITY), "left_anti")
 
 

@@ -24,9 +24,11 @@ journal grew decodes only the new segments and those that changed (the last one,
 grows), and rewrites only the table partitions they change
 (:mod:`purgatory_pipeline.incremental`): the same rows as a full run.
 
-Memory: nothing record-level reaches the driver; it collects only per-kind counts and
-segment keys. No cached copy of the records: the tables read ``_records``; no step sorts
-a whole (purgatory, date) partition in one task (see ``_write``).
+Memory: the driver collects per-kind counts and segment keys, and in an incremental run
+the operation ids of at most a few segments (:mod:`purgatory_pipeline.id_lookup`), never
+anything that grows with the tables. No cached copy of the records: the tables read
+``_records``; no step sorts a whole (purgatory, date) partition in one task (see
+``_write``).
 """
 
 from __future__ import annotations
@@ -42,11 +44,12 @@ from pyspark.sql import functions as F
 from purgatory_pipeline import checkpoint
 from purgatory_pipeline.decode_job import Piece, decode_pieces
 from purgatory_pipeline.errors import TablesNotFoundError, UnsupportedLocationError
+from purgatory_pipeline.id_lookup import ArrowTables, IdLookup
 from purgatory_pipeline.incremental import (
     HOME,
+    SparkLookups,
     drop_partitions,
     drop_purgatories,
-    home_segments,
     key_column,
     rebuild_scope,
     segment_key,
@@ -261,20 +264,32 @@ def _merge(
     """An incremental build: rewrite only the partitions ``changed`` segments change."""
     new = records.filter(F.col(KEY).isin(sorted(changed)))
     old = read_table(spark, out, "operations").select("purgatory", "operation_id", HOME)
+    lookup = IdLookup(spark, SparkLookups(old, records), _arrow_tables(spark, out))
     _step(spark, f"ingest: find the operations {len(changed)} new segments touch")
-    rebuilt = changed | home_segments(old, records, changed)
+    rebuilt = changed | lookup.homes(changed)
     # Forget the rebuilt segments before deleting their partitions: if this run fails
     # part-way, the next one decodes them again and rebuilds what was deleted.
     checkpoint.save(spark, out, {u: m for u, m in forget.items() if keys.get(u) not in rebuilt})
     scope = rebuild_scope(records, rebuilt)
     operations = operations_table(scope)
     operations = operations.filter(F.col(HOME).isin(sorted(rebuilt)))
-    operations = unchanged_elsewhere(operations, old, records, rebuilt)
+    operations = unchanged_elsewhere(operations, lookup.elsewhere(rebuilt))
     for name in ("signals", "events"):
         drop_partitions(spark, _out(out, name), changed)
     drop_partitions(spark, _out(out, "operations"), rebuilt)
     log.info("ingest: rewriting %d segment partitions of operations", len(rebuilt))
     _write_tables(spark, out, signals_table(new), events_table(new), operations)
+
+
+def _arrow_tables(spark: Any, out: str) -> ArrowTables | None:
+    """``out``'s _records and operations as pyarrow opens them; None where it cannot."""
+    try:
+        filesystem, records = open_uri(location(spark, out, RECORDS))
+        _, operations = open_uri(location(spark, out, "operations"))
+    except (UnsupportedLocationError, OSError) as exc:
+        log.info("ingest: pyarrow cannot read %s (%s); Spark looks the ids up", out, exc)
+        return None
+    return ArrowTables(filesystem, records, operations)
 
 
 def _write_tables(

@@ -4,7 +4,9 @@ A journal written segment by segment with operations that span segments: an outc
 later segment than its registration, a deadline moved in another segment, an id
 registered again after its outcome, a second purgatory's journal that never changes.
 After each step the incremental tables must equal a full run's over the same journal,
-and the partitions no new record can change must keep their very files.
+and the partitions no new record can change must keep their very files. The merge's id
+lookups run both ways: with pyarrow in the driver (where it reaches the tables) and as
+Spark joins (elsewhere).
 """
 
 from __future__ import annotations
@@ -13,6 +15,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import pytest
+from purgatory_pipeline import ingest as ingest_module
+from purgatory_pipeline.id_lookup import ArrowTables
 from purgatory_pipeline.ingest import ingest, read_table
 from purgatory_proto.v1 import purgatory_pb2
 from purgatory_proto.v1.journal_pb2 import JournalRecord as JR
@@ -100,9 +105,28 @@ def _full(spark: Any, data: Path, scratch: Path) -> dict[str, list[tuple[Any, ..
     return _rows(spark, scratch)
 
 
+def _lookups(monkeypatch: pytest.MonkeyPatch, lookups: str) -> list[str]:
+    """Route the merge's lookups one way; the pyarrow lookups' calls, as they happen."""
+    calls: list[str] = []
+    if lookups == "spark":
+        monkeypatch.setattr(ingest_module, "_arrow_tables", lambda spark, out: None)
+        return calls
+    for name in ("homes", "elsewhere"):
+        method = getattr(ArrowTables, name)
+
+        def counted(self: ArrowTables, keys: Any, _method: Any = method, _name: str = name) -> Any:
+            calls.append(_name)
+            return _method(self, keys)
+
+        monkeypatch.setattr(ArrowTables, name, counted)
+    return calls
+
+
+@pytest.mark.parametrize("lookups", ["pyarrow", "spark"])
 def test_incremental_runs_rewrite_only_what_changed_and_equal_a_full_run(
-    spark: Any, tmp_path: Path
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lookups: str
 ) -> None:
+    arrow_calls = _lookups(monkeypatch, lookups)
     data, tables, scratch = tmp_path / "data", tmp_path / "tables", tmp_path / "full"
     p, q = Journal(data / "p" / "journal"), Journal(data / "q" / "journal")
     q.roll([_registered("q", "q1", 1), _signal("q", 2), _outcome("q", "q1", 3, 1)])
@@ -144,3 +168,5 @@ def test_incremental_runs_rewrite_only_what_changed_and_equal_a_full_run(
     assert _rows(spark, tables) == _full(spark, data, scratch)
     assert ingest(spark, [str(data)], str(tables)).segments_decoded == 0
     assert _rows(spark, tables) == _full(spark, data, scratch)
+    # Two merges, each asking both questions, the way the test routed them.
+    assert arrow_calls == (["homes", "elsewhere"] * 2 if lookups == "pyarrow" else [])

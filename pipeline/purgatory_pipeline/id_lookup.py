@@ -24,7 +24,7 @@ Thread contract: the driver's thread only.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Set
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -67,14 +67,14 @@ class ArrowTables:
             path, schema=schema, format="parquet", filesystem=self.filesystem, partitioning=dirs
         )
 
-    def _ids(self, keys: Iterable[str]) -> pa.Table:
+    def _ids(self, keys: Set[str]) -> pa.Table:
         """(purgatory, operation_id), once each, of the operations with a record in ``keys``."""
         records = self._dataset(self.records, _RECORDS, _RECORDS_DIRS)
         wanted = pc.field(KEY).isin(sorted(keys)) & pc.field("kind").isin(OPERATION_KINDS)
         table = records.to_table(columns=list(IDENTITY), filter=wanted)
         return table.group_by(list(IDENTITY)).aggregate([])
 
-    def _homed(self, ids: pa.Table, outside: Iterable[str] = ()) -> pa.Table:
+    def _homed(self, ids: pa.Table, outside: Set[str] = frozenset()) -> pa.Table:
         """The existing rows (identity and home) of ``ids``, less those homed in ``outside``."""
         operations = self._dataset(self.operations, _OPERATIONS, _OPERATIONS_DIRS)
         columns = [*IDENTITY, KEY]
@@ -84,9 +84,8 @@ class ArrowTables:
                 "project", ac.ProjectNodeOptions([pc.field(c) for c in columns], columns)
             ),
         ]
-        skipped = sorted(outside)
-        if skipped:
-            keep = ~pc.field(KEY).isin(skipped)
+        if outside:
+            keep = ~pc.field(KEY).isin(sorted(outside))
             steps.append(ac.Declaration("filter", ac.FilterNodeOptions(keep)))
         join = ac.HashJoinNodeOptions("left semi", list(IDENTITY), list(IDENTITY))
         source = ac.Declaration("table_source", ac.TableSourceNodeOptions(ids))
@@ -95,12 +94,11 @@ class ArrowTables:
         )
         return plan.to_table()
 
-    def homes(self, changed: Iterable[str]) -> set[str]:
+    def homes(self, changed: Set[str]) -> set[str]:
         hits = self._homed(self._ids(changed))
         return set(pc.unique(hits.column(KEY)).to_pylist())
 
-    def elsewhere(self, rebuilt: Iterable[str]) -> pa.Table:
-        rebuilt = sorted(rebuilt)
+    def elsewhere(self, rebuilt: Set[str]) -> pa.Table:
         return self._homed(self._ids(rebuilt), outside=rebuilt).select(list(IDENTITY))
 
 

@@ -86,12 +86,25 @@ def _conf(pairs: list[str]) -> dict[str, str]:
 
 
 def run(args: argparse.Namespace) -> Any:
-    from purgatory_pipeline.session import (  # noqa: PLC0415 - starts a JVM
-        get_spark,
-        quiet_task_failures,
-    )
+    from pyspark.sql import SparkSession  # noqa: PLC0415 - pyspark only where it runs
 
+    from purgatory_pipeline.session import get_spark  # noqa: PLC0415 - starts a JVM
+
+    # Who starts the session stops it. Left to the JVM's exit hook, the event log lost its
+    # last event (the application's end: measured, a local run's log ended at its last
+    # query). A session the caller already holds (tests, a notebook) stays up.
+    started = SparkSession.getActiveSession() is None
     spark = get_spark(args.master, **_conf(args.conf))
+    try:
+        return _command(spark, args)
+    finally:
+        if started:
+            spark.stop()
+
+
+def _command(spark: Any, args: argparse.Namespace) -> Any:
+    from purgatory_pipeline.session import quiet_task_failures  # noqa: PLC0415
+
     spark.sparkContext.setLogLevel("WARN")
     if args.log_level.upper() != "DEBUG":
         quiet_task_failures(spark)

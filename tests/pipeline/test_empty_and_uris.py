@@ -6,6 +6,7 @@
 - ``--out file:///...``: the Parquet, ``summary.json`` and ``report.html`` all land under
   that URI, and the printed path exists.
 - A corrupt segment mid-journal: one line naming the file and offset, no Java stack.
+- A command run on its own stops the session it started: its Spark event log is whole.
 """
 
 from __future__ import annotations
@@ -165,6 +166,40 @@ def test_corruption_mid_journal_is_one_line_without_java_stack(
     for notice in _DAEMON_NOTICES:
         console = re.sub(notice, "", console)
     assert "at org.apache" not in console and "Traceback" not in console, console[:3000]
+
+
+_OWN_SESSION = """
+import sys
+from pyspark.sql import SparkSession
+from purgatory_pipeline import cli
+status = cli.main(sys.argv[1:])
+print("session", "stopped" if SparkSession.getActiveSession() is None else "left running")
+sys.exit(status)
+"""
+
+
+def test_a_command_stops_the_session_it_started(journals: dict[str, Path], tmp_path: Path) -> None:
+    # A subprocess: there the CLI starts its own session (here the tests' session is held,
+    # and the commands above ran in it and left it up, or the next test would fail).
+    events = tmp_path / "events"
+    events.mkdir()
+    run = subprocess.run(
+        [sys.executable, "-c", _OWN_SESSION, "--master", "local[1]",
+         "--conf", "spark.ui.enabled=false", "--conf", "spark.eventLog.enabled=true",
+         "--conf", f"spark.eventLog.dir={events.as_uri()}",
+         "--conf", "spark.eventLog.compress=false",
+         "ingest", "--journal", str(journals["timers"]), "--out", str(tmp_path / "t")],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "session stopped" in run.stdout, run.stdout[-1000:]
+    # So the event log is whole when the command returns: marked finished (a history
+    # server lists an unfinished one as still running) and ending with the application.
+    written = [path.name for path in events.rglob("*") if path.is_file()]
+    assert not [name for name in written if name.endswith(".inprogress")], written
+    [log] = [path for path in events.rglob("events_*") if path.is_file()]
+    last = json.loads(log.read_text().splitlines()[-1])
+    assert last["Event"] == "SparkListenerApplicationEnd", last
 
 
 def _table_rows(spark: Any, tables: Path) -> dict[str, list[Any]]:

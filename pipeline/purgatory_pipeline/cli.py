@@ -90,9 +90,10 @@ def run(args: argparse.Namespace) -> Any:
 
     from purgatory_pipeline.session import get_spark  # noqa: PLC0415 - starts a JVM
 
-    # Who starts the session stops it. Left to the JVM's exit hook, the event log lost its
-    # last event (the application's end: measured, a local run's log ended at its last
-    # query). A session the caller already holds (tests, a notebook) stays up.
+    # Who starts the session stops it. Left to the JVM's exit hook, the event log was
+    # finished only after the command had returned (seen then: one run's log without the
+    # application's end, another's still marked in progress). A session the caller
+    # already holds (tests, a notebook) stays up.
     started = SparkSession.getActiveSession() is None
     spark = get_spark(args.master, **_conf(args.conf))
     try:

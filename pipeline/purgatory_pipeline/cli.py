@@ -88,7 +88,10 @@ def _conf(pairs: list[str]) -> dict[str, str]:
 def run(args: argparse.Namespace) -> Any:
     from pyspark.sql import SparkSession  # noqa: PLC0415 - pyspark only where it runs
 
-    from purgatory_pipeline.session import get_spark  # noqa: PLC0415 - starts a JVM
+    from purgatory_pipeline.session import (  # noqa: PLC0415 - starts a JVM
+        get_spark,
+        quiet_task_failures,
+    )
 
     # Who starts the session stops it. Left to the JVM's exit hook, the event log was
     # finished only after the command had returned (seen then: one run's log without the
@@ -97,6 +100,9 @@ def run(args: argparse.Namespace) -> Any:
     started = SparkSession.getActiveSession() is None
     spark = get_spark(args.master, **_conf(args.conf))
     try:
+        spark.sparkContext.setLogLevel("WARN")
+        if args.log_level.upper() != "DEBUG":
+            quiet_task_failures(spark)
         return _command(spark, args)
     finally:
         if started:
@@ -104,11 +110,6 @@ def run(args: argparse.Namespace) -> Any:
 
 
 def _command(spark: Any, args: argparse.Namespace) -> Any:
-    from purgatory_pipeline.session import quiet_task_failures  # noqa: PLC0415
-
-    spark.sparkContext.setLogLevel("WARN")
-    if args.log_level.upper() != "DEBUG":
-        quiet_task_failures(spark)
     if args.command == "ingest":
         from purgatory_pipeline.ingest import ingest  # noqa: PLC0415
 

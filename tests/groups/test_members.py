@@ -62,8 +62,10 @@ async def test_three_members_one_dies_mid_lease_nothing_lost(target: str) -> Non
                 assert isinstance(d, AsyncDelivery)
                 if d.operation_id in lost_by_dead:
                     late.append((d.operation_id, time.time() * 1000, lost_by_dead[d.operation_id]))
-                acked.setdefault(d.operation_id, []).append((name, d.attempt))
                 await d.ack()
+                # Counted once the server has taken the ack (Ack is unary): counted before,
+                # the test could read the group while the last ack was still on its way.
+                acked.setdefault(d.operation_id, []).append((name, d.attempt))
 
     async def doomed() -> None:
         client = AsyncPurgatoryClient(target, purgatory="orders")

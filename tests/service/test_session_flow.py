@@ -354,7 +354,14 @@ async def test_a_cut_stream_says_what_was_delivered(
         OperationSpec((f"g{i}",), 300, payload=b"x" * 60_000, operation_id=f"g{i}")
         for i in range(20)
     ]
-    late = [OperationSpec((f"late{i}",), LONG, operation_id=f"late{i}") for i in range(8)]
+    # The late ones are as large: the stream is cut only past twice the byte bound, and
+    # how much of the twenty is still queued when the writer gets stuck depends on how
+    # they were split into messages (ended in one reaper turn or several: as little as
+    # two, 120 KB, under the 128 KB), so each late outcome must add to it.
+    late = [
+        OperationSpec((f"late{i}",), LONG, payload=b"y" * 60_000, operation_id=f"late{i}")
+        for i in range(8)
+    ]
     options = [("grpc.http2.bdp_probe", 0)]
     async with AsyncPurgatoryClient(f"127.0.0.1:{port}", timeout=10, options=options) as client:
         session = client.session(session_id="cut", outcome_buffer=1)  # reads one, stops

@@ -26,7 +26,7 @@ from purgatory_proto.v1 import purgatory_pb2 as pb
 from purgatory_server._service.api.servicer import PurgatoryServicer
 from purgatory_server._service.config.server_config import Limits, PurgatorySettings
 from purgatory_server._service.core.registry import PurgatoryRegistry
-from purgatory_server._service.telemetry.setup import Telemetry
+from purgatory_server._service.observability.setup import Telemetry
 
 SERVICE = pb.DESCRIPTOR.services_by_name["PurgatoryService"]
 MODES = ("off", "metrics", "metrics + tracing")

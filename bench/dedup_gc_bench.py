@@ -28,11 +28,11 @@ import sys
 import time
 from collections import OrderedDict
 
-from purgatory_server._service.core.conditions import DEFAULT_CONDITION, ResultSnapshot
 from purgatory_server._service.core.finished_ids import FinishedIds, entry_bytes
-from purgatory_server._service.core.operation import OperationDefinition
-from purgatory_server._service.core.operation_state import OperationState
-from purgatory_server._service.outcomes.event_log import Outcome
+from purgatory_server._service.model.conditions import DEFAULT_CONDITION, ResultSnapshot
+from purgatory_server._service.model.definitions import OperationDefinition
+from purgatory_server._service.model.operation_state import OperationState
+from purgatory_server._service.model.outcome import Outcome
 
 from bench._common import markdown_table
 

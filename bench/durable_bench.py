@@ -40,9 +40,9 @@ from purgatory_proto.v1 import purgatory_pb2_grpc as pb_grpc
 from purgatory_proto.v1.journal_pb2 import JournalRecord
 from purgatory_server._journal import FsyncPolicy, Journal, JournalConfig
 from purgatory_server._service.config.server_config import PurgatorySettings
-from purgatory_server._service.core.conditions import ConditionSpec
 from purgatory_server._service.durable.catalog import journal_dir, write_settings
-from purgatory_server._service.durable.codec import condition_to_proto
+from purgatory_server._service.model.conditions import ConditionSpec
+from purgatory_server._service.wire.convert import condition_to_proto
 
 from bench._common import bench_server, markdown_table, run_context, write_json
 from bench._pairs import pairs_per_second

@@ -25,10 +25,10 @@ from collections.abc import Callable
 from purgatory_server import MockTime
 from purgatory_server._service.config.server_config import Limits, PurgatorySettings
 from purgatory_server._service.core import listing
-from purgatory_server._service.core.conditions import ConditionSpec
 from purgatory_server._service.core.named_purgatory import NamedPurgatory, OperationRequest
-from purgatory_server._service.core.operation import OperationDefinition
-from purgatory_server._service.core.operation_state import OperationState
+from purgatory_server._service.model.conditions import ConditionSpec
+from purgatory_server._service.model.definitions import OperationDefinition
+from purgatory_server._service.model.operation_state import OperationState
 from purgatory_server._service.wire.convert import operation_status_with_progress
 
 from bench._common import markdown_table

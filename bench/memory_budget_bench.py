@@ -202,13 +202,10 @@ def fanout(root: Path, label: str, env: dict[str, str], a: argparse.Namespace) -
 def sizes() -> None:
     from purgatory_server._engine.time import MockTime
     from purgatory_server._service.config.server_config import Limits, PurgatorySettings
-    from purgatory_server._service.core.conditions import ConditionKind, ConditionSpec
     from purgatory_server._service.core.named_purgatory import NamedPurgatory
-    from purgatory_server._service.core.operation import (
-        OperationDefinition,
-        OperationRequest,
-    )
-    from purgatory_server._service.core.sizes import operation_bytes
+    from purgatory_server._service.model.conditions import ConditionKind, ConditionSpec
+    from purgatory_server._service.model.definitions import OperationDefinition, OperationRequest
+    from purgatory_server._service.model.sizes import operation_bytes
 
     # (label, operations, keys each, key length, payload, condition, operations per key):
     # a key watched by two operations costs most per watch (its Watchers and dict, shared

@@ -21,9 +21,9 @@ from typing import Any
 
 from purgatory_proto.v1 import purgatory_pb2 as pb
 from purgatory_server._service.api.session_messages import Ack, pack
-from purgatory_server._service.core.conditions import ResultSnapshot
-from purgatory_server._service.core.operation_state import OperationState
-from purgatory_server._service.outcomes.event_log import Outcome
+from purgatory_server._service.model.conditions import ResultSnapshot
+from purgatory_server._service.model.operation_state import OperationState
+from purgatory_server._service.model.outcome import Outcome
 from purgatory_server._service.wire.convert import event_to_proto
 
 RESULT = ResultSnapshot(signal_count=1, signalled_keys=("k",))

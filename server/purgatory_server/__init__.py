@@ -11,6 +11,7 @@ from purgatory_server._engine.time import MockTime
 from purgatory_server._engine.timer_task import TimerTask, TimerTaskEntry
 from purgatory_server._engine.timer_task_list import TimerTaskList
 from purgatory_server._engine.timing_wheel import TimingWheel
+from purgatory_server._version import __version__, version
 
 __all__ = [
     "DelayedOperation",
@@ -24,11 +25,3 @@ __all__ = [
     "version",
 ]
 
-# The one place the version is written: pyproject.toml reads it (``dynamic``), the
-# ``purgatory_build_info`` metric and ``--version`` report it.
-__version__ = "0.1.0"
-
-
-def version() -> str:
-    """The version of this source tree (and of the ``purgatory-grpc`` distribution)."""
-    return __version__

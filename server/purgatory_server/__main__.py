@@ -24,7 +24,7 @@ from purgatory_server._service.api.listen import parse_listen
 from purgatory_server._service.config.logs import configure_logging
 from purgatory_server._service.config.native_logs import NativeStderr
 from purgatory_server._service.config.server_config import ConfigError, ServerConfig, load_config
-from purgatory_server._service.core.errors import ServiceError
+from purgatory_server._service.model.errors import ServiceError
 from purgatory_server._service.telemetry import TraceLogFilter
 from purgatory_server._service.workers.plan import (
     WorkerPlan,

@@ -16,10 +16,9 @@ import nats
 from purgatory_proto.v1.journal_pb2 import JournalRecord
 from purgatory_server._cluster.log import ReplicatedLog
 from purgatory_server._cluster.natsd import LocalNatsCluster
-from purgatory_server._cluster.not_owner import NotOwner
 from purgatory_server._cluster.shadow import Shadow, last_subject_sequence
 from purgatory_server._journal import JournalState
-from purgatory_server._service.core.errors import Code
+from purgatory_server._service.model.errors import Code, NotOwner
 
 from tests.cluster.servers import add_r3_stream
 

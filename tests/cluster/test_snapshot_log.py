@@ -19,7 +19,6 @@ from purgatory_proto.v1.journal_pb2 import JournalRecord
 from purgatory_server._cluster.layout import SNAPSHOT_HEADER
 from purgatory_server._cluster.log import ReplicatedLog
 from purgatory_server._cluster.natsd import LocalNatsCluster
-from purgatory_server._cluster.not_owner import NotOwner
 from purgatory_server._cluster.shadow import Shadow, last_subject_sequence
 from purgatory_server._cluster.snapshot import (
     SnapshotBuilder,
@@ -27,6 +26,7 @@ from purgatory_server._cluster.snapshot import (
     SubjectReplay,
     marker,
 )
+from purgatory_server._service.model.errors import NotOwner
 
 from tests.cluster.servers import add_r3_stream
 

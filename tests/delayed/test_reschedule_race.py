@@ -13,13 +13,11 @@ import time
 
 from purgatory_server._engine.system_timer import SystemTimer
 from purgatory_server._engine.time import SYSTEM_TIME, MockTime
-from purgatory_server._service.core.conditions import ConditionSpec, make_progress
-from purgatory_server._service.core.operation import (
-    OperationDefinition,
-    RemoteOperation,
-    SignalSlot,
-)
-from purgatory_server._service.core.operation_state import OperationState
+from purgatory_server._service.core.operation import RemoteOperation, SignalSlot
+from purgatory_server._service.core.progress import make_progress
+from purgatory_server._service.model.conditions import ConditionSpec
+from purgatory_server._service.model.definitions import OperationDefinition
+from purgatory_server._service.model.operation_state import OperationState
 
 N = 300
 

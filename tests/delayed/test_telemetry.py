@@ -9,7 +9,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from purgatory_client import AsyncPurgatoryClient, FailedPreconditionError
 from purgatory_server._engine.time import MockTime
 from purgatory_server._service import create_server
-from purgatory_server._service.telemetry.setup import Telemetry
+from purgatory_server._service.observability.setup import Telemetry
 
 from tests.observability.helpers import collect, point, value
 from tests.service.helpers import TEST_CONFIG

@@ -17,9 +17,9 @@ from purgatory_proto.v1.journal_pb2 import JournalRecord
 from purgatory_server._journal import Journal, JournalCorruptionError, list_segments
 from purgatory_server._service import create_server
 from purgatory_server._service.config.server_config import PurgatorySettings
-from purgatory_server._service.core.conditions import ConditionSpec
 from purgatory_server._service.durable.catalog import journal_dir, write_settings
-from purgatory_server._service.durable.codec import condition_to_proto
+from purgatory_server._service.model.conditions import ConditionSpec
+from purgatory_server._service.wire.convert import condition_to_proto
 
 from tests.durability.helpers import NAME, durable_config, events_after, running, signal, watch
 

@@ -6,8 +6,8 @@ import asyncio
 from typing import Any, cast
 
 from purgatory_server._engine.time import MockTime
-from purgatory_server._service.core.conditions import SignalRecord
 from purgatory_server._service.durable.local_store import DurableHooks
+from purgatory_server._service.model.conditions import SignalRecord
 
 
 async def test_signal_records_use_the_injected_clock() -> None:

@@ -17,14 +17,11 @@ from purgatory_proto.v1.journal_pb2 import JournalRecord
 from purgatory_server._journal import FsyncPolicy, Journal, JournalConfig, PendingOperation
 from purgatory_server._service import create_server
 from purgatory_server._service.config.server_config import PurgatorySettings
-from purgatory_server._service.core.conditions import EMPTY_SIGNAL, ConditionKind, ConditionSpec
 from purgatory_server._service.durable import local_store
 from purgatory_server._service.durable.catalog import journal_dir, write_settings
-from purgatory_server._service.durable.codec import (
-    PendingDecoder,
-    condition_to_proto,
-    decode_pending,
-)
+from purgatory_server._service.durable.codec import PendingDecoder, decode_pending
+from purgatory_server._service.model.conditions import EMPTY_SIGNAL, ConditionKind, ConditionSpec
+from purgatory_server._service.wire.convert import condition_to_proto
 
 from .helpers import NAME, durable_config
 

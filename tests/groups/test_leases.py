@@ -13,10 +13,10 @@ import pytest
 from purgatory_proto.v1 import purgatory_pb2 as pb
 from purgatory_server import MockTime
 from purgatory_server._service.config.server_config import Limits, PurgatorySettings
-from purgatory_server._service.core.errors import FailedPrecondition, LimitExceeded, NotFound
 from purgatory_server._service.core.named_purgatory import NamedPurgatory
 from purgatory_server._service.groups import GroupMember, WorkerGroup
 from purgatory_server._service.groups.member import Delivery
+from purgatory_server._service.model.errors import FailedPrecondition, LimitExceeded, NotFound
 from purgatory_server._service.wire.validation import operation_request
 
 LIMITS = Limits(max_groups=2, max_group_backlog=4)

@@ -11,7 +11,7 @@ import pytest
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from purgatory_client import AsyncPurgatoryClient, NotFoundError, OperationSpec
 from purgatory_server._service import PurgatorySettings, create_server
-from purgatory_server._service.telemetry.setup import Telemetry
+from purgatory_server._service.observability.setup import Telemetry
 
 from tests.observability.helpers import collect, point, value
 from tests.service.helpers import TEST_CONFIG, until

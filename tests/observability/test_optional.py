@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from purgatory_server._service import ServerConfig
-from purgatory_server._service.telemetry import loader
+from purgatory_server._service.observability import loader
 
 from harness import ServerProcess
 

@@ -23,8 +23,8 @@ from purgatory_client import (
 )
 from purgatory_client.tracing import span_link
 from purgatory_server._service import create_server
+from purgatory_server._service.observability.setup import Telemetry
 from purgatory_server._service.telemetry import TraceLogFilter
-from purgatory_server._service.telemetry.setup import Telemetry
 
 from tests.service.helpers import TEST_CONFIG, ServerThread, until, until_subscribers
 

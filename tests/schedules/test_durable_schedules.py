@@ -16,9 +16,10 @@ from purgatory_client import AsyncPurgatoryClient, Event, NotFoundError, Operati
 from purgatory_server import MockTime
 from purgatory_server._journal import Journal
 from purgatory_server._service import create_server
-from purgatory_server._service.core.conditions import ConditionSpec
 from purgatory_server._service.durable.catalog import journal_dir
-from purgatory_server._service.schedules.definition import ScheduleDefinition, upserted_record
+from purgatory_server._service.durable.schedule_records import upserted_record
+from purgatory_server._service.model.conditions import ConditionSpec
+from purgatory_server._service.schedules.definition import ScheduleDefinition
 
 from tests.durability.crash_load import DurableServer
 from tests.durability.helpers import NAME, durable_config

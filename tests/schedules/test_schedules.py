@@ -22,7 +22,7 @@ from purgatory_client import (
     Signal,
 )
 from purgatory_server import MockTime
-from purgatory_server._service.core.conditions import ConditionSpec
+from purgatory_server._service.model.conditions import ConditionSpec
 from purgatory_server._service.schedules import table as schedule_table_module
 from purgatory_server._service.schedules.definition import ScheduleDefinition
 

@@ -10,18 +10,19 @@ import pytest
 from purgatory_server._service.api.event_cache import ENTRY_BYTES, EncodedEvents
 from purgatory_server._service.config.server_config import Limits
 from purgatory_server._service.core.budget import ServerBudget
-from purgatory_server._service.core.conditions import (
+from purgatory_server._service.core.progress import Progress
+from purgatory_server._service.core.signal_data import LINK_BYTES, MAX_DEPTH, DataLink
+from purgatory_server._service.model.conditions import (
     ConditionKind,
     ConditionSpec,
-    Progress,
     ResultSnapshot,
     SignalRecord,
 )
-from purgatory_server._service.core.errors import InvalidArgument, LimitExceeded
-from purgatory_server._service.core.operation_state import OperationState
-from purgatory_server._service.core.signal_data import LINK_BYTES, MAX_DEPTH, DataLink
-from purgatory_server._service.core.sizes import outcome_bytes
-from purgatory_server._service.outcomes.event_log import EventLog, Outcome
+from purgatory_server._service.model.errors import InvalidArgument, LimitExceeded
+from purgatory_server._service.model.operation_state import OperationState
+from purgatory_server._service.model.outcome import Outcome
+from purgatory_server._service.model.sizes import outcome_bytes
+from purgatory_server._service.outcomes.event_log import EventLog
 
 MIB = 1 << 20
 
@@ -157,10 +158,7 @@ def _registry(**limits: int):  # type: ignore[no-untyped-def]
 
 
 def _request(op_id: str, keys: tuple[str, ...], condition: ConditionSpec | None = None):  # type: ignore[no-untyped-def]
-    from purgatory_server._service.core.operation import (
-        OperationDefinition,
-        OperationRequest,
-    )
+    from purgatory_server._service.model.definitions import OperationDefinition, OperationRequest
 
     spec = condition if condition is not None else ConditionSpec()
     return OperationRequest(op_id, OperationDefinition(keys, 600_000, spec, b""))
@@ -214,7 +212,7 @@ def test_an_outcome_carries_its_size_without_it_changing_what_it_is() -> None:
 
 
 async def test_an_evicted_purgatory_leaves_the_budget_with_its_pending_operations() -> None:
-    from purgatory_server._service.core.errors import ShuttingDown
+    from purgatory_server._service.model.errors import ShuttingDown
 
     registry = _registry()
     budget = registry.budget
@@ -234,7 +232,7 @@ def test_a_subscriber_buffer_is_charged_until_sent_or_dropped() -> None:
     """Subscribe buffers count against the held pool (docs/service.md "Limits"): each
     buffered outcome is charged until it is sent, a stream that goes away gives its whole
     charge back, and a stream that holds some while the pool is full is cut, not grown."""
-    from purgatory_server._service.core.errors import SlowSubscriber
+    from purgatory_server._service.model.errors import SlowSubscriber
     from purgatory_server._service.outcomes.subscriptions import MATCH_ALL, Subscriber
 
     budget = _budget()

@@ -14,19 +14,17 @@ from typing import Any
 import pytest
 from purgatory_proto.v1 import purgatory_pb2 as pb
 from purgatory_server._service.config.server_config import Limits
-from purgatory_server._service.core.conditions import (
+from purgatory_server._service.core.progress import FirstSignal, Progress, make_progress
+from purgatory_server._service.model.conditions import (
     EMPTY_RESULT,
     EMPTY_SIGNAL,
     ConditionSpec,
-    FirstSignal,
-    Progress,
     ResultSnapshot,
     SignalRecord,
-    make_progress,
 )
-from purgatory_server._service.core.errors import ServiceError
-from purgatory_server._service.core.operation_state import OperationState
-from purgatory_server._service.outcomes.event_log import Outcome
+from purgatory_server._service.model.errors import ServiceError
+from purgatory_server._service.model.operation_state import OperationState
+from purgatory_server._service.model.outcome import Outcome
 from purgatory_server._service.wire.convert import (
     add_event,
     add_status,

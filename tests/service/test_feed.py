@@ -8,8 +8,12 @@ from collections.abc import Callable
 
 import pytest
 from purgatory_server._engine.time import MockTime
-from purgatory_server._service.core.conditions import ConditionSpec, FirstSignal
-from purgatory_server._service.core.errors import (
+from purgatory_server._service.core.journal_hooks import NULL_HOOKS, NullHooks
+from purgatory_server._service.core.operation import RemoteOperation, SignalSlot
+from purgatory_server._service.core.progress import FirstSignal
+from purgatory_server._service.model.conditions import ConditionSpec
+from purgatory_server._service.model.definitions import OperationDefinition
+from purgatory_server._service.model.errors import (
     Code,
     LimitExceeded,
     OutcomeNotRecorded,
@@ -17,14 +21,9 @@ from purgatory_server._service.core.errors import (
     ShuttingDown,
     SlowSubscriber,
 )
-from purgatory_server._service.core.operation import (
-    OperationDefinition,
-    RemoteOperation,
-    SignalSlot,
-)
-from purgatory_server._service.core.operation_state import OperationState
-from purgatory_server._service.durable.hooks import NULL_HOOKS, NullHooks
-from purgatory_server._service.outcomes.event_log import EventLog, Outcome
+from purgatory_server._service.model.operation_state import OperationState
+from purgatory_server._service.model.outcome import Outcome
+from purgatory_server._service.outcomes.event_log import EventLog
 from purgatory_server._service.outcomes.feed import Feed
 from purgatory_server._service.outcomes.subscriptions import (
     MATCH_ALL,

@@ -48,9 +48,9 @@ def test_bad_log_settings_are_config_errors() -> None:
 
 
 async def test_a_slow_subscriber_cut_off_is_logged(caplog: pytest.LogCaptureFixture) -> None:
-    from purgatory_server._service.core.conditions import EMPTY_RESULT
-    from purgatory_server._service.core.operation_state import OperationState
-    from purgatory_server._service.outcomes.event_log import Outcome
+    from purgatory_server._service.model.conditions import EMPTY_RESULT
+    from purgatory_server._service.model.operation_state import OperationState
+    from purgatory_server._service.model.outcome import Outcome
     from purgatory_server._service.outcomes.subscriptions import MATCH_ALL, Subscriber
 
     subscriber = Subscriber(MATCH_ALL, 1, (), 0)

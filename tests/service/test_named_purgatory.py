@@ -12,22 +12,19 @@ from collections.abc import AsyncIterator
 import pytest
 from purgatory_server._engine.time import MockTime
 from purgatory_server._service.config.server_config import Limits, PurgatorySettings
-from purgatory_server._service.core.conditions import ConditionKind, ConditionSpec, SignalRecord
-from purgatory_server._service.core.errors import (
+from purgatory_server._service.core.named_purgatory import NamedPurgatory
+from purgatory_server._service.core.operation import RemoteOperation
+from purgatory_server._service.model.conditions import ConditionKind, ConditionSpec, SignalRecord
+from purgatory_server._service.model.definitions import OperationDefinition, OperationRequest
+from purgatory_server._service.model.errors import (
     AlreadyExists,
     InvalidArgument,
     LimitExceeded,
     NotFound,
     ShuttingDown,
 )
-from purgatory_server._service.core.named_purgatory import NamedPurgatory
-from purgatory_server._service.core.operation import (
-    OperationDefinition,
-    OperationRequest,
-    RemoteOperation,
-)
-from purgatory_server._service.core.operation_state import OperationState
-from purgatory_server._service.outcomes.event_log import Outcome
+from purgatory_server._service.model.operation_state import OperationState
+from purgatory_server._service.model.outcome import Outcome
 from purgatory_server._service.outcomes.subscriptions import MATCH_ALL
 
 ANY = ConditionSpec()

@@ -11,9 +11,9 @@ from purgatory_server._service.api.session_messages import (
     Ack,
     pack,
 )
-from purgatory_server._service.core.conditions import EMPTY_RESULT
-from purgatory_server._service.core.operation_state import OperationState
-from purgatory_server._service.outcomes.event_log import Outcome
+from purgatory_server._service.model.conditions import EMPTY_RESULT
+from purgatory_server._service.model.operation_state import OperationState
+from purgatory_server._service.model.outcome import Outcome
 
 
 def _outcome(i: int, payload: bytes = b"") -> Outcome:

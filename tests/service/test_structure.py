@@ -1,6 +1,6 @@
 """The server package's shape: the core loads without grpc (only ``_service/api`` imports
 it), each package's docstring maps all its modules, no two modules share a name, no import
-cycle, and service modules stay small (~400 lines)."""
+cycle between modules, and packages import only the layers below their own."""
 
 from __future__ import annotations
 
@@ -13,8 +13,24 @@ import purgatory_server
 
 PACKAGE = Path(purgatory_server.__file__).parent
 SERVICE = PACKAGE / "_service"
-# The guide's "~400 lines": the bound leaves room for small hooks, not a new concern.
-MAX_LINES = 400
+# The server's packages, top layer first (docs/architecture.md draws the same table). A
+# package imports only packages of layers below its own, never one beside or above it,
+# at run time (function-local imports included; ``TYPE_CHECKING`` ones are not run).
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("purgatory_server", "purgatory_server.__main__", "purgatory_server._service"),
+    ("purgatory_server._service.workers",),
+    ("purgatory_server._service.api",),
+    ("purgatory_server._cluster",),
+    ("purgatory_server._service.durable",),
+    ("purgatory_server._service.wire", "purgatory_server._service.observability"),
+    ("purgatory_server._service.core",),
+    ("purgatory_server._service.groups", "purgatory_server._service.schedules"),
+    ("purgatory_server._service.outcomes",),
+    ("purgatory_server._service.telemetry",),
+    ("purgatory_server._service.config",),
+    ("purgatory_server._service.model",),
+    ("purgatory_server._engine", "purgatory_server._journal", "purgatory_server._version"),
+)
 # The edge: the gRPC handlers, the status mapping and the server's assembly.
 EDGE = SERVICE / "api"
 CLUSTER = PACKAGE / "_cluster"
@@ -72,19 +88,19 @@ def test_the_core_runs_without_grpc_loaded() -> None:
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 
-def _module(path: Path) -> str:
-    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+def _module(path: Path, package: Path = PACKAGE) -> str:
+    parts = path.relative_to(package.parent).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _runtime_imports(path: Path) -> set[str]:
+def _runtime_imports(path: Path, prefix: str = "purgatory_") -> set[str]:
     """Modules of this package imported when ``path`` loads (not under TYPE_CHECKING)."""
     found: set[str] = set()
     for node in ast.parse(path.read_text()).body:
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
             continue
         for n in ast.walk(node):
-            if isinstance(n, ast.ImportFrom) and n.module and n.module.startswith("purgatory_"):
+            if isinstance(n, ast.ImportFrom) and n.module and n.module.startswith(prefix):
                 found.add(n.module)
                 found.update(f"{n.module}.{a.name}" for a in n.names)
             elif isinstance(n, ast.Import):
@@ -92,14 +108,14 @@ def _runtime_imports(path: Path) -> set[str]:
     return found
 
 
-def _import_graph() -> dict[str, set[str]]:
+def _import_graph(package: Path = PACKAGE) -> dict[str, set[str]]:
     """Module -> the package's modules it imports at run time (a package's own
     ``__init__`` is left out: it is loaded before its modules anyway)."""
-    paths = {_module(p): p for p in PACKAGE.rglob("*.py")}
+    paths = {_module(p, package): p for p in package.rglob("*.py")}
     return {
         mod: {
             dep
-            for dep in _runtime_imports(path)
+            for dep in _runtime_imports(path, package.name)
             if dep in paths and dep != mod and not mod.startswith(dep + ".")
         }
         for mod, path in paths.items()
@@ -162,10 +178,98 @@ def test_no_two_modules_share_a_name() -> None:
     assert sorted({n for n in names if names.count(n) > 1}) == []
 
 
-def test_server_modules_stay_small() -> None:
-    sizes = {
-        p.relative_to(PACKAGE).as_posix(): len(p.read_text().splitlines())
-        for p in PACKAGE.rglob("*.py")
+def _package_of(module: str) -> str:
+    """The package ``module`` belongs to for layering: ``_service``'s subpackages, the
+    other private packages, and the top-level modules each on their own."""
+    parts = module.split(".")
+    return ".".join(parts[: 3 if parts[1:2] == ["_service"] else 2])
+
+
+def _layer_violations(
+    graph: dict[str, set[str]], layers: tuple[tuple[str, ...], ...]
+) -> list[str]:
+    """Each import of a package beside or above the importer's own layer, and each module
+    that no layer holds, as ``importer -> imported`` lines."""
+    index = {package: i for i, layer in enumerate(layers) for package in layer}
+    found = []
+    for mod, deps in sorted(graph.items()):
+        layer = index.get(_package_of(mod))
+        if layer is None:
+            found.append(f"{mod}: in no layer")
+            continue
+        for dep in sorted(deps):
+            if _package_of(dep) == _package_of(mod):
+                continue
+            dep_layer = index.get(_package_of(dep))
+            if dep_layer is None or dep_layer <= layer:
+                found.append(f"{mod} -> {dep}")
+    return found
+
+
+def _write_package(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
+def test_the_layering_check_finds_an_upward_import(tmp_path: Path) -> None:
+    """A synthetic package: a downward import passes; an upward one, even inside a
+    function, is reported; one under TYPE_CHECKING is not (it never runs)."""
+    layers = (("synth",), ("synth.top",), ("synth.bottom",))
+    files = {
+        "synth/__init__.py": "",
+        "synth/top/__init__.py": "",
+        "synth/top/a.py": "from synth.bottom.b import f\n",
+        "synth/bottom/__init__.py": "",
+        "synth/bottom/b.py": (
+            "from typing import TYPE_CHECKING\n"
+            "if TYPE_CHECKING:\n"
+            "    from synth.top.a import f as g\n"
+            "def f():\n"
+            "    return 1\n"
+        ),
     }
-    assert len(sizes) > 100  # the walk sees the package
-    assert {m: n for m, n in sizes.items() if n > MAX_LINES} == {}
+    package = _write_package(tmp_path, files) / "synth"
+    graph = _import_graph(package)
+    assert graph["synth.top.a"] == {"synth.bottom.b"}
+    assert _layer_violations(graph, layers) == []
+    (package / "bottom" / "b.py").write_text(
+        "def f():\n    from synth.top.a import f\n    return f\n"
+    )
+    assert _layer_violations(_import_graph(package), layers) == ["synth.bottom.b -> synth.top.a"]
+    # Beside is as wrong as above: two packages of one layer stay independent.
+    side = (("synth",), ("synth.top", "synth.bottom"))
+    assert _layer_violations(_import_graph(package), side) == [
+        "synth.bottom.b -> synth.top.a",
+        "synth.top.a -> synth.bottom.b",
+    ]
+    # A package no layer names is reported, so a new package must be placed.
+    assert _layer_violations(graph, (("synth",), ("synth.top",))) == [
+        "synth.bottom: in no layer",
+        "synth.bottom.b: in no layer",
+        "synth.top.a -> synth.bottom.b",
+    ]
+
+
+def test_packages_import_only_the_layers_below() -> None:
+    graph = _import_graph()
+    # The graph sees the package imports the table is about.
+    service = "purgatory_server._service"
+    assert f"{service}.model.errors" in graph[f"{service}.core.registry"]
+    assert _layer_violations(graph, LAYERS) == []
+
+
+def test_the_model_is_a_leaf() -> None:
+    """The shared values import nothing of the service (the engine's clock at most)."""
+    graph = _import_graph()
+    model = "purgatory_server._service.model"
+    outside = {
+        dep
+        for mod, deps in graph.items()
+        if mod.startswith(model + ".")
+        for dep in deps
+        if not dep.startswith(model + ".")
+    }
+    assert outside == set()

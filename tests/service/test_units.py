@@ -8,17 +8,18 @@ import threading
 
 import pytest
 from purgatory_server._service.config.server_config import ConfigError, load_config
-from purgatory_server._service.core.conditions import (
+from purgatory_server._service.core.latest_values import LatestValues
+from purgatory_server._service.core.progress import Progress
+from purgatory_server._service.model.conditions import (
     ConditionKind,
     ConditionSpec,
-    Progress,
     ResultSnapshot,
     SignalRecord,
 )
-from purgatory_server._service.core.errors import OutOfRange
-from purgatory_server._service.core.latest_values import LatestValues
-from purgatory_server._service.core.operation_state import OperationState
-from purgatory_server._service.outcomes.event_log import EventLog, Outcome
+from purgatory_server._service.model.errors import OutOfRange
+from purgatory_server._service.model.operation_state import OperationState
+from purgatory_server._service.model.outcome import Outcome
+from purgatory_server._service.outcomes.event_log import EventLog
 from purgatory_server._service.outcomes.inbox import Inbox
 
 

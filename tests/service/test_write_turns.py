@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 
-from purgatory_server._service.core.write_turns import WriteTurns
+from purgatory_server._service.api.write_turns import WriteTurns
 
 
 class _TurnCounter:

@@ -5,10 +5,9 @@ UNAVAILABLE naming that worker's own address (the redirect clients follow)."""
 from __future__ import annotations
 
 import pytest
-from purgatory_server._cluster.not_owner import METADATA_OWNER, NotOwner
 from purgatory_server._cluster.placement import ranked
 from purgatory_server._service.config.server_config import ConfigError, load_config
-from purgatory_server._service.core.errors import Code
+from purgatory_server._service.model.errors import METADATA_OWNER, Code, NotOwner
 from purgatory_server._service.workers.plan import (
     WorkerPlan,
     usable_cores,

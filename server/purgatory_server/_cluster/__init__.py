@@ -2,7 +2,6 @@
 
 Small modules, one concept each:
 
-- :mod:`.cluster_config`: the ``[cluster]`` table (imports nothing from NATS);
 - :mod:`.node_loader`: builds the node only when ``[cluster]`` asks for it;
 - :mod:`.jetstream_setup`: creates the streams and buckets at start-up;
 - :mod:`.layout`: streams, subjects and keys of a purgatory;
@@ -17,11 +16,13 @@ Small modules, one concept each:
 - :mod:`.node`: the standby -> takeover -> owner -> evicted cycle and routing;
 - :mod:`.takeover`: the fence that shuts the old owner out, and the kept incarnation;
 - :mod:`.tombstone`: deleted purgatories stay deleted;
-- :mod:`.not_owner`: UNAVAILABLE with the owner's address in trailing metadata;
 - :mod:`.natsd`: a local three-node nats-server cluster (tests, ``make cluster``, bench);
 - :mod:`.local`: ``make cluster`` (NATS plus two purgatory servers, foreground).
 
-Only :mod:`.cluster_config` and :mod:`.node_loader` are imported by the service; the rest
+The ``[cluster]`` table is :mod:`purgatory_server._service.config.cluster_config`, and
+the UNAVAILABLE that routes to the owner is ``NotOwner`` in the service's errors
+(:mod:`purgatory_server._service.model.errors`). Only :mod:`.node_loader` is imported by the
+service; the rest
 is imported when a configuration names ``[cluster] nats_urls`` (the ``cluster`` extra:
 ``nats-py``).
 """

@@ -21,13 +21,13 @@ import nats.errors
 import nats.js.errors
 from nats.js.api import KeyValueConfig, StorageType, StreamConfig
 
-from purgatory_server._cluster.cluster_config import ClusterConfig
 from purgatory_server._cluster.layout import (
     LEASE_BUCKET,
     MEMBERS_BUCKET,
     META_BUCKET,
     stream_subjects,
 )
+from purgatory_server._service.config.cluster_config import ClusterConfig
 
 __all__ = ["SETUP_TIMEOUT_S", "ensure_layout", "ensure_members"]
 

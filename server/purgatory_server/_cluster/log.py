@@ -52,11 +52,11 @@ from purgatory_server._cluster.layout import (
     MAX_MESSAGE_BYTES,
     MSG_ID,
 )
-from purgatory_server._cluster.not_owner import NotOwner
 from purgatory_server._cluster.snapshot import SnapshotPolicy, SubjectReplay
 from purgatory_server._cluster.snapshot_writer import SnapshotWriter
 from purgatory_server._journal import RecoveredState
 from purgatory_server._journal.framing import encode_frame
+from purgatory_server._service.model.errors import NotOwner
 
 __all__ = ["MAX_MESSAGE_BYTES", "ReplicatedLog"]
 

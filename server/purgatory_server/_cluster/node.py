@@ -44,21 +44,16 @@ from purgatory_server._cluster.key_view import KeyView
 from purgatory_server._cluster.layout import journal_stream, journal_subject, token
 from purgatory_server._cluster.log import ReplicatedLog
 from purgatory_server._cluster.membership import Membership, join
-from purgatory_server._cluster.not_owner import NotOwner
 from purgatory_server._cluster.owner_lease import LeaseValue, OwnerLease
 from purgatory_server._cluster.placement import Placement
 from purgatory_server._cluster.shadow import Shadow
 from purgatory_server._cluster.snapshot import SnapshotPolicy
 from purgatory_server._cluster.store import ReplicatedStore
 from purgatory_server._cluster.takeover import claim_incarnation, fence
-from purgatory_server._cluster.tombstone import (
-    Buried,
-    PurgatoryDeleted,
-    RecreateRefused,
-    Tombstones,
-)
+from purgatory_server._cluster.tombstone import Buried, Tombstones
 from purgatory_server._engine.time import SYSTEM_TIME, Time
 from purgatory_server._service.config.server_config import PurgatorySettings, ServerConfig
+from purgatory_server._service.model.errors import NotOwner, PurgatoryDeleted, RecreateRefused
 
 if TYPE_CHECKING:
     from purgatory_server._service.core.registry import (

@@ -31,7 +31,6 @@ from typing import Any
 import nats.errors
 from nats.js.errors import APIError
 
-from purgatory_server._cluster.not_owner import NotOwner
 from purgatory_server._cluster.snapshot import (
     CHUNK_BYTES,
     SnapshotBuilder,
@@ -40,6 +39,7 @@ from purgatory_server._cluster.snapshot import (
     marker,
     outcome_frame,
 )
+from purgatory_server._service.model.errors import NotOwner
 
 __all__ = ["SnapshotWriter"]
 

@@ -42,19 +42,12 @@ import nats.errors
 from nats.js.errors import KeyNotFoundError, NotFoundError, ServiceUnavailableError
 
 from purgatory_server._cluster.layout import META_BUCKET, journal_stream, journal_subject, token
-from purgatory_server._service.core.errors import Code, FailedPrecondition, NotFound, ServiceError
+from purgatory_server._service.model.errors import DeleteNotRecorded
 
 if TYPE_CHECKING:
     from purgatory_server._cluster.log import ReplicatedLog
 
-__all__ = [
-    "Buried",
-    "DeleteNotRecorded",
-    "PurgatoryDeleted",
-    "RecreateRefused",
-    "Tombstones",
-    "tombstone_key",
-]
+__all__ = ["Buried", "Tombstones", "tombstone_key"]
 
 logger = logging.getLogger("purgatory_server.cluster")
 
@@ -64,33 +57,6 @@ _KV_OPERATION = "KV-Operation"  # header of a KV delete/purge marker
 
 def tombstone_key(name: str) -> str:
     return f"deleted.{token(name)}"
-
-
-class PurgatoryDeleted(NotFound):
-    """A request for a replicated purgatory that was deleted cluster-wide."""
-
-    def __init__(self, name: str) -> None:
-        super().__init__(f"purgatory {name!r} was deleted", "purgatory", name)
-
-
-class RecreateRefused(FailedPrecondition):
-    """CreatePurgatory of a deleted replicated name (see the module docstring)."""
-
-    def __init__(self, name: str) -> None:
-        super().__init__(
-            f"replicated purgatory {name!r} was deleted and stays deleted cluster-wide; "
-            "revive it first (python -m purgatory_server._cluster.tombstone revive)"
-        )
-
-
-class DeleteNotRecorded(ServiceError):
-    """The tombstone could not be written: this owner gives the purgatory up (the next
-    owner rebuilds it, its operations cancelled); DeletePurgatory may be re-sent."""
-
-    code = Code.UNAVAILABLE
-
-    def __init__(self, name: str) -> None:
-        super().__init__(f"deletion of purgatory {name!r} was not recorded; retry")
 
 
 class Buried(Exception):

@@ -24,7 +24,7 @@ from purgatory_server._service.config.server_config import (
     ServerConfig,
     load_config,
 )
-from purgatory_server._service.durable.hooks import JournalHooks, NullHooks
+from purgatory_server._service.core.journal_hooks import JournalHooks, NullHooks
 
 if TYPE_CHECKING:
     from purgatory_server._service.api.app import PurgatoryServer, create_server, serve

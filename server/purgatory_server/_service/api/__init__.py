@@ -5,7 +5,7 @@ the last-resort status), runs in :mod:`.servicer` (the PurgatoryService methods)
 hands each unary RPC on a purgatory to its feature's ``*_rpc`` handler through
 :mod:`.answer` (look-up, handler, journal barrier: one rule), and ends with the status
 :mod:`.status_mapping` gives a
-:class:`~purgatory_server._service.core.errors.ServiceError`. Everything below the edge
+:class:`~purgatory_server._service.model.errors.ServiceError`. Everything below the edge
 is plain Python on the event loop.
 
 - ``app``: server assembly (servicer, health, reflection), start and graceful shutdown;
@@ -24,5 +24,7 @@ is plain Python on the event loop.
 - ``tls``: server credentials from PEM files;
 - ``listen``: the listen address, parsed and checked before gRPC binds it;
 - ``stream_slots``: caps on open Subscribe streams per server and per connection;
-- ``worker_listing``: ListPurgatories of all workers when the server runs several.
+- ``worker_listing``: ListPurgatories of all workers when the server runs several;
+- ``admission``: the event loop's lateness, and bulk requests shed while it runs late;
+- ``write_turns``: stream writes started per loop turn (many streams, one loop).
 """

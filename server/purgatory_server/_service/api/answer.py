@@ -33,11 +33,11 @@ from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from purgatory_server._journal import JournalClosedError, JournalError
+from purgatory_server._service.api.admission import NO_ADMISSION, Admission
 from purgatory_server._service.config.server_config import Limits
-from purgatory_server._service.core.admission import NO_ADMISSION, Admission
-from purgatory_server._service.core.errors import FailedPrecondition, ShuttingDown
 from purgatory_server._service.core.named_purgatory import NamedPurgatory
 from purgatory_server._service.core.registry import PurgatoryRegistry
+from purgatory_server._service.model.errors import FailedPrecondition, ShuttingDown
 
 __all__ = ["Handler", "Service", "acknowledged", "answer"]
 

@@ -22,7 +22,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +36,7 @@ from purgatory_proto.v1 import purgatory_pb2 as pb
 from purgatory_server._cluster.node_loader import cluster_node
 from purgatory_server._engine import COMPILED as ENGINE_COMPILED
 from purgatory_server._engine.time import Time
+from purgatory_server._service.api.admission import Admission, LoopLag
 from purgatory_server._service.api.edge import add_purgatory_service
 from purgatory_server._service.api.listen import check_bindable, parse_listen
 from purgatory_server._service.api.servicer import PurgatoryServicer
@@ -43,16 +46,15 @@ from purgatory_server._service.config import fd_limits
 from purgatory_server._service.config.auth import Authorizer
 from purgatory_server._service.config.process_tuning import settle_heap, shorten_switch_interval
 from purgatory_server._service.config.server_config import ServerConfig
-from purgatory_server._service.core.admission import Admission, LoopLag
 from purgatory_server._service.core.budget import ServerBudget
 from purgatory_server._service.core.registry import JournalFactory, PurgatoryRegistry, Router
 from purgatory_server._service.durable.catalog import read_catalog
 from purgatory_server._service.durable.local_store import durable_factory
-from purgatory_server._service.telemetry import telemetry_from_config
+from purgatory_server._service.observability import telemetry_from_config
 
 if TYPE_CHECKING:
     from purgatory_server._cluster.node import ClusterNode
-    from purgatory_server._service.telemetry.setup import Telemetry
+    from purgatory_server._service.observability.setup import Telemetry
     from purgatory_server._service.workers.plan import WorkerPlan
 
 __all__ = ["SERVICE_NAME", "PurgatoryServer", "create_server", "serve"]
@@ -295,7 +297,7 @@ def _grpc_server(
     peers = () if worker is None else tuple(worker.peers())
     servicer = PurgatoryServicer(registry, loop, admission, peers)
     authorizer = Authorizer(config.auth) if config.auth.enabled else None
-    wrap = None if telemetry is None else telemetry.wrap
+    wrap = None if telemetry is None else partial(_wrap, telemetry)
     add_purgatory_service(server, servicer, authorizer, wrap)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
@@ -303,6 +305,16 @@ def _grpc_server(
         (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server
     )
     return server, health_servicer, authorizer, servicer.siblings
+
+
+def _wrap(
+    telemetry: Telemetry, name: str, server_streaming: bool, handler: Callable[..., Any]
+) -> Callable[..., Any]:
+    """The edge's method wrapper: ``handler`` measured and traced (``rpc_telemetry``, which
+    needs the observability extra, so it loads only when telemetry is on)."""
+    from purgatory_server._service.api.rpc_telemetry import wrap_method  # noqa: PLC0415
+
+    return wrap_method(name, server_streaming, handler, telemetry.rpc, telemetry.tracer)
 
 
 def _bind(server: grpc.aio.Server, address: str, credentials: grpc.ServerCredentials | None) -> int:

@@ -40,7 +40,7 @@ from purgatory_server._service.api.session_resume import SESSION_OWNER
 from purgatory_server._service.api.session_rpc import RefusedFrame
 from purgatory_server._service.api.status_mapping import abort
 from purgatory_server._service.config.auth import Authorizer, Permission, TokenGrant
-from purgatory_server._service.core.errors import Internal, InvalidArgument, ServiceError
+from purgatory_server._service.model.errors import Internal, InvalidArgument, ServiceError
 
 __all__ = ["METHOD_RULES", "Undecodable", "add_purgatory_service"]
 

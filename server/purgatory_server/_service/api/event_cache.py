@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from purgatory_server._service.core.budget import ServerBudget
-from purgatory_server._service.outcomes.event_log import Outcome
+from purgatory_server._service.model.outcome import Outcome
 from purgatory_server._service.wire.convert import event_to_proto
 
 __all__ = ["CACHE_BYTES", "EncodedEvents"]

@@ -20,7 +20,6 @@ import grpc
 from purgatory_proto.v1 import purgatory_pb2 as pb
 
 from purgatory_server._service.api.answer import Service
-from purgatory_server._service.core.errors import InvalidArgument, NotFound
 from purgatory_server._service.core.registry import NAME_PATTERN
 from purgatory_server._service.groups.entry import GroupEntry
 from purgatory_server._service.groups.group import WorkerGroup
@@ -32,6 +31,7 @@ from purgatory_server._service.groups.group_config import (
     MIN_VISIBILITY_TIMEOUT_MS,
 )
 from purgatory_server._service.groups.member import Delivery
+from purgatory_server._service.model.errors import InvalidArgument, NotFound
 from purgatory_server._service.wire.convert import event_to_proto
 
 if TYPE_CHECKING:

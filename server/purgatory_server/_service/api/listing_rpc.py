@@ -11,10 +11,10 @@ from purgatory_proto.v1 import purgatory_pb2 as pb
 
 from purgatory_server._service.api.answer import Service
 from purgatory_server._service.config.server_config import Limits
-from purgatory_server._service.core.errors import InvalidArgument
 from purgatory_server._service.core.listing import ListQuery, list_page, make_query
 from purgatory_server._service.core.named_purgatory import NamedPurgatory
-from purgatory_server._service.core.operation_state import OperationState
+from purgatory_server._service.model.errors import InvalidArgument
+from purgatory_server._service.model.operation_state import OperationState
 from purgatory_server._service.wire.convert import operation_status_with_progress
 from purgatory_server._service.wire.validation import check_key, check_operation_id
 

@@ -15,10 +15,10 @@ import time
 from purgatory_proto.v1 import purgatory_pb2 as pb
 
 from purgatory_server._service.api.answer import Service
-from purgatory_server._service.core.conditions import EMPTY_SIGNAL
-from purgatory_server._service.core.errors import InvalidArgument
 from purgatory_server._service.core.named_purgatory import NamedPurgatory
-from purgatory_server._service.outcomes.event_log import Outcome
+from purgatory_server._service.model.conditions import EMPTY_SIGNAL
+from purgatory_server._service.model.errors import InvalidArgument
+from purgatory_server._service.model.outcome import Outcome
 from purgatory_server._service.wire.convert import (
     batch_status_response,
     operation_status,

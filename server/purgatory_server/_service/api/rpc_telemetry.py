@@ -35,10 +35,11 @@ from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 from opentelemetry.trace import Status, StatusCode, Tracer
 
+from purgatory_server._service.observability.rpc_stats import CodeTable, RpcStats
 from purgatory_server._service.telemetry.context import TRACEPARENT
 from purgatory_server._service.telemetry.histogram import DURATION_BOUNDS, Histogram
 
-__all__ = ["RpcStats", "wrap_method"]
+__all__ = ["wrap_method"]
 
 _OK = grpc.StatusCode.OK
 _CANCELLED = grpc.StatusCode.CANCELLED
@@ -55,45 +56,8 @@ _SERVER_ERRORS = frozenset(
     }
 )
 
-CodeTable = dict[grpc.StatusCode, Histogram]
 # Methods whose request names the purgatory in ``name`` (the others: ``purgatory``).
 _NAMED_BY_NAME = frozenset({"CreatePurgatory", "DeletePurgatory", "GetPurgatory"})
-
-
-class RpcStats:
-    """Call durations per method and status code (loop thread writes)."""
-
-    def __init__(self) -> None:
-        self.started_ns = time.time_ns()
-        self._methods: dict[str, CodeTable] = {}
-
-    def table(self, method: str) -> CodeTable:
-        """The method's table, with its OK histogram made in advance."""
-        table = self._methods.setdefault(method, {})
-        table.setdefault(_OK, Histogram(DURATION_BOUNDS))
-        return table
-
-    def durations(self) -> list[tuple[dict[str, str], Histogram]]:
-        out = []
-        for method, table in list(self._methods.items()):
-            for code, hist in list(table.items()):
-                attrs = {
-                    "rpc.system.name": "grpc",
-                    "rpc.method": method,
-                    "rpc.response.status_code": code.name,
-                }
-                out.append((attrs, hist))
-        return out
-
-    def rejected(self) -> list[tuple[str, str, int]]:
-        """(method, status code name, count) for every status the server answered other
-        than OK; CANCELLED (the caller went away) is not a rejection."""
-        return [
-            (method, code.name, hist.snapshot().total)
-            for method, table in list(self._methods.items())
-            for code, hist in list(table.items())
-            if code is not _OK and code is not _CANCELLED
-        ]
 
 
 def _final_code(context: Any, exc: BaseException | None) -> grpc.StatusCode:
@@ -121,16 +85,16 @@ class _Method:
         method = name.rpartition("/")[2]
         self.purgatory_field = "name" if method in _NAMED_BY_NAME else "purgatory"
         self.table: CodeTable | None = stats.table(name) if stats is not None else None
-        self.ok = self.table[_OK] if self.table is not None else None
+        self.ok = self.table["OK"] if self.table is not None else None
         self.tracer = tracer
 
     def record(self, context: Any, started: float, exc: BaseException | None) -> str:
         code = _final_code(context, exc)
         table = self.table
         if table is not None:
-            hist = table.get(code)
+            hist = table.get(code.name)
             if hist is None:
-                hist = table[code] = Histogram(DURATION_BOUNDS)
+                hist = table[code.name] = Histogram(DURATION_BOUNDS)
             hist.record(time.perf_counter() - started)
         name: str = code.name
         return name

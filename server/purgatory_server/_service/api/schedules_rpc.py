@@ -2,7 +2,7 @@
 
 Handlers of :func:`.answer.answer` (which looks the purgatory up and awaits its journal
 barrier); each runs on the loop thread and raises
-:class:`~purgatory_server._service.core.errors.ServiceError`, which the edge maps to a status.
+:class:`~purgatory_server._service.model.errors.ServiceError`, which the edge maps to a status.
 """
 
 from __future__ import annotations
@@ -10,14 +10,11 @@ from __future__ import annotations
 from purgatory_proto.v1 import purgatory_pb2 as pb
 
 from purgatory_server._service.api.answer import Service
-from purgatory_server._service.core.errors import InvalidArgument
 from purgatory_server._service.core.named_purgatory import NamedPurgatory
-from purgatory_server._service.schedules.definition import (
-    definition_from_proto,
-    definition_to_proto,
-)
+from purgatory_server._service.model.errors import InvalidArgument
 from purgatory_server._service.schedules.table import ScheduleEntry
 from purgatory_server._service.wire.convert import operation_status
+from purgatory_server._service.wire.schedule_spec import definition_from_proto, definition_to_proto
 
 __all__ = ["delete_schedule", "list_schedules", "schedule_to_proto", "upsert_schedule"]
 

@@ -5,7 +5,7 @@ RPCs act on the registry here. Every other unary RPC is one line: :func:`.answer
 with its feature's handler (:mod:`.operations_rpc`, :mod:`.listing_rpc`,
 :mod:`.schedules_rpc`, :mod:`.groups_rpc`), which looks the purgatory up, runs the
 handler and awaits the journal barrier by one rule. Errors are raised as plain
-:class:`~purgatory_server._service.core.errors.ServiceError`; the edge (:mod:`.edge`, via
+:class:`~purgatory_server._service.model.errors.ServiceError`; the edge (:mod:`.edge`, via
 :mod:`.status_mapping`) ends the call with their status. All methods run on the server's
 event loop; nothing here blocks it except for microseconds of engine work, and
 long-polls await futures.
@@ -21,6 +21,7 @@ from purgatory_proto.v1 import purgatory_pb2 as pb
 from purgatory_proto.v1 import purgatory_pb2_grpc as pb_grpc
 
 from purgatory_server._service.api import groups_rpc, listing_rpc, operations_rpc, schedules_rpc
+from purgatory_server._service.api.admission import NO_ADMISSION, Admission
 from purgatory_server._service.api.answer import Service, answer
 from purgatory_server._service.api.event_cache import EncodedEvents
 from purgatory_server._service.api.groups_rpc import member_stream
@@ -28,12 +29,11 @@ from purgatory_server._service.api.session_resume import SessionDirectory
 from purgatory_server._service.api.session_rpc import ClientGone, SessionFrames, SessionStream
 from purgatory_server._service.api.stream_slots import StreamSlots
 from purgatory_server._service.api.worker_listing import Siblings
-from purgatory_server._service.core.admission import NO_ADMISSION, Admission
-from purgatory_server._service.core.errors import METADATA_INCARNATION, ServiceError
+from purgatory_server._service.api.write_turns import WriteTurns
 from purgatory_server._service.core.named_purgatory import NamedPurgatory
 from purgatory_server._service.core.registry import PurgatoryRegistry
-from purgatory_server._service.core.write_turns import WriteTurns
-from purgatory_server._service.outcomes.event_log import Outcome
+from purgatory_server._service.model.errors import METADATA_INCARNATION, ServiceError
+from purgatory_server._service.model.outcome import Outcome
 from purgatory_server._service.outcomes.incarnation import check_incarnation
 from purgatory_server._service.outcomes.subscriptions import EventFilter
 from purgatory_server._service.wire.convert import (

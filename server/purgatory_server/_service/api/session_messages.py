@@ -20,7 +20,7 @@ from collections import deque
 
 from purgatory_proto.v1 import purgatory_pb2 as pb
 
-from purgatory_server._service.outcomes.event_log import Outcome
+from purgatory_server._service.model.outcome import Outcome
 from purgatory_server._service.wire.convert import add_event
 
 __all__ = [

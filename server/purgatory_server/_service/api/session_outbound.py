@@ -25,14 +25,15 @@ from purgatory_server._service.api.session_messages import (
 )
 from purgatory_server._service.config.server_config import Limits
 from purgatory_server._service.core.budget import ServerBudget
-from purgatory_server._service.core.errors import LimitExceeded, ServiceError
-from purgatory_server._service.outcomes.event_log import Outcome
+from purgatory_server._service.model.errors import (
+    ServiceError,
+    SessionOverflow,
+)
+from purgatory_server._service.model.outcome import Outcome
 from purgatory_server._service.outcomes.feed import Feed, Waiter
 
-__all__ = ["METADATA_SESSION_BUFFER", "ClientGone", "Send", "SessionOutbound", "SessionOverflow"]
+__all__ = ["ClientGone", "Send", "SessionOutbound"]
 
-# Trailing metadata of a session cut for not reading: the bound it went past.
-METADATA_SESSION_BUFFER = "purgatory-session-buffer"
 # Written outcomes a named session keeps (ids) for a replay on resume, at most.
 REPLAY_MAX = 1024
 # Seconds the writer may wait on one message before the client is taken as not reading.
@@ -46,23 +47,6 @@ class ClientGone(Exception):
 
 # Sends one message on the stream (raises ClientGone when the client is gone).
 Send = Callable[[pb.SessionResponse], Awaitable[None]]
-
-
-class SessionOverflow(LimitExceeded):
-    """What waits to be sent passed the stream's hard bound and the client has read
-    nothing for a while."""
-
-    def __init__(self, bound: int) -> None:
-        super().__init__(
-            f"session has more than {bound} bytes of outcomes and acknowledgements "
-            f"waiting and read nothing for {STALLED_S:g} s (the client is not reading); "
-            "resume it (session_id, resume_after) "
-            "or re-open it and re-send the watches still wanted"
-        )
-        self.bound = bound
-
-    def trailing_metadata(self) -> tuple[tuple[str, str], ...]:
-        return ((METADATA_SESSION_BUFFER, str(self.bound)),)
 
 
 class SessionOutbound:
@@ -183,7 +167,7 @@ class SessionOutbound:
         if self._queued_bytes > hard and self._stalled() and not self._ended.done():
             if self._on_cut is not None:
                 self._on_cut()
-            self.end(SessionOverflow(hard))
+            self.end(SessionOverflow(hard, STALLED_S))
 
     @property
     def buffered(self) -> int:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from purgatory_server._service.api.session_messages import OpKey
 from purgatory_server._service.config.server_config import Limits
-from purgatory_server._service.core.errors import (
+from purgatory_server._service.model.errors import (
     FailedPrecondition,
     InvalidArgument,
     LimitExceeded,

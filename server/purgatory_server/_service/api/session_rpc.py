@@ -48,18 +48,23 @@ from purgatory_server._service.api.session_messages import (
     watch_size,
 )
 from purgatory_server._service.api.session_outbound import (
-    METADATA_SESSION_BUFFER,
     ClientGone,
     Send,
     SessionOutbound,
-    SessionOverflow,
 )
 from purgatory_server._service.api.session_resume import Parked, SessionDirectory
-from purgatory_server._service.core.errors import Code, InvalidArgument, OutOfRange, ServiceError
 from purgatory_server._service.core.named_purgatory import NamedPurgatory
 from purgatory_server._service.core.operation_table import Target
 from purgatory_server._service.core.registry import PurgatoryRegistry
-from purgatory_server._service.outcomes.event_log import Outcome
+from purgatory_server._service.model.errors import (
+    Code,
+    InvalidArgument,
+    OutOfRange,
+    ServiceError,
+    SessionEnded,
+    SessionJournalFailed,
+)
+from purgatory_server._service.model.outcome import Outcome
 from purgatory_server._service.outcomes.feed import Waiter
 from purgatory_server._service.wire.convert import add_status
 from purgatory_server._service.wire.validation import (
@@ -71,38 +76,12 @@ from purgatory_server._service.wire.validation import (
     signals_from_proto,
 )
 
-__all__ = [
-    "METADATA_SESSION_BUFFER",
-    "METADATA_SESSION_DELIVERED",
-    "ClientGone",
-    "RefusedFrame",
-    "Send",
-    "SessionFrames",
-    "SessionOverflow",
-    "SessionStream",
-]
+__all__ = ["ClientGone", "RefusedFrame", "Send", "SessionFrames", "SessionStream"]
 
 logger = logging.getLogger("purgatory_server.service")
 
-# Trailing metadata of a stream ended by an error: the number of the last outcome written.
-METADATA_SESSION_DELIVERED = "purgatory-session-delivered"
-
-
 # The frames as the edge hands them over: decoded, each authorized or refused.
 SessionFrames = AsyncIterator["pb.SessionRequest | RefusedFrame"]
-
-
-class SessionEnded(ServiceError):
-    """The error that ended a stream, with the number of the last outcome written."""
-
-    def __init__(self, cause: ServiceError, delivered: int) -> None:
-        super().__init__(cause.message)
-        self.code = cause.code
-        self.retry_after_s = cause.retry_after_s
-        self._metadata = (*cause.trailing_metadata(), (METADATA_SESSION_DELIVERED, str(delivered)))
-
-    def trailing_metadata(self) -> tuple[tuple[str, str], ...]:
-        return self._metadata
 
 
 class RefusedFrame:
@@ -376,16 +355,9 @@ class SessionStream(SessionOutbound):
             if exc is not None:
                 logger.error("session: journal write failed: %s", exc)
                 # A replicated purgatory's owner that lost it says so (UNAVAILABLE + owner).
-                self.end(exc if isinstance(exc, ServiceError) else _JournalFailed())
+                self.end(exc if isinstance(exc, ServiceError) else SessionJournalFailed())
                 return
             ack.ready = True
             self._flush_acks()
 
         future.add_done_callback(done)
-
-
-class _JournalFailed(ServiceError):
-    code = Code.UNAVAILABLE
-
-    def __init__(self) -> None:
-        super().__init__("journal write failed; re-send the watches on a new session")

@@ -16,7 +16,7 @@ from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
 from purgatory_server._service.config.logs import log_rejected
-from purgatory_server._service.core.errors import Code, InvalidArgument, NotFound, ServiceError
+from purgatory_server._service.model.errors import Code, InvalidArgument, NotFound, ServiceError
 
 __all__ = ["Metadata", "abort", "grpc_code", "status_for"]
 

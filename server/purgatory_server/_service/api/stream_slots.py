@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from purgatory_server._service.core.errors import LimitExceeded
+from purgatory_server._service.model.errors import LimitExceeded
 
 __all__ = ["StreamSlots"]
 

@@ -21,19 +21,12 @@ import grpc
 from purgatory_proto.v1 import purgatory_pb2 as pb
 from purgatory_proto.v1 import purgatory_pb2_grpc as pb_grpc
 
-from purgatory_server._service.core.errors import Code, ServiceError
+from purgatory_server._service.model.errors import SiblingUnavailable
 
-__all__ = ["METADATA_LOCAL", "SiblingUnavailable", "Siblings"]
+__all__ = ["METADATA_LOCAL", "Siblings"]
 
 METADATA_LOCAL = "purgatory-worker-local"
 ASK_TIMEOUT_S = 5.0
-
-
-class SiblingUnavailable(ServiceError):
-    """A sibling worker did not answer (restarting): retry shortly."""
-
-    code = Code.UNAVAILABLE
-    retry_after_s = 0.5
 
 
 class Siblings:

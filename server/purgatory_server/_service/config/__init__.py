@@ -6,5 +6,6 @@
 - ``logs``: lifecycle lines, rate-limited warnings, the JSON line format;
 - ``native_logs``: gRPC core's own stderr lines turned into log records (JSON logs);
 - ``process_tuning``: the process's collector and GIL settings;
-- ``fd_limits``: the open-files limit, raised at start, and the connection cap below it.
+- ``fd_limits``: the open-files limit, raised at start, and the connection cap below it;
+- ``cluster_config``: the ``[cluster]`` table (replicated purgatories; no NATS import).
 """

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from purgatory_server._service.core.errors import PermissionDenied, Unauthenticated
+from purgatory_server._service.model.errors import PermissionDenied, Unauthenticated
 
 __all__ = [
     "ALL_PURGATORIES",

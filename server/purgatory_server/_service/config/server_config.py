@@ -21,8 +21,8 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from purgatory_server._cluster.cluster_config import ClusterConfig, parse_cluster
 from purgatory_server._service.config.auth import AuthConfig, parse_auth
+from purgatory_server._service.config.cluster_config import ClusterConfig, parse_cluster
 from purgatory_server._service.config.settings_spec import (
     DEFAULT_MAX_RETAINED_EVENTS,
     FSYNC_POLICIES,

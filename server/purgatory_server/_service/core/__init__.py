@@ -1,21 +1,20 @@
-"""Named purgatories and their operations: the service's state, loop-confined.
+"""Named purgatories and their operations: the service's state, loop-confined, and its
+composition (a purgatory built with its table, feed, groups and schedules).
 
 - ``registry``: the purgatories of one server by name (create, delete, evict, shutdown);
 - ``named_purgatory``: one purgatory: register, signal, force-complete, cancel, reschedule;
 - ``operation``: the DelayedOperation whose condition arrives over the wire;
 - ``operation_table``: pending operations and the memory of finished ones, by id;
 - ``finished_ids``: the dedup window, finished ids remembered for a time within a byte cap;
-- ``conditions``: declarative conditions and the progress they are judged on;
+- ``progress``: the signals an operation has received, judged against its condition;
 - ``latest_values``: the bounded latest value signalled on each key;
 - ``signal_data``: signal data accumulated by operations: stored once, shared by operations;
 - ``budget``: the server's memory budget in bytes, each purgatory's share of it;
-- ``sizes``: what an operation or a retained outcome costs in memory (the charges);
-- ``admission``: the event loop's lateness, and bulk requests shed while it runs late;
-- ``write_turns``: stream writes started per loop turn (many streams, one loop);
 - ``listing``, ``sorted_ids``: ListOperations' filter and cursor over ordered ids;
 - ``deadlines``: a pending operation's deadline moves (Reschedule; a re-send's debounce);
-- ``operation_state``: the states, numbered as the wire enum;
 - ``snapshots``: a purgatory's figures for the admin RPCs and exporters;
-- ``errors``: plain service errors, each naming its status code (no grpc);
-- ``quoting``: bounded quoting of caller values in error messages.
+- ``journal_hooks``: what a purgatory tells its journal (a durable store implements it).
+
+The values these share with every layer (errors, conditions, definitions, outcomes,
+sizes) are :mod:`purgatory_server._service.model`.
 """

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Protocol
 
 from purgatory_server._service.config.server_config import Limits
-from purgatory_server._service.core.errors import InvalidArgument, LimitExceeded
+from purgatory_server._service.model.errors import InvalidArgument, LimitExceeded
 
 __all__ = ["Account", "Reclaimable", "ServerBudget", "machine_memory"]
 

@@ -31,8 +31,9 @@ from __future__ import annotations
 
 from purgatory_server._engine.time import Time
 from purgatory_server._engine.timer import Timer
-from purgatory_server._service.core.operation import OperationDefinition, RemoteOperation
-from purgatory_server._service.durable.hooks import JournalHooks
+from purgatory_server._service.core.journal_hooks import JournalHooks
+from purgatory_server._service.core.operation import RemoteOperation
+from purgatory_server._service.model.definitions import OperationDefinition
 from purgatory_server._service.telemetry.counters import PurgatoryMetrics
 
 __all__ = ["Deadlines", "extended_due", "push_back"]

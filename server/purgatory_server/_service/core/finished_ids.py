@@ -38,16 +38,16 @@ import marshal
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterator
 
-from purgatory_server._service.core.conditions import (
+from purgatory_server._service.model.conditions import (
     DEFAULT_CONDITION,
     EMPTY_RESULT,
     ConditionKind,
     ConditionSpec,
     ResultSnapshot,
 )
-from purgatory_server._service.core.operation import OperationDefinition
-from purgatory_server._service.core.operation_state import OperationState
-from purgatory_server._service.outcomes.event_log import Outcome
+from purgatory_server._service.model.definitions import OperationDefinition
+from purgatory_server._service.model.operation_state import OperationState
+from purgatory_server._service.model.outcome import Outcome
 
 __all__ = ["ENTRY_OVERHEAD", "FinishedIds", "Packed", "entry_bytes", "pack", "unpack"]
 

@@ -37,12 +37,12 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from purgatory_server._service.core.errors import InvalidArgument
 from purgatory_server._service.core.finished_ids import FinishedIds
 from purgatory_server._service.core.operation import RemoteOperation
-from purgatory_server._service.core.operation_state import OperationState
 from purgatory_server._service.core.sorted_ids import SortedIds
-from purgatory_server._service.outcomes.event_log import Outcome
+from purgatory_server._service.model.errors import InvalidArgument
+from purgatory_server._service.model.operation_state import OperationState
+from purgatory_server._service.model.outcome import Outcome
 
 __all__ = [
     "DEFAULT_PAGE_SIZE",

@@ -27,30 +27,31 @@ from purgatory_server._engine.system_timer import SystemTimer
 from purgatory_server._engine.time import SYSTEM_TIME, Time
 from purgatory_server._service.config.server_config import Limits, PurgatorySettings
 from purgatory_server._service.core.budget import ServerBudget
-from purgatory_server._service.core.conditions import SignalRecord, check_data_room
 from purgatory_server._service.core.deadlines import Deadlines
-from purgatory_server._service.core.errors import FailedPrecondition, ServiceError
+from purgatory_server._service.core.journal_hooks import NULL_HOOKS, JournalHooks
 from purgatory_server._service.core.latest_values import LatestValues
 from purgatory_server._service.core.listing import OperationsView
-from purgatory_server._service.core.operation import (
-    OperationDefinition,
-    OperationRequest,
-    RemoteOperation,
-    RestoredOperation,
-    SignalSlot,
-)
-from purgatory_server._service.core.operation_state import OperationState
+from purgatory_server._service.core.operation import RemoteOperation, SignalSlot
 from purgatory_server._service.core.operation_table import (
     OperationTable,
     Registration,
     Target,
     resolve,
 )
-from purgatory_server._service.core.quoting import quote
+from purgatory_server._service.core.progress import check_data_room
 from purgatory_server._service.core.snapshots import Gauges, PurgatoryStats
-from purgatory_server._service.durable.hooks import NULL_HOOKS, JournalHooks
 from purgatory_server._service.groups import GroupSet
-from purgatory_server._service.outcomes.event_log import EventLog, Outcome
+from purgatory_server._service.model.conditions import SignalRecord
+from purgatory_server._service.model.definitions import (
+    OperationDefinition,
+    OperationRequest,
+    RestoredOperation,
+)
+from purgatory_server._service.model.errors import FailedPrecondition, ServiceError
+from purgatory_server._service.model.operation_state import OperationState
+from purgatory_server._service.model.outcome import Outcome
+from purgatory_server._service.model.quoting import quote
+from purgatory_server._service.outcomes.event_log import EventLog
 from purgatory_server._service.outcomes.feed import Feed
 from purgatory_server._service.outcomes.incarnation import new_incarnation
 from purgatory_server._service.outcomes.publisher import Publisher
@@ -120,7 +121,7 @@ class NamedPurgatory:
         self.feed = Feed(
             settings.name,
             event_log if event_log is not None else EventLog(settings.retained_events),
-            self._journal, loop, groups=self.groups, buffers=self.account.budget,
+            journal, loop, groups=self.groups, buffers=self.account.budget,
             max_subscribers=limits.max_subscribers,
             subscriber_buffer=limits.subscriber_buffer,
             subscriber_buffer_bytes=limits.subscriber_buffer_bytes,

@@ -42,99 +42,28 @@ Either way exactly one terminal outcome, and a lost race is reported, never half
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
-from typing import NamedTuple
+from collections.abc import Callable
 
 from purgatory_server._engine.delayed_operation import DelayedOperation
 from purgatory_server._engine.time import Time
 from purgatory_server._engine.timer import Timer
 from purgatory_server._engine.timer_task import TimerTask
-from purgatory_server._service.core.conditions import (
+from purgatory_server._service.core.progress import FirstSignal, Progress
+from purgatory_server._service.model.conditions import (
     EMPTY_RESULT,
-    ConditionSpec,
-    FirstSignal,
-    Progress,
     ResultSnapshot,
     SignalRecord,
 )
-from purgatory_server._service.core.operation_state import OperationState
+from purgatory_server._service.model.definitions import OperationDefinition
+from purgatory_server._service.model.operation_state import OperationState
 
-__all__ = [
-    "OperationDefinition",
-    "OperationRequest",
-    "Recovered",
-    "RemoteOperation",
-    "RestoredOperation",
-    "SignalSlot",
-]
+__all__ = ["RemoteOperation", "SignalSlot"]
 
 # Enum members as module constants: a class-attribute lookup on an Enum costs more than
 # a global, and these are read once or twice per operation.
 _WATCHING = OperationState.WATCHING
 _COMPLETED = OperationState.COMPLETED
 _EXPIRED = OperationState.EXPIRED
-
-
-class OperationDefinition(NamedTuple):
-    """What a caller asked for; equal definitions make a re-send idempotent.
-
-    A NamedTuple rather than a frozen dataclass: one is built per registration and per
-    recovered operation, and a tuple is built in one step where a frozen dataclass sets
-    each field through ``object.__setattr__`` (a third of the cost of decoding a
-    recovered operation).
-    """
-
-    keys: tuple[str, ...]
-    timeout_ms: int
-    condition: ConditionSpec
-    payload: bytes
-    # Non-zero: the caller gave this absolute due time (epoch ms, server wall clock)
-    # instead of a timeout, and timeout_ms is 0.
-    due_time_ms: int = 0
-    # Debounce (:mod:`.deadlines`): the operation's policy, fixed when it is created. Not
-    # compared: a re-send is the same operation whatever options it carries.
-    extend_on_resend: bool = False
-    max_extend_ms: int = 0
-
-    # Equality (and so idempotence) covers the first five fields only: see above.
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, OperationDefinition):
-            return NotImplemented
-        return self[:5] == other[:5]
-
-    def __ne__(self, other: object) -> bool:
-        if not isinstance(other, OperationDefinition):
-            return NotImplemented
-        return self[:5] != other[:5]
-
-    def __hash__(self) -> int:
-        return hash(self[:5])
-
-
-class OperationRequest(NamedTuple):
-    """A validated request to register one operation ("" id: the server assigns one).
-
-    A NamedTuple for the same reason as :class:`OperationDefinition`: one per watch on
-    the hot path, where a frozen dataclass's ``__init__`` cost several times a tuple's.
-    """
-
-    operation_id: str
-    definition: OperationDefinition
-
-
-class Recovered(NamedTuple):
-    """What the journal knows of a pending operation beyond its definition (restore),
-    and the wall clock read once for its recovery batch (``now_ms``). A named tuple: one
-    is built per recovered operation, several times faster than a frozen dataclass."""
-
-    create_time_ms: int
-    due_time_ms: int
-    signals: Sequence[tuple[str, SignalRecord]]
-    now_ms: int
-
-
-# A recovered operation: (id, definition, create_time_ms, due_time_ms, signals so far).
-RestoredOperation = tuple[str, OperationDefinition, int, int, Sequence[tuple[str, SignalRecord]]]
 
 
 # RemoteOperation's completion flag (see RemoteOperation.force_complete): shared, never

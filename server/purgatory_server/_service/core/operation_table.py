@@ -23,35 +23,29 @@ from typing import TYPE_CHECKING
 
 from purgatory_server._service.config.server_config import Limits, PurgatorySettings
 from purgatory_server._service.core.budget import Account
-from purgatory_server._service.core.conditions import (
-    ConditionKind,
-    ConditionSpec,
-    FirstSignal,
-    Progress,
-    make_progress,
+from purgatory_server._service.core.finished_ids import FinishedIds
+from purgatory_server._service.core.latest_values import LatestValues
+from purgatory_server._service.core.listing import OperationsView
+from purgatory_server._service.core.operation import RemoteOperation, SignalSlot
+from purgatory_server._service.core.progress import FirstSignal, Progress, make_progress
+from purgatory_server._service.core.signal_data import DataLink
+from purgatory_server._service.core.sorted_ids import SortedIds
+from purgatory_server._service.model.conditions import ConditionKind, ConditionSpec
+from purgatory_server._service.model.definitions import (
+    OperationDefinition,
+    OperationRequest,
+    Recovered,
+    RestoredOperation,
 )
-from purgatory_server._service.core.errors import (
+from purgatory_server._service.model.errors import (
     AlreadyExists,
     InvalidArgument,
     LimitExceeded,
     NotFound,
 )
-from purgatory_server._service.core.finished_ids import FinishedIds
-from purgatory_server._service.core.latest_values import LatestValues
-from purgatory_server._service.core.listing import OperationsView
-from purgatory_server._service.core.operation import (
-    OperationDefinition,
-    OperationRequest,
-    Recovered,
-    RemoteOperation,
-    RestoredOperation,
-    SignalSlot,
-)
-from purgatory_server._service.core.quoting import quote
-from purgatory_server._service.core.signal_data import DataLink
-from purgatory_server._service.core.sizes import operation_bytes
-from purgatory_server._service.core.sorted_ids import SortedIds
-from purgatory_server._service.outcomes.event_log import Outcome
+from purgatory_server._service.model.outcome import Outcome
+from purgatory_server._service.model.quoting import quote
+from purgatory_server._service.model.sizes import operation_bytes
 
 if TYPE_CHECKING:
     from purgatory_server._service.groups import GroupSet

@@ -22,7 +22,9 @@ from typing import Protocol
 from purgatory_server._engine.time import Time
 from purgatory_server._service.config.server_config import Limits, PurgatorySettings
 from purgatory_server._service.core.budget import ServerBudget
-from purgatory_server._service.core.errors import (
+from purgatory_server._service.core.journal_hooks import JournalHooks
+from purgatory_server._service.core.named_purgatory import NamedPurgatory
+from purgatory_server._service.model.errors import (
     AlreadyExists,
     FailedPrecondition,
     InvalidArgument,
@@ -31,9 +33,7 @@ from purgatory_server._service.core.errors import (
     ServiceError,
     ShuttingDown,
 )
-from purgatory_server._service.core.named_purgatory import NamedPurgatory
-from purgatory_server._service.core.quoting import quote
-from purgatory_server._service.durable.hooks import JournalHooks
+from purgatory_server._service.model.quoting import quote
 from purgatory_server._service.outcomes.event_log import EventLog
 from purgatory_server._service.telemetry.counters import PurgatoryMetrics
 from purgatory_server._service.telemetry.streams import SessionFigures

@@ -31,7 +31,7 @@ import weakref
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from purgatory_server._service.core.conditions import SignalRecord
+    from purgatory_server._service.model.conditions import SignalRecord
 
 __all__ = ["LINK_BYTES", "MAX_DEPTH", "Charges", "DataLink"]
 

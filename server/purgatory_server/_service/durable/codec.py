@@ -23,20 +23,19 @@ from purgatory_proto.v1 import purgatory_pb2 as pb
 from purgatory_proto.v1.journal_pb2 import JournalRecord
 
 from purgatory_server._journal import PendingOperation
-from purgatory_server._service.core.conditions import (
-    ConditionKind,
+from purgatory_server._service.core.operation import RemoteOperation
+from purgatory_server._service.model.conditions import (
     ConditionSpec,
     ResultSnapshot,
     SignalRecord,
 )
-from purgatory_server._service.core.operation import OperationDefinition, RemoteOperation
-from purgatory_server._service.core.operation_state import OperationState
-from purgatory_server._service.outcomes.event_log import Outcome
+from purgatory_server._service.model.definitions import OperationDefinition
+from purgatory_server._service.model.operation_state import OperationState
+from purgatory_server._service.model.outcome import Outcome
 from purgatory_server._service.wire.convert import condition_from_proto, event_to_proto
 
 __all__ = [
     "PendingDecoder",
-    "condition_to_proto",
     "decode_outcome",
     "decode_pending",
     "outcome_record",
@@ -44,28 +43,6 @@ __all__ = [
     "rescheduled_record",
     "signal_record",
 ]
-
-
-def condition_to_proto(spec: ConditionSpec) -> Any:
-    """The inverse of :func:`convert.condition_from_proto`."""
-    kind = spec.kind
-    if kind is ConditionKind.ANY_KEY:
-        return pb.Condition(any_key=pb.AnyKeyCondition())
-    if kind is ConditionKind.ALL_KEYS:
-        return pb.Condition(all_keys=pb.AllKeysCondition())
-    if kind is ConditionKind.MIN_SIGNALS:
-        return pb.Condition(
-            min_signals=pb.MinSignalsCondition(
-                count=spec.count, distinct_sources=spec.distinct_sources
-            )
-        )
-    if kind is ConditionKind.SUM_AT_LEAST:
-        return pb.Condition(sum_at_least=pb.SumAtLeastCondition(threshold=spec.threshold))
-    return pb.Condition(
-        values_at_least=pb.ValuesAtLeastCondition(
-            targets=dict(spec.targets), default_target=spec.default_target
-        )
-    )
 
 
 def registered_record(purgatory: str, op: RemoteOperation, condition: bytes) -> JournalRecord:

@@ -33,16 +33,10 @@ from purgatory_server._engine.time import SYSTEM_TIME, Time
 from purgatory_server._journal import FsyncPolicy, JournalConfig, JournalError
 from purgatory_server._journal import Journal as WriteAheadLog
 from purgatory_server._service.config.server_config import PurgatorySettings, ServerConfig
-from purgatory_server._service.core.conditions import ConditionSpec, SignalRecord
-from purgatory_server._service.core.operation import (
-    OperationDefinition,
-    RemoteOperation,
-    RestoredOperation,
-)
+from purgatory_server._service.core.operation import RemoteOperation
 from purgatory_server._service.durable.catalog import journal_dir, remove_purgatory, write_settings
 from purgatory_server._service.durable.codec import (
     PendingDecoder,
-    condition_to_proto,
     decode_outcome,
     outcome_record,
     registered_record,
@@ -50,14 +44,20 @@ from purgatory_server._service.durable.codec import (
     signal_record,
 )
 from purgatory_server._service.durable.downtime import rearm_order
-from purgatory_server._service.groups.restore import decode_groups
-from purgatory_server._service.outcomes.event_log import EventLog, Outcome
-from purgatory_server._service.outcomes.incarnation import durable_incarnation
-from purgatory_server._service.schedules.schedule_recovery import (
+from purgatory_server._service.durable.restored_groups import decode_groups
+from purgatory_server._service.durable.schedule_records import deleted_record, upserted_record
+from purgatory_server._service.durable.schedule_recovery import (
     restore_schedules,
     resume_schedules,
 )
+from purgatory_server._service.model.conditions import ConditionSpec, SignalRecord
+from purgatory_server._service.model.definitions import OperationDefinition, RestoredOperation
+from purgatory_server._service.model.outcome import Outcome
+from purgatory_server._service.outcomes.event_log import EventLog
+from purgatory_server._service.outcomes.incarnation import durable_incarnation
+from purgatory_server._service.schedules.definition import ScheduleDefinition
 from purgatory_server._service.telemetry.counters import PurgatoryMetrics
+from purgatory_server._service.wire.convert import condition_to_proto
 
 if TYPE_CHECKING:
     from purgatory_server._service.core.named_purgatory import NamedPurgatory
@@ -117,8 +117,13 @@ class DurableHooks:
     def on_rescheduled(self, purgatory: str, operation_id: str, due_time_ms: int) -> None:
         self._record(rescheduled_record(purgatory, operation_id, due_time_ms))
 
-    def on_schedule_change(self, purgatory: str, record: JournalRecord) -> None:
-        self._record(record)
+    def on_schedule_upserted(
+        self, purgatory: str, definition: ScheduleDefinition, now_ms: int
+    ) -> None:
+        self._record(upserted_record(purgatory, definition, now_ms))
+
+    def on_schedule_deleted(self, purgatory: str, schedule_id: str, now_ms: int) -> None:
+        self._record(deleted_record(purgatory, schedule_id, now_ms))
 
     def on_group(self, record: JournalRecord) -> None:
         self._record(record)

@@ -6,7 +6,8 @@
 - :mod:`.member`: one connected member (a Subscribe stream) and its deliveries;
 - :mod:`.group`: one group: intake, dispatch, ack, extend, expiry, dead letters;
 - :mod:`.manager`: a purgatory's groups, their limits and the expiry hand-off;
-- :mod:`.records`, :mod:`.restore`: groups in the durable journal and back.
+- :mod:`.records`: a group's changes as journal records (rebuilt by
+  :mod:`purgatory_server._service.durable.restored_groups`).
 
 The RPCs are :mod:`purgatory_server._service.api.groups_rpc`.
 """

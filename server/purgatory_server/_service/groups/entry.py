@@ -18,7 +18,7 @@ from __future__ import annotations
 import enum
 from typing import TYPE_CHECKING
 
-from purgatory_server._service.outcomes.event_log import Outcome
+from purgatory_server._service.model.outcome import Outcome
 
 if TYPE_CHECKING:
     from purgatory_server._service.groups.lease import LeaseTask

@@ -37,12 +37,12 @@ from typing import Protocol
 
 from purgatory_server._engine.time import Time
 from purgatory_server._engine.timer import Timer
-from purgatory_server._service.core.errors import FailedPrecondition, NotFound, ServiceError
 from purgatory_server._service.groups.entry import EntryState, GroupEntry
 from purgatory_server._service.groups.group_config import GroupConfig
 from purgatory_server._service.groups.lease import LeaseTask
 from purgatory_server._service.groups.member import Delivery, GroupMember
-from purgatory_server._service.outcomes.event_log import Outcome
+from purgatory_server._service.model.errors import FailedPrecondition, NotFound, ServiceError
+from purgatory_server._service.model.outcome import Outcome
 
 __all__ = ["GroupJournal", "WorkerGroup"]
 

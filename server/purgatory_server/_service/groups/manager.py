@@ -24,19 +24,19 @@ from purgatory_proto.v1.journal_pb2 import JournalRecord
 from purgatory_server._engine.time import Time
 from purgatory_server._engine.timer import Timer
 from purgatory_server._service.config.server_config import Limits
-from purgatory_server._service.core.errors import (
-    FailedPrecondition,
-    LimitExceeded,
-    NotFound,
-    ServiceError,
-)
-from purgatory_server._service.core.quoting import quote
 from purgatory_server._service.groups.group import WorkerGroup
 from purgatory_server._service.groups.group_config import GroupConfig
 from purgatory_server._service.groups.lease import LeaseTask
 from purgatory_server._service.groups.member import GroupMember
 from purgatory_server._service.groups.records import AfterWrite, GroupRecords, RestoredGroup
-from purgatory_server._service.outcomes.event_log import Outcome
+from purgatory_server._service.model.errors import (
+    FailedPrecondition,
+    LimitExceeded,
+    NotFound,
+    ServiceError,
+)
+from purgatory_server._service.model.outcome import Outcome
+from purgatory_server._service.model.quoting import quote
 from purgatory_server._service.outcomes.inbox import Inbox
 
 __all__ = ["GroupSet"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from purgatory_server._service.outcomes.event_log import Outcome
+from purgatory_server._service.model.outcome import Outcome
 from purgatory_server._service.outcomes.stream_queue import StreamQueue
 
 __all__ = ["Delivery", "GroupMember"]

@@ -24,53 +24,12 @@ from __future__ import annotations
 import itertools
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from typing import NamedTuple
 
-from purgatory_server._service.core.conditions import ResultSnapshot
-from purgatory_server._service.core.errors import OutOfRange
-from purgatory_server._service.core.operation_state import OperationState
-from purgatory_server._service.core.sizes import outcome_bytes, outcomes_bytes
+from purgatory_server._service.model.errors import OutOfRange
+from purgatory_server._service.model.outcome import Outcome
+from purgatory_server._service.model.sizes import outcome_bytes, outcomes_bytes
 
-__all__ = ["EventLog", "Outcome"]
-
-
-class Outcome(NamedTuple):
-    """An operation's end, as published to waiters, subscribers and the journal.
-
-    A NamedTuple rather than a frozen dataclass: one is built per ended operation on the
-    hot path, and tuple construction is several times cheaper.
-    """
-
-    sequence: int
-    purgatory: str
-    operation_id: str
-    state: OperationState
-    keys: tuple[str, ...]
-    payload: bytes
-    result: ResultSnapshot
-    create_time_ms: int
-    due_time_ms: int
-    complete_time_ms: int
-    # W3C traceparent of the request that registered the operation ("" untraced); it
-    # is not journaled, so outcomes recovered after a restart carry none.
-    traceparent: str = ""
-    # What it holds in memory (core/sizes.py), computed once by the feed so that every
-    # memory that keeps or drops it charges the same figure cheaply; 0: computed on use.
-    # Not compared: an outcome is the same whatever figure it carries.
-    nbytes: int = 0
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Outcome):
-            return NotImplemented
-        return self[:11] == other[:11]
-
-    def __ne__(self, other: object) -> bool:
-        if not isinstance(other, Outcome):
-            return NotImplemented
-        return self[:11] != other[:11]
-
-    def __hash__(self) -> int:
-        return hash(self[:11])
+__all__ = ["EventLog"]
 
 
 class EventLog:

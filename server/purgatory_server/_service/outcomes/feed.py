@@ -9,8 +9,8 @@ it).
 
 One path for every outcome. :meth:`Feed.publish` numbers the outcomes, appends them to
 the window, records them in the journal and asks the journal to run the delivery once
-they are written (``after_write``). The in-memory :class:`~.hooks.NullHooks`
-runs it at once; a durable journal runs it when the records are on disk, so nobody sees
+they are written (``after_write``). An in-memory purgatory has no journal and delivers
+at once; a durable journal runs it when the records are on disk, so nobody sees
 an outcome a crash could still take back. Waiters are detached from their operation at
 publish time and travel with the outcome to the delivery, so an id re-used meanwhile
 cannot catch an older outcome.
@@ -33,19 +33,19 @@ thread; waiters and subscribers are created, resolved and detached there.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from purgatory_server._service.core.errors import (
+from purgatory_server._service.model.errors import (
     Code,
     LimitExceeded,
     OutcomeNotRecorded,
     ServiceError,
 )
-from purgatory_server._service.core.sizes import result_bytes
-from purgatory_server._service.durable.hooks import NULL_HOOKS, JournalHooks
-from purgatory_server._service.outcomes.event_log import EventLog, Outcome
+from purgatory_server._service.model.outcome import Outcome
+from purgatory_server._service.model.sizes import result_bytes
+from purgatory_server._service.outcomes.event_log import EventLog
 from purgatory_server._service.outcomes.subscriptions import (
     BufferBudget,
     EventFilter,
@@ -56,6 +56,20 @@ from purgatory_server._service.outcomes.subscriptions import (
 if TYPE_CHECKING:
     from purgatory_server._service.core.operation import RemoteOperation
     from purgatory_server._service.groups import GroupSet
+    from purgatory_server._service.model.definitions import OperationDefinition
+
+
+class OutcomeJournal(Protocol):
+    """What the feed asks of a durable purgatory's journal (the core's ``JournalHooks``)."""
+
+    def on_outcome(
+        self, purgatory: str, outcome: Outcome, definition: OperationDefinition
+    ) -> None: ...
+
+    def after_write(
+        self, callback: Callable[[], None], failed: Callable[[BaseException], None]
+    ) -> None: ...
+
 
 __all__ = ["BatchWaiter", "Feed", "Waiter"]
 
@@ -121,7 +135,7 @@ class Feed:
         self,
         name: str,
         log: EventLog,
-        journal: JournalHooks,
+        journal: OutcomeJournal | None,
         loop: asyncio.AbstractEventLoop,
         *,
         max_subscribers: int,
@@ -190,7 +204,7 @@ class Feed:
         log = self._log
         name = self.name
         journal = self._journal
-        on_outcome = None if journal is NULL_HOOKS else journal.on_outcome
+        on_outcome = None if journal is None else journal.on_outcome
         pop_waiters = self._waiters.pop
         sequence = log.last_sequence
         outcomes: list[Outcome] = []
@@ -230,9 +244,12 @@ class Feed:
         if waited and on_outcome is not None:
             token = outcomes[0].sequence
             self._unwritten[token] = delivery
-        journal.after_write(
-            partial(self._deliver, delivery, token), partial(self._not_written, token)
-        )
+        if journal is None:
+            self._deliver(delivery, token)
+        else:
+            journal.after_write(
+                partial(self._deliver, delivery, token), partial(self._not_written, token)
+            )
         return outcomes
 
     def _not_written(self, token: int, exc: BaseException) -> None:

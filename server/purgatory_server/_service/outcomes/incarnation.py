@@ -21,7 +21,7 @@ import re
 import secrets
 from pathlib import Path
 
-from purgatory_server._service.core.errors import StreamReset
+from purgatory_server._service.model.errors import StreamReset
 
 __all__ = ["INCARNATION_FILE", "check_incarnation", "durable_incarnation", "new_incarnation"]
 

@@ -22,7 +22,7 @@ from purgatory_server._service.outcomes.inbox import Inbox
 
 if TYPE_CHECKING:
     from purgatory_server._service.core.operation import RemoteOperation
-    from purgatory_server._service.outcomes.event_log import Outcome
+    from purgatory_server._service.model.outcome import Outcome
     from purgatory_server._service.outcomes.feed import Feed
 
 __all__ = ["EndedListener", "Publisher"]

@@ -15,7 +15,7 @@ import asyncio
 from collections import deque
 from typing import Generic, TypeVar
 
-from purgatory_server._service.core.errors import ServiceError
+from purgatory_server._service.model.errors import ServiceError
 
 __all__ = ["StreamQueue"]
 

@@ -35,9 +35,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from purgatory_server._service.config.logs import log_subscriber_cut_off
-from purgatory_server._service.core.errors import SlowSubscriber
-from purgatory_server._service.core.operation_state import OperationState
-from purgatory_server._service.outcomes.event_log import Outcome
+from purgatory_server._service.model.errors import SlowSubscriber
+from purgatory_server._service.model.operation_state import OperationState
+from purgatory_server._service.model.outcome import Outcome
 from purgatory_server._service.outcomes.stream_queue import StreamQueue
 
 __all__ = ["BufferBudget", "EventFilter", "Subscriber", "outcome_size"]

@@ -31,7 +31,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from purgatory_server._service.core.errors import (
+from purgatory_server._service.model.definitions import OperationRequest
+from purgatory_server._service.model.errors import (
     AlreadyExists,
     FailedPrecondition,
     InvalidArgument,
@@ -39,22 +40,20 @@ from purgatory_server._service.core.errors import (
     NotFound,
     ServiceError,
 )
-from purgatory_server._service.core.operation import OperationRequest, RemoteOperation
-from purgatory_server._service.core.quoting import quote
-from purgatory_server._service.outcomes.event_log import Outcome
+from purgatory_server._service.model.outcome import Outcome
+from purgatory_server._service.model.quoting import quote
 from purgatory_server._service.schedules.definition import (
     ScheduleDefinition,
-    deleted_record,
     describe,
     occurrence_id,
     parse_occurrence_id,
-    upserted_record,
 )
 from purgatory_server._service.schedules.timing import CronError
 
 if TYPE_CHECKING:
+    from purgatory_server._service.core.operation import RemoteOperation
+    from purgatory_server._service.core.journal_hooks import JournalHooks
     from purgatory_server._service.core.operation_table import Registration
-    from purgatory_server._service.durable.hooks import JournalHooks
 
 __all__ = ["MAX_SCHEDULES", "ScheduleEntry", "ScheduleHost", "ScheduleTable"]
 
@@ -168,9 +167,7 @@ class ScheduleTable:
                 if isinstance(exc, CronError):
                     raise InvalidArgument("schedule.cron", str(exc)) from exc
                 raise
-        purgatory.journal.on_schedule_change(
-            purgatory.name, upserted_record(purgatory.name, definition, now)
-        )
+        purgatory.journal.on_schedule_upserted(purgatory.name, definition, now)
         self._entries[sid] = entry
         if old is not None and old.occurrence_id and old.occurrence_id != entry.occurrence_id:
             self._disarm(old)
@@ -189,9 +186,7 @@ class ScheduleTable:
                 schedule_id,
             )
         now = purgatory.wall_clock_ms()
-        purgatory.journal.on_schedule_change(
-            purgatory.name, deleted_record(purgatory.name, schedule_id, now)
-        )
+        purgatory.journal.on_schedule_deleted(purgatory.name, schedule_id, now)
         del self._entries[schedule_id]
         return self._disarm(entry)
 
@@ -221,7 +216,8 @@ class ScheduleTable:
                 ((target, _created),) = self._purgatory.register((request,), ("schedule.",))
             except AlreadyExists:
                 target = None  # the id was used by another definition: skip this time
-            if isinstance(target, RemoteOperation) and not target.is_completed():
+            pending = target is not None and not isinstance(target, Outcome)
+            if pending and not target.is_completed():
                 entry.occurrence_id, entry.fire_time_ms = op_id, fire
                 return
             # Already ended (used before a restart or a replacement): skip this time.

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from purgatory_server._service.core.operation_state import OperationState
+from purgatory_server._service.model.operation_state import OperationState
 from purgatory_server._service.telemetry.histogram import (
     BATCH_BOUNDS,
     DURATION_BOUNDS,

@@ -14,18 +14,18 @@ from typing import TypedDict, TypeVar, cast
 from purgatory_proto.v1 import purgatory_pb2 as pb
 
 from purgatory_server._service.config.server_config import PurgatorySettings
-from purgatory_server._service.core.conditions import (
+from purgatory_server._service.core.operation import RemoteOperation
+from purgatory_server._service.core.snapshots import PurgatoryStats
+from purgatory_server._service.model.conditions import (
     DEFAULT_CONDITION,
     EMPTY_RESULT,
     ConditionKind,
     ConditionSpec,
     ResultSnapshot,
 )
-from purgatory_server._service.core.errors import InvalidArgument
-from purgatory_server._service.core.operation import RemoteOperation
-from purgatory_server._service.core.operation_state import OperationState
-from purgatory_server._service.core.snapshots import PurgatoryStats
-from purgatory_server._service.outcomes.event_log import Outcome
+from purgatory_server._service.model.errors import InvalidArgument
+from purgatory_server._service.model.operation_state import OperationState
+from purgatory_server._service.model.outcome import Outcome
 
 __all__ = [
     "add_event",
@@ -123,6 +123,28 @@ def condition_from_proto(field: str, msg: pb.Condition) -> ConditionSpec:
             default_target=v.default_target,
         )
     raise InvalidArgument(field, f"unknown condition {kind!r}")  # pragma: no cover
+
+
+def condition_to_proto(spec: ConditionSpec) -> pb.Condition:
+    """The inverse of :func:`condition_from_proto` (the journal spells conditions so too)."""
+    kind = spec.kind
+    if kind is ConditionKind.ANY_KEY:
+        return pb.Condition(any_key=pb.AnyKeyCondition())
+    if kind is ConditionKind.ALL_KEYS:
+        return pb.Condition(all_keys=pb.AllKeysCondition())
+    if kind is ConditionKind.MIN_SIGNALS:
+        return pb.Condition(
+            min_signals=pb.MinSignalsCondition(
+                count=spec.count, distinct_sources=spec.distinct_sources
+            )
+        )
+    if kind is ConditionKind.SUM_AT_LEAST:
+        return pb.Condition(sum_at_least=pb.SumAtLeastCondition(threshold=spec.threshold))
+    return pb.Condition(
+        values_at_least=pb.ValuesAtLeastCondition(
+            targets=dict(spec.targets), default_target=spec.default_target
+        )
+    )
 
 
 def settings_from_proto(name: str, msg: pb.PurgatoryConfig) -> PurgatorySettings:

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from purgatory_server._service.config.server_config import Limits, PurgatorySettings, setting_bounds
-from purgatory_server._service.core.conditions import ConditionKind, ConditionSpec
-from purgatory_server._service.core.errors import InvalidArgument
-from purgatory_server._service.core.quoting import quote
+from purgatory_server._service.model.conditions import ConditionKind, ConditionSpec
+from purgatory_server._service.model.errors import InvalidArgument
+from purgatory_server._service.model.quoting import quote
 
 __all__ = [
     "check_batch",

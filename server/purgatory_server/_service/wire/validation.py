@@ -32,14 +32,10 @@ from collections.abc import Sequence
 from purgatory_proto.v1 import purgatory_pb2 as pb
 
 from purgatory_server._service.config.server_config import Limits
-from purgatory_server._service.core.conditions import (
-    DEFAULT_CONDITION,
-    EMPTY_SIGNAL,
-    SignalRecord,
-)
-from purgatory_server._service.core.errors import InvalidArgument
-from purgatory_server._service.core.operation import OperationDefinition, OperationRequest
-from purgatory_server._service.core.operation_state import FINAL_STATES, OperationState
+from purgatory_server._service.model.conditions import DEFAULT_CONDITION, EMPTY_SIGNAL, SignalRecord
+from purgatory_server._service.model.definitions import OperationDefinition, OperationRequest
+from purgatory_server._service.model.errors import InvalidArgument
+from purgatory_server._service.model.operation_state import FINAL_STATES, OperationState
 from purgatory_server._service.outcomes.subscriptions import EventFilter
 from purgatory_server._service.wire.convert import condition_from_proto
 from purgatory_server._service.wire.field_prefixes import FieldPrefixes

@@ -17,9 +17,9 @@ import os
 import socket
 from dataclasses import dataclass, replace
 
-from purgatory_server._cluster.not_owner import NotOwner
 from purgatory_server._cluster.placement import ranked
 from purgatory_server._service.config.server_config import ConfigError, ServerConfig
+from purgatory_server._service.model.errors import NotOwner
 
 __all__ = [
     "WorkerPlan",

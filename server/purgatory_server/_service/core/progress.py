@@ -22,83 +22,24 @@ not copied into each (:mod:`.signal_data`).
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
-from purgatory_server._service.core.errors import LimitExceeded
 from purgatory_server._service.core.signal_data import Charges, DataLink
+from purgatory_server._service.model.conditions import (
+    EMPTY_RESULT,
+    EMPTY_SIGNAL,
+    INT64_MAX,
+    INT64_MIN,
+    UINT32_MAX,
+    ConditionKind,
+    ConditionSpec,
+    ResultSnapshot,
+    SignalRecord,
+)
+from purgatory_server._service.model.errors import LimitExceeded
 
-__all__ = [
-    "DEFAULT_CONDITION",
-    "EMPTY_SIGNAL",
-    "ConditionKind",
-    "ConditionSpec",
-    "FirstSignal",
-    "Progress",
-    "ResultSnapshot",
-    "SignalRecord",
-    "check_data_room",
-    "make_progress",
-]
-
-# Wire ranges of OperationResult.amount_sum (int64) and .signal_count (uint32).
-INT64_MAX = 2**63 - 1
-INT64_MIN = -(2**63)
-UINT32_MAX = 2**32 - 1
-
-
-class ConditionKind(enum.Enum):
-    ANY_KEY = "any_key"
-    ALL_KEYS = "all_keys"
-    MIN_SIGNALS = "min_signals"
-    SUM_AT_LEAST = "sum_at_least"
-    VALUES_AT_LEAST = "values_at_least"
-
-
-@dataclass(frozen=True, slots=True)
-class ConditionSpec:
-    """A condition; hashable and comparable so re-sent definitions can be compared."""
-
-    kind: ConditionKind = ConditionKind.ANY_KEY
-    count: int = 0
-    distinct_sources: bool = False
-    threshold: int = 0
-    # Sorted (key, target) pairs; keys not listed use default_target.
-    targets: tuple[tuple[str, int], ...] = ()
-    default_target: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class SignalRecord:
-    """One signal on a key, as recorded by CheckAndComplete."""
-
-    amount: int = 0
-    value: int | None = None
-    source: str = ""
-    data: bytes = b""
-
-
-class ResultSnapshot(NamedTuple):
-    """What satisfied (or did not satisfy) an operation, frozen at its end (a NamedTuple:
-    built once per ended operation, on the hot path)."""
-
-    signal_count: int = 0
-    sources: tuple[str, ...] = ()
-    signalled_keys: tuple[str, ...] = ()
-    amount_sum: int = 0
-    values: tuple[tuple[str, int], ...] = ()
-    data: bytes = b""
-    data_truncated: bool = False
-
-
-EMPTY_RESULT = ResultSnapshot()
-# The condition of an operation that names none (any key): one shared instance, so the
-# hot paths can tell it by identity.
-DEFAULT_CONDITION = ConditionSpec()
-# The signal of a CheckAndComplete that sent none (a bare wake-up); shared, it is immutable.
-EMPTY_SIGNAL = SignalRecord()
+__all__ = ["FirstSignal", "Progress", "check_data_room", "make_progress"]
 
 
 class Progress:

@@ -15,7 +15,7 @@ configuration asks for observability and the extra is known to be installed.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
@@ -29,15 +29,15 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import Tracer
 from prometheus_client import CollectorRegistry, start_http_server
 
-from purgatory_server._service.api.rpc_telemetry import RpcStats, wrap_method
 from purgatory_server._service.config.server_config import ConfigError, ServerConfig
-from purgatory_server._service.telemetry.metrics import (
+from purgatory_server._service.observability.metrics import (
     SCOPE,
     attach_histograms,
     histogram_metrics,
     register_instruments,
 )
-from purgatory_server._service.telemetry.operator_metrics import register_operator_instruments
+from purgatory_server._service.observability.operator_metrics import register_operator_instruments
+from purgatory_server._service.observability.rpc_stats import RpcStats
 
 if TYPE_CHECKING:
     from purgatory_server._service.core.registry import PurgatoryRegistry
@@ -85,12 +85,6 @@ class Telemetry:
         register_operator_instruments(meter, registry)
         for reader in self._readers:
             attach_histograms(reader, lambda: histogram_metrics(registry.snapshot, rpc))
-
-    def wrap(
-        self, name: str, server_streaming: bool, handler: Callable[..., Any]
-    ) -> Callable[..., Any]:
-        """The edge's method wrapper: ``handler`` measured and traced (``api.rpc_telemetry``)."""
-        return wrap_method(name, server_streaming, handler, self.rpc, self.tracer)
 
     def serve_prometheus(
         self,

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from purgatory_server._service.config.server_config import ConfigError, ServerConfig
 
 if TYPE_CHECKING:
-    from purgatory_server._service.telemetry.setup import Telemetry
+    from purgatory_server._service.observability.setup import Telemetry
 
 __all__ = ["EXTRA_HINT", "available", "telemetry_from_config"]
 
@@ -50,6 +50,6 @@ def telemetry_from_config(config: ServerConfig) -> Telemetry | None:
         raise ConfigError(
             "metrics_listen, otlp_endpoint and tracing need OpenTelemetry: " + EXTRA_HINT
         )
-    setup = importlib.import_module("purgatory_server._service.telemetry.setup")
+    setup = importlib.import_module("purgatory_server._service.observability.setup")
     telemetry: Telemetry = setup.build_telemetry(config)
     return telemetry

@@ -38,36 +38,69 @@ Tree::
     ├── ShuttingDown         UNAVAILABLE (retry after 1 s)
     └── OutcomeNotRecorded   UNAVAILABLE (retry after 1 s)
 
+and the errors of particular parts, each under the code it stands for::
+
+    NotFound
+    └── PurgatoryDeleted       a replicated purgatory deleted cluster-wide
+    LimitExceeded
+    ├── Overloaded             a bulk request while the loop runs late
+    └── SessionOverflow        a Session whose client stopped reading
+    FailedPrecondition
+    └── RecreateRefused        re-creating a deleted replicated purgatory
+    ServiceError (UNAVAILABLE)
+    ├── NotOwner               another server owns the purgatory (route in metadata)
+    ├── DeleteNotRecorded      a replicated deletion whose tombstone was not written
+    ├── SiblingUnavailable     a worker did not answer the whole-server listing
+    └── SessionJournalFailed   a Session's journal write failed
+    SessionEnded               the error that ended a Session, with what it delivered
+
 Trailing metadata carries machine-readable details where a client must act on them:
 
 - ``purgatory-resume-after``: the sequence a dropped subscriber should resume after;
 - ``purgatory-oldest-sequence``: the oldest sequence still retained (OUT_OF_RANGE);
 - ``purgatory-incarnation``: the stream's current incarnation (FAILED_PRECONDITION of a
-  Subscribe that named another one: the stream was reset).
+  Subscribe that named another one: the stream was reset);
+- ``purgatory-owner``, ``purgatory-owner-epoch``: the owner of a purgatory served
+  elsewhere (:class:`NotOwner`);
+- ``purgatory-session-buffer``, ``purgatory-session-delivered``: a Session's bound and
+  the number of the last outcome it wrote.
 """
 
 from __future__ import annotations
 
 import enum
 
-from purgatory_server._service.core.quoting import quote
+from purgatory_server._service.model.quoting import quote
 
 __all__ = [
     "METADATA_INCARNATION",
     "METADATA_OLDEST",
+    "METADATA_OWNER",
+    "METADATA_OWNER_EPOCH",
     "METADATA_RESUME_AFTER",
+    "METADATA_SESSION_BUFFER",
+    "METADATA_SESSION_DELIVERED",
     "AlreadyExists",
     "Code",
+    "DeleteNotRecorded",
     "FailedPrecondition",
     "Internal",
     "InvalidArgument",
     "LimitExceeded",
     "NotFound",
+    "NotOwner",
     "OutOfRange",
     "OutcomeNotRecorded",
+    "Overloaded",
     "PermissionDenied",
+    "PurgatoryDeleted",
+    "RecreateRefused",
     "ServiceError",
+    "SessionEnded",
+    "SessionJournalFailed",
+    "SessionOverflow",
     "ShuttingDown",
+    "SiblingUnavailable",
     "SlowSubscriber",
     "StreamReset",
     "Unauthenticated",
@@ -76,6 +109,10 @@ __all__ = [
 METADATA_RESUME_AFTER = "purgatory-resume-after"
 METADATA_OLDEST = "purgatory-oldest-sequence"
 METADATA_INCARNATION = "purgatory-incarnation"
+METADATA_OWNER = "purgatory-owner"
+METADATA_OWNER_EPOCH = "purgatory-owner-epoch"
+METADATA_SESSION_BUFFER = "purgatory-session-buffer"
+METADATA_SESSION_DELIVERED = "purgatory-session-delivered"
 
 
 class Code(enum.IntEnum):
@@ -259,3 +296,109 @@ class OutcomeNotRecorded(ServiceError):
             f"purgatory {purgatory!r} could not journal the outcome of operation "
             f"{quote(operation_id)} ({cause}); re-send the request"
         )
+
+
+class PurgatoryDeleted(NotFound):
+    """A request for a replicated purgatory that was deleted cluster-wide."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"purgatory {name!r} was deleted", "purgatory", name)
+
+
+class RecreateRefused(FailedPrecondition):
+    """CreatePurgatory of a deleted replicated name (see the module docstring)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(
+            f"replicated purgatory {name!r} was deleted and stays deleted cluster-wide; "
+            "revive it first (python -m purgatory_server._cluster.tombstone revive)"
+        )
+
+
+class DeleteNotRecorded(ServiceError):
+    """The tombstone could not be written: this owner gives the purgatory up (the next
+    owner rebuilds it, its operations cancelled); DeletePurgatory may be re-sent."""
+
+    code = Code.UNAVAILABLE
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"deletion of purgatory {name!r} was not recorded; retry")
+
+
+class NotOwner(ServiceError):
+    """This server does not serve ``purgatory``; ``owner`` (if known) does."""
+
+    code = Code.UNAVAILABLE
+
+    def __init__(self, purgatory: str, owner: str = "", epoch: int = 0) -> None:
+        where = f"; its owner is {owner}" if owner else "; a new owner is being chosen"
+        super().__init__(f"purgatory {purgatory!r} is not served by this server{where}")
+        self.purgatory = purgatory
+        self.owner = owner
+        self.epoch = epoch
+        # RetryInfo (status.py): at once when the owner is known, after a short wait while
+        # a takeover is under way.
+        self.retry_after_s = 0.0 if owner else 0.2
+
+    def trailing_metadata(self) -> tuple[tuple[str, str], ...]:
+        if not self.owner:
+            return ()
+        return ((METADATA_OWNER, self.owner), (METADATA_OWNER_EPOCH, str(self.epoch)))
+
+
+class SessionOverflow(LimitExceeded):
+    """What waits to be sent passed the stream's hard bound and the client has read
+    nothing for a while."""
+
+    def __init__(self, bound: int, stalled_s: float) -> None:
+        super().__init__(
+            f"session has more than {bound} bytes of outcomes and acknowledgements "
+            f"waiting and read nothing for {stalled_s:g} s (the client is not reading); "
+            "resume it (session_id, resume_after) "
+            "or re-open it and re-send the watches still wanted"
+        )
+        self.bound = bound
+
+    def trailing_metadata(self) -> tuple[tuple[str, str], ...]:
+        return ((METADATA_SESSION_BUFFER, str(self.bound)),)
+
+
+class SessionEnded(ServiceError):
+    """The error that ended a stream, with the number of the last outcome written."""
+
+    def __init__(self, cause: ServiceError, delivered: int) -> None:
+        super().__init__(cause.message)
+        self.code = cause.code
+        self.retry_after_s = cause.retry_after_s
+        self._metadata = (*cause.trailing_metadata(), (METADATA_SESSION_DELIVERED, str(delivered)))
+
+    def trailing_metadata(self) -> tuple[tuple[str, str], ...]:
+        return self._metadata
+
+
+class SessionJournalFailed(ServiceError):
+    """A journal write a Session waited on failed: its watches must be sent again."""
+
+    code = Code.UNAVAILABLE
+
+    def __init__(self) -> None:
+        super().__init__("journal write failed; re-send the watches on a new session")
+
+
+class SiblingUnavailable(ServiceError):
+    """A sibling worker did not answer (restarting): retry shortly."""
+
+    code = Code.UNAVAILABLE
+    retry_after_s = 0.5
+
+
+class Overloaded(LimitExceeded):
+    """A bulk request refused while the event loop runs late; retry after the delay."""
+
+    def __init__(self, field: str, lag_s: float, bulk_entries: int) -> None:
+        super().__init__(
+            f"the server is overloaded (its event loop runs {lag_s * 1000:.0f} ms late): "
+            f"requests of {bulk_entries} or more entries are refused until it catches up",
+            field,
+        )
+        self.retry_after_s = round(max(0.1, 2 * lag_s), 3)

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from purgatory_proto.v1.journal_pb2 import JournalRecord
 
 from purgatory_server._service.core.named_purgatory import NamedPurgatory
-from purgatory_server._service.schedules.definition import decode_upserted
+from purgatory_server._service.durable.schedule_records import decode_upserted
 
 __all__ = ["restore_schedules", "resume_schedules"]
 

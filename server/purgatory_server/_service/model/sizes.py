@@ -23,11 +23,11 @@ from collections.abc import Iterable, Sequence
 from operator import itemgetter
 from typing import TYPE_CHECKING
 
-from purgatory_server._service.core.conditions import ConditionKind, ResultSnapshot
+from purgatory_server._service.model.conditions import ConditionKind, ResultSnapshot
 
 if TYPE_CHECKING:
-    from purgatory_server._service.core.operation import OperationDefinition
-    from purgatory_server._service.outcomes.event_log import Outcome
+    from purgatory_server._service.model.definitions import OperationDefinition
+    from purgatory_server._service.model.outcome import Outcome
 
 __all__ = [
     "KEY_BYTES",

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
-from purgatory_server import version
+from purgatory_server._version import version
 from purgatory_server._engine import COMPILED
 
 if TYPE_CHECKING:

@@ -38,9 +38,9 @@ from opentelemetry.sdk.metrics.export import Histogram as HistogramData
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.util.types import Attributes
 
-from purgatory_server._service.api.rpc_telemetry import RpcStats
 from purgatory_server._service.core.budget import ServerBudget
 from purgatory_server._service.core.named_purgatory import NamedPurgatory
+from purgatory_server._service.observability.rpc_stats import RpcStats
 from purgatory_server._service.telemetry.counters import FINAL_STATES, PurgatoryMetrics
 from purgatory_server._service.telemetry.histogram import Histogram
 

@@ -22,9 +22,9 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 
-from purgatory_server._service.core.errors import LimitExceeded
+from purgatory_server._service.model.errors import Overloaded
 
-__all__ = ["NO_ADMISSION", "Admission", "LoopLag", "Overloaded"]
+__all__ = ["NO_ADMISSION", "Admission", "LoopLag"]
 
 
 class LoopLag:
@@ -61,18 +61,6 @@ class LoopLag:
     def recent_s(self) -> float:
         overdue = self._loop.time() - self._due if self._handle is not None else 0.0
         return max(overdue, max(self._samples, default=0.0))
-
-
-class Overloaded(LimitExceeded):
-    """A bulk request refused while the event loop runs late; retry after the delay."""
-
-    def __init__(self, field: str, lag_s: float, bulk_entries: int) -> None:
-        super().__init__(
-            f"the server is overloaded (its event loop runs {lag_s * 1000:.0f} ms late): "
-            f"requests of {bulk_entries} or more entries are refused until it catches up",
-            field,
-        )
-        self.retry_after_s = round(max(0.1, 2 * lag_s), 3)
 
 
 class Admission:

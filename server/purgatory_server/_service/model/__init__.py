@@ -1,0 +1,10 @@
+"""The values every layer shares; it imports nothing of the service above it.
+
+- ``errors``: every service error, each naming its status code (no grpc), in one tree;
+- ``quoting``: bounded quoting of caller values in error messages;
+- ``operation_state``: the states, numbered as the wire enum;
+- ``conditions``: condition specs, signal records and result snapshots;
+- ``definitions``: an operation's definition, a registration request, a recovered one;
+- ``outcome``: an operation's end, as published;
+- ``sizes``: what an operation or a retained outcome costs in memory (the charges).
+"""

@@ -13,10 +13,10 @@ from purgatory_proto.v1 import purgatory_pb2 as pb
 from purgatory_server._service.config.server_config import PurgatorySettings
 from purgatory_server._service.core.finished_ids import FinishedIds, entry_bytes
 from purgatory_server._service.model.conditions import ConditionKind, ConditionSpec
+from purgatory_server._service.model.conditions import ResultSnapshot as Result
 from purgatory_server._service.model.definitions import OperationDefinition
 from purgatory_server._service.model.operation_state import OperationState as ServerState
 from purgatory_server._service.model.outcome import Outcome
-from purgatory_server._service.outcomes.event_log import ResultSnapshot as Result
 
 from tests.durability.helpers import NAME, durable_config, running, watch
 from tests.service.conftest import ServeFn

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 from purgatory_server._engine.time import MockTime
-from purgatory_server._service.core.journal_hooks import NULL_HOOKS, NullHooks
+from purgatory_server._service.core.journal_hooks import NullHooks
 from purgatory_server._service.core.operation import RemoteOperation, SignalSlot
 from purgatory_server._service.core.progress import FirstSignal
 from purgatory_server._service.model.conditions import ConditionSpec
@@ -72,7 +72,7 @@ class HeldJournal(NullHooks):
             failed(exc)
 
 
-def make_feed(journal: NullHooks = NULL_HOOKS, *, retained: int = 100, **kw: int) -> Feed:
+def make_feed(journal: NullHooks | None = None, *, retained: int = 100, **kw: int) -> Feed:
     return Feed(
         "p",
         EventLog(retained),

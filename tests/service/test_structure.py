@@ -185,9 +185,7 @@ def _package_of(module: str) -> str:
     return ".".join(parts[: 3 if parts[1:2] == ["_service"] else 2])
 
 
-def _layer_violations(
-    graph: dict[str, set[str]], layers: tuple[tuple[str, ...], ...]
-) -> list[str]:
+def _layer_violations(graph: dict[str, set[str]], layers: tuple[tuple[str, ...], ...]) -> list[str]:
     """Each import of a package beside or above the importer's own layer, and each module
     that no layer holds, as ``importer -> imported`` lines."""
     index = {package: i for i, layer in enumerate(layers) for package in layer}

@@ -87,7 +87,6 @@ class ClusterNode:
         self._settings = {
             p.name: p for p in config.purgatories if p.name in set(self._cluster.replicated)
         }
-        self._registry: PurgatoryRegistry | None = None
         self._prepared: dict[str, ReplicatedStore] = {}
         self._routes: dict[str, _Route] = {}
         self._logs: dict[str, ReplicatedLog] = {}
@@ -152,8 +151,8 @@ class ClusterNode:
 
     # -- life cycle ----------------------------------------------------------------------
     async def start(self, registry: PurgatoryRegistry, port: int) -> None:
-        """Connect, create the streams and buckets if needed, start the cycles."""
-        self._registry = registry
+        """Connect, create the streams and buckets if needed, start the cycles (each takes
+        over and gives up its purgatory in ``registry``)."""
         cluster = self._cluster
         host = self._config.listen.rsplit(":", 1)[0]
         self.address = cluster.advertise or f"{host}:{port}"
@@ -179,7 +178,7 @@ class ClusterNode:
         for name in self._settings:
             await self._learn_owner(name)  # route from the first request on
             self._lost[name] = asyncio.Event()
-            self._tasks.append(self._loop.create_task(self._cycle(name)))
+            self._tasks.append(self._loop.create_task(self._cycle(name, registry)))
         logger.info(
             "cluster: %s (%s) serves replicated purgatories %s on %s",
             self.server_id,
@@ -210,10 +209,10 @@ class ClusterNode:
                 await asyncio.wait_for(self._nc.close(), 5.0)
 
     # -- the cycle -------------------------------------------------------------------------
-    async def _cycle(self, name: str) -> None:
+    async def _cycle(self, name: str, registry: PurgatoryRegistry) -> None:
         while not self._stopping:
             try:
-                await self._one_cycle(name)
+                await self._one_cycle(name, registry)
             except asyncio.CancelledError:
                 raise
             except Buried:
@@ -224,7 +223,7 @@ class ClusterNode:
                     self._views[name].unreachable()
                 await asyncio.sleep(min(1.0, self._lease_s / 3))
 
-    async def _one_cycle(self, name: str) -> None:
+    async def _one_cycle(self, name: str, registry: PurgatoryRegistry) -> None:
         settings = self._settings[name]
         limits = self._config.limits
         stream = journal_stream(name, self._cluster.journal_streams)
@@ -232,9 +231,13 @@ class ClusterNode:
         await self._tomb().wait_alive(name, min(0.5, max(0.02, self._lease_s / 10)))
         dedup = (settings.dedup_window_ms, settings.dedup_max_bytes)
         shadow = Shadow(
-            self._js, stream, subject, settings.retained_events, limits.max_tracked_values,
+            self._js,
+            stream,
+            subject,
+            settings.retained_events,
+            limits.max_tracked_values,
             dedup=dedup,
-        )  # fmt: skip
+        )
         lease = OwnerLease(
             self._owners_kv, token(name), LeaseValue(self.server_id, self.address), self._lease_s
         )
@@ -242,7 +245,9 @@ class ClusterNode:
         try:
             await self._stand_by(name, lease)
             try:
-                log = await self._take_over(name, settings, stream, subject, shadow, lease)
+                log = await self._take_over(
+                    name, registry, settings, stream, subject, shadow, lease
+                )
             except BaseException:
                 self._leases.pop(name, None)
                 with contextlib.suppress(Exception):
@@ -255,7 +260,7 @@ class ClusterNode:
         try:
             holding = await hold(name, lease, log, self._lost[name], self._placement, self._lease_s)
         finally:
-            await self._evict(name, lease, log, holding)
+            await self._evict(name, registry, lease, log, holding)
 
     async def _learn_owner(self, name: str) -> LeaseValue | None:
         """Read the lease key; remember its holder as the route (None: nobody holds it)."""
@@ -298,6 +303,7 @@ class ClusterNode:
     async def _take_over(  # noqa: PLR0917 - one call site, names kept apart
         self,
         name: str,
+        registry: PurgatoryRegistry,
         settings: PurgatorySettings,
         stream: str,
         subject: str,
@@ -343,8 +349,6 @@ class ClusterNode:
         )
         self._prepared[name] = store
         self._routes[name] = _Route(self.address, epoch)
-        registry = self._registry
-        assert registry is not None
         try:
             registry.create(registry.settings_for(name, settings))
         finally:
@@ -368,7 +372,12 @@ class ClusterNode:
         return self._tombstones
 
     async def _evict(
-        self, name: str, lease: OwnerLease, log: ReplicatedLog, holding: Holding
+        self,
+        name: str,
+        registry: PurgatoryRegistry,
+        lease: OwnerLease,
+        log: ReplicatedLog,
+        holding: Holding,
     ) -> None:
         if self._stopping:
             return  # server shutdown: the registry closes the store, stop() releases
@@ -384,8 +393,6 @@ class ClusterNode:
             del self._routes[name]
         if target is not None:  # until its lease key names it (epoch unknown yet)
             self._routes[name] = _Route(target.address, 0)
-        registry = self._registry
-        assert registry is not None
         await registry.evict(name, NotOwner(name, self.owner(name)))
         with contextlib.suppress(Exception):
             await asyncio.wait_for(lease.release(), 2.0)

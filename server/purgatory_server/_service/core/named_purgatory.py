@@ -99,9 +99,12 @@ class NamedPurgatory:
         # ``barrier()`` before they answer. (Outcomes wait for the journal in the feed.)
         self.barrier = None if journal is None else journal.barrier
         timer = SystemTimer(
-            settings.name, tick_ms=settings.tick_ms, wheel_size=settings.wheel_size,
-            time=self._time, inline_expiry=True,  # expiries only put into inboxes
-        )  # fmt: skip
+            settings.name,
+            tick_ms=settings.tick_ms,
+            wheel_size=settings.wheel_size,
+            time=self._time,
+            inline_expiry=True,  # expiries only put into inboxes
+        )
         self._engine: DelayedOperationPurgatory[RemoteOperation] = DelayedOperationPurgatory(
             settings.name,
             timer=timer,
@@ -110,22 +113,31 @@ class NamedPurgatory:
             time=self._time,
         )
         self._loop = loop
-        # Worker groups: competing consumers of this purgatory's outcomes (groups/); the
-        # feed offers them every outcome, the table asks them for capacity.
+        log = event_log if event_log is not None else EventLog(settings.retained_events)
+        # Worker groups: competing consumers of this purgatory's outcomes; the feed offers
+        # them every outcome, the table asks them for capacity.
         self.groups = GroupSet(
-            self.name, limits, loop, timer=timer, clock=self._time,
-            cursor=lambda: self.feed.last_sequence,
+            self.name,
+            limits,
+            loop,
+            timer=timer,
+            clock=self._time,
+            log=log,
             write=None if journal is None else journal.on_group,
-            after_write=None if journal is None else journal.after_write)  # fmt: skip
+            after_write=None if journal is None else journal.after_write,
+        )
         # The one owner of this purgatory's outcomes (public: long-polls wait on it).
         self.feed = Feed(
             settings.name,
-            event_log if event_log is not None else EventLog(settings.retained_events),
-            journal, loop, groups=self.groups, buffers=self.account.budget,
+            log,
+            journal,
+            loop,
+            groups=self.groups,
+            buffers=self.account.budget,
             max_subscribers=limits.max_subscribers,
             subscriber_buffer=limits.subscriber_buffer,
             subscriber_buffer_bytes=limits.subscriber_buffer_bytes,
-        )  # fmt: skip
+        )
         self._values = LatestValues(limits.max_tracked_values, self._engine.is_watched)
         # Ended operations: inbox -> feed -> listeners (the table retires them first).
         self._publisher = publisher = Publisher(self.feed, loop)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from typing import Protocol
 
 from purgatory_proto.v1.journal_pb2 import JournalRecord
 
@@ -42,6 +43,13 @@ from purgatory_server._service.outcomes.inbox import Inbox
 __all__ = ["GroupSet"]
 
 
+class Sequenced(Protocol):
+    """The purgatory's outcome log: a new group starts after its last sequence."""
+
+    @property
+    def last_sequence(self) -> int: ...
+
+
 class GroupSet:
     """Every worker group of one purgatory (loop-confined; see module docstring)."""
 
@@ -53,7 +61,7 @@ class GroupSet:
         *,
         timer: Timer,
         clock: Time,
-        cursor: Callable[[], int],
+        log: Sequenced,
         write: Callable[[JournalRecord], None] | None = None,
         after_write: AfterWrite | None = None,
     ) -> None:
@@ -62,7 +70,7 @@ class GroupSet:
         self._timer = timer
         self._clock = clock
         # The last sequence handed out: where a new group starts (see records.created).
-        self._cursor = cursor
+        self._log = log
         self._records = GroupRecords(purgatory, write, after_write) if write is not None else None
         self._groups: dict[str, WorkerGroup] = {}
         self._inbox: Inbox[LeaseTask] = Inbox(loop, self._expire)
@@ -126,7 +134,7 @@ class GroupSet:
                 visibility_timeout_ms or defaults.visibility_timeout_ms,
                 max_attempts or defaults.max_attempts,
             )
-            group = self._new(name, config, self._cursor())
+            group = self._new(name, config, self._log.last_sequence)
             if self._records is not None:
                 self._records.created(name, config, group.last_sequence)
         else:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import shutil
 import statistics
 import sys
 import tempfile
@@ -45,6 +44,7 @@ from bench._common import (
     tree_pythonpath,
     write_json,
 )
+from bench._rounds import Rounds
 
 CONFIG = "[defaults]\nmax_pending = 1000000\nretained_events = 1000\n"
 
@@ -112,43 +112,37 @@ async def _measure(root: Path, label: str, src: str | None, batches: int) -> dic
     return out
 
 
-async def run(args: argparse.Namespace) -> dict[str, Any]:
-    subjects: list[tuple[str, str | None]] = [("this tree", None)]
+async def run(args: argparse.Namespace) -> Rounds[dict[str, Any]]:
+    """``--rounds`` interleaved rounds, each tree's server a fresh one every round."""
+    trees: dict[str, str | None] = {"this tree": None}
     if args.compare_src:
-        subjects.append((args.compare_label, args.compare_src))
-    rounds: list[dict[str, Any]] = []
-    for r in range(args.rounds):
-        root = Path(tempfile.mkdtemp(prefix="shapes-bench-"))
-        order = subjects if r % 2 == 0 else subjects[::-1]  # alternate who goes first
-        rounds.append(
-            {
-                label: await _measure(root, f"s{i}", src, args.batches)
-                for i, (label, src) in enumerate(order)
-            }
-        )
-        shutil.rmtree(root, ignore_errors=True)
-        print(f"round {r + 1}/{args.rounds} done", file=sys.stderr)
-    return {"context": run_context(), "args": vars(args), "rounds": rounds}
+        trees[args.compare_label] = args.compare_src
+
+    async def measure(label: str) -> dict[str, Any]:
+        with tempfile.TemporaryDirectory(prefix="shapes-bench-", ignore_cleanup_errors=True) as tmp:
+            return await _measure(Path(tmp), "server", trees[label], args.batches)
+
+    return await Rounds[dict[str, Any]](list(trees), args.rounds).run_async(measure)
 
 
-def report(result: dict[str, Any]) -> str:
-    rounds = result["rounds"]
-    labels = list(rounds[0])
+def _cpu_ms(shape: str) -> Callable[[dict[str, Any]], float]:
+    """A round's server CPU ms per batch of ``shape``."""
+    return lambda result: float(result[shape]["cpu_ms_per_batch"])
+
+
+def report(rounds: Rounds[dict[str, Any]]) -> str:
+    base = rounds.labels[0]
     rows = []
     for shape in SHAPES:
-        for label in labels:
-            cpu = [r[label][shape]["cpu_ms_per_batch"] for r in rounds]
-            rtts = sorted(x for r in rounds for x in r[label][shape]["rtts_ms"])
+        cpu_ms = _cpu_ms(shape)
+        for label in rounds.labels:
+            cpu = rounds.values(label, cpu_ms)
+            rtts = sorted(x for r in rounds.results for x in r[label][shape]["rtts_ms"])
             ratio = "-"
-            if label != labels[0]:
-                base = labels[0]
+            if label != base:
                 # CPU comes in 10 ms ticks: a short run may read none (no ratio then).
-                ratios = [
-                    r[base][shape]["cpu_ms_per_batch"] / r[label][shape]["cpu_ms_per_batch"]
-                    for r in rounds
-                    if r[label][shape]["cpu_ms_per_batch"] > 0
-                ]
-                ratio = f"{statistics.median(ratios):.2f}" if ratios else "n/a (too short)"
+                med = rounds.median_ratio(base, label, cpu_ms)
+                ratio = f"{med:.2f}" if med is not None else "n/a (too short)"
             rows.append(
                 [
                     shape,
@@ -180,8 +174,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compare-label", default="compared tree", help="its name")
     parser.add_argument("--json", help="write the raw numbers here")
     args = parser.parse_args(argv)
-    result = asyncio.run(run(args))
-    print(report(result))
+    rounds = asyncio.run(run(args))
+    print(report(rounds))
+    print(rounds.load_report())
+    result = {
+        "context": run_context(),
+        "args": vars(args),
+        "rounds": rounds.results,
+        "loads_1min": rounds.loads,
+    }
     print(f"raw numbers: {write_json('batch_shapes_bench', result, args.json)}")
     return 0
 

@@ -27,9 +27,11 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from operator import itemgetter
 from pathlib import Path
 
-from bench._common import write_json
+from bench._common import tree_pythonpath, write_json
+from bench._rounds import Rounds
 
 CHILD = r"""
 import asyncio, json, sys, tempfile, time
@@ -146,7 +148,7 @@ asyncio.run(main())
 
 
 def run_child(src: Path, pairs: int, repeats: int) -> dict[str, float]:
-    env = {**os.environ, "PYTHONPATH": f"{src}/server{os.pathsep}{src}/proto"}
+    env = {**os.environ, "PYTHONPATH": tree_pythonpath(str(src))}
     with tempfile.TemporaryDirectory() as cwd:  # no stray imports from the caller's cwd
         done = subprocess.run(
             [sys.executable, "-c", CHILD, str(pairs), str(repeats)],
@@ -175,23 +177,20 @@ def main() -> None:
     here = Path(__file__).resolve().parent.parent
     other = Path(a.compare_src).resolve()
     print(f"core compare: {os.cpu_count()} CPUs, load {os.getloadavg()}")
-    rounds: list[dict[str, dict[str, float]]] = []
-    for r in range(a.rounds):
-        order = [("this tree", here), (a.compare_label, other)]
-        if r % 2:
-            order.reverse()
-        rounds.append({label: run_child(src, a.pairs, a.repeats) for label, src in order})
-        print(f"round {r + 1}/{a.rounds} done", file=sys.stderr)
-    forms = list(rounds[0]["this tree"])
+    trees = {"this tree": here, a.compare_label: other}
+    rounds: Rounds[dict[str, float]] = Rounds(list(trees), a.rounds)
+    rounds.run(lambda label: run_child(trees[label], a.pairs, a.repeats))
+    forms = list(rounds.results[0]["this tree"])
     print(
         f"\n| form | this tree µs/pair | {a.compare_label} µs/pair | ratio (median) | per round |"
     )
     print("| --- | ---: | ---: | ---: | --- |")
     summary = {}
     for form in forms:
-        new = [rd["this tree"][form] for rd in rounds]
-        old = [rd[a.compare_label][form] for rd in rounds]
-        ratios = [o / n for n, o in zip(new, old, strict=True)]  # >1: this tree is faster
+        new = rounds.values("this tree", itemgetter(form))
+        old = rounds.values(a.compare_label, itemgetter(form))
+        # > 1: this tree is faster
+        ratios = rounds.ratios(a.compare_label, "this tree", itemgetter(form))
         med = statistics.median(ratios)
         summary[form] = {
             "this": statistics.median(new),
@@ -204,9 +203,9 @@ def main() -> None:
             f"| {med:.2f}x | {each} |"
         )
     print(f"\nratio = {a.compare_label} CPU / this tree's CPU per pair (> 1: this tree is cheaper)")
-    print(
-        f"raw numbers: {write_json('core_compare', {'rounds': rounds, 'summary': summary}, a.json)}"
-    )
+    print(rounds.load_report())
+    payload = {"rounds": rounds.results, "summary": summary, "loads_1min": rounds.loads}
+    print(f"raw numbers: {write_json('core_compare', payload, a.json)}")
 
 
 if __name__ == "__main__":

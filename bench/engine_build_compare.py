@@ -32,9 +32,11 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from operator import itemgetter
 from pathlib import Path
 
 from bench._common import markdown_table
+from bench._rounds import Rounds
 
 BUILDS = ("compiled", "pure")
 
@@ -144,27 +146,28 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.quick:
         args.rounds, args.ops, args.duration = 1, 10_000, 1.0
     print(f"# {args}; load {os.getloadavg()}")
-    results: dict[str, list[dict[str, float]]] = {b: [] for b in BUILDS}
-    for r in range(args.rounds):
-        order = BUILDS if r % 2 == 0 else BUILDS[::-1]
+    rounds: Rounds[dict[str, float]] = Rounds(BUILDS, args.rounds, progress=False)
+    for r, order in enumerate(rounds):
         for build in order:
-            results[build].append(child(build, args))
-        print(f"round {r + 1}: " + json.dumps({b: results[b][-1] for b in BUILDS}), flush=True)
+            rounds.record(build, child(build, args))
+        print(
+            f"round {r + 1}: " + json.dumps({b: rounds.results[-1][b] for b in BUILDS}), flush=True
+        )
     rows = []
-    for metric in results["compiled"][0]:
-        c = [run[metric] for run in results["compiled"]]
-        p = [run[metric] for run in results["pure"]]
-        ratios = [pv / cv for pv, cv in zip(p, c, strict=True) if cv]
+    for metric in rounds.results[0]["compiled"]:
+        key = itemgetter(metric)
+        ratio = rounds.median_ratio("pure", "compiled", key)
         rows.append(
             [
                 metric,
-                f"{statistics.median(c):,.2f}",
-                f"{statistics.median(p):,.2f}",
-                f"{statistics.median(ratios):.2f}" if ratios else "-",
+                f"{statistics.median(rounds.values('compiled', key)):,.2f}",
+                f"{statistics.median(rounds.values('pure', key)):,.2f}",
+                f"{ratio:.2f}" if ratio is not None else "-",
             ]
         )
     print(markdown_table(["metric (median)", "compiled", "pure", "pure / compiled"], rows))
     print(f"# load after {os.getloadavg()}")
+    print(rounds.load_report())
 
 
 if __name__ == "__main__":

@@ -34,7 +34,8 @@ import sys
 import time
 from collections import deque
 
-from bench._common import markdown_table
+from bench._common import markdown_table, tree_pythonpath
+from bench._rounds import Rounds
 
 
 def measure(
@@ -94,33 +95,26 @@ def measure(
 
 
 def compare(args: argparse.Namespace) -> int:
-    src = os.path.abspath(args.compare_src)
     trees = {"this tree": dict(os.environ)}
-    trees[args.compare_label] = {
-        **os.environ,
-        "PYTHONPATH": f"{src}/server{os.pathsep}{src}/proto",
-    }
+    trees[args.compare_label] = {**os.environ, "PYTHONPATH": tree_pythonpath(args.compare_src)}
     child = [sys.executable, "-m", "bench.engine_cpu", "--child"]
     child += ["--requests", str(args.requests), "--repeats", str(args.repeats)]
     child += ["--pending", str(args.pending)]
-    names = list(trees)
-    rows: list[list[object]] = []
-    base_us: list[float] = []
-    this_us: list[float] = []
-    ratios: list[float] = []
-    for rnd in range(args.rounds):
-        got: dict[str, float] = {}
-        for name in names if rnd % 2 == 0 else names[::-1]:
-            out = subprocess.run(
-                child, env=trees[name], check=True, capture_output=True, text=True
-            ).stdout
-            got[name] = float(json.loads(out)["ns_per_request"])
-        this, base = got["this tree"], got[args.compare_label]
-        ratios.append(base / this)
-        base_us.append(base / 1000)
-        this_us.append(this / 1000)
-        rows.append([rnd + 1, base / 1000, this / 1000, base / this])
-        print(f"round {rnd + 1}/{args.rounds} done", file=sys.stderr)
+
+    def child_ns(name: str) -> float:
+        out = subprocess.run(
+            child, env=trees[name], check=True, capture_output=True, text=True
+        ).stdout
+        return float(json.loads(out)["ns_per_request"])
+
+    rounds = Rounds[float](list(trees), args.rounds).run(child_ns)
+    this_us = [ns / 1000 for ns in rounds.values("this tree", float)]
+    base_us = [ns / 1000 for ns in rounds.values(args.compare_label, float)]
+    ratios = rounds.ratios(args.compare_label, "this tree", float)
+    rows: list[list[object]] = [
+        [rnd + 1, base, this, base / this]
+        for rnd, (base, this) in enumerate(zip(base_us, this_us, strict=True))
+    ]
     print(
         f"# {args.requests} requests x best of {args.repeats}, {args.rounds} rounds, "
         f"load {os.getloadavg()}\n"
@@ -133,6 +127,7 @@ def compare(args: argparse.Namespace) -> int:
         f"{statistics.median(base_us):.2f} / {min(base_us):.2f}, this tree "
         f"{statistics.median(this_us):.2f} / {min(this_us):.2f}"
     )
+    print(rounds.load_report())
     return 0
 
 

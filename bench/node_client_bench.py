@@ -40,18 +40,20 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from purgatory_client import AsyncPurgatoryClient, OperationSpec, OperationState
 
 from bench._common import bench_server, markdown_table, percentile, run_context, write_json
+from bench._rounds import Rounds
 
 NODE_SCRIPT = Path(__file__).resolve().parent / "node_longpoll.js"
 NODE_SESSION = Path(__file__).resolve().parent / "node_session.js"
 # The workloads: the long-poll pairs, then the two Session ones (rate: ops/s).
 WORKLOADS = ("longpoll", "watchmany", "dispatcher")
+CLIENTS = ("python", "node")  # which goes first alternates by round
 
 
 async def python_phase(
@@ -173,6 +175,11 @@ def run_one(target: str, who: str, workload: str, a: argparse.Namespace) -> Any:
     return res
 
 
+def _rate(workload: str) -> Callable[[dict[str, Any]], float]:
+    """A client's rate in ``workload``, from its round's results."""
+    return lambda results: float(results[workload]["rate"])
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
@@ -184,30 +191,27 @@ def main() -> int:
     parser.add_argument("--json", help="write the raw numbers here")
     a = parser.parse_args()
     context = run_context()
-    results: dict[str, dict[str, list[Any]]] = {w: {"python": [], "node": []} for w in WORKLOADS}
+    rounds: Rounds[dict[str, Any]] = Rounds(CLIENTS, a.rounds, progress=False)
     with (
         tempfile.TemporaryDirectory(prefix="node-client-bench-") as tmp,
         bench_server(Path(tmp), "purgatory") as server,
     ):
         target = server.address
-        for r in range(a.rounds):
-            order = ["python", "node"] if r % 2 == 0 else ["node", "python"]
+        for r, order in enumerate(rounds):
+            got: dict[str, dict[str, Any]] = {who: {} for who in order}
             for workload in WORKLOADS:
                 for who in order:
                     res = run_one(target, who, workload, a)
-                    results[workload][who].append(res)
+                    got[who][workload] = res
                     unit = "pairs/s" if workload == "longpoll" else "ops/s"
                     print(
                         f"round {r + 1}: {workload}: {who}: {res['rate']:,.0f} {unit}",
                         file=sys.stderr,
                     )
-    ratios = {
-        w: [
-            n["rate"] / p["rate"]
-            for n, p in zip(results[w]["node"], results[w]["python"], strict=True)
-        ]
-        for w in WORKLOADS
-    }
+            for who in order:
+                rounds.record(who, got[who])
+    results = {w: {who: [r[who][w] for r in rounds.results] for who in CLIENTS} for w in WORKLOADS}
+    ratios = {w: rounds.ratios("node", "python", _rate(w)) for w in WORKLOADS}
     longpoll = results["longpoll"]
     rows = []
     for who, label in (
@@ -274,7 +278,14 @@ def main() -> int:
             f"(rounds: {', '.join(f'{x:.2f}' for x in ratios[workload])})"
         )
     print(f"load average at start: {context['loadavg_1_5_15']}")
-    payload = {"context": context, "args": vars(a), "results": results, "ratios": ratios}
+    print(rounds.load_report())
+    payload = {
+        "context": context,
+        "args": vars(a),
+        "results": results,
+        "ratios": ratios,
+        "loads_1min": rounds.loads,
+    }
     out = write_json("node_client_bench", payload, a.json)
     print(f"raw numbers: {out}", file=sys.stderr)
     return 0

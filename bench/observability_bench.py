@@ -30,16 +30,16 @@ import asyncio
 import contextlib
 import os
 import statistics
-import sys
 import tempfile
 import threading
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from bench._common import bench_server, markdown_table, run_context, write_json
 from bench._observability_inprocess import inprocess
+from bench._rounds import Rounds
 from bench._service_unary import grpc_batched, grpc_unbatched
 from harness import ServerProcess, serving
 
@@ -80,11 +80,29 @@ def scraper(urls: list[str], interval: float) -> Iterator[dict[str, int]]:
         thread.join(15)
 
 
-async def main_async(a: argparse.Namespace, root: Path) -> dict[str, Any]:
-    rates: dict[tuple[str, str], list[float]] = {(m, f): [] for m in MODES for f in FORMS}
-    # Server CPU per pair: robust to the shared machine's load, unlike pairs/s.
-    cpu: dict[tuple[str, str], list[float]] = {(m, f): [] for m in MODES for f in FORMS}
+Figures = dict[str, tuple[float, float]]  # per form: pairs/s, server CPU µs per pair
+
+
+async def measure(server: ServerProcess, mode: str, a: argparse.Namespace) -> Figures:
+    """Both forms on ``mode``'s server: pairs/s, and the server's CPU per pair (robust to
+    the shared machine's load, unlike pairs/s)."""
+    out: Figures = {}
+    for form in FORMS:
+        before = server.cpu_seconds()
+        if form == "unbatched":
+            run = await grpc_unbatched(mode, server.address, a.concurrency, a)
+        else:
+            run = await grpc_batched(mode, server.address, a)
+        # The warm-up's pairs are not counted; its CPU is, in proportion.
+        used = (server.cpu_seconds() - before) * a.duration / (a.duration + a.warmup)
+        out[form] = (run.rate, used / run.pairs * 1e6 if run.pairs else 0.0)
+    return out
+
+
+async def main_async(a: argparse.Namespace, root: Path) -> tuple[Rounds[Figures], dict[str, int]]:
+    """The interleaved rounds (no mode always runs first or last) and the scrapes' counts."""
     servers = {mode: mode_server(root, mode) for mode in MODES}
+    rounds: Rounds[Figures] = Rounds(MODES, a.rounds)
     with contextlib.ExitStack() as stack:
         stack.enter_context(serving(*servers.values()))
         urls = [
@@ -93,43 +111,30 @@ async def main_async(a: argparse.Namespace, root: Path) -> dict[str, Any]:
             if mode != "off"
         ]
         scrapes = stack.enter_context(scraper(urls, a.scrape_interval))
-        for r in range(a.rounds):
-            # Rotate the order each round: no mode always runs first (or last) in a round.
-            for mode in MODES[r % len(MODES) :] + MODES[: r % len(MODES)]:
-                server = servers[mode]
-                for form in FORMS:
-                    before = server.cpu_seconds()
-                    if form == "unbatched":
-                        run = await grpc_unbatched(mode, server.address, a.concurrency, a)
-                    else:
-                        run = await grpc_batched(mode, server.address, a)
-                    # The warm-up's pairs are not counted; its CPU is, in proportion.
-                    used = (server.cpu_seconds() - before) * a.duration / (a.duration + a.warmup)
-                    rates[(mode, form)].append(run.rate)
-                    cpu[(mode, form)].append(used / run.pairs * 1e6 if run.pairs else 0.0)
-            print(f"round {r + 1}/{a.rounds} done", file=sys.stderr)
-    return {
-        "rates": {f"{m} | {f}": v for (m, f), v in rates.items()},
-        "cpu_us_per_pair": {f"{m} | {f}": v for (m, f), v in cpu.items()},
-        "scrapes": scrapes,
-    }
+        await rounds.run_async(lambda mode: measure(servers[mode], mode, a))
+    return rounds, scrapes
 
 
-def report(result: dict[str, Any], a: argparse.Namespace) -> dict[str, Any]:
-    rates = {tuple(k.split(" | ")): v for k, v in result["rates"].items()}
-    cpu = {tuple(k.split(" | ")): v for k, v in result["cpu_us_per_pair"].items()}
+def _rate(form: str) -> Callable[[Figures], float]:
+    return lambda figures: figures[form][0]
+
+
+def _cpu(form: str) -> Callable[[Figures], float]:
+    return lambda figures: figures[form][1]
+
+
+def report(
+    rounds: Rounds[Figures], result: dict[str, Any], a: argparse.Namespace
+) -> dict[str, Any]:
     rows = []
     summary: dict[str, Any] = {}
     for form in FORMS:
-        base = rates[("off", form)]
-        base_cpu = cpu[("off", form)]
+        rate, cpu = _rate(form), _cpu(form)
         for mode in MODES:
-            values = rates[(mode, form)]
-            ratio = statistics.median([v / b for v, b in zip(values, base, strict=True) if b])
-            cpu_ratio = statistics.median(
-                [c / b for c, b in zip(cpu[(mode, form)], base_cpu, strict=True) if b]
-            )
-            cpu_pair = statistics.median(cpu[(mode, form)])
+            values = rounds.values(mode, rate)
+            ratio = statistics.median(rounds.ratios(mode, "off", rate))
+            cpu_ratio = statistics.median(rounds.ratios(mode, "off", cpu))
+            cpu_pair = statistics.median(rounds.values(mode, cpu))
             rows.append(
                 [
                     f"{mode}, {form}",
@@ -158,10 +163,11 @@ def report(result: dict[str, Any], a: argparse.Namespace) -> dict[str, Any]:
     ]
     print(markdown_table(headers, rows))
     print(f"\nscrapes during the run: {result['scrapes']['scrapes']}")
+    print(rounds.load_report())
     rows = []
     for form, per_pair in result["inprocess"].items():
         off = per_pair["off"]
-        socket_cpu = statistics.median(cpu[("off", form)])
+        socket_cpu = statistics.median(rounds.values("off", _cpu(form)))
         for mode in MODES:
             added = (per_pair[mode] - off) * 1e6
             share = f"{added / socket_cpu * 100:+.1f}%" if mode != "off" else "-"
@@ -188,12 +194,18 @@ def main() -> None:
     a = parser.parse_args()
     print(f"observability bench: {os.cpu_count()} CPUs, load {os.getloadavg()}")
     with tempfile.TemporaryDirectory(prefix="observability-bench-") as tmp:
-        result = asyncio.run(main_async(a, Path(tmp)))
+        rounds, scrapes = asyncio.run(main_async(a, Path(tmp)))
+    result: dict[str, Any] = {
+        "rates": {f"{m} | {f}": rounds.values(m, _rate(f)) for m in MODES for f in FORMS},
+        "cpu_us_per_pair": {f"{m} | {f}": rounds.values(m, _cpu(f)) for m in MODES for f in FORMS},
+        "loads_1min": rounds.loads,
+        "scrapes": scrapes,
+    }
     result["inprocess"] = {
         form: inprocess(a.inprocess_pairs, 1 if form == "unbatched" else a.batch_size, a.repeats)
         for form in FORMS
     }
-    payload = report(result, a)
+    payload = report(rounds, result, a)
     print(f"\nraw numbers: {write_json('observability_bench', payload, a.json)}")
 
 

@@ -17,10 +17,13 @@ import gc
 import statistics
 import time
 from collections.abc import Sequence
+from functools import partial
+from operator import itemgetter
 
 from purgatory_server import DelayedOperation, DelayedOperationPurgatory, MockTime
 
 from bench._common import markdown_table
+from bench._rounds import Rounds
 
 
 class Op(DelayedOperation):
@@ -67,6 +70,15 @@ def cycle(prompt: bool, n: int, keys_per_op: int) -> tuple[float, int]:
     return elapsed / n, left
 
 
+MODES = ("prompt", "lazy")  # unwatch_on_complete True, False
+NS = itemgetter(0)  # a cycle's ns per watch+complete
+
+
+def _cycle(mode: str, ops: int, keys_per_op: int) -> tuple[float, int]:
+    """``cycle`` in the mode named ``mode``."""
+    return cycle(mode == "prompt", ops, keys_per_op)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ops", type=int, default=50_000)
@@ -77,29 +89,24 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.quick:
         args.ops, args.rounds = 2_000, 2
     rows = []
+    loads = []
     for k in args.keys:
-        lazy_ns: list[float] = []
-        prompt_ns: list[float] = []
-        ratios: list[float] = []
-        left = {True: 0, False: 0}
-        for r in range(args.rounds):
-            order = (True, False) if r % 2 == 0 else (False, True)
-            got = {mode: cycle(mode, args.ops, k) for mode in order}
-            prompt_ns.append(got[True][0])
-            lazy_ns.append(got[False][0])
-            ratios.append(got[True][0] / got[False][0])
-            left = {mode: got[mode][1] for mode in got}
+        rounds: Rounds[tuple[float, int]] = Rounds(MODES, args.rounds, progress=False)
+        rounds.run(partial(_cycle, ops=args.ops, keys_per_op=k))
+        ratios = rounds.ratios("prompt", "lazy", NS)
+        last = rounds.results[-1]
         rows.append(
             [
                 k,
-                statistics.median(lazy_ns),
-                statistics.median(prompt_ns),
+                statistics.median(rounds.values("lazy", NS)),
+                statistics.median(rounds.values("prompt", NS)),
                 statistics.median(ratios),
                 f"{min(ratios):.2f}-{max(ratios):.2f}",
-                left[False],
-                left[True],
+                last["lazy"][1],
+                last["prompt"][1],
             ]
         )
+        loads.append(f"{k} keys per op: {rounds.load_report()}")
     print(f"{args.ops:,} operations per round, {args.rounds} interleaved rounds\n")
     print(
         markdown_table(
@@ -115,6 +122,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             rows,
         )
     )
+    print("\n".join(loads))
 
 
 if __name__ == "__main__":

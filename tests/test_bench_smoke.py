@@ -105,9 +105,7 @@ CASES = [
         (r"\| keys \| this tree \|", r"\| payloads \| compared tree \|"),
     ),
     Case("listing_bench", "--quick --rounds 1", (r"first page \(100\) in ms",)),
-    Case("dedup_gc_bench", "--ids 2000 --repeats 1", ("full collection, packed / records",)),
     Case("placement_sim", "--quick", (r"\| rendezvous \|",)),
-    Case("session_pack_bench", "--repeats 1 --iterations 10", (r"ratio \(median",)),
     Case(
         "memory_budget_bench",
         "--quick --compare-src {root} --fanout 3 --fanout-outcomes 50",

@@ -1,14 +1,19 @@
-"""The gRPC purgatory service, in layers from the wire down (docs/architecture.md).
+"""The gRPC purgatory service, in layers from the top down (docs/architecture.md;
+tests/service/test_structure.py holds the table):
 
+- ``workers``: several worker processes behind one address, and their supervisor;
 - ``api``: the gRPC edge, the only importer of grpc: handlers, servicer, Session, status
-  mapping, TLS, listen address, server assembly;
+  mapping, admission, TLS, listen address, server assembly;
+- (``purgatory_server._cluster``: replicated purgatories on NATS JetStream;)
+- ``durable``: the journal hooks over the journal library, recovery, codec and catalog;
 - ``wire``: protobuf messages <-> service values, and every request check;
-- ``core``: named purgatories, their operations, conditions, capacity (loop-confined);
+  ``observability``: the OpenTelemetry and Prometheus exporters;
+- ``core``: named purgatories, their operations, capacity (loop-confined), composed with
+  the features ``groups`` and ``schedules``;
 - ``outcomes``: the feed, the one owner of what happens once an operation ended;
-- ``durable``: the journal hooks, the local store, the codec and the catalog;
+- ``telemetry``: the plain counters the service keeps;
 - ``config``: server configuration, settings, tokens, logging, process tuning;
-- ``groups``, ``schedules``, ``telemetry``: features wired into the core;
-- ``workers``: several worker processes behind one address, and their supervisor.
+- ``model``: the values every layer shares (errors, conditions, definitions, outcomes).
 
 Each package's ``__init__`` docstring is its module map. The engine (``_engine``) and the
 journal library (``_journal``) sit below all of this and know nothing of it.

@@ -46,7 +46,7 @@ class GroupRecords:
     ) -> None:
         self._purgatory = purgatory
         self._write = write
-        # The journal's after_write (:mod:`..durable.hooks`); None: written at once.
+        # The journal's after_write (``core.journal_hooks``); None: written at once.
         self._after_write = after_write
 
     def created(self, group: str, config: GroupConfig, last_sequence: int) -> None:

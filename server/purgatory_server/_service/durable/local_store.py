@@ -1,7 +1,7 @@
 """Durable purgatories: the journal hooks, recovery at start-up, and the store's life cycle.
 
-:class:`DurableHooks` implements the :class:`~purgatory_server._service.core.journal_hooks.JournalHooks` over the journal
-library (:mod:`purgatory_server._journal`). Records produced during one event-loop
+:class:`DurableHooks` implements the core's ``JournalHooks`` (``core.journal_hooks``) over the
+journal library (:mod:`purgatory_server._journal`). Records produced during one event-loop
 iteration are buffered and handed to the journal as one submission at the end of the
 iteration (``loop.call_soon``), so concurrent RPCs share one write and, under ``always``,
 one fsync (group commit on top of the writer's own). ``barrier()`` resolves when the

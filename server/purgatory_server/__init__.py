@@ -11,7 +11,8 @@ from purgatory_server._engine.time import MockTime
 from purgatory_server._engine.timer_task import TimerTask, TimerTaskEntry
 from purgatory_server._engine.timer_task_list import TimerTaskList
 from purgatory_server._engine.timing_wheel import TimingWheel
-from purgatory_server._version import __version__, version
+from purgatory_server._version import __version__ as __version__
+from purgatory_server._version import version
 
 __all__ = [
     "DelayedOperation",
@@ -24,4 +25,3 @@ __all__ = [
     "TimingWheel",
     "version",
 ]
-

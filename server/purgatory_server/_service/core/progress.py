@@ -1,17 +1,10 @@
 """Declarative completion conditions and the per-operation progress they are judged on.
 
 A remote operation cannot run caller code in ``try_complete``, so it carries a
-:class:`ConditionSpec` instead, evaluated against the signals its keys receive:
-
-- ``ANY_KEY``: the first signal on any watched key (a plain long-poll, a wake-up);
-- ``ALL_KEYS``: every watched key signalled at least once (every partition acknowledged);
-- ``MIN_SIGNALS``: at least ``count`` signals; with ``distinct_sources`` each non-empty
-  ``source`` counts once (DelayedProduce: acks from N replicas). Signals with an empty
-  source cannot be told apart, so each of them counts;
-- ``SUM_AT_LEAST``: the sum of ``amount`` reaches ``threshold`` (DelayedFetch: min bytes);
-- ``VALUES_AT_LEAST``: every watched key's latest ``value`` is >= its target (replicas
-  reached an offset). Values known before registration count, which is why the purgatory
-  keeps the latest value per key (:mod:`.latest_values`).
+:class:`ConditionSpec` instead, evaluated against the signals its keys receive (the
+kinds are described in :mod:`purgatory_server._service.model.conditions`). A
+``VALUES_AT_LEAST`` condition counts values known before registration, which is why the
+purgatory keeps the latest value per key (:mod:`.latest_values`).
 
 :class:`Progress` is the mutable accumulator of one operation. Thread safety: it is only
 touched under its operation's lock (``try_complete`` and ``on_complete`` both run with the

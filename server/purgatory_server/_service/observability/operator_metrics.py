@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING
 
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
-from purgatory_server._version import version
 from purgatory_server._engine import COMPILED
+from purgatory_server._version import version
 
 if TYPE_CHECKING:
     from purgatory_server._service.core.registry import PurgatoryRegistry

@@ -51,8 +51,8 @@ from purgatory_server._service.schedules.definition import (
 from purgatory_server._service.schedules.timing import CronError
 
 if TYPE_CHECKING:
-    from purgatory_server._service.core.operation import RemoteOperation
     from purgatory_server._service.core.journal_hooks import JournalHooks
+    from purgatory_server._service.core.operation import RemoteOperation
     from purgatory_server._service.core.operation_table import Registration
 
 __all__ = ["MAX_SCHEDULES", "ScheduleEntry", "ScheduleHost", "ScheduleTable"]
@@ -216,8 +216,8 @@ class ScheduleTable:
                 ((target, _created),) = self._purgatory.register((request,), ("schedule.",))
             except AlreadyExists:
                 target = None  # the id was used by another definition: skip this time
-            pending = target is not None and not isinstance(target, Outcome)
-            if pending and not target.is_completed():
+            ended = target is None or isinstance(target, Outcome) or target.is_completed()
+            if not ended:
                 entry.occurrence_id, entry.fire_time_ms = op_id, fire
                 return
             # Already ended (used before a restart or a replacement): skip this time.

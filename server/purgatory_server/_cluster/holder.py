@@ -1,19 +1,19 @@
 """Holding an owned purgatory: renewing its lease, retried within the lease, until lost.
 
-docs/scale-out.md §4 and §9. The owner renews every ``lease / 3``. A renewal that fails
-on the way (a timeout, no JetStream leader, a lost connection) is retried every
-:data:`RETRY_S` (each attempt bounded by the renewal interval), so a blip shorter than
-the lease changes nothing. Ownership ends when:
+docs/scale-out.md, "Ownership, epochs and fencing" and "Failure cases". The owner renews
+every ``lease / 3``. A renewal that fails on the way (a timeout, no JetStream leader, a
+lost connection) is retried every :data:`RETRY_S` (each attempt bounded by the renewal
+interval), so a blip shorter than the lease changes nothing. Ownership ends when:
 
 - a renewal is refused (compare-and-set on our revision): another server holds the key;
 - the lease lapses before a renewal got through: nobody can tell whether another server
   acquired meanwhile, so the purgatory stops being served (reads included: the node's
   ``route`` already refuses once ``valid()`` is false) and is evicted. If the bucket was
   unreachable all along (its JetStream leader being elected again after a NATS node's
-  loss: 5.8-8.2 s measured on loopback, longer than the lease), :attr:`Holding.lapsed` is
-  set: the node then lets this server acquire the key again first once the bucket
-  answers (the others wait a grace period after such an outage), so the purgatory comes
-  back here instead of every purgatory of the cluster moving at once;
+  loss, which can take longer than the lease), :attr:`Holding.lapsed` is set: the node
+  then lets this server acquire the key again first once the bucket answers (the others
+  wait a grace period after such an outage), so the purgatory comes back here instead of
+  every purgatory of the cluster moving at once;
 - placement prefers another live member: it is handed over.
 
 Thread-safety: loop-confined (the server's event loop), like :mod:`.node`.

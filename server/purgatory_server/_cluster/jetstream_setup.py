@@ -70,7 +70,7 @@ async def ensure_layout(js: Any, cluster: ClusterConfig, lease_s: float) -> tupl
 
 
 async def ensure_members(js: Any, cluster: ClusterConfig, lease_s: float) -> Any:
-    """Create the members bucket (TTL = the lease, docs/scale-out.md §7) if needed; its KV."""
+    """Create the members bucket (TTL = the lease) if needed; its KV."""
     members = KeyValueConfig(
         bucket=MEMBERS_BUCKET, ttl=lease_s, replicas=cluster.replicas, history=1
     )

@@ -1,19 +1,19 @@
 """What a standby saw of a purgatory's lease key, and whether it may create it now.
 
-docs/scale-out.md §4 and §9. A standby polls the key every ``lease / 10``. A key that
-disappears normally means its owner stopped renewing (dead, paused, cut off) and the
-bucket's TTL removed it; placement then says who acquires first
-(:meth:`~.placement.Placement.may_acquire`). But while the bucket's JetStream leader is
-being elected again (a NATS node lost: 5.8-8.2 s measured on loopback, longer than a
+docs/scale-out.md, "Ownership, epochs and fencing" and "Failure cases". A standby polls
+the key every ``lease / 10``. A key that disappears normally means its owner stopped
+renewing (dead, paused, cut off) and the bucket's TTL removed it; placement then says who
+acquires first (:meth:`~.placement.Placement.may_acquire`). But while the bucket's
+JetStream leader is being elected again (a NATS node lost; it can take longer than a
 lease), *nobody* can renew: the owner's lease lapses too, its key is neither renewed nor
-removed (the reads still answer, from a replica), and it disappears only once a leader
-is back. Moving the purgatory then would move every purgatory of the cluster at once,
-so for :data:`OUTAGE_S` after a standby saw such an **outage** (a read failing, or the
-same revision present for longer than :data:`STALE_LEASES` leases: a TTL that did not
-run) it leaves a key that disappears to its last holder, and the server whose lease
-lapsed that way (``last`` is itself: :mod:`.holder`) creates it at once: it gets its
-purgatory back. The price: an owner that dies *during* such an outage is replaced up to
-:data:`OUTAGE_S` later.
+removed (the reads still answer, from a replica), and it disappears only once a leader is
+back. Moving the purgatory then would move every purgatory of the cluster at once, so for
+:data:`OUTAGE_S` after a standby saw such an **outage** (a read failing, or the same
+revision present for longer than :data:`STALE_LEASES` leases: a TTL that did not run) it
+leaves a key that disappears to its last holder, and the server whose lease lapsed that
+way (``last`` is itself: :mod:`.holder`) creates it at once: it gets its purgatory back.
+The price: an owner that dies *during* such an outage is replaced up to :data:`OUTAGE_S`
+later.
 
 Pure state and clock readings (tested without NATS). Thread-safety: loop-confined.
 """
@@ -28,8 +28,8 @@ __all__ = ["OUTAGE_S", "STALE_LEASES", "KeyView"]
 # the bucket had no leader meanwhile (an owner renews every lease / 3).
 STALE_LEASES = 1.5
 # After an outage, how long a key that disappears is left to its old owner: that owner may
-# need its journal stream's leader elected again too before its takeover can fence (NATS
-# elects within 4-9 s; 5.8-8.2 s measured for the lease bucket on loopback).
+# need its journal stream's leader elected again too before its takeover can fence, and
+# a NATS election takes seconds.
 OUTAGE_S = 10.0
 
 

@@ -1,10 +1,10 @@
 """Where a replicated purgatory lives in JetStream: stream, subject, lease and meta keys.
 
-docs/scale-out.md §3: purgatories share ``journal_streams`` streams (one Raft group
-each) by subject, ``purgatory.j.<k>.<token>`` in stream ``PURGATORY_J<k>`` with ``k`` a
-stable hash of the name. A purgatory name may contain ``.``, which separates subject
-tokens, so such a name is written as ``=`` + its hex (``=`` cannot start a name, so no
-two names share a token). The same token keys the lease and meta buckets.
+docs/scale-out.md, "Layout in JetStream": purgatories share ``journal_streams`` streams
+(one Raft group each) by subject, ``purgatory.j.<k>.<token>`` in stream ``PURGATORY_J<k>``
+with ``k`` a stable hash of the name. A purgatory name may contain ``.``, which separates
+subject tokens, so such a name is written as ``=`` + its hex (``=`` cannot start a name,
+so no two names share a token). The same token keys the lease and meta buckets.
 
 Pure functions; no I/O.
 """
@@ -32,7 +32,7 @@ MEMBERS_BUCKET = "purgatory-members"
 EPOCH_HEADER = "Purgatory-Epoch"
 EXPECTED_SUBJECT_SEQ = "Nats-Expected-Last-Subject-Sequence"
 MSG_ID = "Nats-Msg-Id"
-# Marks a snapshot's messages: "<phase> <id>" (docs/scale-out.md §5, _cluster/snapshot.py).
+# Marks a snapshot's messages: "<phase> <id>" (_cluster/snapshot.py).
 SNAPSHOT_HEADER = "Purgatory-Snapshot"
 # JetStream's default max_payload is 1 MiB; leave room for headers.
 MAX_MESSAGE_BYTES = 900 * 1024

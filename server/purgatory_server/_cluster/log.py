@@ -4,14 +4,16 @@ Shaped like the local journal's writer (``submit(records) -> Future``, ``close()
 ``recovered``, ``directory``) so the service's :class:`~.._service.durable.DurableHooks`
 batches records for it exactly as for a local journal, and the same ``JournalRecord``
 protobufs reach the stream, framed as in a local segment (CRC, length, payload;
-docs/journal.md §2). One JetStream message carries one or more submissions.
+docs/journal.md, "Segment file format"). One JetStream message carries one or more
+submissions.
 
-Group commit (docs/scale-out.md §3): each message names the subject's previous sequence
-in ``Nats-Expected-Last-Subject-Sequence``, so at most one message per purgatory is
-unacknowledged; submissions that arrive meanwhile queue and go out together as the next
-message (up to ``MAX_MESSAGE_BYTES``). Under load the messages grow, not the queue.
+Group commit (docs/scale-out.md, "Layout in JetStream"): each message names the subject's
+previous sequence in ``Nats-Expected-Last-Subject-Sequence``, so at most one message per
+purgatory is unacknowledged; submissions that arrive meanwhile queue and go out together
+as the next message (up to ``MAX_MESSAGE_BYTES``). Under load the messages grow, not the
+queue.
 
-Snapshots (docs/scale-out.md §5): given a :class:`~.snapshot.SubjectReplay` (the
+Snapshots (docs/scale-out.md, "Standbys"): given a :class:`~.snapshot.SubjectReplay` (the
 standby's, handed over at takeover) the log keeps it current with every submission, as
 the local journal keeps its mirror, and a :class:`~.snapshot_writer.SnapshotWriter`
 appends snapshot messages through :meth:`submit_marked` (each alone in its message,

@@ -1,11 +1,11 @@
 """Cluster membership: which servers are live, where they listen, what they can serve.
 
-docs/scale-out.md §7. Every server keeps one key in KV bucket ``purgatory-members``
-(TTL = the lease): its server id (hex-encoded, since ids may hold ``:``) → its id,
-advertised address and the replicated purgatories it names. It rewrites the key every
-``lease / 3`` with a plain put (membership is advisory: ownership rests on the lease keys
-and the append fence, never on this), and deletes it on a graceful stop, so the others
-re-rank at once instead of after a TTL.
+docs/scale-out.md, "Placement over several servers". Every server keeps one key in KV
+bucket ``purgatory-members`` (TTL = the lease): its server id (hex-encoded, since ids may
+hold ``:``) → its id, advertised address and the replicated purgatories it names. It
+rewrites the key every ``lease / 3`` with a plain put (membership is advisory: ownership
+rests on the lease keys and the append fence, never on this), and deletes it on a graceful
+stop, so the others re-rank at once instead of after a TTL.
 
 Each server follows the bucket with one KV watch (an ordered consumer: one push per
 renewal per member, nothing polled). A watch reports puts and deletes but not a key that

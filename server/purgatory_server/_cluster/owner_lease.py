@@ -1,11 +1,12 @@
 """The owner lease of one replicated purgatory: a key in a NATS KV bucket with a TTL.
 
-docs/scale-out.md §4. The bucket's TTL is ``lease_ms``: a key not rewritten for that long
-disappears, and then ``create`` (compare-and-set on "absent") succeeds for exactly one
-candidate. The owner rewrites its key every ``lease_ms / 3`` with a compare-and-set on the
-revision it last wrote, so a renewal after someone else acquired fails instead of
-stealing the key back. The **epoch** is the revision at which the key was created: it
-grows with every change of owner and goes into every journal message.
+docs/scale-out.md, "Ownership, epochs and fencing". The bucket's TTL is ``lease_ms``: a
+key not rewritten for that long disappears, and then ``create`` (compare-and-set on
+"absent") succeeds for exactly one candidate. The owner rewrites its key every ``lease_ms
+/ 3`` with a compare-and-set on the revision it last wrote, so a renewal after someone
+else acquired fails instead of stealing the key back. The **epoch** is the revision at
+which the key was created: it grows with every change of owner and goes into every journal
+message.
 
 Validity is measured on this process's monotonic clock from the moment the last
 *successful* renewal was **sent** (not answered), minus a margin for clock-rate drift:

@@ -1,4 +1,4 @@
-"""Which live member should own a replicated purgatory: rendezvous hashing (docs/scale-out.md §7).
+"""Which live member should own a replicated purgatory: rendezvous hashing.
 
 The rule is highest-random-weight (rendezvous) hashing: purgatory ``p`` belongs to the
 live member ``m`` that can serve it with the highest :func:`score` ``(p, m)``; ties (never

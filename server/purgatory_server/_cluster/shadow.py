@@ -1,8 +1,8 @@
 """A standby's shadow of a replicated purgatory: the journal state, kept current.
 
-docs/scale-out.md §5. A standby tails the purgatory's subject with an ordered consumer
+docs/scale-out.md, "Standbys". A standby tails the purgatory's subject with an ordered consumer
 and applies every message to a :class:`~.._journal.state.JournalState`, the very replay
-code local recovery uses (docs/journal.md §5): pending operations with their progress,
+code local recovery uses (docs/journal.md, "Replay rules"): pending operations with their progress,
 key values, the retained outcome window and the last sequence. Nothing is armed and no
 RPC is served from it. At takeover :meth:`catch_up` waits until the shadow has applied
 the subject's last message, so a takeover costs the tail not yet applied, not a replay.

@@ -1,11 +1,11 @@
 """Snapshots of a replicated purgatory's subject: what one is, how to build and read it.
 
-docs/scale-out.md §5. JetStream cannot rewrite a subject, so the owner bounds it by
+docs/scale-out.md, "Standbys". JetStream cannot rewrite a subject, so the owner bounds it by
 appending a *snapshot* of the state to the same subject, fenced like any append, and
 then purging the subject's messages before the snapshot's first one. A snapshot is a run
 of messages with the header ``Purgatory-Snapshot: <phase> <id>`` (``id`` is
-``<epoch>.<n>``), each holding the local journal's compaction records (docs/journal.md
-§8), framed as every message is:
+``<epoch>.<n>``), each holding the local journal's compaction records (docs/journal.md,
+"Retention and compaction"), framed as every message is:
 
 - ``begin``: a ``compaction`` checkpoint with the last outcome sequence, then the
   retained event window and the dedup window (finished ids a re-send must still find) as

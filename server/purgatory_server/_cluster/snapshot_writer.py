@@ -1,6 +1,6 @@
 """The owner's side of snapshots: when one is due, write it between submissions, then purge.
 
-docs/scale-out.md §5. The :class:`~.log.ReplicatedLog` tells the writer the size of each
+docs/scale-out.md, "Standbys". The :class:`~.log.ReplicatedLog` tells the writer the size of each
 ordinary message acknowledged; when :class:`~.snapshot.SnapshotPolicy` says a snapshot
 is due, one task writes it through the log, so every snapshot message is fenced exactly
 like a submission (a stale owner cannot write one) and keeps its place in the order of

@@ -1,6 +1,6 @@
 """Takeover: how a server that just acquired a purgatory's lease shuts the old owner out.
 
-docs/scale-out.md §5. The new owner reads the subject's last sequence ``L``, waits until
+docs/scale-out.md, "Standbys". The new owner reads the subject's last sequence ``L``, waits until
 its shadow has applied ``L``, then appends an empty *fence* message with
 ``Nats-Expected-Last-Subject-Sequence: L``. JetStream accepts it only if nothing was
 appended after ``L``: if the old owner appended meanwhile, the fence is rejected, and the

@@ -1,6 +1,6 @@
 """Deleted replicated purgatories stay deleted, on every server and across restarts.
 
-docs/scale-out.md §12 "DeletePurgatory". A replicated purgatory is named in every
+docs/scale-out.md, "DeletePurgatory sticks". A replicated purgatory is named in every
 server's configuration, so without a durable record each takeover (and each restart)
 would build it again. ``DeletePurgatory`` at the owner therefore, before it answers:
 

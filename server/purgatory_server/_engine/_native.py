@@ -25,7 +25,7 @@ README subclass ``DelayedOperation``, ``TimerTask``, ``SystemTimer`` and ``MockT
 with a Python base (``ABC``) ``__dict__`` and ``__weakref__`` slots but its deallocator
 never clears weak references, so a weak reference to a dead task (compiled or a Python
 subclass) pointed at freed memory: the segmentation fault of the first attempt
-(docs/benchmarks.md §14). With the metaclass the compiled class is fully native and Python
+(docs/benchmarks.md, "mypyc"). With the metaclass the compiled class is fully native and Python
 subclasses get their own, correctly cleared, ``__weakref__``. The rule for every class in
 a compiled module: no Python base class, ``Generic[T]`` and ``ABC`` included.
 """

@@ -48,7 +48,7 @@ class DelayQueue:
             # old head, which is now too late. The test is on the bucket, never on the
             # tuple: compiled by mypyc, a typed tuple is an unboxed value that is boxed
             # afresh on its way into the list, so ``heap[0] is item`` was never true and
-            # a poll slept out its whole timeout (docs/benchmarks.md §14, "A lost
+            # a poll slept out its whole timeout (docs/benchmarks.md, "A lost
             # wake-up"). The invariant above makes the bucket's identity enough.
             if self._heap[0][2] is bucket:
                 self._cond.notify()

@@ -7,10 +7,10 @@ base (no weak-reference clearing, no interpreted subclasses: see
 lives here instead, in a plain class typed on :class:`DelayedOperation`, which the generic
 class inherits without adding a Python call layer: a request goes from the caller straight
 into compiled ``try_complete_else_watch``, and from there to the compiled watch lists,
-operation and timer by native calls. Why: at 50,000 requests/s the interpreted methods
+operation and timer by native calls. Why: under a high request rate the interpreted methods
 (``_watch``, ``unwatch``, ``try_complete_else_watch``, a ``functools.partial`` per
-request) were a third of the process's CPU, and a process near one core makes expiries
-late (docs/benchmarks.md §14, "Engine CPU per request at 50,000/s").
+request) were a large share of the process's CPU, and a process near one core makes
+expiries late (docs/benchmarks.md, "Engine CPU per request at 50,000/s").
 
 The docstrings of the public methods state the purgatory's contracts; the class's own
 (memory, thread safety, the empty key list) is on ``DelayedOperationPurgatory``.

@@ -24,7 +24,7 @@ class SystemTimer:
     holds the timer lock while it drains due buckets, so no ``add`` interleaves with a
     flush (a flush re-inserts entries relative to the wheel's new ``current_time``).
     Kafka uses a read/write lock here so that adds run in parallel; under CPython's GIL
-    adds cannot run in parallel anyway, and a plain mutex is several times cheaper than a
+    adds cannot run in parallel anyway, and a plain mutex is cheaper than a
     Python-level read/write lock, so both roles share one ``threading.Lock``. Blocking for
     the next due bucket happens *outside* the lock, so a waiting reaper never delays an add.
 

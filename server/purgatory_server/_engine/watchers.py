@@ -59,11 +59,10 @@ class WatcherShard:
 
     A key's entry is the operation watching it while it is the only one, and a
     :class:`Watchers` from the second on. Most keys have one watcher (a long-poll's own
-    key, an acknowledgement's offset): a Watchers and its dict for each cost 280 bytes
-    and two objects more for the collector to walk while it holds the GIL. Registering
-    operations of 64 fresh keys spent about half its time there, and the young
-    generation's passes came 24 times as often (docs/benchmarks.md §18, "Registration
-    answers and watch entries"). A Watchers that shrinks back to one operation stays one.
+    key, an acknowledgement's offset): a Watchers and its dict for each cost memory
+    and two objects more for the collector to walk while it holds the GIL
+    (docs/benchmarks.md, "Registration answers and watch entries"). A Watchers that
+    shrinks back to one operation stays one.
 
     Sharding keeps one hot key from serializing every other key's watch and check. The
     shard also keeps the count of watch entries it holds, so ``watched()`` costs
@@ -71,12 +70,11 @@ class WatcherShard:
 
     The hot methods take the lock with ``acquire()`` and a ``finally: release()`` rather
     than ``with``: the lock's ``__enter__``/``__exit__`` are found on its type and take
-    their arguments as a tuple, about three times the cost of the two plain calls, and a
-    request makes about ten lock rounds in the engine (docs/benchmarks.md §14, "Engine
-    CPU per request at 50,000/s"). The other engine modules do the same on hot paths.
-    ``watch`` and ``remove`` call the lock's methods bound once in ``__init__``, which
-    skips a method lookup per call (about 40 ns of a 300 ns watch) for 2 x 72 bytes per
-    shard (74 KB per purgatory at the default 512 shards).
+    their arguments as a tuple, costlier than the two plain calls, and a request makes
+    several lock rounds in the engine (docs/benchmarks.md, "Engine CPU per request at
+    50,000/s"). The other engine modules do the same on hot paths. ``watch`` and
+    ``remove`` call the lock's methods bound once in ``__init__``, which skips a method
+    lookup per call at the cost of two bound methods per shard.
     """
 
     __slots__ = ("_acquire", "_release", "count", "lock", "watchers")

@@ -181,7 +181,7 @@ class Journal:
         config = config or JournalConfig()
         lock_fd = lock_directory(path)
         # Recovery allocates millions of long-lived objects and no garbage cycles; letting
-        # the cyclic GC rescan the growing heap meanwhile costs about a third of the time.
+        # the cyclic GC rescan the growing heap meanwhile slows it for nothing.
         gc_was_enabled = gc.isenabled()
         gc.disable()
         try:

@@ -73,9 +73,7 @@ class PendingOperation(NamedTuple):
     there, or expires the operation at once if it is already past. ``keys`` are its
     distinct watch keys, the tuple the journal keeps (empty when unknown): a server that
     keeps the registration's keys can keep this one instead of a copy when they are
-    equal (no key listed twice), about 30 bytes less per multi-key operation. (A named
-    tuple: one is built per pending operation at start-up, several times faster than a
-    frozen dataclass.)
+    equal (no key listed twice), which saves memory per multi-key operation.
     """
 
     raw: bytes

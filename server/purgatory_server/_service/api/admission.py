@@ -2,8 +2,8 @@
 
 Everything the server does runs on one event loop: an expiry's delivery, a small
 request, a 10,000-operation batch. Work that arrives faster than the loop gets through it
-queues in front of everything else, and an expiry that is due waits behind it (issue 22:
-long-poll lateness under the batch load). :class:`LoopLag` measures that queue the way a
+queues in front of everything else, and an expiry that is due waits behind it (a
+long-poll answers late under a batch load). :class:`LoopLag` measures that queue the way a
 waiting callback feels it: a timer due every ``interval_s`` and how late it runs.
 :class:`Admission` refuses new *bulk* requests (batches of ``bulk_entries`` or more) while
 the loop is more than ``shed_lag_ms`` late, with RESOURCE_EXHAUSTED and a RetryInfo of

@@ -84,7 +84,7 @@ async def answer(
 
 async def acknowledged(purgatory: NamedPurgatory) -> None:
     """Return once everything recorded so far (this call's records included) is written
-    under the journal's fsync policy (docs/journal.md §10); at once in memory."""
+    under the journal's fsync policy (docs/journal.md); at once in memory."""
     barrier = purgatory.barrier
     if barrier is not None:
         try:

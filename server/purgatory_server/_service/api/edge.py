@@ -69,7 +69,7 @@ METHOD_RULES: dict[str, tuple[Permission | None, str | None]] = {
     "Session": (None, None),
     "Cancel": (Permission.FORCE, "purgatory"),
     "Reschedule": (Permission.FORCE, "purgatory"),
-    # issue-16c: a schedule registers operations (watch); deleting one cancels (force).
+    # A schedule registers operations (watch); deleting one cancels (force).
     "UpsertSchedule": (Permission.WATCH, "purgatory"),
     "ListSchedules": (Permission.WATCH, "purgatory"),
     "DeleteSchedule": (Permission.FORCE, "purgatory"),

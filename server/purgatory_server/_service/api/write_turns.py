@@ -7,8 +7,7 @@ gRPC, gRPC's completion comes back. asyncio runs, in each turn, every callback t
 ready when the turn began, and one outcome offered to hundreds of Subscribe streams wakes
 every handler in the same turn. Whatever arrives meanwhile (a long-poll, a signal) runs
 only after the whole burst, and a watch + signal pair, which needs several turns, waits
-for several bursts (issue 22, pattern 6: 200 non-reading streams; the measured effect is
-at :data:`WRITES_PER_TURN`).
+for several bursts.
 
 :class:`WriteTurns` lets about ``per_turn`` writes start in one turn; the rest wait,
 first come first served, for the next turns, and the loop polls its sockets between
@@ -20,8 +19,8 @@ twice ``per_turn`` writes start in one turn (those released for it, and new ones
 after its counter was reset).
 
 The same gate on bulk requests (at most N batch entries a turn) was tried for long-poll
-lateness under the batch load and made it worse (docs/benchmarks.md §18): a unary request
-needs several turns on its way in, so more, shorter turns delay it more.
+lateness under the batch load and made it worse: a unary request needs several turns on
+its way in, so more, shorter turns delay it more.
 
 Thread-safety: loop-confined (the handlers run on the loop).
 """
@@ -33,11 +32,9 @@ from collections import deque
 
 __all__ = ["WRITES_PER_TURN", "WriteTurns"]
 
-# Writes that may start in one loop turn. Measured on the 2-core machine
-# (docs/benchmarks.md §18): with 200 non-reading Subscribe streams the probe's p99 was
-# 4.8-6.0x idle without a limit, 3.8-4.4x at 8, 3.0-3.5x at 4; 100 reading streams'
-# fan-out cost the server 5.6-6.5 CPU s without a limit and 6.5-7.0 at 4 (within the
-# runs' spread at 8 and 16).
+# Writes that may start in one loop turn: small enough that a probe's latency stays low
+# behind hundreds of non-reading Subscribe streams, large enough that fan-out to reading
+# streams costs little more CPU than without a limit (docs/benchmarks.md).
 WRITES_PER_TURN = 4
 
 

@@ -1,7 +1,7 @@
 """The ``[cluster]`` table: which purgatories replicate to NATS JetStream, and how.
 
 Off by default (no ``nats_urls``): the local journal stays the embedded default and nothing
-here imports the NATS client. Example (docs/scale-out.md §12)::
+here imports the NATS client. Example (docs/scale-out.md)::
 
     [cluster]
     nats_urls = ["nats://127.0.0.1:4222", "nats://127.0.0.1:4223", "nats://127.0.0.1:4224"]

@@ -22,11 +22,9 @@ outcome pair. Two reasons, two remedies:
 
   Larger is not better without end: because the count is net of frees, a pass comes when
   that many new containers are still alive (pending operations, their entries, retained
-  outcomes), and it walks every one of them while holding the GIL. At 10,000 a young
-  pass under the batch load took 11.5 ms at the median (48 ms at most), and the reaper
-  thread and the loop's next turn waited through it; at 2,000 it takes 1.7 ms, and the
-  collector's total time grows by about 1.4x (0.43 -> 0.61 s in the same benchmark run;
-  docs/benchmarks.md §18, "The young generation's threshold").
+  outcomes), and it walks every one of them while holding the GIL, so the reaper thread
+  and the loop's next turn wait through it. The threshold trades the collector's total
+  time for shorter pauses (docs/benchmarks.md, "The young generation's threshold").
 
 And one for memory: start-up (above all a journal's recovery) frees much of what it
 allocated (parsed records, protobuf arenas, the start-up snapshot), but glibc's allocator

@@ -22,12 +22,11 @@ the result data (shared) and a fixed overhead.
 Why each entry is one plain tuple (:func:`pack`) rather than the definition and outcome
 records: the window holds up to hundreds of thousands of ids, and the records (named
 tuples, a condition dataclass, an enum state) are objects CPython's cyclic collector
-tracks, four per id, so every full collection walked all of them: 245 ms pauses under the
-batch load (docs/benchmarks.md §18, "The collector's pauses"). A tuple of strings,
-numbers and bytes is untracked by the collector's first pass over it, so the window costs
-a full collection nothing (``bench.dedup_gc_bench``: 150,000 ids, 125 ms -> 10 ms). The
-records are rebuilt on a lookup (:meth:`FinishedIds.get`: a re-send, GetOperation) and
-for a listing, both rare next to the outcomes remembered.
+tracks, four per id, so every full collection walked all of them: long pauses under the
+batch load (docs/benchmarks.md, "The collector's pauses"). A tuple of strings, numbers
+and bytes is untracked by the collector's first pass over it, so the window costs a full
+collection next to nothing. The records are rebuilt on a lookup (:meth:`FinishedIds.get`:
+a re-send, GetOperation) and for a listing, both rare next to the outcomes remembered.
 
 Thread safety: loop-confined, like the operation table that owns it.
 """

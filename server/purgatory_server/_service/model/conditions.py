@@ -72,8 +72,7 @@ class SignalRecord:
 
 
 class ResultSnapshot(NamedTuple):
-    """What satisfied (or did not satisfy) an operation, frozen at its end (a NamedTuple:
-    built once per ended operation, on the hot path)."""
+    """What satisfied (or did not satisfy) an operation, frozen at its end."""
 
     signal_count: int = 0
     sources: tuple[str, ...] = ()

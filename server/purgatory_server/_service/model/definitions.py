@@ -14,10 +14,10 @@ __all__ = ["OperationDefinition", "OperationRequest", "Recovered", "RestoredOper
 class OperationDefinition(NamedTuple):
     """What a caller asked for; equal definitions make a re-send idempotent.
 
-    A NamedTuple rather than a frozen dataclass: one is built per registration and per
-    recovered operation, and a tuple is built in one step where a frozen dataclass sets
-    each field through ``object.__setattr__`` (a third of the cost of decoding a
-    recovered operation).
+    Why a NamedTuple rather than a frozen dataclass (here and for the model's other
+    records built per operation): one is built per registration, recovered operation or
+    ended operation, and a tuple is built in one step where a frozen dataclass sets each
+    field through ``object.__setattr__``.
     """
 
     keys: tuple[str, ...]
@@ -48,11 +48,7 @@ class OperationDefinition(NamedTuple):
 
 
 class OperationRequest(NamedTuple):
-    """A validated request to register one operation ("" id: the server assigns one).
-
-    A NamedTuple for the same reason as :class:`OperationDefinition`: one per watch on
-    the hot path, where a frozen dataclass's ``__init__`` cost several times a tuple's.
-    """
+    """A validated request to register one operation ("" id: the server assigns one)."""
 
     operation_id: str
     definition: OperationDefinition
@@ -60,8 +56,7 @@ class OperationRequest(NamedTuple):
 
 class Recovered(NamedTuple):
     """What the journal knows of a pending operation beyond its definition (restore),
-    and the wall clock read once for its recovery batch (``now_ms``). A named tuple: one
-    is built per recovered operation, several times faster than a frozen dataclass."""
+    and the wall clock read once for its recovery batch (``now_ms``)."""
 
     create_time_ms: int
     due_time_ms: int

@@ -11,11 +11,7 @@ __all__ = ["Outcome"]
 
 
 class Outcome(NamedTuple):
-    """An operation's end, as published to waiters, subscribers and the journal.
-
-    A NamedTuple rather than a frozen dataclass: one is built per ended operation on the
-    hot path, and tuple construction is several times cheaper.
-    """
+    """An operation's end, as published to waiters, subscribers and the journal."""
 
     sequence: int
     purgatory: str

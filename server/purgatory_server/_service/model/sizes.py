@@ -4,8 +4,8 @@ The byte budget (:mod:`.budget`) charges estimates, not ``sys.getsizeof`` walks:
 estimate is a few integer operations on lengths the request already carries, cheap enough
 for the registration hot path. The constants are CPython's measured costs on a 64-bit
 build (``python -m bench.memory_budget_bench --sizes``: ``tracemalloc`` around the
-registration of each shape; docs/benchmarks.md §17 and §18), rounded up, so the budget
-errs towards charging more than is held (1.3 to 2.5 times):
+registration of each shape), rounded up, so the budget errs towards charging more than
+is held:
 
 - a pending operation: its object, its table and timer entries (``OPERATION_BYTES``),
   plus per key the string and its watch entry in the engine (``KEY_BYTES`` + the key's

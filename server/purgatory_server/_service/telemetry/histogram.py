@@ -1,7 +1,7 @@
 """A histogram cheap enough for the hot path: one bisect and two additions per value.
 
-The OpenTelemetry SDK's ``Histogram.record`` costs about 10 µs (attribute hashing, a
-lock per measurement, several calls): more than the purgatory's own work per operation.
+The OpenTelemetry SDK's ``Histogram.record`` (attribute hashing, a lock per
+measurement, several calls) costs more than the purgatory's own work per operation.
 The service therefore accumulates into :class:`Histogram` (a list of bucket counts and a
 sum, no lock, no allocation per value) and :mod:`.metrics` turns each one into an
 OpenTelemetry histogram data point when a reader collects.
@@ -35,15 +35,57 @@ __all__ = [
 # early fire is counted apart (Prometheus drops _sum and _count of a histogram whose
 # buckets go below zero).
 LATENESS_BOUNDS: tuple[float, ...] = (
-    0.0, 0.001, 0.002, 0.003, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
-)  # fmt: skip
+    0.0,
+    0.001,
+    0.002,
+    0.003,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+)
 DURATION_BOUNDS: tuple[float, ...] = (
-    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
-    1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0, 3600.0,
-)  # fmt: skip
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+    300.0,
+    1800.0,
+    3600.0,
+)
 FSYNC_BOUNDS: tuple[float, ...] = (
-    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0,
-)  # fmt: skip
+    0.0001,
+    0.00025,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    1.0,
+)
 GROUP_BOUNDS: tuple[float, ...] = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000, 10000)
 BATCH_BOUNDS: tuple[float, ...] = GROUP_BOUNDS
 LAG_BOUNDS: tuple[float, ...] = (0, 1, 10, 100, 1000, 10_000, 100_000)

@@ -174,7 +174,7 @@ def result_fields(result: ResultSnapshot) -> ResultFields:
 
     Protobuf builds a sub-message from a dict in place, while a message argument is built
     and then copied: on the batch response path (one result per operation) that copy was
-    a third of the response's cost.
+    a large part of the response's cost.
     """
     fields: ResultFields = {}
     if result.signal_count:
@@ -275,10 +275,9 @@ def add_status(
     keywords, the result set in place).
 
     A registration's answer, so without the payload, as TryCompleteElseWatchResponse
-    (which has no such field): the caller sent it and keeps it. Echoing it cost more than
-    the registration itself: copying and encoding 50 payloads of 32 KiB back were a third
-    of the loop thread's time on such batches (docs/benchmarks.md §18, "Registration
-    answers and watch entries").
+    (which has no such field): the caller sent it and keeps it, and copying and encoding
+    large payloads back cost more than the registration itself (docs/benchmarks.md,
+    "Registration answers and watch entries").
     """
     return _status_message(add, target, created)
 
@@ -346,7 +345,7 @@ def add_event(add: Callable[..., pb.OperationEvent], outcome: Outcome) -> None:
 
     The scalars go in as keywords (no dict per event) and the result's fields are set
     on the sub-message in place: given as a nested dict, protobuf builds it through a
-    second keyword pass, which cost about a third of the event.
+    second keyword pass, a large part of the event's cost.
     """
     event = add(
         sequence=outcome.sequence,

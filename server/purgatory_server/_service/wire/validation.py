@@ -105,7 +105,7 @@ def heartbeat_interval(field: str, interval_ms: int) -> float | None:
 
 
 # A NamedTuple built by ``tuple.__new__`` skips its Python-level ``__new__`` (a frame per
-# call, half of building it). Only for the plain spec below: ``(keys, timeout_ms,
+# call). Only for the plain spec below: ``(keys, timeout_ms,
 # condition, payload)`` followed by the remaining fields' defaults, kept in step here
 # (tests/service/test_fast_paths.py compares the result with the general path's).
 _new_tuple = tuple.__new__

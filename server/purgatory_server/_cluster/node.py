@@ -1,7 +1,7 @@
 """One server's part in a replicated deployment: owner or standby of each replicated purgatory.
 
-docs/scale-out.md §4-§6. For every purgatory named in ``[cluster] replicated`` a task runs
-this cycle for the life of the server:
+docs/scale-out.md (ownership and fencing, standbys, routing). For every purgatory named
+in ``[cluster] replicated`` a task runs this cycle for the life of the server:
 
 1. **standby**: tail the subject into a :class:`~.shadow.Shadow`; poll the lease key
    every ``lease / 10``, remembering its holder (routing); once it is absent, create it:
@@ -128,7 +128,7 @@ class ClusterNode:
         here except by a takeover, and on every lookup, so an owned purgatory is served
         (reads included: GetOperation, ListOperations, Subscribe, groups) only while its
         lease is valid: past it another server may have taken over and written, and a
-        read here could be stale (docs/scale-out.md §4). Then the answer is UNAVAILABLE
+        read here could be stale (a fenced-out owner's view). Then the answer is UNAVAILABLE
         naming the last owner this server saw other than itself, else the member that
         should own it next (an owner cut off from NATS knows no newer owner: its clients
         are sent on to the standby, which knows), until renewal or eviction.

@@ -15,11 +15,11 @@ PACKAGE = Path(purgatory_server.__file__).parent
 SERVICE = PACKAGE / "_service"
 # The server's packages, top layer first (docs/architecture.md draws the same table). A
 # package imports only packages of layers below its own, never one beside or above it,
-# at run time (function-local imports included; ``TYPE_CHECKING`` ones are not run).
+# at run time (function-local imports included) and for the type checker alike.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("purgatory_server", "purgatory_server.__main__", "purgatory_server._service"),
-    ("purgatory_server._service.workers",),
     ("purgatory_server._service.api",),
+    ("purgatory_server._service.workers",),
     ("purgatory_server._cluster",),
     ("purgatory_server._service.durable",),
     ("purgatory_server._service.wire", "purgatory_server._service.observability"),
@@ -93,11 +93,12 @@ def _module(path: Path, package: Path = PACKAGE) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _runtime_imports(path: Path, prefix: str = "purgatory_") -> set[str]:
-    """Modules of this package imported when ``path`` loads (not under TYPE_CHECKING)."""
+def _runtime_imports(path: Path, prefix: str = "purgatory_", typing: bool = False) -> set[str]:
+    """Modules of this package imported when ``path`` loads (with ``typing``, those
+    imported under TYPE_CHECKING too)."""
     found: set[str] = set()
     for node in ast.parse(path.read_text()).body:
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+        if not typing and isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
             continue
         for n in ast.walk(node):
             if isinstance(n, ast.ImportFrom) and n.module and n.module.startswith(prefix):
@@ -108,14 +109,14 @@ def _runtime_imports(path: Path, prefix: str = "purgatory_") -> set[str]:
     return found
 
 
-def _import_graph(package: Path = PACKAGE) -> dict[str, set[str]]:
+def _import_graph(package: Path = PACKAGE, typing: bool = False) -> dict[str, set[str]]:
     """Module -> the package's modules it imports at run time (a package's own
     ``__init__`` is left out: it is loaded before its modules anyway)."""
     paths = {_module(p, package): p for p in package.rglob("*.py")}
     return {
         mod: {
             dep
-            for dep in _runtime_imports(path, package.name)
+            for dep in _runtime_imports(path, package.name, typing)
             if dep in paths and dep != mod and not mod.startswith(dep + ".")
         }
         for mod, path in paths.items()
@@ -233,6 +234,9 @@ def test_the_layering_check_finds_an_upward_import(tmp_path: Path) -> None:
     graph = _import_graph(package)
     assert graph["synth.top.a"] == {"synth.bottom.b"}
     assert _layer_violations(graph, layers) == []
+    # The type checker's view sees the TYPE_CHECKING import, which goes up.
+    typed = _layer_violations(_import_graph(package, typing=True), layers)
+    assert typed == ["synth.bottom.b -> synth.top.a"]
     (package / "bottom" / "b.py").write_text(
         "def f():\n    from synth.top.a import f\n    return f\n"
     )
@@ -256,6 +260,15 @@ def test_packages_import_only_the_layers_below() -> None:
     # The graph sees the package imports the table is about.
     service = "purgatory_server._service"
     assert f"{service}.model.errors" in graph[f"{service}.core.registry"]
+    assert _layer_violations(graph, LAYERS) == []
+
+
+def test_types_follow_the_layers_too() -> None:
+    """A lower layer names an upper one's class not even for the type checker: it says
+    what it needs as a protocol of its own (``model.ended.Ended``, ``feed.OutcomeSink``)."""
+    graph = _import_graph(typing=True)
+    service = "purgatory_server._service"
+    assert f"{service}.model.ended" in graph[f"{service}.telemetry.counters"]
     assert _layer_violations(graph, LAYERS) == []
 
 

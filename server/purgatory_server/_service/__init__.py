@@ -1,9 +1,9 @@
 """The gRPC purgatory service, in layers from the top down (docs/architecture.md;
 tests/service/test_structure.py holds the table):
 
-- ``workers``: several worker processes behind one address, and their supervisor;
 - ``api``: the gRPC edge, the only importer of grpc: handlers, servicer, Session, status
   mapping, admission, TLS, listen address, server assembly;
+- ``workers``: a worker's plan (several processes behind one address), their supervisor;
 - (``purgatory_server._cluster``: replicated purgatories on NATS JetStream;)
 - ``durable``: the journal hooks over the journal library, recovery, codec and catalog;
 - ``wire``: protobuf messages <-> service values, and every request check;

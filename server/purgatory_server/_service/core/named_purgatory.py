@@ -140,7 +140,7 @@ class NamedPurgatory:
         )
         self._values = LatestValues(limits.max_tracked_values, self._engine.is_watched)
         # Ended operations: inbox -> feed -> listeners (the table retires them first).
-        self._publisher = publisher = Publisher(self.feed, loop)
+        self._publisher = publisher = Publisher[RemoteOperation](self.feed, loop)
         # Publish what ended so far (this call's completions included) at once.
         self._settle = publisher.settle
         self._slot = SignalSlot(self._time, publisher.put)

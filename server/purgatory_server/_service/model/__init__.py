@@ -6,5 +6,6 @@
 - ``conditions``: condition specs, signal records and result snapshots;
 - ``definitions``: an operation's definition, a registration request, a recovered one;
 - ``outcome``: an operation's end, as published;
+- ``ended``: what an ended operation shows the parts that publish and count it;
 - ``sizes``: what an operation or a retained outcome costs in memory (the charges).
 """

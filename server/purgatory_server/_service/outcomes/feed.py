@@ -54,9 +54,17 @@ from purgatory_server._service.outcomes.subscriptions import (
 )
 
 if TYPE_CHECKING:
-    from purgatory_server._service.core.operation import RemoteOperation
-    from purgatory_server._service.groups import GroupSet
     from purgatory_server._service.model.definitions import OperationDefinition
+    from purgatory_server._service.model.ended import Ended
+
+
+class OutcomeSink(Protocol):
+    """Who else takes every written outcome: the purgatory's worker groups (falsy while
+    it has none)."""
+
+    def __len__(self) -> int: ...
+
+    def offer(self, outcome: Outcome) -> None: ...
 
 
 class OutcomeJournal(Protocol):
@@ -141,7 +149,7 @@ class Feed:
         max_subscribers: int,
         subscriber_buffer: int,
         subscriber_buffer_bytes: int = 1 << 62,
-        groups: GroupSet | None = None,
+        groups: OutcomeSink | None = None,
         buffers: BufferBudget | None = None,
     ) -> None:
         self.name = name
@@ -194,7 +202,7 @@ class Feed:
         return len(self._waiters.get(operation_id, ()))
 
     # ----------------------------------------------------------------- outcomes
-    def publish(self, ops: Sequence[RemoteOperation]) -> list[Outcome]:
+    def publish(self, ops: Sequence[Ended]) -> list[Outcome]:
         """Number, retain and journal each ended operation; deliver once written.
 
         Returns the outcomes in the order of ``ops``. Numbered here and appended to the
@@ -301,7 +309,7 @@ class Feed:
             if not waiters:
                 del self._waiters[operation_id]
 
-    async def wait_one(self, op: RemoteOperation) -> Outcome:
+    async def wait_one(self, op: Ended) -> Outcome:
         """The outcome of pending ``op``, once delivered.
 
         Raises what the waiter was failed with (e.g. ShuttingDown). On cancellation (the
@@ -321,7 +329,7 @@ class Feed:
             if op_id in waiters:  # published: the feed already took the waiters
                 self.detach(op_id, waiter)
 
-    async def wait_all(self, ops: Sequence[RemoteOperation]) -> dict[str, Outcome]:
+    async def wait_all(self, ops: Sequence[Ended]) -> dict[str, Outcome]:
         """The outcomes of every pending operation of ``ops`` by id (one future for all)."""
         if not ops:
             return {}

@@ -16,24 +16,26 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Generic, TypeVar
 
+from purgatory_server._service.model.ended import Ended
 from purgatory_server._service.outcomes.inbox import Inbox
 
 if TYPE_CHECKING:
-    from purgatory_server._service.core.operation import RemoteOperation
     from purgatory_server._service.model.outcome import Outcome
     from purgatory_server._service.outcomes.feed import Feed
 
 __all__ = ["EndedListener", "Publisher"]
 
+# The purgatory's operation class (the core's), seen here only as what ended.
+Op = TypeVar("Op", bound=Ended)
 # (ended operations, their outcomes in the same order) -> None; loop thread.
-EndedListener = Callable[["Sequence[RemoteOperation]", "Sequence[Outcome]"], None]
+EndedListener = Callable[["Sequence[Op]", "Sequence[Outcome]"], None]
 
 _NONE: list[Outcome] = []  # settle's answer when nothing ended (never mutated)
 
 
-class Publisher:
+class Publisher(Generic[Op]):
     """Inbox -> feed -> listeners for one purgatory (see module docstring)."""
 
     __slots__ = ("_feed", "_inbox", "_listeners", "put")
@@ -42,19 +44,19 @@ class Publisher:
         self,
         feed: Feed,
         loop: asyncio.AbstractEventLoop,
-        listeners: Sequence[EndedListener] = (),
+        listeners: Sequence[EndedListener[Op]] = (),
     ) -> None:
         self._feed = feed
-        self._listeners: list[EndedListener] = list(listeners)
-        self._inbox: Inbox[RemoteOperation] = Inbox(loop, self.publish)
+        self._listeners: list[EndedListener[Op]] = list(listeners)
+        self._inbox: Inbox[Op] = Inbox(loop, self.publish)
         # Hand an ended operation over (any thread): the inbox's put, bound once.
-        self.put: Callable[[RemoteOperation], None] = self._inbox.put
+        self.put: Callable[[Op], None] = self._inbox.put
 
-    def add_listener(self, listener: EndedListener) -> None:
+    def add_listener(self, listener: EndedListener[Op]) -> None:
         """Call ``listener`` after every later batch (a feature created on first use)."""
         self._listeners.append(listener)
 
-    def publish(self, ops: list[RemoteOperation]) -> list[Outcome]:
+    def publish(self, ops: list[Op]) -> list[Outcome]:
         """Publish ``ops`` through the feed, then hand them to the listeners (loop)."""
         outcomes = self._feed.publish(ops)
         for listener in self._listeners:

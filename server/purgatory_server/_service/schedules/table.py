@@ -51,9 +51,7 @@ from purgatory_server._service.schedules.definition import (
 from purgatory_server._service.schedules.timing import CronError
 
 if TYPE_CHECKING:
-    from purgatory_server._service.core.journal_hooks import JournalHooks
-    from purgatory_server._service.core.operation import RemoteOperation
-    from purgatory_server._service.core.operation_table import Registration
+    from purgatory_server._service.model.ended import Ended
 
 __all__ = ["MAX_SCHEDULES", "ScheduleEntry", "ScheduleHost", "ScheduleTable"]
 
@@ -78,6 +76,22 @@ class ScheduleEntry:
     fire_time_ms: int = 0
 
 
+class ScheduleJournal(Protocol):
+    """The part of the purgatory's journal hooks that schedules call."""
+
+    def on_schedule_upserted(
+        self, purgatory: str, definition: ScheduleDefinition, now_ms: int
+    ) -> None: ...
+
+    def on_schedule_deleted(self, purgatory: str, schedule_id: str, now_ms: int) -> None: ...
+
+
+class Occurrence(Protocol):
+    """A registered occurrence that may still be pending."""
+
+    def is_completed(self) -> bool: ...
+
+
 class ScheduleHost(Protocol):
     """What a schedule table needs of its purgatory (a NamedPurgatory, which owns the
     table: this keeps the schedules package free of an import of the purgatory)."""
@@ -86,13 +100,13 @@ class ScheduleHost(Protocol):
     def name(self) -> str: ...
 
     @property
-    def journal(self) -> JournalHooks: ...
+    def journal(self) -> ScheduleJournal: ...
 
     def wall_clock_ms(self) -> int: ...
 
     def register(
         self, requests: Sequence[OperationRequest], fields: Sequence[str]
-    ) -> list[Registration]: ...
+    ) -> Sequence[tuple[Occurrence | Outcome, bool]]: ...
 
     def cancel(self, ids: Sequence[str] = ()) -> list[Outcome]: ...
 
@@ -276,7 +290,7 @@ class ScheduleTable:
             if not entry.occurrence_id and self._entries.get(entry.definition.schedule_id) is entry:
                 self._rearm(entry, max(now, entry.fire_time_ms))
 
-    def on_ended(self, ops: Sequence[RemoteOperation], outcomes: Sequence[Outcome] = ()) -> None:
+    def on_ended(self, ops: Sequence[Ended], outcomes: Sequence[Outcome] = ()) -> None:
         """The purgatory published these outcomes: arm the next occurrence of each
         schedule whose armed occurrence is among them (a listener of its publisher)."""
         ticks = self._ticks

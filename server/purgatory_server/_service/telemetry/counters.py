@@ -30,7 +30,7 @@ from purgatory_server._service.telemetry.histogram import (
 )
 
 if TYPE_CHECKING:
-    from purgatory_server._service.core.operation import RemoteOperation
+    from purgatory_server._service.model.ended import Ended
 
 __all__ = ["FINAL_STATES", "PurgatoryMetrics"]
 
@@ -91,7 +91,7 @@ class PurgatoryMetrics:
         # A durable purgatory's journal size on disk, from its store (any thread).
         self.journal_bytes = journal_bytes
 
-    def on_outcomes(self, ops: Sequence[RemoteOperation]) -> None:
+    def on_outcomes(self, ops: Sequence[Ended]) -> None:
         """Count a published batch (loop thread): state, wait time, expiry lateness."""
         outcomes = self.outcomes
         wait = self.wait

@@ -284,3 +284,20 @@ def test_the_model_is_a_leaf() -> None:
         if not dep.startswith(model + ".")
     }
     assert outside == set()
+
+
+def test_the_error_tree_is_one_module() -> None:
+    """Every ServiceError is defined in ``model/errors.py`` (httpx keeps its tree so)."""
+    errors = SERVICE / "model" / "errors.py"
+    tree = ast.parse(errors.read_text())
+    names = {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
+    assert {"ServiceError", "NotOwner", "SessionOverflow", "Overloaded"} <= names
+    outside = sorted(
+        f"{p.relative_to(PACKAGE).as_posix()}:{n.name}"
+        for p in PACKAGE.rglob("*.py")
+        if p != errors
+        for n in ast.walk(ast.parse(p.read_text()))
+        if isinstance(n, ast.ClassDef)
+        and any(isinstance(b, ast.Name) and b.id in names for b in n.bases)
+    )
+    assert outside == []

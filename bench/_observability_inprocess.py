@@ -21,12 +21,13 @@ import time
 import types
 from typing import Any
 
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from purgatory_proto.v1 import purgatory_pb2 as pb
+from purgatory_server._service.api.rpc_telemetry import wrap_method
 from purgatory_server._service.api.servicer import PurgatoryServicer
 from purgatory_server._service.config.server_config import Limits, PurgatorySettings
 from purgatory_server._service.core.registry import PurgatoryRegistry
-from purgatory_server._service.observability.setup import Telemetry
+from purgatory_server._service.observability.readers import InMemoryReader
+from purgatory_server._service.observability.setup import Telemetry, instrument
 
 SERVICE = pb.DESCRIPTOR.services_by_name["PurgatoryService"]
 MODES = ("off", "metrics", "metrics + tracing")
@@ -51,15 +52,18 @@ def _servicer(mode: str, loop: asyncio.AbstractEventLoop) -> tuple[Any, Telemetr
     servicer: Any = PurgatoryServicer(registry, loop)
     if not metrics:
         return servicer, None
-    telemetry = Telemetry(metric_readers=[InMemoryMetricReader()], tracing=tracing)
-    telemetry.bind(registry)
+    telemetry = Telemetry(metric_readers=[InMemoryReader()], tracing=tracing)
+    instrument(telemetry, registry)
     # Each method wrapped as the server's edge wraps its handlers (the edge's own checks,
     # the same in every mode, are left out).
     wrapped = types.SimpleNamespace()
     for method in SERVICE.methods:
         full = f"{SERVICE.full_name}/{method.name}"
         behavior = getattr(servicer, method.name)
-        setattr(wrapped, method.name, telemetry.wrap(full, method.server_streaming, behavior))
+        handler = wrap_method(
+            full, method.server_streaming, behavior, telemetry.rpc, telemetry.tracer
+        )
+        setattr(wrapped, method.name, handler)
     return wrapped, telemetry
 
 

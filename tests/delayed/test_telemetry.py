@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from purgatory_client import AsyncPurgatoryClient, FailedPreconditionError
 from purgatory_server._engine.time import MockTime
 from purgatory_server._service import create_server
+from purgatory_server._service.observability.readers import InMemoryReader
 from purgatory_server._service.observability.setup import Telemetry
 
 from tests.observability.helpers import collect, point, value
@@ -23,7 +23,7 @@ def rpc(method: str, code: str = "OK") -> dict[str, str]:
 
 
 async def test_delayed_message_rpcs_are_measured_and_traced() -> None:
-    reader = InMemoryMetricReader()
+    reader = InMemoryReader()
     exporter = InMemorySpanExporter()
     telemetry = Telemetry(metric_readers=[reader], span_processors=[SimpleSpanProcessor(exporter)])
     # A mock clock: the re-send must come a millisecond after the registration to move the

@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from purgatory_client import AsyncPurgatoryClient, NotFoundError, OperationSpec
 from purgatory_server._service import PurgatorySettings, create_server
+from purgatory_server._service.observability.readers import InMemoryReader
 from purgatory_server._service.observability.setup import Telemetry
 
 from tests.observability.helpers import collect, point, value
@@ -29,7 +29,7 @@ def rpc(method: str, code: str = "OK") -> dict[str, str]:
 
 
 async def test_counts_histograms_and_gauges_follow_real_rpcs() -> None:
-    reader = InMemoryMetricReader()
+    reader = InMemoryReader()
     server, port = await create_server(
         "127.0.0.1:0", TEST_CONFIG, telemetry=Telemetry(metric_readers=[reader])
     )
@@ -44,7 +44,7 @@ async def test_counts_histograms_and_gauges_follow_real_rpcs() -> None:
         await server.stop(0.5)
 
 
-async def _drive(c: AsyncPurgatoryClient, reader: InMemoryMetricReader) -> None:
+async def _drive(c: AsyncPurgatoryClient, reader: InMemoryReader) -> None:
     """Every kind of outcome, a batch, a second purgatory (deleted), a NOT_FOUND, a
     long-poll; the gauges checked half-way."""
     await c.try_complete_else_watch(["k0"], 60_000, operation_id="done")
@@ -143,7 +143,7 @@ def _check_rpcs_and_gauges(m: dict[str, Any]) -> None:
 
 
 async def test_subscriber_lag_and_gauge() -> None:
-    reader = InMemoryMetricReader()
+    reader = InMemoryReader()
     server, port = await create_server(
         "127.0.0.1:0", TEST_CONFIG, telemetry=Telemetry(metric_readers=[reader])
     )
@@ -165,7 +165,7 @@ async def test_subscriber_lag_and_gauge() -> None:
 
 
 async def test_durable_journal_fsyncs_and_size(tmp_path: Path) -> None:
-    reader = InMemoryMetricReader()
+    reader = InMemoryReader()
     config = replace(
         TEST_CONFIG,
         data_dir=str(tmp_path),
@@ -207,7 +207,7 @@ async def test_calls_refused_at_the_edge_are_measured_and_traced() -> None:
         ),
         TEST_CONFIG,
     )
-    reader, spans = InMemoryMetricReader(), InMemorySpanExporter()
+    reader, spans = InMemoryReader(), InMemorySpanExporter()
     telemetry = Telemetry(metric_readers=[reader], span_processors=[SimpleSpanProcessor(spans)])
     server, port = await create_server("127.0.0.1:0", config, telemetry=telemetry)
     try:

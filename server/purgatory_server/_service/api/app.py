@@ -197,8 +197,9 @@ async def create_server(
 
     The steps, each a function below: check the configuration and the address (errors
     before anything starts), build the cluster node, the registry (wired to both through
-    its constructor) and the gRPC server, bind, open the configured and catalogued
-    purgatories, start serving; a failure after the registry exists stops what started.
+    its constructor) and telemetry's instruments over it, the gRPC server, bind, open the
+    configured and catalogued purgatories, start serving; a failure after the registry
+    exists stops what started.
     """
     config = config if config is not None else ServerConfig()
     config.validate()
@@ -263,7 +264,8 @@ def _registry(  # noqa: PLR0917 - the assembly's one call site, names kept apart
     router: Router | None,
     telemetry: Telemetry | None,
 ) -> PurgatoryRegistry:
-    """The registry, wired to routing (cluster or workers) and telemetry by its constructor."""
+    """The registry, wired to routing (cluster or workers) by its constructor and built
+    with telemetry's flags; then telemetry's instruments over it (both exist by then)."""
     registry = PurgatoryRegistry(
         config.limits,
         config.defaults,
@@ -276,7 +278,10 @@ def _registry(  # noqa: PLR0917 - the assembly's one call site, names kept apart
         router=router,
     )
     if telemetry is not None:
-        telemetry.bind(registry)
+        # setup needs the observability extra, which a telemetry implies is installed.
+        from purgatory_server._service.observability.setup import instrument  # noqa: PLC0415
+
+        instrument(telemetry, registry)
     return registry
 
 

@@ -4,9 +4,9 @@ Nothing here runs on the hot path. Counters and gauges are *observable* instrume
 whose callbacks read, when a reader collects, the plain counters the service keeps
 (:class:`~.counters.PurgatoryMetrics`), the engine's own counts and the RPC statistics
 of :mod:`.rpc_telemetry`. Histograms are accumulated by the service in
-:class:`~.histogram.Histogram` and spliced into each collection by
-:func:`attach_histograms` (the SDK has no observable histogram, and its synchronous
-``record`` is too dear per operation).
+:class:`~.histogram.Histogram`; :func:`histogram_metrics` renders them as metrics,
+which the server's readers (:mod:`.readers`) add to each collection (the SDK has no
+observable histogram, and its synchronous ``record`` is too dear per operation).
 
 Names follow OpenTelemetry's semantic conventions where one exists
 (``rpc.server.call.duration``) and use the ``purgatory.`` prefix otherwise. Every
@@ -14,28 +14,20 @@ purgatory metric carries ``purgatory.name``; no attribute is ever an operation i
 key, so cardinality is bounded by the number of purgatories (``max_purgatories``) times
 the few states, methods and status codes. docs/observability.md lists every metric.
 
-Thread safety: callbacks and the splice run on the collecting reader's thread (the
-Prometheus HTTP thread, the OTLP exporter's thread, or the caller of an in-memory
-reader's ``get_metrics_data``) and only make GIL-atomic reads of loop-owned state.
+Thread safety: callbacks and :func:`histogram_metrics` run on the collecting reader's
+thread (the Prometheus HTTP thread, the OTLP exporter's thread, or the caller of an
+in-memory reader's ``get_metrics_data``) and only make GIL-atomic reads of loop-owned
+state.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import replace
 
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
-from opentelemetry.sdk.metrics.export import (
-    AggregationTemporality,
-    HistogramDataPoint,
-    Metric,
-    MetricReader,
-    MetricsData,
-    ScopeMetrics,
-)
+from opentelemetry.sdk.metrics.export import AggregationTemporality, HistogramDataPoint, Metric
 from opentelemetry.sdk.metrics.export import Histogram as HistogramData
-from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.util.types import Attributes
 
 from purgatory_server._service.core.budget import ServerBudget
@@ -44,7 +36,7 @@ from purgatory_server._service.observability.rpc_stats import RpcStats
 from purgatory_server._service.telemetry.counters import FINAL_STATES, PurgatoryMetrics
 from purgatory_server._service.telemetry.histogram import Histogram
 
-__all__ = ["SCOPE", "attach_histograms", "register_instruments"]
+__all__ = ["SCOPE", "histogram_metrics", "register_instruments"]
 
 SCOPE = "purgatory_server"
 
@@ -296,7 +288,7 @@ def _metric(name: str, unit: str, description: str, points: list[HistogramDataPo
 
 
 def histogram_metrics(purgatories: Purgatories, rpc: RpcStats) -> list[Metric]:
-    """Every spliced histogram, as cumulative OpenTelemetry metrics, now."""
+    """Every histogram the service keeps, as cumulative OpenTelemetry metrics, now."""
     now = time.time_ns()
     found = [(p.name, p.metrics) for p in purgatories() if p.metrics is not None]
     out: list[Metric] = []
@@ -356,32 +348,3 @@ def histogram_metrics(purgatories: Purgatories, rpc: RpcStats) -> list[Metric]:
         )
     )
     return [m for m in out if m.data.data_points]
-
-
-def attach_histograms(reader: MetricReader, source: Callable[[], list[Metric]]) -> None:
-    """Make ``reader`` receive the service's histograms with every collection.
-
-    ``_receive_metrics`` is the hook every reader implements (Prometheus, periodic
-    OTLP, in-memory); wrapping it on the instance splices our metrics into the
-    collection's instrumentation scope before the reader sees it.
-    """
-    receive = reader._receive_metrics
-
-    def splice(metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: object) -> None:
-        extra = source()
-        if metrics_data is not None and extra and metrics_data.resource_metrics:
-            first, *rest = metrics_data.resource_metrics
-            scopes = list(first.scope_metrics)
-            for i, scope in enumerate(scopes):
-                if scope.scope.name == SCOPE:
-                    scopes[i] = replace(scope, metrics=[*scope.metrics, *extra])
-                    break
-            else:
-                ours = InstrumentationScope(SCOPE)
-                scopes.append(ScopeMetrics(scope=ours, metrics=extra, schema_url=""))
-            metrics_data = MetricsData(
-                resource_metrics=[replace(first, scope_metrics=scopes), *rest]
-            )
-        receive(metrics_data, timeout_millis=timeout_millis, **kwargs)
-
-    reader._receive_metrics = splice  # type: ignore[method-assign]

@@ -5,7 +5,9 @@ TracerProvider are its own, not OpenTelemetry's global ones, so two servers in o
 process never mix their figures). :func:`build_telemetry` builds it from
 ``metrics_listen`` (the Prometheus scrape endpoint), ``otlp_endpoint`` (OTLP/gRPC export
 of metrics and spans) and ``tracing``; tests build one directly around an in-memory
-metric reader and span exporter.
+metric reader and span exporter. The registry is built with its flags (``metrics``,
+``tracing``), and :func:`instrument` then registers the instruments over both: it runs
+once both exist, so nothing reads a half-built object.
 
 This module imports the OpenTelemetry packages (the ``observability`` extra); the
 server imports it only through :func:`.loader.telemetry_from_config`, once the
@@ -20,9 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-from opentelemetry.exporter.prometheus import PrometheusMetricReader
 from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
@@ -32,28 +32,28 @@ from prometheus_client import CollectorRegistry, start_http_server
 from purgatory_server._service.config.server_config import ConfigError, ServerConfig
 from purgatory_server._service.observability.metrics import (
     SCOPE,
-    attach_histograms,
     histogram_metrics,
     register_instruments,
 )
 from purgatory_server._service.observability.operator_metrics import register_operator_instruments
+from purgatory_server._service.observability.readers import PeriodicReader, PrometheusReader, Reader
 from purgatory_server._service.observability.rpc_stats import RpcStats
 
 if TYPE_CHECKING:
     from purgatory_server._service.core.registry import PurgatoryRegistry
 
-__all__ = ["Telemetry", "build_telemetry"]
+__all__ = ["Telemetry", "build_telemetry", "instrument"]
 
 logger = logging.getLogger("purgatory_server.telemetry")
 
 
 class Telemetry:
-    """One server's metrics and tracing; :meth:`bind` it to the registry, then serve."""
+    """One server's metrics and tracing (:func:`instrument` adds the registry's figures)."""
 
     def __init__(
         self,
         *,
-        metric_readers: Sequence[MetricReader] = (),
+        metric_readers: Sequence[Reader] = (),
         span_processors: Sequence[SpanProcessor] = (),
         tracing: bool = False,
         service_name: str = "purgatory-server",
@@ -61,8 +61,9 @@ class Telemetry:
         resource = Resource.create({"service.name": service_name})
         self.metrics = bool(metric_readers)
         self.tracing = tracing or bool(span_processors)
-        self._readers = list(metric_readers)
-        self._meter_provider = MeterProvider(metric_readers=self._readers, resource=resource)
+        self.readers = tuple(metric_readers)
+        self._meter_provider = MeterProvider(metric_readers=self.readers, resource=resource)
+        self.meter = self._meter_provider.get_meter(SCOPE)
         self._tracer_provider: TracerProvider | None = None
         self.tracer: Tracer | None = None
         if self.tracing:
@@ -73,18 +74,6 @@ class Telemetry:
         self.rpc: RpcStats | None = RpcStats() if self.metrics else None
         self.metrics_port = 0  # the Prometheus endpoint's bound port, once started
         self._http: tuple[Any, Any] | None = None
-
-    def bind(self, registry: PurgatoryRegistry) -> None:
-        """Register the instruments over ``registry``'s purgatories."""
-        if not self.metrics:
-            return
-        rpc = self.rpc
-        assert rpc is not None
-        meter = self._meter_provider.get_meter(SCOPE)
-        register_instruments(meter, registry.snapshot, rpc, registry.budget)
-        register_operator_instruments(meter, registry)
-        for reader in self._readers:
-            attach_histograms(reader, lambda: histogram_metrics(registry.snapshot, rpc))
 
     def serve_prometheus(
         self,
@@ -141,20 +130,16 @@ class Telemetry:
 
 def build_telemetry(config: ServerConfig) -> Telemetry:
     """The server's telemetry per ``config`` (which asks for some); starts its endpoint."""
-    readers: list[MetricReader] = []
+    readers: list[Reader] = []
     processors: list[SpanProcessor] = []
     prometheus_registry: CollectorRegistry | None = None
     if config.metrics_listen:
         prometheus_registry = CollectorRegistry()
-        readers.append(
-            PrometheusMetricReader(scope_info_enabled=False, registry=prometheus_registry)
-        )
+        readers.append(PrometheusReader(scope_info_enabled=False, registry=prometheus_registry))
     if config.otlp_endpoint:
         endpoint = config.otlp_endpoint
         insecure = not endpoint.startswith("https://")
-        readers.append(
-            PeriodicExportingMetricReader(OTLPMetricExporter(endpoint=endpoint, insecure=insecure))
-        )
+        readers.append(PeriodicReader(OTLPMetricExporter(endpoint=endpoint, insecure=insecure)))
         processors.append(
             BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint, insecure=insecure))
         )
@@ -182,3 +167,15 @@ def build_telemetry(config: ServerConfig) -> Telemetry:
             " (client certificate required)" if https and config.tls_client_ca else "",
         )
     return telemetry
+
+
+def instrument(telemetry: Telemetry, registry: PurgatoryRegistry) -> None:
+    """Register ``telemetry``'s instruments over ``registry`` (its purgatories, budget and
+    streams), and give its readers the histograms: once, when the server is assembled."""
+    rpc = telemetry.rpc
+    if rpc is None:  # no metric reader: nothing to register
+        return
+    register_instruments(telemetry.meter, registry.snapshot, rpc, registry.budget)
+    register_operator_instruments(telemetry.meter, registry)
+    for reader in telemetry.readers:
+        reader.histograms.add(lambda: histogram_metrics(registry.snapshot, rpc))

@@ -23,6 +23,7 @@ from opentelemetry.exporter.prometheus import PrometheusMetricReader
 from opentelemetry.sdk.metrics.export import (
     InMemoryMetricReader,
     Metric,
+    MetricReader,
     MetricsData,
     PeriodicExportingMetricReader,
     ScopeMetrics,
@@ -63,8 +64,9 @@ class HistogramFeed:
         return MetricsData(resource_metrics=[replace(first, scope_metrics=scopes), *rest])
 
 
-class PrometheusReader(PrometheusMetricReader):
-    """:class:`PrometheusMetricReader` whose collections include :attr:`histograms`."""
+class _Spliced(MetricReader):
+    """The override each reader below shares: splice, then receive as the SDK's own
+    reader does (the next class in the method order)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -74,36 +76,21 @@ class PrometheusReader(PrometheusMetricReader):
         self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: Any
     ) -> None:
         spliced = self.histograms.splice(metrics_data)
-        super()._receive_metrics(spliced, timeout_millis=timeout_millis, **kwargs)
+        super()._receive_metrics(  # type: ignore[safe-super]  # a concrete reader's
+            spliced, timeout_millis=timeout_millis, **kwargs
+        )
 
 
-class PeriodicReader(PeriodicExportingMetricReader):
-    """:class:`PeriodicExportingMetricReader` whose exports include :attr:`histograms`."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.histograms = HistogramFeed()
-
-    def _receive_metrics(
-        self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: Any
-    ) -> None:
-        spliced = self.histograms.splice(metrics_data)
-        super()._receive_metrics(spliced, timeout_millis=timeout_millis, **kwargs)
+class PrometheusReader(_Spliced, PrometheusMetricReader):
+    """:class:`PrometheusMetricReader` whose collections include ``histograms``."""
 
 
-class InMemoryReader(InMemoryMetricReader):
-    """:class:`InMemoryMetricReader` (tests, benchmarks) whose data includes
-    :attr:`histograms`."""
+class PeriodicReader(_Spliced, PeriodicExportingMetricReader):
+    """:class:`PeriodicExportingMetricReader` whose exports include ``histograms``."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.histograms = HistogramFeed()
 
-    def _receive_metrics(
-        self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: Any
-    ) -> None:
-        spliced = self.histograms.splice(metrics_data)
-        super()._receive_metrics(spliced, timeout_millis=timeout_millis, **kwargs)
+class InMemoryReader(_Spliced, InMemoryMetricReader):
+    """:class:`InMemoryMetricReader` (tests, benchmarks) with ``histograms`` too."""
 
 
 # A reader that :class:`~.setup.Telemetry` accepts: one that takes the histograms.

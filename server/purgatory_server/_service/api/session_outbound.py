@@ -1,10 +1,14 @@
 """A Session stream's outbound half: what it owes, the queue of acknowledgements and
-outcomes, the bound the reader waits on, and the writer (see :mod:`.session_rpc`).
+outcomes, the bound the reader waits on, the writer, and the replay memory of a named
+session (see :mod:`.session_rpc`).
 
-:class:`SessionOutbound` is the base of :class:`~.session_rpc.SessionStream`: the stream
-reads and applies frames; this half counts what they make the server hold and sends it.
+A :class:`~.session_rpc.SessionStream` holds one :class:`SessionOutbound`: the stream
+reads and applies frames and drives this half through its methods; this half counts what
+the frames make the server hold and sends it. Only :class:`SessionOutbound` writes its
+own fields.
 
-Thread safety: loop-confined, like the stream.
+Thread safety: loop-confined, like the stream; the feeds call its waiter on the loop
+thread.
 """
 
 from __future__ import annotations
@@ -23,8 +27,11 @@ from purgatory_server._service.api.session_messages import (
     session_heartbeat,
     watch_size,
 )
+from purgatory_server._service.api.session_resume import Parked
 from purgatory_server._service.config.server_config import Limits
 from purgatory_server._service.core.budget import ServerBudget
+from purgatory_server._service.core.named_purgatory import NamedPurgatory
+from purgatory_server._service.core.operation_table import Target
 from purgatory_server._service.model.errors import (
     ServiceError,
     SessionOverflow,
@@ -49,8 +56,58 @@ class ClientGone(Exception):
 Send = Callable[[pb.SessionResponse], Awaitable[None]]
 
 
+class _OutboundWaiter(Waiter):
+    """The one waiter a session attaches to every operation it watches."""
+
+    __slots__ = ("_outbound",)
+
+    def __init__(self, outbound: SessionOutbound) -> None:  # no future: outcomes go to it
+        self._outbound = outbound
+
+    def deliver(self, outcome: Outcome) -> None:
+        self._outbound.on_outcome(outcome)
+
+    def fail(self, exc: BaseException) -> None:
+        self._outbound.end(exc if isinstance(exc, ServiceError) else None)
+
+
 class SessionOutbound:
-    """Outbound state and the writer of one Session stream (loop-confined)."""
+    """What one Session stream owes, and the writer that sends it.
+
+    Invariants: an outcome is never queued before the acknowledgement of the frame that
+    watched its operation (it waits in that ack's stash); each operation is owed once per
+    stream; ``buffered`` and the queued bytes count what is queued or packed and not yet
+    written, and those bytes stay charged to the server budget until written or the
+    stream ends. Loop-confined.
+    """
+
+    __slots__ = (
+        "_acks",
+        "_bound",
+        "_budget",
+        "_buffered",
+        "_bytes_bound",
+        "_charged",
+        "_clean",
+        "_delivered",
+        "_ended",
+        "_heartbeat_s",
+        "_input_done",
+        "_loop",
+        "_on_cut",
+        "_out",
+        "_progress_at",
+        "_queued_bytes",
+        "_room",
+        "_sent",
+        "_session_id",
+        "_unacked",
+        "_unsent",
+        "_waiter",
+        "_wake_writer",
+        "_watch_bytes",
+        "_watching",
+    )
 
     def __init__(
         self,
@@ -59,8 +116,8 @@ class SessionOutbound:
         on_cut: Callable[[], None] | None = None,
         budget: ServerBudget | None = None,
     ) -> None:
-        self._limits = limits
-        # What waits to be sent is charged to the server's memory budget (issue 22):
+        # What waits to be sent is charged to the server's memory budget, so a stream's
+        # backlog counts against the same limit as everything else the server holds:
         # ``_charged`` of it, given back as it is written or when the stream ends.
         self._budget = budget
         self._charged = 0
@@ -68,6 +125,7 @@ class SessionOutbound:
         self._loop = loop
         self._bound = max(1, limits.session_buffer)
         self._bytes_bound = max(1, limits.session_buffer_bytes)
+        self._waiter = _OutboundWaiter(self)
         self._watching: dict[OpKey, Feed] = {}  # watched operation -> its feed
         self._unacked: dict[OpKey, Ack] = {}
         self._acks: deque[Ack] = deque()  # waiting for their barrier, in frame order
@@ -77,7 +135,7 @@ class SessionOutbound:
         self._watch_bytes = 0  # estimated bytes of the watched operations' outcomes
         # Resuming: the session's name, the number of the last outcome written, and the
         # last outcomes written (for a replay; only for a named session).
-        self.session_id = ""
+        self._session_id = ""
         self._delivered = 0
         self._sent: deque[tuple[int, OpKey]] = deque(maxlen=min(self._bound, REPLAY_MAX))
         self._clean = False  # ended because the client was done and owed nothing
@@ -93,11 +151,58 @@ class SessionOutbound:
         # While the writer writes: when it last finished a message (None while idle).
         self._progress_at: float | None = None
 
+    # ------------------------------------------------------------------ reading state
+    @property
+    def buffered(self) -> int:
+        """Outcomes and acknowledgements queued, acked or not (the metrics read it)."""
+        return self._buffered
+
+    @property
+    def ended(self) -> Awaitable[ServiceError | None]:
+        """Resolves once the stream ends: None if the client was done (or went away),
+        else the error that ended it."""
+        return self._ended
+
+    @property
+    def session_id(self) -> str:
+        """The session's name ("" until a frame names it)."""
+        return self._session_id
+
+    @property
+    def delivered(self) -> int:
+        """The number of the last outcome written (numbers go on across a resume)."""
+        return self._delivered
+
+    # ------------------------------------------------------------------ life cycle
     def end(self, error: ServiceError | None) -> None:
+        """End the stream (the first call wins) and give back the budget charge."""
         if not self._ended.done():
             self._ended.set_result(error)
-            # What is queued is dropped now (SessionStream.run): give its charge back.
+            # What is queued is dropped now (the stream calls drop): give its charge back.
             self._uncharge(self._charged)
+
+    def finish_input(self) -> None:
+        """The client sent its last frame: the stream ends once nothing is owed."""
+        self._input_done = True
+        self._maybe_finished()
+
+    def detach(self) -> None:
+        """The stream is over: detach the waiter from every feed it watches, and give back
+        the budget charge of what is still queued (dropped, or parked as ids), whether
+        the stream ended or its handler was cancelled (the client went away)."""
+        for (_, op_id), feed in self._watching.items():
+            feed.detach(op_id, self._waiter)
+        self._watching.clear()
+        self._uncharge(self._charged)
+
+    def drop(self) -> None:
+        """The stream ended: :meth:`detach`, drop what is queued (memory stops growing at
+        once) and wake the writer so it returns after its current write."""
+        self.detach()
+        self._out.clear()
+        self._acks.clear()
+        self._unacked.clear()
+        self._wake_writer.set()
 
     def _uncharge(self, size: int) -> None:
         give = min(size, self._charged)
@@ -105,28 +210,65 @@ class SessionOutbound:
             self._charged -= give
             self._budget.release(give)
 
-    def _detach(self, waiter: Waiter) -> None:
-        """The stream is over: detach ``waiter`` from every feed it watches, and give back
-        the budget charge of what is still queued (dropped, or parked as ids), whether
-        the stream ended or its handler was cancelled (the client went away)."""
-        for (_, op_id), feed in self._watching.items():
-            feed.detach(op_id, waiter)
-        self._watching.clear()
-        self._uncharge(self._charged)
-
     def _maybe_finished(self) -> None:
         idle = not (self._watching or self._acks or self._out or self._buffered)
         if self._input_done and idle:
             self._clean = True
             self.end(None)
 
-    # ------------------------------------------------------------------ outbound
-    def _queue_ack(self, ack: Ack) -> None:
+    # ------------------------------------------------------------------ naming, resuming
+    def name(self, session_id: str) -> None:
+        """Take the session's name (once; the stream checks it): written outcomes are
+        logged for a replay from now on."""
+        self._session_id = session_id
+
+    def resume(self, delivered: int) -> None:
+        """Go on numbering outcomes after ``delivered`` (a resume, before any outcome was
+        written on this stream)."""
+        self._delivered = delivered
+
+    def parked(self) -> Parked | None:
+        """What this named stream still owes (before its queues are dropped): the watches
+        not ended, the outcomes not yet written (packed, queued, stashed for an ack).
+        None for an unnamed stream or one that ended owing nothing."""
+        if not self._session_id or self._clean:
+            return None
+        owed = [(e.purgatory, e.operation_id) for m in self._unsent for e in m.outcomes]
+        for item in (*self._out, *self._acks):
+            for outcome in item.stash if isinstance(item, Ack) else (item,):
+                owed.append((outcome.purgatory, outcome.operation_id))
+        return Parked(self._delivered, [], owed, list(self._watching))
+
+    def replay(self) -> tuple[int, list[tuple[int, OpKey]]]:
+        """The number of the last outcome written and the numbered ids kept for a replay
+        (a copy, taken once the writer is done)."""
+        return self._delivered, list(self._sent)
+
+    # ------------------------------------------------------------------ owing
+    def track(self, purgatory: NamedPurgatory, target: Target, ack: Ack) -> None:
+        """Owe ``target``'s outcome: at once (on ``ack``'s message) if it has ended,
+        else when it ends (attached, once per stream)."""
+        if isinstance(target, Outcome):
+            ack.stash.append(target)
+            self._count(1, outcome_size(target))
+            return
+        key = (purgatory.name, target.operation_id)
+        if key not in self._watching:
+            purgatory.feed.attach(target.operation_id, self._waiter)
+            self._watching[key] = purgatory.feed
+            self._watch_bytes += watch_size(target.definition.payload, target.keys)
+            ack.keys.append(key)
+            self._unacked[key] = ack
+
+    def queue_ack(self, ack: Ack) -> None:
+        """Queue a frame's acknowledgement (in frame order); it is sent once it and every
+        earlier one are ``ready``."""
         self._acks.append(ack)
         self._count(1, ack.size)
-        self._flush_acks()
+        self.flush_acks()
 
-    def _flush_acks(self) -> None:
+    def flush_acks(self) -> None:
+        """Move the ready acknowledgements at the head of the queue to the writer."""
         acks = self._acks
         moved = False
         while acks and acks[0].ready:
@@ -140,6 +282,8 @@ class SessionOutbound:
             self._wake_writer.set()
 
     def on_outcome(self, outcome: Outcome) -> None:
+        """A watched operation ended: queue its outcome (stashed on its frame's ack while
+        that is not sent)."""
         key = (outcome.purgatory, outcome.operation_id)
         if self._watching.pop(key, None) is None:
             return
@@ -169,24 +313,33 @@ class SessionOutbound:
                 self._on_cut()
             self.end(SessionOverflow(hard, STALLED_S))
 
-    @property
-    def buffered(self) -> int:
-        """Outcomes and acknowledgements queued, acked or not (the metrics read it)."""
-        return self._buffered
-
     def _stalled(self) -> bool:
         """Whether the writer has been stuck on one message for :data:`STALLED_S`."""
         since = self._progress_at
         return since is not None and self._loop.time() - since >= STALLED_S
 
-    def _full(self) -> bool:
+    # ------------------------------------------------------------------ the bound
+    def full(self) -> bool:
         """Whether the reader must wait: what waits to be sent reaches ``session_buffer``
         messages, or with the outcomes still owed (estimated) ``session_buffer_bytes``."""
         if self._buffered >= self._bound:
             return True
         return self._queued_bytes + self._watch_bytes >= self._bytes_bound
 
-    async def _write(self, send: Send) -> None:
+    def wait_room(self) -> Awaitable[bool]:
+        """Wait (call only when :meth:`full`) until the writer has made room."""
+        self._room.clear()
+        return self._room.wait()
+
+    # ------------------------------------------------------------------ writing
+    def heartbeat(self, interval_s: float | None) -> None:
+        """Send a heartbeat after ``interval_s`` of silence (None: never)."""
+        if interval_s != self._heartbeat_s:
+            self._heartbeat_s = interval_s
+            self._wake_writer.set()  # the writer re-arms its idle wait with the new interval
+
+    async def write(self, send: Send) -> None:
+        """The writer: send what is queued, packed, until the stream ends (one task)."""
         ended = self._ended
         try:
             while not ended.done():
@@ -218,7 +371,7 @@ class SessionOutbound:
                     self._buffered -= outcomes + (1 if message.HasField("ack") else 0)
                     self._queued_bytes -= size
                     self._uncharge(size)
-                    if not self._full():
+                    if not self.full():
                         self._room.set()
                 self._progress_at = None  # (all written: idle, not stalled)
                 self._maybe_finished()
@@ -231,7 +384,7 @@ class SessionOutbound:
         first = self._delivered + 1
         self._delivered += count
         message.delivered_through = self._delivered
-        if self.session_id:
+        if self._session_id:
             sent = self._sent
             for n, event in enumerate(message.outcomes, first):
                 sent.append((n, (event.purgatory, event.operation_id)))

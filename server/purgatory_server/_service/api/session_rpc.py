@@ -10,7 +10,8 @@ watched operation's outcome as soon as it ends. Three concurrent parts:
   messages, or with the outcomes its open watches will bring ``session_buffer_bytes``;
 - *acknowledgements* wait, in frame order, for the purgatory's durable barrier (durable
   purgatories only), so a frame is acknowledged only once its records are journaled;
-- the *writer* (:mod:`.session_outbound`) sends what is queued, packed into messages.
+- the *writer* sends what is queued, packed into messages; it, the queues and the
+  bound live in the stream's :class:`~.session_outbound.SessionOutbound`.
 
 Ordering: an outcome is never sent before the acknowledgement of the frame that watched
 its operation. An outcome that ends before that acknowledgement is sent (a *stash*) in
@@ -27,8 +28,8 @@ named session parks what it owes). Shutdown ends the stream with UNAVAILABLE.
 Resuming: outcomes are numbered as written; a named stream parks what it owes when it
 ends (:mod:`.session_resume`), and ``resume_after`` takes that over on a new stream.
 
-Thread safety: loop-confined, like the purgatories it calls; outcomes come through a
-:class:`~.feed.Waiter` the purgatory's feed calls on the loop thread.
+Thread safety: loop-confined, like the purgatories it calls; outcomes come through the
+outbound half's :class:`~.feed.Waiter`, which the purgatory's feed calls on the loop thread.
 """
 
 from __future__ import annotations
@@ -43,9 +44,7 @@ from purgatory_proto.v1 import purgatory_pb2 as pb
 from purgatory_server._service.api.session_messages import (
     ACK_BYTES,
     Ack,
-    outcome_size,
     status_size,
-    watch_size,
 )
 from purgatory_server._service.api.session_outbound import (
     ClientGone,
@@ -65,7 +64,6 @@ from purgatory_server._service.model.errors import (
     SessionJournalFailed,
 )
 from purgatory_server._service.model.outcome import Outcome
-from purgatory_server._service.outcomes.feed import Waiter
 from purgatory_server._service.wire.convert import add_status
 from purgatory_server._service.wire.validation import (
     FieldPrefixes,
@@ -95,23 +93,11 @@ class RefusedFrame:
         self.error = error
 
 
-class _SessionWaiter(Waiter):
-    """The one waiter a session attaches to every operation it watches."""
+class SessionStream:
+    """One open Session stream: the reader, and the :class:`SessionOutbound` it drives
+    (loop-confined; see the module docstring)."""
 
-    __slots__ = ("_session",)
-
-    def __init__(self, session: SessionStream) -> None:  # no future: outcomes go to the session
-        self._session = session
-
-    def deliver(self, outcome: Outcome) -> None:
-        self._session.on_outcome(outcome)
-
-    def fail(self, exc: BaseException) -> None:
-        self._session.end(exc if isinstance(exc, ServiceError) else None)
-
-
-class SessionStream(SessionOutbound):
-    """One open Session stream (loop-confined; see the module docstring)."""
+    __slots__ = ("_directory", "_limits", "_outbound", "_registry")
 
     def __init__(
         self,
@@ -119,10 +105,22 @@ class SessionStream(SessionOutbound):
         loop: asyncio.AbstractEventLoop,
         directory: SessionDirectory | None = None,
     ) -> None:
-        super().__init__(registry.limits, loop, registry.sessions.count_cut, registry.budget)
         self._registry = registry
+        self._limits = registry.limits
         self._directory = directory
-        self._waiter = _SessionWaiter(self)
+        self._outbound = SessionOutbound(
+            registry.limits, loop, registry.sessions.count_cut, registry.budget
+        )
+
+    @property
+    def buffered(self) -> int:
+        """Outcomes and acknowledgements queued, acked or not (the metrics read it)."""
+        return self._outbound.buffered
+
+    @property
+    def session_id(self) -> str:
+        """The session's name ("" until a frame names it)."""
+        return self._outbound.session_id
 
     # ------------------------------------------------------------------ life cycle
     async def run(self, requests: SessionFrames, send: Send) -> None:
@@ -135,20 +133,17 @@ class SessionStream(SessionOutbound):
         client that never reads again therefore sees the status only when it reads (or
         never, if it goes away), exactly like a slow Subscribe stream.
         """
+        outbound = self._outbound
         reader = asyncio.ensure_future(self._read(requests))
-        writer = asyncio.ensure_future(self._write(send))
+        writer = asyncio.ensure_future(outbound.write(send))
         sessions = self._registry.sessions
         sessions.open.add(self)
         parked: Parked | None = None
         try:
-            error = await self._ended
+            error = await outbound.ended
             reader.cancel()
-            parked = self._parked()
-            self._detach(self._waiter)
-            self._out.clear()
-            self._acks.clear()
-            self._unacked.clear()
-            self._wake_writer.set()
+            parked = outbound.parked()
+            outbound.drop()
             await writer  # returns once its current write (if any) is done
         finally:
             for task in (reader, writer):
@@ -156,44 +151,33 @@ class SessionStream(SessionOutbound):
             for task in (reader, writer):
                 with contextlib.suppress(BaseException):
                     await task
-            parked = parked or self._parked()  # (cancelled: the client went away)
-            self._detach(self._waiter)
+            parked = parked or outbound.parked()  # (cancelled: the client went away)
+            outbound.detach()
             sessions.open.discard(self)
-            if self.session_id and self._directory is not None:
-                self._directory.release(self.session_id)
+            session_id = outbound.session_id
+            if session_id and self._directory is not None:
+                self._directory.release(session_id)
                 if parked is not None:  # (numbers written while the writer finished)
-                    parked.delivered, parked.sent = self._delivered, list(self._sent)
-                    self._directory.park(self.session_id, parked)
+                    parked.delivered, parked.sent = outbound.replay()
+                    self._directory.park(session_id, parked)
         if error is not None:
-            raise SessionEnded(error, self._delivered)
-
-    def _parked(self) -> Parked | None:
-        """What this named stream still owes (before its queues are dropped): the watches
-        not ended, the outcomes not yet written (packed, queued, stashed for an ack)."""
-        if not self.session_id or self._clean:
-            return None
-        owed = [(e.purgatory, e.operation_id) for m in self._unsent for e in m.outcomes]
-        for item in (*self._out, *self._acks):
-            for outcome in item.stash if isinstance(item, Ack) else (item,):
-                owed.append((outcome.purgatory, outcome.operation_id))
-        return Parked(self._delivered, [], owed, list(self._watching))
+            raise SessionEnded(error, outbound.delivered)
 
     # ------------------------------------------------------------------ reading
     async def _read(self, requests: SessionFrames) -> None:
+        outbound = self._outbound
         try:
             async for frame in requests:
                 self._apply(frame)
-                if self._full():
-                    self._room.clear()
-                    await self._room.wait()
+                if outbound.full():
+                    await outbound.wait_room()
         except ServiceError as exc:
-            self.end(exc)
+            outbound.end(exc)
             return
         except ClientGone:
-            self.end(None)
+            outbound.end(None)
             return
-        self._input_done = True
-        self._maybe_finished()
+        outbound.finish_input()
 
     def _apply(self, frame: pb.SessionRequest | RefusedFrame) -> None:
         ack = Ack(frame.request_id)
@@ -206,11 +190,11 @@ class SessionStream(SessionOutbound):
                     if frame.heartbeat_interval_ms:
                         self._set_heartbeat(frame)
                     ack.ready = True
-                    self._queue_ack(ack)
+                    self._outbound.queue_ack(ack)
                     return
             if frame.heartbeat_interval_ms and self._set_heartbeat(frame):
                 ack.ready = True  # a liveness-only frame: nothing else to apply
-                self._queue_ack(ack)
+                self._outbound.queue_ack(ack)
                 return
             purgatory = self._registry.get(frame.purgatory)
             self._apply_to(purgatory, frame, ack)
@@ -226,22 +210,20 @@ class SessionStream(SessionOutbound):
             ack.stash.clear()
             ack.size = ACK_BYTES
             ack.ready = True
-            self._queue_ack(ack)
+            self._outbound.queue_ack(ack)
             return
         barrier = purgatory.barrier
         if barrier is None:
             ack.ready = True
-            self._queue_ack(ack)
+            self._outbound.queue_ack(ack)
         else:
-            self._queue_ack(ack)
+            self._outbound.queue_ack(ack)
             self._after(barrier(), ack)
 
     def _set_heartbeat(self, frame: pb.SessionRequest) -> bool:
         """Take the frame's heartbeat interval; True if the frame carries nothing else."""
         interval = heartbeat_interval("heartbeat_interval_ms", frame.heartbeat_interval_ms)
-        if interval != self._heartbeat_s:
-            self._heartbeat_s = interval
-            self._wake_writer.set()  # the writer re-arms its idle wait with the new interval
+        self._outbound.heartbeat(interval)
         return not (frame.watches or frame.signals or frame.force_complete)
 
     def _apply_to(self, purgatory: NamedPurgatory, frame: pb.SessionRequest, ack: Ack) -> None:
@@ -264,7 +246,7 @@ class SessionStream(SessionOutbound):
         if requests:
             registered = purgatory.register(requests, FieldPrefixes("watches", len(requests)))
             add = msg.operations.add
-            track = self._track
+            track = self._outbound.track
             size = 0
             for target, created in registered:
                 add_status(add, target, created)  # no payload: the client sent it
@@ -277,31 +259,17 @@ class SessionStream(SessionOutbound):
             won, _ = purgatory.force_complete(op_id)
             msg.force_completed.append(won)
 
-    def _track(self, purgatory: NamedPurgatory, target: Target, ack: Ack) -> None:
-        """Owe ``target``'s outcome: at once (on ``ack``'s message) if it has ended,
-        else when it ends (attached, once per stream)."""
-        if isinstance(target, Outcome):
-            ack.stash.append(target)
-            self._count(1, outcome_size(target))
-            return
-        key = (purgatory.name, target.operation_id)
-        if key not in self._watching:
-            purgatory.feed.attach(target.operation_id, self._waiter)
-            self._watching[key] = purgatory.feed
-            self._watch_bytes += watch_size(target.definition.payload, target.keys)
-            ack.keys.append(key)
-            self._unacked[key] = ack
-
     # ------------------------------------------------------------------ resuming
     def _name(self, frame: pb.SessionRequest, ack: Ack) -> None:
         """Take the frame's ``session_id`` and, with ``resume_after``, the parked state of
         that session (all or nothing: nothing changes unless every outcome it owes is
         still known)."""
+        outbound = self._outbound
         session_id, resume = frame.session_id, frame.HasField("resume_after")
         if resume and not session_id:
             raise InvalidArgument("session_id", "required with resume_after")
-        if self.session_id:
-            if session_id != self.session_id:
+        if outbound.session_id:
+            if session_id != outbound.session_id:
                 raise InvalidArgument("session_id", "differs from the one this stream took")
             if resume:
                 raise InvalidArgument("resume_after", "only on the frame that names the session")
@@ -309,7 +277,7 @@ class SessionStream(SessionOutbound):
         directory = self._directory
         if directory is None:
             raise InvalidArgument("session_id", "sessions are not kept here")
-        if resume and self._delivered:  # (its numbering would restart)
+        if resume and outbound.delivered:  # (its numbering would restart)
             raise InvalidArgument("resume_after", "only before the stream sent an outcome")
         directory.name(session_id, "session_id")
         try:
@@ -320,13 +288,13 @@ class SessionStream(SessionOutbound):
                 except ServiceError:
                     directory.park(session_id, parked)  # kept for a better resume point
                     raise
-                self._delivered = parked.delivered
+                outbound.resume(parked.delivered)
                 for purgatory, target in targets:
-                    self._track(purgatory, target, ack)
+                    outbound.track(purgatory, target, ack)
         except ServiceError:
             directory.release(session_id)
             raise
-        self.session_id = session_id
+        outbound.name(session_id)
 
     def _owed(self, parked: Parked, after: int) -> list[tuple[NamedPurgatory, Target]]:
         """What a resume after outcome number ``after`` sends: the outcomes written after
@@ -346,6 +314,8 @@ class SessionStream(SessionOutbound):
         return found
 
     def _after(self, barrier: Awaitable[None], ack: Ack) -> None:
+        """Mark ``ack`` ready once ``barrier`` passes; a failed barrier ends the stream."""
+        outbound = self._outbound
         future = asyncio.ensure_future(barrier)
 
         def done(f: asyncio.Future[None]) -> None:
@@ -355,9 +325,9 @@ class SessionStream(SessionOutbound):
             if exc is not None:
                 logger.error("session: journal write failed: %s", exc)
                 # A replicated purgatory's owner that lost it says so (UNAVAILABLE + owner).
-                self.end(exc if isinstance(exc, ServiceError) else SessionJournalFailed())
+                outbound.end(exc if isinstance(exc, ServiceError) else SessionJournalFailed())
                 return
             ack.ready = True
-            self._flush_acks()
+            outbound.flush_acks()
 
         future.add_done_callback(done)

@@ -6,7 +6,7 @@ the machine's memory, or of the cgroup's limit when that is lower), in two pools
 - **held** (the budget less the retained pool): what pending work holds until it ends:
   pending operations with their ids, keys, payloads and progress (charged when they are
   registered, released when they end), the signal data they accumulate (charged once per
-  shared link, :class:`~.conditions.DataLink`, released when no operation refers to it),
+  shared link, :class:`~.signal_data.DataLink`, released when no operation refers to it),
   and stream buffers (:meth:`ServerBudget.try_charge` / :meth:`ServerBudget.release`;
   a Session's owed outcomes through :meth:`ServerBudget.charge_owed`).
   Each purgatory may hold at most its share (``purgatory_memory_percent`` of the pool),

@@ -1,4 +1,4 @@
-"""Bringing a durable purgatory's schedules back at start-up (called by :mod:`..local_store`).
+"""Bringing a durable purgatory's schedules back at start-up (called by :mod:`.local_store`).
 
 Two steps around the restore of the pending operations: the journaled definitions go in
 first, so that an occurrence which fell due during the downtime (and ends as soon as it

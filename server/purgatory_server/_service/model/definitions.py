@@ -27,7 +27,7 @@ class OperationDefinition(NamedTuple):
     # Non-zero: the caller gave this absolute due time (epoch ms, server wall clock)
     # instead of a timeout, and timeout_ms is 0.
     due_time_ms: int = 0
-    # Debounce (:mod:`.deadlines`): the operation's policy, fixed when it is created. Not
+    # Debounce (``core.deadlines``): the operation's policy, fixed when it is created. Not
     # compared: a re-send is the same operation whatever options it carries.
     extend_on_resend: bool = False
     max_extend_ms: int = 0

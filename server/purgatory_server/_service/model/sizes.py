@@ -1,6 +1,6 @@
 """What the things a client can make the server hold cost in memory, in bytes.
 
-The byte budget (:mod:`.budget`) charges estimates, not ``sys.getsizeof`` walks: an
+The byte budget (``core.budget``) charges estimates, not ``sys.getsizeof`` walks: an
 estimate is a few integer operations on lengths the request already carries, cheap enough
 for the registration hot path. The constants are CPython's measured costs on a 64-bit
 build (``python -m bench.memory_budget_bench --sizes``: ``tracemalloc`` around the

@@ -1,5 +1,5 @@
 """The ``check_*`` rules on plain values: one rule per kind of field, each raising
-:class:`~..core.errors.InvalidArgument` that names the field it was given.
+:class:`~..model.errors.InvalidArgument` that names the field it was given.
 
 Why a module of their own: the same rules apply to a request on the wire
 (:mod:`.validation`), to a schedule's stored definition (``schedules/definition.py``) and

@@ -40,11 +40,14 @@ def _load(target: str, stop: threading.Event) -> None:
                 for _ in range(20):
                     stub.TryCompleteElseWatch(
                         pb.TryCompleteElseWatchRequest(
-                            purgatory=NAME, operation_id=f"o{i}", keys=[f"k{i % 50}"],
-                            timeout_ms=60_000, condition=pb.Condition(),
+                            purgatory=NAME,
+                            operation_id=f"o{i}",
+                            keys=[f"k{i % 50}"],
+                            timeout_ms=60_000,
+                            condition=pb.Condition(),
                         ),
                         timeout=10,
-                    )  # fmt: skip
+                    )
                     i += 1
                 stub.CheckAndComplete(
                     pb.CheckAndCompleteRequest(
@@ -64,8 +67,10 @@ def _start_watch(old: str | None) -> Any:
         return start_watch
     source = subprocess.run(
         ["git", "show", f"{old}:pipeline/purgatory_pipeline/watch.py"],
-        capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     path = Path(tempfile.mkdtemp()) / "watch_before.py"
     path.write_text(source)
     spec = importlib.util.spec_from_file_location("watch_before", path)
@@ -85,8 +90,18 @@ def main() -> None:
 
     start_watch = _start_watch(args.old)
     root = Path(tempfile.mkdtemp(prefix="pipeline-watch-"))
-    server = ServerProcess(root, ["--data-dir", str(root / "data"), "--purgatory", NAME,
-                                  "--durable", "--log-level", "WARNING"])  # fmt: skip
+    server = ServerProcess(
+        root,
+        [
+            "--data-dir",
+            str(root / "data"),
+            "--purgatory",
+            NAME,
+            "--durable",
+            "--log-level",
+            "WARNING",
+        ],
+    )
     with server:
         stop = threading.Event()
         threading.Thread(target=_load, args=(server.address, stop), daemon=True).start()
@@ -94,16 +109,22 @@ def main() -> None:
         spark = get_spark("local[2]", **conf)
         spark.sparkContext.setLogLevel("ERROR")
         query = start_watch(
-            spark, server.address, NAME, out=str(root / "agg"),
-            checkpoint=str(root / "ck"), interval_s=args.interval,
-        )  # fmt: skip
+            spark,
+            server.address,
+            NAME,
+            out=str(root / "agg"),
+            checkpoint=str(root / "ck"),
+            interval_s=args.interval,
+        )
         batches: dict[int, tuple[int, int]] = {}
         started = time.monotonic()
         while time.monotonic() - started < args.seconds:
             time.sleep(1)
             for p in query.recentProgress:
-                batches[p["batchId"]] = (p["durationMs"].get("triggerExecution", 0),
-                                         p["numInputRows"])  # fmt: skip
+                batches[p["batchId"]] = (
+                    p["durationMs"].get("triggerExecution", 0),
+                    p["numInputRows"],
+                )
         query.stop()
         stop.set()
     label = f"watch of {args.old}" if args.old else "watch (this tree)"

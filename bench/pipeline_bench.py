@@ -182,9 +182,24 @@ def main() -> None:
 
     def ingest(n: int, *extra: str) -> list[str]:
         out = str(base / f"tables-{n}")
-        return [py, "-m", "purgatory_pipeline", "--master", f"local[{n}]",
-                "--conf", "spark.ui.enabled=false", *memory, "--log-level", "WARNING",
-                "ingest", "--journal", str(journal), "--out", out, *extra]  # fmt: skip
+        return [
+            py,
+            "-m",
+            "purgatory_pipeline",
+            "--master",
+            f"local[{n}]",
+            "--conf",
+            "spark.ui.enabled=false",
+            *memory,
+            "--log-level",
+            "WARNING",
+            "ingest",
+            "--journal",
+            str(journal),
+            "--out",
+            out,
+            *extra,
+        ]
 
     for n in (1, 2):
         runs[f"ingest{n}"] = (f"spark ingest --full local[{n}]", ingest(n, "--full"))

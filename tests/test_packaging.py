@@ -141,11 +141,21 @@ def test_the_wheel_carries_the_compiled_engine_where_a_compiler_exists(
     # Installed (not imported from the zip, which cannot load extensions), it loads them.
     target = tmp_path / "site"
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
-         "--target", str(target), str(wheel)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-index",
+            "--target",
+            str(target),
+            str(wheel),
+        ],
         check=True,
         timeout=120,
-    )  # fmt: skip
+    )
     code = (
         f"import sys; sys.path.insert(0, {str(target)!r})\n"
         "import purgatory_server, purgatory_server._engine as e, inspect\n"

@@ -138,16 +138,27 @@ def test_spark_submit_on_a_standalone_cluster_matches_local(
     out = tmp_path / "cluster-tables"
     args = [
         str(_spark_home() / "bin" / "spark-submit"),
-        "--master", cluster,
-        "--conf", "spark.cores.max=2",
-        "--conf", "spark.executor.memory=512m",
-        "--conf", "spark.ui.enabled=false",
-        "--conf", "spark.sql.shuffle.partitions=2",
-        "--conf", f"spark.pyspark.python={sys.executable}",
-        "--py-files", str(bundle),
+        "--master",
+        cluster,
+        "--conf",
+        "spark.cores.max=2",
+        "--conf",
+        "spark.executor.memory=512m",
+        "--conf",
+        "spark.ui.enabled=false",
+        "--conf",
+        "spark.sql.shuffle.partitions=2",
+        "--conf",
+        f"spark.pyspark.python={sys.executable}",
+        "--py-files",
+        str(bundle),
         str(ROOT / "pipeline" / "submit.py"),
-        "ingest", "--journal", str(work.data_dir), "--out", str(out),
-    ]  # fmt: skip
+        "ingest",
+        "--journal",
+        str(work.data_dir),
+        "--out",
+        str(out),
+    ]
     result = subprocess.run(
         args, capture_output=True, text=True, timeout=400, env=_env(tmp_path), check=False
     )

@@ -148,11 +148,27 @@ def test_corruption_mid_journal_is_one_line_without_java_stack(
     later = segment.with_name(f"{int(segment.stem) + 3:020d}.seg")
     later.write_bytes(encode_header(int(later.stem)))
     run = subprocess.run(
-        [sys.executable, "-m", "purgatory_pipeline", "--master", "local[1]",
-         "--conf", "spark.ui.enabled=false", "--conf", "spark.ui.showConsoleProgress=false",
-         "ingest", "--journal", str(data), "--out", str(tmp_path / "t")],
-        capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "purgatory_pipeline",
+            "--master",
+            "local[1]",
+            "--conf",
+            "spark.ui.enabled=false",
+            "--conf",
+            "spark.ui.showConsoleProgress=false",
+            "ingest",
+            "--journal",
+            str(data),
+            "--out",
+            str(tmp_path / "t"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert run.returncode == 2, run.stderr[-3000:]
     errors = [ln for ln in run.stderr.splitlines() if " ERROR " in ln]
     assert len(errors) == 1, run.stderr[-3000:]
@@ -184,13 +200,31 @@ def test_a_command_stops_the_session_it_started(journals: dict[str, Path], tmp_p
     events = tmp_path / "events"
     events.mkdir()
     run = subprocess.run(
-        [sys.executable, "-c", _OWN_SESSION, "--master", "local[1]",
-         "--conf", "spark.ui.enabled=false", "--conf", "spark.eventLog.enabled=true",
-         "--conf", f"spark.eventLog.dir={events.as_uri()}",
-         "--conf", "spark.eventLog.compress=false",
-         "ingest", "--journal", str(journals["timers"]), "--out", str(tmp_path / "t")],
-        capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-c",
+            _OWN_SESSION,
+            "--master",
+            "local[1]",
+            "--conf",
+            "spark.ui.enabled=false",
+            "--conf",
+            "spark.eventLog.enabled=true",
+            "--conf",
+            f"spark.eventLog.dir={events.as_uri()}",
+            "--conf",
+            "spark.eventLog.compress=false",
+            "ingest",
+            "--journal",
+            str(journals["timers"]),
+            "--out",
+            str(tmp_path / "t"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     assert "session stopped" in run.stdout, run.stdout[-1000:]
     # So the event log is whole when the command returns: marked finished (a history

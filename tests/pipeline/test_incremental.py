@@ -31,26 +31,39 @@ ANY = CONDITION.SerializeToString()
 def _registered(purgatory: str, op: str, at: int) -> JR:
     return JR(
         registered=JR.OperationRegistered(
-            purgatory=purgatory, operation_id=op, keys=[f"k-{op}"], timeout_ms=60_000,
-            condition=ANY, created_wall_ms=T0 + at, due_wall_ms=T0 + at + 60_000,
+            purgatory=purgatory,
+            operation_id=op,
+            keys=[f"k-{op}"],
+            timeout_ms=60_000,
+            condition=ANY,
+            created_wall_ms=T0 + at,
+            due_wall_ms=T0 + at + 60_000,
         )
-    )  # fmt: skip
+    )
 
 
 def _outcome(purgatory: str, op: str, at: int, sequence: int) -> JR:
     event = purgatory_pb2.OperationEvent(
-        sequence=sequence, purgatory=purgatory, operation_id=op,
-        state=purgatory_pb2.OPERATION_STATE_COMPLETED, keys=[f"k-{op}"],
-        create_time_ms=T0, due_time_ms=T0 + 60_000, complete_time_ms=T0 + at,
-    )  # fmt: skip
+        sequence=sequence,
+        purgatory=purgatory,
+        operation_id=op,
+        state=purgatory_pb2.OPERATION_STATE_COMPLETED,
+        keys=[f"k-{op}"],
+        create_time_ms=T0,
+        due_time_ms=T0 + 60_000,
+        complete_time_ms=T0 + at,
+    )
     journaled = purgatory_pb2.JournaledOutcome(event=event, condition=CONDITION, timeout_ms=60_000)
     return JR(
         outcome=JR.Outcome(
-            purgatory=purgatory, operation_id=op, state=JR.Outcome.STATE_COMPLETED,
-            result=journaled.SerializeToString(), sequence=sequence,
+            purgatory=purgatory,
+            operation_id=op,
+            state=JR.Outcome.STATE_COMPLETED,
+            result=journaled.SerializeToString(),
+            sequence=sequence,
             completed_wall_ms=T0 + at,
         )
-    )  # fmt: skip
+    )
 
 
 def _rescheduled(purgatory: str, op: str, due: int) -> JR:
@@ -130,10 +143,23 @@ def test_incremental_runs_rewrite_only_what_changed_and_equal_a_full_run(
     data, tables, scratch = tmp_path / "data", tmp_path / "tables", tmp_path / "full"
     p, q = Journal(data / "p" / "journal"), Journal(data / "q" / "journal")
     q.roll([_registered("q", "q1", 1), _signal("q", 2), _outcome("q", "q1", 3, 1)])
-    p.roll([_registered("p", "x", 1), _registered("p", "w", 2), _outcome("p", "w", 3, 1),
-            _signal("p", 4), _registered("p", "a", 5)])  # fmt: skip
-    p.roll([_outcome("p", "x", 40_000, 2), _registered("p", "w", 40_001),  # w again
-            _registered("p", "y", 40_002), _rescheduled("p", "a", T0 + 90_000)])  # fmt: skip
+    p.roll(
+        [
+            _registered("p", "x", 1),
+            _registered("p", "w", 2),
+            _outcome("p", "w", 3, 1),
+            _signal("p", 4),
+            _registered("p", "a", 5),
+        ]
+    )
+    p.roll(
+        [
+            _outcome("p", "x", 40_000, 2),
+            _registered("p", "w", 40_001),  # w again
+            _registered("p", "y", 40_002),
+            _rescheduled("p", "a", T0 + 90_000),
+        ]
+    )
     p.roll([_registered("p", "z", 40_010), _outcome("p", "z", 40_011, 3)])
     first = ingest(spark, [str(data)], str(tables))
     assert first.segments_decoded == 4
@@ -161,8 +187,13 @@ def test_incremental_runs_rewrite_only_what_changed_and_equal_a_full_run(
     assert len(ops) > len([name for name in ops if name not in kept]) > 0
 
     # The head grows: it is decoded again; a (registered in the first segment) completes.
-    p.grow([_outcome("p", "a", 40_030, 5), _registered("p", "v", 40_031),
-            _rescheduled("p", "v", T0 + 99_000)])  # fmt: skip
+    p.grow(
+        [
+            _outcome("p", "a", 40_030, 5),
+            _registered("p", "v", 40_031),
+            _rescheduled("p", "v", T0 + 99_000),
+        ]
+    )
     third = ingest(spark, [str(data)], str(tables))
     assert third.segments_decoded == 1
     assert _rows(spark, tables) == _full(spark, data, scratch)

@@ -95,8 +95,9 @@ def test_per_minute_chart_places_minutes_by_time_and_shows_gaps() -> None:
         return {"minute": f"2026-11-27T{at}:00", "arrivals": arrivals, "completed": 1}
 
     # Two busy minutes, six quiet hours, two more: by position they would look adjacent.
-    svg = line_chart("m", "t", [minute("10:00", 5), minute("10:01", 7), minute("16:01", 2),
-                                minute("16:02", 3)])  # fmt: skip
+    svg = line_chart(
+        "m", "t", [minute("10:00", 5), minute("10:01", 7), minute("16:01", 2), minute("16:02", 3)]
+    )
     lines = re.findall(r'<polyline[^>]*points="([^"]*)"', svg)
     xs = sorted({float(p.split(",")[0]) for pts in lines for p in pts.split()})
     assert len(xs) == 4

@@ -149,9 +149,14 @@ def _rows(directory: Path, pieces: int) -> list[tuple[object, ...]]:
         data = path.read_bytes()
         for start, stop in piece_bounds(len(data), pieces, min_bytes=1):
             for batch in decode_segment(
-                str(directory), str(path), data, is_last=last, next_base=next_base,
-                start=start, stop=stop,
-            ):  # fmt: skip
+                str(directory),
+                str(path),
+                data,
+                is_last=last,
+                next_base=next_base,
+                start=start,
+                stop=stop,
+            ):
                 columns = ("index", "byte_offset", "kind", "key", "torn_bytes")
                 rows += zip(*(batch.column(c).to_pylist() for c in columns), strict=True)
     return rows

@@ -101,8 +101,9 @@ async def test_a_remembered_entry_is_rebuilt_equal_and_costs_the_collector_nothi
     condition = ConditionSpec(ConditionKind.MIN_SIGNALS, count=3, distinct_sources=True)
     definition = OperationDefinition(("a", "b"), 500, condition, b"pay", 0, True, 900)
     result = Result(3, ("s1", "s2"), ("a",), 7, (("a", 4),), b"data", False)
-    outcome = Outcome(9, "p", "x", ServerState.COMPLETED, ("a", "b"), b"pay", result, 1, 2, 3,
-                      "00-trace-01", 77)  # fmt: skip
+    outcome = Outcome(
+        9, "p", "x", ServerState.COMPLETED, ("a", "b"), b"pay", result, 1, 2, 3, "00-trace-01", 77
+    )
     ids = FinishedIds(window_ms=1000, max_bytes=1 << 30)
     ids.add(definition, outcome)
     got = ids.get("x")

@@ -180,9 +180,13 @@ def test_one_metrics_endpoint_shows_every_worker_labelled(tmp_path: Path) -> Non
         promtool = shutil.which("promtool")
         if promtool is not None:  # installed by `make test` as root (Debian 'prometheus')
             checked = subprocess.run(
-                [promtool, "check", "metrics"], input=text, capture_output=True, text=True,
-                timeout=60, check=False,
-            )  # fmt: skip
+                [promtool, "check", "metrics"],
+                input=text,
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+            )
             assert checked.returncode == 0, checked.stdout + checked.stderr
 
 

@@ -4,24 +4,20 @@ One budget per server (``limits.memory_budget_bytes``; 0: ``memory_budget_percen
 the machine's memory, or of the cgroup's limit when that is lower), in two pools:
 
 - **held** (the budget less the retained pool): what pending work holds until it ends:
-  pending operations with their ids, keys, payloads and progress (charged when they are
-  registered, released when they end), the signal data they accumulate (charged once per
-  shared link, :class:`~.signal_data.DataLink`, released when no operation refers to it),
-  and stream buffers (:meth:`ServerBudget.try_charge` / :meth:`ServerBudget.release`;
-  a Session's owed outcomes through :meth:`ServerBudget.charge_owed`).
-  Each purgatory may hold at most its share (``purgatory_memory_percent`` of the pool),
-  so one purgatory cannot starve the others. A registration or a signal with data that
-  does not fit is refused with RESOURCE_EXHAUSTED (:class:`~.errors.LimitExceeded`): the
-  pool frees up as operations end. A single request larger than a whole share can never
-  fit: INVALID_ARGUMENT.
-- **retained** (``retained_memory_percent`` of the budget): what is kept for later, the
-  retained outcome windows and the finished-id memories (:class:`Reclaimable`). Nothing is
-  refused for it: past the pool, the largest holder forgets its oldest entries first (a
-  subscriber resuming before them gets OUT_OF_RANGE, a re-sent id before them registers
-  anew), exactly as past ``retained_events`` or the dedup window.
+  pending operations (charged at registration, released when they end), the signal data
+  they accumulate (once per shared :class:`~.signal_data.DataLink`, released when no
+  operation refers to it), and stream buffers. Each purgatory may hold at most its share
+  (``purgatory_memory_percent`` of the pool), so none can starve the others. What does
+  not fit is refused with RESOURCE_EXHAUSTED (:class:`~.errors.LimitExceeded`); a single
+  request larger than a whole share can never fit: INVALID_ARGUMENT.
+- **retained** (``retained_memory_percent`` of the budget): the retained outcome windows
+  and finished-id memories (:class:`Reclaimable`). Nothing is refused for it: past the
+  pool, the largest holder forgets its oldest entries first (a subscriber resuming before
+  them gets OUT_OF_RANGE, a re-sent id before them registers anew), as past
+  ``retained_events`` or the dedup window.
 
-The count caps of earlier versions (``max_total_pending``, ``max_pending_payload_bytes``)
-still apply on top. Charges are estimates from lengths (:mod:`.sizes`), rounded up.
+``max_total_pending`` and ``max_pending_payload_bytes`` apply on top. Charges are
+estimates from lengths (:mod:`.sizes`), rounded up.
 
 Recovered operations (durable purgatories at start-up) are charged but never refused:
 what a restart brings back is kept even beyond the budget, and new operations are refused
@@ -129,9 +125,8 @@ class ServerBudget:
     # ----------------------------------------------------------------- stream buffers
     def try_charge(self, nbytes: int) -> bool:
         """Charge ``nbytes`` of a stream's buffer (Subscribe, Session) to the held pool;
-        False, charging nothing, if they do not fit (the caller ends its stream with
-        RESOURCE_EXHAUSTED). Every successful charge is given back with :meth:`release`
-        once the bytes are sent or dropped. Loop thread only."""
+        False, charging nothing, if they do not fit. Every successful charge is given back
+        with :meth:`release`. Loop thread only."""
         self.drain()
         if self.held + nbytes > self.held_capacity:
             return False
@@ -144,11 +139,10 @@ class ServerBudget:
         self.held -= nbytes
 
     def charge_owed(self, nbytes: int) -> None:
-        """Charge ``nbytes`` a stream owes its client and cannot refuse: a Session's
-        outcomes of operations it watched (their pending charge was released as they
-        ended, so this mostly moves bytes within the pool). The pool may pass its capacity
-        for a moment; new registrations are refused until the stream sends them (the
-        Session's own bound keeps what one stream owes finite). Loop thread only."""
+        """Charge ``nbytes`` a stream owes its client and cannot refuse (a Session's
+        outcomes of operations it watched). The pool may pass its capacity for a moment;
+        new registrations are refused until the stream sends them (the Session's own bound
+        keeps what one stream owes finite). Loop thread only."""
         self.held += nbytes
 
     # ----------------------------------------------------------------- retained pool
@@ -170,7 +164,7 @@ class ServerBudget:
     def reclaim(self) -> None:
         """Shed the largest holder's oldest entries until the pool fits, moving on to the
         next largest when it gets below it (one scan of the holders per switch, not per
-        entry: in the steady state the purgatory that just appended sheds its own)."""
+        entry)."""
         holders = self._holders
         while self.retained > self.retained_capacity and holders:
             ranked = heapq.nlargest(2, holders, key=_retained_bytes)

@@ -5,22 +5,14 @@ operation that ended meanwhile is not moved, and Reschedule answers FAILED_PRECO
 are journaled (``JournalHooks.on_rescheduled``, so they survive a restart) and counted.
 :class:`Deadlines` does both for one purgatory; loop-confined like it.
 
-Debounce: a re-send of a pending operation pushes its deadline back.
-
-An operation registered with ``extend_on_resend`` moves its deadline to *now + timeout_ms*
-each time its id is registered again (same definition) while it is pending, like
-re-arming a debounce timer; ``max_extend_ms`` (0: none) caps how far: never past
-``create_time_ms + max_extend_ms``, so a steady stream of re-sends cannot keep it alive
-forever. The policy belongs to the operation and is fixed at its creation: a re-send is
-the same operation whatever options it carries (they are not part of the definition
-that must match), so a producer that re-sends the same request always gets the same
-behaviour. A deadline is only ever pushed later by a re-send, never earlier (an explicit
-Reschedule may have moved it further; the cap then stops further pushes).
-
-The policy is validated with the rest of the request (:mod:`.validation`). The move
-itself is the journaled Reschedule path (:meth:`RemoteOperation.reschedule` and
-``JournalHooks.on_rescheduled``), so it is atomic against expiry and survives a restart; the
-policy is journaled with the registration.
+Debounce: an operation registered with ``extend_on_resend`` moves its deadline to
+*now + timeout_ms* each time its id is registered again (same definition) while pending;
+``max_extend_ms`` (0: none) caps it at ``create_time_ms + max_extend_ms``, so re-sends
+cannot keep it alive forever. The policy is fixed at creation and journaled with the
+registration: a re-send's options are not part of the definition that must match, so the
+same request always gets the same behaviour. A re-send only ever pushes a deadline later,
+never earlier (an explicit Reschedule may have moved it further; the cap then stops
+further pushes).
 
 Only relative timeouts debounce: an absolute ``due_time_ms`` does not move when re-sent,
 so asking for both is INVALID_ARGUMENT, as is a cap shorter than the timeout (the first

@@ -1,32 +1,25 @@
 """The dedup window: finished operation ids remembered for a time, bounded in bytes.
 
-Why by time: a client that re-sends after a cut stream, a restart or a timeout does so
-seconds to minutes later, however many other operations ended meanwhile. A memory of the
-last N finished ids forgets sooner under a burst (a burst of N outcomes pushed out ids a
-client was about to re-send, and they registered again). So an id is remembered for
-``window_ms`` after its outcome (``Outcome.complete_time_ms``, the server's wall clock),
-like SQS's deduplication interval, and a re-send inside the window answers with the
-recorded outcome.
+Why by time: a client re-sends seconds to minutes later, however many other operations
+ended meanwhile; a memory of the last N ids forgets sooner under a burst. So an id is
+remembered for ``window_ms`` after its outcome (``Outcome.complete_time_ms``, the
+server's wall clock), like SQS's deduplication interval, and a re-send inside the window
+answers with the recorded outcome.
 
-Why bounded in bytes: the window alone would let a high outcome rate hold unbounded
-memory. Past ``max_bytes`` the oldest entries go first, even inside their window; each
-such early eviction is counted (:attr:`FinishedIds.evicted_early`, exported as
-``purgatory.dedup.evicted``), so an operator sees when the window is not held and raises
-the cap. Expired entries are dropped lazily, as later outcomes arrive: an id may be
-remembered longer than the window, never shorter (unless the byte cap evicts it).
+Bounded in bytes too: past ``max_bytes`` the oldest entries go first, even inside their
+window; each such early eviction is counted (:attr:`FinishedIds.evicted_early`, exported
+as ``purgatory.dedup.evicted``). Expired entries are dropped lazily, as later outcomes
+arrive: an id may be remembered longer than the window, never shorter (unless the byte
+cap evicts it).
 
-The estimate of an entry's size (:func:`entry_bytes`) counts what it keeps alive: the id,
-the payload (shared by the definition and the outcome), the keys (copied into the entry),
-the result data (shared) and a fixed overhead.
+:func:`entry_bytes` counts what an entry keeps alive: the id, the payload, the keys
+(copied into the entry), the result data (shared) and a fixed overhead.
 
-Why each entry is one plain tuple (:func:`pack`) rather than the definition and outcome
-records: the window holds up to hundreds of thousands of ids, and the records (named
-tuples, a condition dataclass, an enum state) are objects CPython's cyclic collector
-tracks, four per id, so every full collection walked all of them: long pauses under the
-batch load (docs/benchmarks.md, "The collector's pauses"). A tuple of strings, numbers
-and bytes is untracked by the collector's first pass over it, so the window costs a full
-collection next to nothing. The records are rebuilt on a lookup (:meth:`FinishedIds.get`:
-a re-send, GetOperation) and for a listing, both rare next to the outcomes remembered.
+Each entry is one plain tuple (:func:`pack`) rather than the definition and outcome
+records, which the cyclic collector would track (several objects per id, walked by every
+full collection; docs/benchmarks.md, "The collector's pauses"); a tuple of strings,
+numbers and bytes is untracked. The records are rebuilt on a lookup
+(:meth:`FinishedIds.get`) and for a listing.
 
 Thread safety: loop-confined, like the operation table that owns it.
 """
@@ -51,15 +44,14 @@ from purgatory_server._service.model.outcome import Outcome
 __all__ = ["ENTRY_OVERHEAD", "FinishedIds", "Packed", "entry_bytes", "pack", "unpack"]
 
 # Bytes of the Python objects behind one entry besides its strings and bytes (the
-# OrderedDict node, the packed tuple, its marshalled part). Measured with tracemalloc:
-# a one-key entry allocates ~352 bytes (keys included) and is charged 417.
+# OrderedDict node, the packed tuple, its marshalled part).
 ENTRY_OVERHEAD = 400
 
 Entry = tuple[OperationDefinition, Outcome]
 
 _Values = tuple[tuple[str, int], ...]
 # The result's fields but its data (kept by reference: one signal's data may be shared
-# by thousands of outcomes, core/signal_data.py, and marshal would copy it into each).
+# by many outcomes, see core.signal_data, and marshal would copy it into each).
 _Result = tuple[int, tuple[str, ...], tuple[str, ...], int, _Values, bool]
 _Condition = tuple[str, int, bool, int, _Values, int]
 # The nested parts, marshalled: the outcome's and the definition's keys, the result's

@@ -10,13 +10,10 @@ distinct keys watched by pending operations, which ``max_pending`` and
 ``max_keys_per_operation`` bound in turn.
 
 Whether a key is watched is the engine's to say (``is_watched``: its watch lists), asked
-only while evicting. The store kept a count of watchers per key of its own before, one
-more dictionary entry per watched key and an update per key on every registration and
-every ending: a tenth of the cost of registering operations of many keys.
+only while evicting, so registrations and endings do no bookkeeping here.
 
-Thread safety: loop-confined. Every method runs on the event loop thread that owns the
-purgatory (signals, registrations and publications all happen there); ``is_watched`` may
-be asked from it (the engine's is safe from any thread).
+Thread safety: loop-confined (signals, registrations and publications all happen on the
+purgatory's loop thread); the engine's ``is_watched`` is safe from any thread.
 """
 
 from __future__ import annotations

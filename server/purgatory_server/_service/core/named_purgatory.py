@@ -1,19 +1,16 @@
 """NamedPurgatory: one named purgatory of the service.
 
-It wraps the engine's :class:`DelayedOperationPurgatory` with what a network service
-needs around it: the table of operations by id (for idempotent re-sends, ForceComplete
-and GetOperation), a bounded memory of recently finished ids, the latest value per key,
-and the journal hooks. Everything about an operation once it ended (sequence, retained
-window, subscribers, long-poll waiters) belongs to its :class:`~.feed.Feed`.
+It wraps the engine's :class:`DelayedOperationPurgatory` with the table of operations by
+id (idempotent re-sends, ForceComplete, GetOperation), a bounded memory of recently
+finished ids, the latest value per key, and the journal hooks. Everything about an
+operation once it ended belongs to its :class:`~.feed.Feed`.
 
-Thread safety (the central contract): a NamedPurgatory is **loop-confined**. Every public
-method must be called on the event loop thread it was created on. The only code that runs
-elsewhere is ``RemoteOperation.on_complete`` on the timer's reaper (or executor) thread,
-and that only touches its own operation and the thread-safe inbox of the purgatory's
-:class:`~.publisher.Publisher`; the loop publishes outcomes from there in batches, then
-hands them to the publisher's listeners (the table, the metrics, the schedules). Public
-methods that can complete operations publish (``_settle``) before returning, and answer
-with the outcome (with its sequence) of every operation that ended meanwhile.
+Thread safety: a NamedPurgatory is **loop-confined**; every public method must be called
+on the event loop thread it was created on. Only ``RemoteOperation.on_complete`` runs
+elsewhere (the timer's reaper or executor thread), and it touches only its own operation
+and the thread-safe inbox of the :class:`~.publisher.Publisher`. Public methods that can
+complete operations publish (``_settle``) before returning, and answer with the outcome
+(with its sequence) of every operation that ended meanwhile.
 """
 
 from __future__ import annotations
@@ -87,7 +84,7 @@ class NamedPurgatory:
         # The event stream's id (see .incarnation): given for a durable purgatory, whose
         # sequences survive restarts; fresh for an in-memory one, whose sequences do not.
         self.incarnation = incarnation if incarnation is not None else new_incarnation()
-        # Observability (docs/observability.md): None/False cost one check per call.
+        # Observability (docs/observability.md); None/False: off.
         self.metrics = metrics
         self._traced = traced
         self.settings = settings
@@ -159,7 +156,7 @@ class NamedPurgatory:
         self._active = self._table.pending  # pending operations by id (the table's)
         self._closed: ServiceError | None = None
         self._deadlines = Deadlines(self.name, timer, self._time, self._journal, metrics)
-        # Recurring schedules (schedules/table.py), created on first use.
+        # Recurring schedules (see schedules.table), created on first use.
         self._schedules: ScheduleTable | None = None
 
     # ----------------------------------------------------------------- introspection
@@ -239,10 +236,10 @@ class NamedPurgatory:
         if metrics is not None:
             metrics.registered += len(created)
             metrics.batch_register.record(len(requests))
-        # One engine call and one timer round for the batch. An operation its progress does
-        # not satisfy yet (every fresh ANY_KEY one) is watched and armed without Kafka's
-        # try/watch/try, whose tries close a race with a signal between try and watch: none
-        # here, signals run only on the loop thread and an operation is armed once watched.
+        # One engine call for the batch. An operation its progress does not satisfy yet is
+        # watched and armed without Kafka's try/watch/try: those tries close a race with a
+        # signal between try and watch, and there is none here (signals run only on the
+        # loop thread).
         if any(op.progress.satisfied() for op, _ in created):
             self._engine.try_complete_else_watch_all(created)
         elif created:
@@ -339,15 +336,13 @@ class NamedPurgatory:
     def restore_operations(self, items: Sequence[RestoredOperation]) -> None:
         """Re-arm operations recovered from the journal (start-up, before serving).
 
-        Built by the creation path of a live registration, without journal records (they
-        are in the journal already); progress is rebuilt by replaying their signals; each
-        fires at its original due time (wall clock, read once per batch), at once if it
-        has passed. The batch is armed in one engine call (one timer lock round).
+        No journal records are written; progress is rebuilt by replaying their signals;
+        each fires at its original due time (wall clock), at once if it has passed.
         """
         self._check_open()
         waiting, satisfied = self._table.restore(items, self._time.wall_clock_ms())
-        # Not serving yet: nothing can signal a key meanwhile, so an operation whose
-        # replayed progress does not satisfy it needs no try (the engine's restart path).
+        # Not serving yet: nothing can signal a key meanwhile, so an unsatisfied one needs
+        # no try.
         self._engine.watch_and_arm_all(waiting)
         if satisfied:
             self._engine.try_complete_else_watch_all(satisfied)

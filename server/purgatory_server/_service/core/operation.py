@@ -1,42 +1,36 @@
 """RemoteOperation: a DelayedOperation whose condition arrives over the wire.
 
-How a signal reaches ``try_complete``: the engine's ``check_and_complete(key)`` calls
-``try_complete()`` with no arguments on every operation watching ``key``. The purgatory
-therefore puts the signal being delivered in a :class:`SignalSlot` (key, signal, serial)
-for the duration of that call; each operation accounts for the slot's signal once (the
-serial de-duplicates) and then judges its condition. Invariants that make this sound:
+``check_and_complete(key)`` calls ``try_complete()`` without arguments, so the purgatory
+puts the signal being delivered in a :class:`SignalSlot` (key, signal, serial) for the
+duration of that call; each operation accounts for it once (the serial de-duplicates).
+Invariants:
 
 - the slot is written only on the event loop thread, around ``check_and_complete``;
-- the engine calls ``try_complete`` only on that thread too (registration and signals);
-  the timer's reaper (or executor) thread only calls ``run`` (expiry), which never reads
-  the slot;
-- every path that completes an operation holds ``self.lock`` (``try_complete`` and
-  ``run`` are called with it by the engine, :meth:`end` takes it), so the reason
-  recorded just before ``force_complete`` is the reason of the single winner. That lock
-  is the purgatory's, shared by all its operations (:class:`SignalSlot`).
+- the engine calls ``try_complete`` only on that thread too; the timer's reaper (or
+  executor) thread only calls ``run`` (expiry), which never reads the slot;
+- every path that completes an operation holds ``self.lock`` (the purgatory's, shared by
+  all its operations), so the reason recorded just before ``force_complete`` is the
+  single winner's.
 
-``on_complete`` runs on the winning thread (loop or timer): it freezes the result and
-hands the operation to the purgatory's inbox, nothing more, so it never blocks.
+``on_complete`` runs on the winning thread (loop or timer) and never blocks: it freezes
+the result and hands the operation to the purgatory's inbox. What follows the end
+(sequence, waiters, subscribers) belongs to the loop-thread :class:`~.feed.Feed`; an
+operation holds no reference to a caller.
 
-An operation holds only what the engine's threads need. What happens once it ended
-(its sequence, the waiters and subscribers it reaches) belongs to the purgatory's
-:class:`~.feed.Feed` on the loop thread; nothing here points at a caller.
-
-Reschedule (moving the deadline) and the race with expiry. A TimerTask's cancellation is
-permanent, so the operation cannot simply be re-added with a new delay. Instead
+Reschedule and the race with expiry. A TimerTask's cancellation is permanent, so
 :meth:`RemoteOperation.reschedule` cancels the operation's timer entry (and any earlier
-:class:`_Expiry`), then arms a fresh :class:`_Expiry` task that points back at the
-operation; ``self._expiry`` names the one task allowed to expire it. All of this happens
-under ``self.lock``, and every expiry path re-checks under the same lock:
+:class:`_Expiry`) and arms a fresh :class:`_Expiry`; ``self._expiry`` names the one task
+allowed to expire it. This happens under ``self.lock``, and every expiry path re-checks
+under the same lock:
 
-- the timer is already running the old entry (reaper or executor), waiting for the lock while
-  we reschedule: when it gets the lock, ``run`` sees ``_expiry`` is set (the operation's own
-  entry is superseded) and returns; a stale ``_Expiry`` sees it is no longer the current
-  one and returns. The operation stays pending with its new deadline;
-- the timer's thread got the lock first: the operation is EXPIRED before reschedule looks, and
-  reschedule answers False (FAILED_PRECONDITION at the edge).
+- the timer is already running the old entry, waiting for the lock while we reschedule:
+  once it gets the lock, ``run`` sees ``_expiry`` set and returns, and a stale
+  ``_Expiry`` sees it is not the current one and returns. The operation stays pending
+  with its new deadline;
+- the timer's thread got the lock first: the operation is EXPIRED before reschedule
+  looks, and reschedule answers False (FAILED_PRECONDITION at the edge).
 
-Either way exactly one terminal outcome, and a lost race is reported, never half-applied.
+Either way exactly one terminal outcome; a lost race is reported, never half-applied.
 """
 
 from __future__ import annotations
@@ -59,8 +53,7 @@ from purgatory_server._service.model.operation_state import OperationState
 
 __all__ = ["RemoteOperation", "SignalSlot"]
 
-# Enum members as module constants: a class-attribute lookup on an Enum costs more than
-# a global, and these are read once or twice per operation.
+# Enum members as globals: cheaper to read than an Enum class attribute.
 _WATCHING = OperationState.WATCHING
 _COMPLETED = OperationState.COMPLETED
 _EXPIRED = OperationState.EXPIRED
@@ -74,10 +67,9 @@ _DONE.acquire()
 
 
 class SignalSlot:
-    """The signal currently being delivered by ``check_and_complete`` (loop thread only),
-    and what every operation of the purgatory shares: its lock (any thread), the clock
-    and where ended operations go (``on_end``; kept here rather than on each operation,
-    16 bytes per pending operation)."""
+    """The signal being delivered by ``check_and_complete`` (loop thread only), and what
+    all the purgatory's operations share: its lock (any thread), the clock and where
+    ended operations go (``on_end``)."""
 
     __slots__ = ("clock", "key", "lock", "on_end", "serial", "signal", "traces")
 
@@ -86,25 +78,24 @@ class SignalSlot:
         self.on_end = on_end
         # Pending operation id -> the W3C traceparent of the request that registered it,
         # only for traced registrations (loop thread; the table drops an entry when its
-        # operation is retired). A slot on every operation cost 16 bytes each.
+        # operation is retired).
         self.traces: dict[str, str] = {}
         self.key: str | None = None
         self.signal: SignalRecord | None = None
         self.serial = 0
-        # One re-entrant lock for all the purgatory's operations instead of one each (96
-        # bytes per pending operation). Sound because every holder is short and takes
-        # nothing that waits for another operation's lock: the loop thread holds it around
-        # one operation's try_complete / end / reschedule, the timer's executor around one
-        # expiry; what they take inside (a watch shard, a timer bucket, the timer, the
-        # inbox) is never held while waiting for this lock. Under the GIL the loop and the
-        # executor do not run Python at once anyway, so sharing costs no parallelism.
+        # One re-entrant lock for all the purgatory's operations. Deadlock-free because
+        # every holder is short and takes nothing that waits for another operation's
+        # lock: the loop thread holds it around one try_complete / end / reschedule, the
+        # timer's executor around one expiry; what they take inside (a watch shard, a
+        # timer bucket, the timer, the inbox) is never held while waiting for this lock.
+        # Under the GIL sharing costs no parallelism.
         self.lock = threading.RLock()
 
     def deliver(
         self, key: str, signal: SignalRecord, check_and_complete: Callable[[str], int]
     ) -> int:
-        """Have the engine try ``key``'s watchers while this slot holds ``signal`` (each
-        operation reads it from here, once per ``serial``); how many completed."""
+        """Have the engine try ``key``'s watchers while this slot holds ``signal``; how
+        many completed."""
         self.serial += 1
         self.key = key
         self.signal = signal
@@ -156,8 +147,7 @@ class RemoteOperation(DelayedOperation):
         self.state = _WATCHING
         self.result: ResultSnapshot = EMPTY_RESULT
         # ``due_time_ms`` is create_time_ms + timeout_ms unless ``_due`` says otherwise (a
-        # caller's due time, a reschedule, a recovered one): an int object fewer per
-        # pending operation in the usual case.
+        # caller's due time, a reschedule, a recovered one).
         self._due = 0
         if restored is not None:
             created, due, now_ms = restored
@@ -219,14 +209,12 @@ class RemoteOperation(DelayedOperation):
         return False
 
     def force_complete(self) -> bool:
-        """The engine's one-shot completion, with the flag kept without a lock of its own.
+        """The engine's one-shot completion without a lock per operation.
 
-        The engine's flag is a ``threading.Lock`` per operation (88 bytes with its
-        semaphore). Here ``_completed`` is one of two shared locks that are never acquired
-        or released: ``_PENDING`` (unlocked) until this swaps in ``_DONE`` (locked for
-        good), so ``_completed.locked()`` still answers "completed?" for the engine. The
-        check-and-swap is atomic because it runs under ``self.lock`` (re-entrant, and
-        already held by every caller: ``try_complete``, ``run``, :meth:`end`).
+        ``_completed`` is one of two shared, never-acquired locks: ``_PENDING`` until this
+        swaps in ``_DONE`` (locked for good), so ``_completed.locked()`` still answers
+        "completed?" for the engine. The check-and-swap is atomic under ``self.lock``,
+        which every caller already holds.
         """
         with self.lock:
             if self._completed is _DONE:
@@ -284,11 +272,9 @@ class RemoteOperation(DelayedOperation):
         self.state = self._reason
         now = self._slot.clock.wall_clock_ms()
         if self._reason is _EXPIRED and now < self.due_time_ms:
-            # The wheel fires on the monotonic clock; ``due_time_ms`` is wall time read at
-            # registration. The two clocks are floored to ms at different instants (and the
-            # wall clock may be stepped), so the wall reading can land a millisecond or so
-            # before the due time although the monotonic deadline has passed. An expiry is
-            # never early by definition: record it at its due time (lateness 0).
+            # The wheel fires on the monotonic clock, ``due_time_ms`` is wall time, so the
+            # wall reading can land just before the due time. An expiry is never early:
+            # record it at its due time.
             now = self.due_time_ms
         self.complete_time_ms = now
         self.result = self.progress.snapshot()

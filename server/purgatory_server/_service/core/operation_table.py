@@ -1,15 +1,11 @@
 """The operations of one purgatory by id: the pending ones and a memory of finished ones.
 
-What makes a re-sent registration idempotent: an id finds its pending operation, or its
-outcome while the dedup window remembers it (:class:`~.finished_ids.FinishedIds`: for
-``dedup_window_ms`` after it ended, within ``dedup_max_bytes``, and sooner if the memory
-budget's retained pool needs room: the table is a :class:`~.budget.Reclaimable`), and a
-re-send with a different definition is ALREADY_EXISTS. Capacity is checked here, all or
-nothing per batch, before anything is created: ``max_pending``, then the purgatory's
-share of the memory budget (:class:`~.budget.Account`, :mod:`.sizes`).
-
-A VALUES_AT_LEAST operation starts from the values already known on its keys, read from
-the latest-value memory (:class:`~.latest_values.LatestValues`).
+Idempotent re-sends: an id finds its pending operation, or its outcome while the dedup
+window (:class:`~.finished_ids.FinishedIds`) remembers it; a re-send with a different
+definition is ALREADY_EXISTS. The table is a :class:`~.budget.Reclaimable`, so the
+retained pool may shorten the window. Capacity is checked all or nothing per batch,
+before anything is created: ``max_pending``, then the purgatory's share of the memory
+budget (:class:`~.budget.Account`).
 
 Thread safety: loop-confined (see :mod:`.named_purgatory`).
 """
@@ -224,10 +220,9 @@ class OperationTable:
         on_registered: Callable[[str, RemoteOperation], None] | None,
         on_resent: Callable[[RemoteOperation], None],
     ) -> tuple[list[Registration], list[Armed]]:
-        """Carry out :meth:`plan`: create each planned operation (``on_registered``: its
-        journal record, before it is armed) and answer each re-send with its target
-        (``on_resent`` for a pending one whose definition debounces); (the registrations,
-        the created operations for the caller to arm)."""
+        """Carry out :meth:`plan`: create each planned operation (``on_registered`` before
+        it is armed) and answer each re-send with its target (``on_resent`` for a pending
+        one that debounces); (the registrations, the created operations to arm)."""
         create = self.create
         name = self.name
         out: list[Registration] = []
@@ -288,11 +283,8 @@ class OperationTable:
         return waiting, satisfied
 
     def _new_progress(self, definition: OperationDefinition) -> Progress | FirstSignal:
-        """Fresh progress for a new or recovered operation.
-
-        ANY_KEY (the default) gets the light FirstSignal. VALUES_AT_LEAST starts from the
-        latest values already known, because a value signalled before registration counts.
-        """
+        """Fresh progress for a new or recovered operation; VALUES_AT_LEAST starts from the
+        latest values known, since a value signalled before registration counts."""
         cond = definition.condition
         if cond.kind is _ANY_KEY:  # the shared unsignalled progress (make_progress's)
             return self._unsignalled

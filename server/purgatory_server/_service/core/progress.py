@@ -1,16 +1,14 @@
 """The per-operation progress that a condition is judged on.
 
 A remote operation cannot run caller code in ``try_complete``, so it carries a
-:class:`~purgatory_server._service.model.conditions.ConditionSpec` instead (the kinds are
-listed there), evaluated against the signals its keys receive. Values known before
-registration count for ``VALUES_AT_LEAST``, which is why the purgatory keeps the latest
-value per key (:mod:`.latest_values`).
+:class:`~purgatory_server._service.model.conditions.ConditionSpec` instead, evaluated
+against the signals its keys receive. Values known before registration count for
+``VALUES_AT_LEAST`` (:mod:`.latest_values`).
 
-:class:`Progress` is the mutable accumulator of one operation. Thread safety: it is only
-touched under its operation's lock (``try_complete`` and ``on_complete`` both run with the
-lock held), so it needs no lock of its own. Everything it keeps is bounded by the limits
-(distinct sources, accumulated data). The accumulated data is shared between operations,
-not copied into each (:mod:`.signal_data`).
+:class:`Progress` is the mutable accumulator of one operation. Thread safety: touched
+only under its operation's lock (``try_complete`` and ``on_complete`` both hold it), so
+it has no lock of its own. Everything it keeps is bounded by the limits; accumulated data
+is shared between operations, not copied (:mod:`.signal_data`).
 """
 
 from __future__ import annotations
@@ -147,16 +145,13 @@ class Progress:
 class FirstSignal:
     """Progress of an ``ANY_KEY`` operation: the first signal decides, so keep only it.
 
-    Why a second class: ``ANY_KEY`` is the default condition (every plain long-poll) and
-    an operation that completes on its first signal never accumulates anything, so the
-    general :class:`Progress` (five containers and a dozen fields per operation) is pure
-    overhead on the hottest path. Same interface and same snapshot as :class:`Progress`
-    fed the same single signal.
+    ``ANY_KEY`` is the default condition and never accumulates anything, so the general
+    :class:`Progress` is overhead there. Same interface and same snapshot as
+    :class:`Progress` fed the same single signal.
 
     Immutable: :meth:`add` returns the progress to keep, a new one for the first signal
-    and ``self`` after it. So every pending ``ANY_KEY`` operation of a purgatory shares
-    one unsignalled instance (:func:`make_progress`) instead of owning 64 bytes of its
-    own. Thread safety: as :class:`Progress` (the operation's lock guards its field).
+    and ``self`` after it, so all pending ``ANY_KEY`` operations share one unsignalled
+    instance (:func:`make_progress`). Thread safety: as :class:`Progress`.
     """
 
     __slots__ = ("_data_limit", "_sources_limit", "key", "signal")

@@ -1,14 +1,12 @@
 """Signal data accumulated by operations: stored once, referenced by every operation.
 
 An operation whose condition accumulates (every kind but ``ANY_KEY``) keeps the data of
-the signals it received for its result. Copied into each operation, one signal of 64 KiB
-on a key that 2,000 operations watch cost 128 MB. Here the data is an immutable chain of
-:class:`DataLink` objects, each naming its parent and one signal's bytes (the signal's
-own ``bytes`` object, not a copy): every operation that had received the same signals
-points at the same link, and a signal delivered to them makes one child link for all
-(``add`` remembers the child it made for that signal, so the next operation at the same
-link takes it). The bytes are joined once, when the first of those operations ends, and
-that one ``bytes`` object is every outcome's ``result.data``.
+the signals it received; copied into each, a signal's data would be held once per
+watcher. Here the data is an immutable chain of :class:`DataLink` objects, each naming
+its parent and one signal's own ``bytes``: operations that received the same signals
+point at the same link, and a signal delivered to them makes one child link for all
+(``add`` memoizes it). The bytes are joined once, when the first of those operations
+ends, and that one ``bytes`` object is every outcome's ``result.data``.
 
 Bounds: a chain stops at ``limit`` bytes (the last link keeps the part that fits and
 marks the chain truncated); past ``MAX_DEPTH`` links the data is joined into a new root

@@ -1,12 +1,9 @@
 """SortedIds: a set of strings kept in order, for cursor paging (ListOperations).
 
-Why not a sorted Python list: inserting into one list of a million ids moves megabytes
-per insert. Why not a tree: per-node objects cost memory and pointer chasing in Python.
-This is the chunked layout of ``sortedcontainers.SortedList``, cut down to what the
-listing needs: the ids live in sorted chunks of at most ``2 * load`` entries, and
-``_maxes[i]`` is the largest id of chunk ``i``. Add and discard bisect ``_maxes`` then one
-chunk, so each costs O(log n) comparisons plus a memmove of at most ``2 * load``
-pointers; iteration from a cursor bisects the same way and then walks the chunks.
+The chunked layout of ``sortedcontainers.SortedList`` (one flat list moves the whole tail
+per insert; a tree costs an object per node), cut down to what the listing needs: sorted
+chunks of at most ``2 * load`` ids, ``_maxes[i]`` the largest id of chunk ``i``. Add and
+discard cost O(log n) comparisons plus a move of at most ``2 * load`` pointers.
 
 Invariants: every chunk is sorted and non-empty; chunks are in order (the last id of one
 is below the first of the next); ``_maxes`` mirrors the chunks' last ids; no id twice.
@@ -29,8 +26,7 @@ class SortedIds:
     __slots__ = ("_chunks", "_len", "_load", "_maxes")
 
     def __init__(self, values: Iterable[str] = (), load: int = 512) -> None:
-        """``values`` (any order, duplicates ignored) are sorted once, in C: building
-        from n ids costs one sort, not n inserts."""
+        """``values`` (any order, duplicates ignored) are sorted once."""
         if load < 1:
             raise ValueError("load must be positive")
         self._load = load

@@ -103,8 +103,8 @@ class WorkerGroup:
     def counts(self) -> tuple[int, int, int]:
         """(ready, leased, dead) entries; O(entries), for listing only."""
         tally = dict.fromkeys(EntryState, 0)
-        # A copy (one C call under the GIL): the metrics exporter calls this from its
-        # own thread while the loop may add or remove entries.
+        # A copy (GIL-atomic): the metrics exporter calls this from its own thread
+        # while the loop may add or remove entries.
         for entry in list(self._entries.values()):
             tally[entry.state] += 1
         return tally[EntryState.READY], tally[EntryState.LEASED], tally[EntryState.DEAD]

@@ -1,8 +1,7 @@
 """A lease's expiry as a task on the purgatory's timing wheel.
 
-Why the wheel and not ``loop.call_later``: leases then follow the purgatory's clock, so
-tests drive them with MockTime and explicit ``advance_clock`` steps exactly like
-operation timeouts, and a million leases cost what a million timeouts cost.
+Why the wheel and not ``loop.call_later``: leases follow the purgatory's clock (MockTime
+and ``advance_clock`` drive them like operation timeouts) and cost what timeouts cost.
 
 The task runs on the timer's executor thread, where it must not touch the group: it only
 puts itself in the group set's :class:`~purgatory_server._service.outcomes.inbox.Inbox`, and the

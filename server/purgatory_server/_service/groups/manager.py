@@ -7,9 +7,8 @@ published outcome to every group, refuses new registrations while a group holds
 expiries that the timer thread puts in its :class:`~purgatory_server._service.outcomes.inbox.Inbox`.
 
 Why groups do not read the retained event window: a group must not lose an outcome that
-rolled out of the window while its members were away, so it keeps its own reference to
-every outcome it still holds (the tuple is shared with the window; a group costs one
-entry per held outcome), bounded by ``max_group_backlog``.
+rolled out of it while its members were away, so it keeps its own reference to every
+outcome it holds, bounded by ``max_group_backlog``.
 
 Thread safety: loop-confined, except ``_inbox.put`` (any thread).
 """

@@ -15,9 +15,8 @@ class OperationDefinition(NamedTuple):
     """What a caller asked for; equal definitions make a re-send idempotent.
 
     Why a NamedTuple rather than a frozen dataclass (here and for the model's other
-    records built per operation): one is built per registration, recovered operation or
-    ended operation, and a tuple is built in one step where a frozen dataclass sets each
-    field through ``object.__setattr__``.
+    per-operation records): a tuple is built in one step, where a frozen dataclass sets
+    each field through ``object.__setattr__``.
     """
 
     keys: tuple[str, ...]

@@ -26,8 +26,8 @@ class Outcome(NamedTuple):
     # W3C traceparent of the request that registered the operation ("" untraced); it
     # is not journaled, so outcomes recovered after a restart carry none.
     traceparent: str = ""
-    # What it holds in memory (core/sizes.py), computed once by the feed so that every
-    # memory that keeps or drops it charges the same figure cheaply; 0: computed on use.
+    # What it holds in memory (model.sizes), computed once by the feed so that every
+    # memory that keeps or drops it charges the same figure; 0: computed on use.
     # Not compared: an outcome is the same whatever figure it carries.
     nbytes: int = 0
 

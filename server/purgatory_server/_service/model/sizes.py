@@ -1,11 +1,9 @@
 """What the things a client can make the server hold cost in memory, in bytes.
 
-The byte budget (``core.budget``) charges estimates, not ``sys.getsizeof`` walks: an
-estimate is a few integer operations on lengths the request already carries, cheap enough
-for the registration hot path. The constants are CPython's measured costs on a 64-bit
-build (``python -m bench.memory_budget_bench --sizes``: ``tracemalloc`` around the
-registration of each shape), rounded up, so the budget errs towards charging more than
-is held:
+The byte budget (``core.budget``) charges estimates from lengths the request already
+carries, not ``sys.getsizeof`` walks. The constants are CPython's costs on a 64-bit build
+(``python -m bench.memory_budget_bench --sizes``), rounded up, so the budget errs towards
+charging more than is held:
 
 - a pending operation: its object, its table and timer entries (``OPERATION_BYTES``),
   plus per key the string and its watch entry in the engine (``KEY_BYTES`` + the key's
@@ -43,10 +41,8 @@ __all__ = [
 # A pending operation without its keys, id, payload and progress (RemoteOperation,
 # TimerTaskEntry, the pending-table and timer-bucket slots, its definition tuple).
 OPERATION_BYTES = 1024
-# Per watched key beyond its characters: the str header and the engine's watch entry.
-# Measured: about 90 bytes for a key one operation watches (the operation is the entry),
-# about 210 per operation for a key two watch (their shared Watchers and its dict), the
-# most per watch; keys watched by more share it further.
+# Per watched key beyond its characters: the str header and the engine's watch entry
+# (the most per watch is for a key two operations watch; more share it further).
 KEY_BYTES = 256
 # The accumulating progress of a non-ANY_KEY condition (its dicts, set and counters).
 PROGRESS_BYTES = 1024

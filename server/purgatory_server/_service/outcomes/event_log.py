@@ -11,12 +11,11 @@ outcomes hold (:func:`~.sizes.outcome_bytes`), and gives up its oldest outcomes 
 budget's retained pool needs room (:meth:`EventLog.shed`); a subscriber resuming before
 them gets OUT_OF_RANGE, as when ``retained`` is passed.
 
-Restorable from outside: ``EventLog(retained, last_sequence=N, events=[...])`` rebuilds
-the window and continues numbering after ``N``, which is what a durable journal needs to
-resume a purgatory after a restart.
+``EventLog(retained, last_sequence=N, events=[...])`` rebuilds the window and continues
+numbering after ``N`` (a durable purgatory's restart).
 
-Thread safety: loop-confined (sequences are assigned only on the purgatory's event loop
-thread, which is what makes them gap-free and ordered without a lock).
+Thread safety: loop-confined; sequences are assigned only on the purgatory's loop thread,
+which makes them gap-free and ordered without a lock.
 """
 
 from __future__ import annotations

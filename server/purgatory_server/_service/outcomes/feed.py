@@ -2,32 +2,29 @@
 
 Everything that happens to an operation once it has ended goes through :class:`Feed`:
 its sequence number (1, 2, 3, ... per purgatory, no gaps), the retained window
-(:class:`~.event_log.EventLog`) subscribers resume from, the journal record, and delivery to
-subscribers (:class:`~.subscriptions.Subscriber`) and to long-poll waiters, which the
-feed keeps by operation id (so an operation never points back at the calls waiting on
-it).
+(:class:`~.event_log.EventLog`) subscribers resume from, the journal record, and delivery
+to subscribers (:class:`~.subscriptions.Subscriber`) and to long-poll waiters, kept by
+operation id (an operation never points back at the calls waiting on it).
 
-One path for every outcome. :meth:`Feed.publish` numbers the outcomes, appends them to
-the window, records them in the journal and asks the journal to run the delivery once
-they are written (``after_write``). An in-memory purgatory has no journal and delivers
-at once; a durable journal runs it when the records are on disk, so nobody sees
-an outcome a crash could still take back. Waiters are detached from their operation at
-publish time and travel with the outcome to the delivery, so an id re-used meanwhile
-cannot catch an older outcome.
+One path for every outcome: :meth:`Feed.publish` numbers, retains and journals the
+outcomes and delivers them once written (``after_write``): at once without a journal,
+when the records are on disk with a durable one, so nobody sees an outcome a crash could
+take back. Waiters are detached from their operation at publish time and travel with the
+outcome, so an id re-used meanwhile cannot catch an older outcome.
 
-No orphaned waiter: while its write is on the way, a batch whose outcomes have waiters is
-kept in ``_unwritten``. If the write fails (``after_write``'s ``failed``), or the feed is
-closed first (shutdown, eviction of a purgatory whose owner lost it), those waiters end
-with an UNAVAILABLE error (:class:`~.errors.OutcomeNotRecorded`, or the close's error):
-the client re-sends, to the new owner if the purgatory moved, and never waits in silence.
-Subscribers and groups are not offered an outcome that was not written.
+No orphaned waiter: a batch whose outcomes have waiters is kept in ``_unwritten`` while
+its write is on the way. If the write fails, or the feed is closed first (shutdown,
+eviction of a purgatory whose owner lost it), those waiters end with UNAVAILABLE
+(:class:`~.errors.OutcomeNotRecorded`, or the close's error): the client re-sends, to
+the new owner if the purgatory moved, and never waits in silence. Subscribers and
+groups are never offered an outcome that was not written.
 
 Gap-free hand-over to subscribers: a subscriber starts after the last *delivered*
-sequence (or replays the window from ``after_sequence`` up to it), and the delivery offers
-it only outcomes after its start, all in the same loop turn.
+sequence (or replays the window from ``after_sequence`` up to it), and delivery offers it
+only outcomes after its start, all in the same loop turn.
 
-Thread safety: loop-confined. Outcomes arrive from the purgatory's inbox on the loop
-thread; waiters and subscribers are created, resolved and detached there.
+Thread safety: loop-confined; outcomes arrive from the purgatory's inbox on the loop
+thread, and waiters and subscribers are created, resolved and detached there.
 """
 
 from __future__ import annotations
@@ -205,9 +202,7 @@ class Feed:
     def publish(self, ops: Sequence[Ended]) -> list[Outcome]:
         """Number, retain and journal each ended operation; deliver once written.
 
-        Returns the outcomes in the order of ``ops``. Numbered here and appended to the
-        window once per batch (:meth:`.EventLog.extend`); the in-memory journal's no-op
-        record call is skipped.
+        Returns the outcomes in the order of ``ops``.
         """
         log = self._log
         name = self.name
@@ -237,7 +232,7 @@ class Feed:
                 op.due_time_ms,
                 op.complete_time_ms,
                 op.traceparent,
-                result_bytes(op_id, keys, payload, result),  # once (core/sizes.py)
+                result_bytes(op_id, keys, payload, result),  # once (model.sizes)
             )
             outcomes.append(outcome)
             waiters = pop_waiters(op_id, None)

@@ -1,12 +1,11 @@
 """Hand-off of completed operations from engine threads to the event loop, in batches.
 
 Operations end on whichever thread completed them: the loop thread (a signal, a
-ForceComplete) or the timer's reaper thread (expiry, possibly thousands per tick).
-Waiters, subscribers and sequence numbers live on the loop, so every completion is put
-in this inbox. Only the put that finds the inbox idle schedules a drain: at high rates
-one ``call_soon_threadsafe`` (one self-pipe write) carries a whole batch, not one per
-operation. Puts from the loop thread itself use ``call_soon`` (no wake-up needed), and
-loop-side callers may also :meth:`drain` (or :meth:`take`) synchronously to publish at once.
+ForceComplete) or the timer's reaper thread (expiry). Waiters, subscribers and sequence
+numbers live on the loop, so every completion is put in this inbox. Only the put that
+finds the inbox idle schedules a drain, so one wake-up carries a whole batch. Puts from
+the loop thread itself use ``call_soon``; loop-side callers may also :meth:`drain` (or
+:meth:`take`) synchronously to publish at once.
 
 Thread safety: :meth:`put` from any thread; :meth:`drain` and :meth:`take` only on the loop thread.
 """

@@ -1,13 +1,11 @@
 """The loop side of a purgatory's inbox: publish what ended, then tell the listeners.
 
-Operations end on any thread and are put into the :class:`~.inbox.Inbox`; on the loop a
-:class:`Publisher` takes them in batches, has the :class:`~.feed.Feed` number, journal and
-deliver them, and then calls each listener with the batch and its outcomes, in the order
-the listeners were registered. Listeners are how features hear about ended operations
-without the purgatory knowing them: the operation table retires the ids, the metrics
-count, a schedule table arms its next occurrence. A listener may register operations
-again, which publishes again (re-entrant: each batch is taken from the inbox before it
-is handed on).
+On the loop a :class:`Publisher` takes ended operations from the :class:`~.inbox.Inbox`
+in batches, has the :class:`~.feed.Feed` publish them, then calls each listener with the
+batch and its outcomes, in registration order. Listeners are how features hear about
+ended operations without the purgatory knowing them (the table retires ids, metrics
+count, schedules arm their next occurrence). A listener may register operations, which
+publishes again (re-entrant: each batch is taken from the inbox before it is handed on).
 
 Thread safety: :meth:`put` from any thread (the inbox's); everything else on the loop.
 """

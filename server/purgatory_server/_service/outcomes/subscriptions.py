@@ -1,10 +1,9 @@
 """Subscribers of a purgatory's outcome stream, each with a buffer bounded twice.
 
 Publishing never waits for a subscriber: :meth:`Subscriber.offer` appends to the
-subscriber's own buffer. A buffer may hold at most ``buffer`` events *and* at most
-``buffer_bytes`` bytes (an outcome's size is estimated once per outcome by
-:func:`outcome_size`, not once per subscriber). The offer that would pass either bound
-*cuts* the subscriber, at once and in the same loop turn:
+subscriber's own buffer, which holds at most ``buffer`` events *and* ``buffer_bytes``
+bytes (:func:`outcome_size`). The offer that would pass either bound *cuts* the
+subscriber, at once and in the same loop turn:
 
 - its buffer (and any replay not yet taken) is dropped, so the memory is released now,
   not when the client eventually reads;
@@ -16,13 +15,10 @@ subscriber's own buffer. A buffer may hold at most ``buffer`` events *and* at mo
   status; nothing after the resume point was sent, so resuming loses and repeats nothing.
 
 A client that never reads leaves the stream blocked in the transport's write (HTTP/2 flow
-control): what it can still make the server hold is one flow-control window and the one
-event being written, not a buffer.
+control), holding one flow-control window and the event being written, not a buffer.
 
-Replay and live hand-over without a gap: the purgatory snapshots the retained events
-after ``after_sequence`` and registers the subscriber in the same loop turn, so every
-later outcome is offered to the buffer and none falls between the two. The replay list
-holds references to outcomes the retained window holds anyway.
+Replay and live hand-over without a gap: see :mod:`.feed`. The replay list references
+outcomes the retained window holds anyway.
 
 Thread safety: loop-confined (offers come from the publisher on the loop thread).
 """

@@ -1,13 +1,11 @@
 """The schedules of one purgatory and the one armed occurrence each keeps.
 
-The design that keeps schedules crash-safe without a timer of their own: a schedule's
-next firing *is* an ordinary operation of its purgatory, the "occurrence", with the
-deterministic id ``<schedule_id>@<fire time ms>``, due at its fire time. The purgatory's
-timer fires it (EXPIRED) or signals on its keys complete it early; either way its outcome
-is published like any other and then :meth:`ScheduleTable.on_ended` arms the next one.
-A durable purgatory journals the occurrence like any operation, so after a restart it is
-recovered, re-armed at its due time (at once if that passed during the downtime) and
-adopted back by its schedule (:meth:`resume`). Invariants:
+Schedules need no timer of their own: a schedule's next firing *is* an ordinary
+operation of its purgatory, the "occurrence", with the deterministic id
+``<schedule_id>@<fire time ms>``, due at its fire time. Its outcome (EXPIRED, or earlier
+by signals) is published like any other, then :meth:`ScheduleTable.on_ended` arms the
+next one. A durable purgatory journals it like any operation, so after a restart it is
+recovered, re-armed and adopted back by its schedule (:meth:`resume`). Invariants:
 
 - a schedule has at most one armed occurrence, and ``_ticks`` maps exactly the armed
   occurrence ids back to their schedules;

@@ -5,8 +5,7 @@ every producer and every restart computes the very same fire times (occurrence i
 built from them) and the rules can be tested without a clock.
 
 Fixed interval (``every_ms``): the fire times are the multiples of ``every_ms`` since the
-Unix epoch. Anchoring on the epoch rather than on the upsert time is what lets two
-producers that upsert the same schedule at different moments agree on every fire time.
+Unix epoch (not the upsert time), so producers upserting at different moments agree.
 
 Cron (five fields, read in an IANA time zone): croniter enumerates the matching *local*
 wall-clock times, naive, and each is then placed on the time line with ``zoneinfo``:
@@ -21,10 +20,7 @@ interval across the change should use ``every_ms`` instead.
 
 Aliases (``@hourly``, ``@daily``/``@midnight``, ``@weekly``, ``@monthly``,
 ``@yearly``/``@annually``) mean their classic expressions (``@daily`` is ``0 0 * * *``),
-expanded here before croniter sees them: croniter, given a ``hash_id``, turns an alias
-into hashed fields (``@daily`` into ``H H * * *``, firing at some minute and second of the
-day that depends on the schedule id). Hashing happens only where an expression asks for
-it, with ``H`` fields.
+expanded before croniter, which would hash them on ``hash_id``. Only ``H`` fields hash.
 
 Thread-safety: stateless; croniter objects are built per call.
 """

@@ -1,10 +1,8 @@
 """Per-purgatory counters and histograms, kept by the service and read by exporters.
 
-:class:`PurgatoryMetrics` is plain Python (no OpenTelemetry import): a purgatory built
-with one adds a few integer increments per RPC and one pass over each published batch of
-outcomes; a purgatory built without one (metrics off) checks ``is None`` once per call.
-Gauges (pending operations, watched keys, timer size, ...) are not kept here at all:
-:mod:`.metrics` reads them from the engine and the service when a reader collects.
+:class:`PurgatoryMetrics` is plain Python (no OpenTelemetry import); a purgatory without
+one (metrics off) checks ``is None``. Gauges are not kept here: :mod:`.metrics` reads
+them from the engine and the service when a reader collects.
 
 Thread safety: every field is written by one thread. The event loop writes the counters
 and every histogram except ``fsync_latency`` and ``fsync_group``, which the purgatory's

@@ -1,10 +1,9 @@
 """A histogram cheap enough for the hot path: one bisect and two additions per value.
 
-The OpenTelemetry SDK's ``Histogram.record`` (attribute hashing, a lock per
-measurement, several calls) costs more than the purgatory's own work per operation.
-The service therefore accumulates into :class:`Histogram` (a list of bucket counts and a
-sum, no lock, no allocation per value) and :mod:`.metrics` turns each one into an
-OpenTelemetry histogram data point when a reader collects.
+The OpenTelemetry SDK's ``Histogram.record`` (attribute hashing, a lock per measurement)
+is too heavy for the hot path, so the service accumulates into :class:`Histogram` (bucket
+counts and a sum, no lock, no allocation per value) and :mod:`.metrics` turns each into
+a data point when a reader collects.
 
 Thread safety: each histogram has ONE writer thread (the event loop for everything the
 purgatory records; a journal's writer thread for its fsync histograms). Readers (the

@@ -172,9 +172,8 @@ def result_to_proto(result: ResultSnapshot) -> pb.OperationResult:
 def result_fields(result: ResultSnapshot) -> ResultFields:
     """An OperationResult as constructor keywords, non-default fields only.
 
-    Protobuf builds a sub-message from a dict in place, while a message argument is built
-    and then copied: on the batch response path (one result per operation) that copy was
-    a large part of the response's cost.
+    Protobuf builds a sub-message from a dict in place; a message argument is built and
+    then copied.
     """
     fields: ResultFields = {}
     if result.signal_count:
@@ -242,8 +241,7 @@ def operation_status_with_progress(target: RemoteOperation | Outcome) -> pb.Oper
     """GetOperation's status: a WATCHING operation also shows its progress so far.
 
     Loop thread only: signals update an operation's progress on the loop, so the snapshot
-    taken here is consistent. Only GetOperation pays for it (registration answers and
-    batches stay as they are).
+    taken here is consistent.
     """
     status = operation_status(target, False)
     if not isinstance(target, Outcome):
@@ -256,11 +254,8 @@ def operation_status_with_progress(target: RemoteOperation | Outcome) -> pb.Oper
 def batch_status_response(
     registered: Sequence[tuple[RemoteOperation | Outcome, bool]],
 ) -> pb.BatchTryCompleteElseWatchResponse:
-    """The BatchTryCompleteElseWatchResponse for ``registered``, in order.
-
-    Statuses are added in place (``operations.add``) rather than built as messages and
-    copied into the response.
-    """
+    """The BatchTryCompleteElseWatchResponse for ``registered``, in order (statuses added
+    in place)."""
     response = pb.BatchTryCompleteElseWatchResponse()
     add = response.operations.add
     for target, created in registered:
@@ -271,12 +266,10 @@ def batch_status_response(
 def add_status(
     add: Callable[..., pb.OperationStatus], target: RemoteOperation | Outcome, created: bool
 ) -> pb.OperationStatus:
-    """``add(**status_fields(target, created))``, cheaper (see :func:`add_event`:
-    keywords, the result set in place).
+    """``add(**status_fields(target, created))``, cheaper (see :func:`add_event`).
 
     A registration's answer, so without the payload, as TryCompleteElseWatchResponse
-    (which has no such field): the caller sent it and keeps it, and copying and encoding
-    large payloads back cost more than the registration itself (docs/benchmarks.md,
+    (which has no such field): the caller sent it and keeps it (docs/benchmarks.md,
     "Registration answers and watch entries").
     """
     return _status_message(add, target, created)
@@ -344,8 +337,7 @@ def add_event(add: Callable[..., pb.OperationEvent], outcome: Outcome) -> None:
     """``add(**event_fields(outcome))`` for a repeated OperationEvent field, cheaper.
 
     The scalars go in as keywords (no dict per event) and the result's fields are set
-    on the sub-message in place: given as a nested dict, protobuf builds it through a
-    second keyword pass, a large part of the event's cost.
+    on the sub-message in place rather than through a nested dict.
     """
     event = add(
         sequence=outcome.sequence,

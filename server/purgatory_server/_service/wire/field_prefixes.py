@@ -12,11 +12,8 @@ __all__ = ["FieldPrefixes"]
 
 
 class FieldPrefixes(Sequence[str]):
-    """``field[i].`` for ``i`` in ``range(n)``, built only when indexed.
-
-    Error messages name the offending element; building every name up front would cost
-    a string per element of every batch, for the rare batch that is rejected.
-    """
+    """``field[i].`` for ``i`` in ``range(n)``, built only when indexed (only a rejected
+    batch needs one)."""
 
     __slots__ = ("_field", "_n")
 

@@ -1,9 +1,9 @@
 """The ``check_*`` rules on plain values: one rule per kind of field, each raising
 :class:`~..model.errors.InvalidArgument` that names the field it was given.
 
-Why a module of their own: the same rules apply to a request on the wire
-(:mod:`.validation`), to a schedule's stored definition (``schedules/definition.py``) and
-to a Session frame, and each caller builds the field name its user will recognise.
+The same rules apply to a request on the wire (:mod:`.validation`), a schedule's stored
+definition (``schedules.definition``) and a Session frame; each caller builds the field
+name its user will recognise.
 Pure: no I/O, no state; the limits are passed in, never read from a global.
 """
 

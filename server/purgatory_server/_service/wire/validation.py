@@ -15,12 +15,11 @@ RESOURCE_EXHAUSTED tells it to) would retry forever. RESOURCE_EXHAUSTED is left 
 capacity that frees up (:class:`~.errors.LimitExceeded`).
 
 Messages quote caller values through :func:`~.quoting.quote` (bounded). Every function
-is pure (no I/O, no state), so the rules are testable on their own and the same checks
-apply to the single and the batch forms of an RPC (and to Session frames).
+is pure (no I/O, no state), so the same checks apply to the single and the batch forms
+of an RPC (and to Session frames).
 
-The hot path: a plain long-poll spec is recognised by a few comparisons
-(:func:`_plain_request`) and skips the field-by-field checks, which build a field name
-per check; everything it accepts the full path (:func:`_checked_request`) accepts
+The hot path: a plain long-poll spec (:func:`_plain_request`) skips the field-by-field
+checks; everything it accepts the full path (:func:`_checked_request`) accepts
 identically (tests/service/test_fast_paths.py).
 """
 
@@ -104,10 +103,9 @@ def heartbeat_interval(field: str, interval_ms: int) -> float | None:
     return interval_ms / 1000
 
 
-# A NamedTuple built by ``tuple.__new__`` skips its Python-level ``__new__`` (a frame per
-# call). Only for the plain spec below: ``(keys, timeout_ms,
-# condition, payload)`` followed by the remaining fields' defaults, kept in step here
-# (tests/service/test_fast_paths.py compares the result with the general path's).
+# A NamedTuple built by ``tuple.__new__`` skips its Python-level ``__new__``. Only for the
+# plain spec below: ``(keys, timeout_ms, condition, payload)`` followed by the remaining
+# fields' defaults, kept in step here (tests/service/test_fast_paths.py checks it).
 _new_tuple = tuple.__new__
 _PLAIN_FIELDS = ("keys", "timeout_ms", "condition", "payload")
 _DEFAULTS = tuple(OperationDefinition._field_defaults[f] for f in OperationDefinition._fields[4:])
@@ -119,11 +117,9 @@ def _plain_request(msg: SpecMessage, bounds: _Bounds) -> OperationRequest | None
     """The request for a plain spec (no condition, keys and sizes within limits), or
     None when ``msg`` needs the full checks (:func:`_checked_request`).
 
-    Why: almost every spec on the hot path is a plain long-poll; recognising it takes a
-    few comparisons, while the full path builds a field name per check for messages it
-    almost never needs. Everything accepted here the full path accepts identically. Each
-    protobuf field read builds a Python object (a string is decoded on every read), so
-    each is read once; ``bounds`` are the limits, read once per batch (:func:`_bounds`).
+    Everything accepted here the full path accepts identically. Each protobuf field read
+    builds a Python object, so each is read once; ``bounds`` are the limits, read once
+    per batch (:func:`_bounds`).
     """
     max_key, max_keys, low, high, max_id, max_payload = bounds
     wire_keys = msg.keys
@@ -235,12 +231,8 @@ def operation_request(prefix: str, msg: SpecMessage, limits: Limits) -> Operatio
 def operation_requests(
     field: str, msgs: Sequence[pb.OperationSpec], limits: Limits
 ) -> list[OperationRequest]:
-    """Every OperationSpec of a batch, validated (errors name ``field[i].…``).
-
-    One pass per batch with the limits read once: a plain spec costs a few field reads
-    and two tuples (:func:`_plain_request`); only a spec that needs the full checks gets
-    a field name built (:func:`_checked_request`).
-    """
+    """Every OperationSpec of a batch, validated (errors name ``field[i].…``); a field
+    name is built only for a spec that needs the full checks."""
     bounds = _bounds(limits)
     out: list[OperationRequest] = []
     append = out.append

@@ -21,8 +21,7 @@ Small modules, one concept each:
 
 The ``[cluster]`` table is :mod:`purgatory_server._service.config.cluster_config`, and
 the UNAVAILABLE that routes to the owner is ``NotOwner`` in the service's errors
-(:mod:`purgatory_server._service.model.errors`). Only :mod:`.node_loader` is imported by the
-service; the rest
-is imported when a configuration names ``[cluster] nats_urls`` (the ``cluster`` extra:
-``nats-py``).
+(:mod:`purgatory_server._service.model.errors`). The service imports only
+:mod:`.node_loader`; the rest only when a configuration names ``[cluster] nats_urls`` (the
+``cluster`` extra: ``nats-py``).
 """

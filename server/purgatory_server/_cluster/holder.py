@@ -9,11 +9,9 @@ interval), so a blip shorter than the lease changes nothing. Ownership ends when
 - the lease lapses before a renewal got through: nobody can tell whether another server
   acquired meanwhile, so the purgatory stops being served (reads included: the node's
   ``route`` already refuses once ``valid()`` is false) and is evicted. If the bucket was
-  unreachable all along (its JetStream leader being elected again after a NATS node's
-  loss, which can take longer than the lease), :attr:`Holding.lapsed` is set: the node
-  then lets this server acquire the key again first once the bucket answers (the others
-  wait a grace period after such an outage), so the purgatory comes back here instead of
-  every purgatory of the cluster moving at once;
+  unreachable all along (no JetStream leader), :attr:`Holding.lapsed` is set: this server
+  then acquires the key again first once the bucket answers (:mod:`.key_view`), so the
+  purgatory comes back here instead of every purgatory of the cluster moving at once;
 - placement prefers another live member: it is handed over.
 
 Thread-safety: loop-confined (the server's event loop), like :mod:`.node`.

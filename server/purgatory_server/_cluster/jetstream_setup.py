@@ -33,7 +33,7 @@ __all__ = ["SETUP_TIMEOUT_S", "ensure_layout", "ensure_members"]
 
 logger = logging.getLogger("purgatory_server.cluster")
 
-SETUP_TIMEOUT_S = 60.0  # a fresh JetStream cluster elects its meta leader in ~5 s
+SETUP_TIMEOUT_S = 60.0  # a fresh JetStream cluster has no meta leader at first
 
 
 async def ensure_layout(js: Any, cluster: ClusterConfig, lease_s: float) -> tuple[Any, Any, float]:

@@ -2,12 +2,11 @@
 
 docs/scale-out.md, "Ownership, epochs and fencing" and "Failure cases". A standby polls
 the key every ``lease / 10``. A key that disappears normally means its owner stopped
-renewing (dead, paused, cut off) and the bucket's TTL removed it; placement then says who
-acquires first (:meth:`~.placement.Placement.may_acquire`). But while the bucket's
-JetStream leader is being elected again (a NATS node lost; it can take longer than a
-lease), *nobody* can renew: the owner's lease lapses too, its key is neither renewed nor
-removed (the reads still answer, from a replica), and it disappears only once a leader is
-back. Moving the purgatory then would move every purgatory of the cluster at once, so for
+renewing and the TTL removed it; placement then says who acquires first
+(:meth:`~.placement.Placement.may_acquire`). But while the bucket's JetStream leader is
+being elected again, *nobody* can renew: the owner's lease lapses too, and its key
+disappears only once a leader is back. Moving the purgatory then would move every
+purgatory of the cluster at once, so for
 :data:`OUTAGE_S` after a standby saw such an **outage** (a read failing, or the same
 revision present for longer than :data:`STALE_LEASES` leases: a TTL that did not run) it
 leaves a key that disappears to its last holder, and the server whose lease lapsed that

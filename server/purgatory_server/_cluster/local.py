@@ -92,10 +92,8 @@ def _wait_port(proc: subprocess.Popen[bytes], port_file: Path, timeout_s: float)
 def _wait_owner(proc: subprocess.Popen[bytes], log: Path, since: int, timeout_s: float) -> None:
     """Until the server's log says it owns the purgatory (node.py logs it once it serves).
 
-    Read from the log rather than asked over gRPC: this launcher is server code, and only
-    the gRPC edge talks gRPC. The standby starts after this, and it learns the owner
-    before it writes its port file, so both route from the first request on. ``since``
-    is the log's size before the server started: earlier runs' lines do not count.
+    Read from the log, not over gRPC: only the gRPC edge talks gRPC. ``since`` is the
+    log's size before the server started, so earlier runs' lines do not count.
     """
     needle = f" owns purgatory {PURGATORY} ".encode()
     deadline = time.monotonic() + timeout_s

@@ -13,11 +13,10 @@ purgatory is unacknowledged; submissions that arrive meanwhile queue and go out 
 as the next message (up to ``MAX_MESSAGE_BYTES``). Under load the messages grow, not the
 queue.
 
-Snapshots (docs/scale-out.md, "Standbys"): given a :class:`~.snapshot.SubjectReplay` (the
-standby's, handed over at takeover) the log keeps it current with every submission, as
-the local journal keeps its mirror, and a :class:`~.snapshot_writer.SnapshotWriter`
-appends snapshot messages through :meth:`submit_marked` (each alone in its message,
-fenced like the rest) when the subject has grown enough.
+Snapshots (docs/scale-out.md, "Standbys"): the log keeps the standby's
+:class:`~.snapshot.SubjectReplay` current with every submission, as the local journal keeps
+its mirror; a :class:`~.snapshot_writer.SnapshotWriter` appends snapshot messages through
+:meth:`submit_marked` (each alone in its message, fenced like the rest).
 
 Fencing: a new owner appends a marker naming the last sequence it read; from then on an
 append by this (old) owner names an older sequence and JetStream rejects it (error

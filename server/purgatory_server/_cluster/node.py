@@ -124,14 +124,11 @@ class ClusterNode:
     def route(self, name: str, creating: bool = False) -> None:
         """Raise NotOwner for a replicated purgatory this server does not serve now.
 
-        The registry asks before creating a name, so a replicated name is never created
-        here except by a takeover, and on every lookup, so an owned purgatory is served
-        (reads included: GetOperation, ListOperations, Subscribe, groups) only while its
-        lease is valid: past it another server may have taken over and written, and a
-        read here could be stale (a fenced-out owner's view). Then the answer is UNAVAILABLE
-        naming the last owner this server saw other than itself, else the member that
-        should own it next (an owner cut off from NATS knows no newer owner: its clients
-        are sent on to the standby, which knows), until renewal or eviction.
+        The registry asks before creating a name (so a replicated name is created here only
+        by a takeover) and on every lookup, so an owned purgatory is served, reads
+        included, only while its lease is valid: past it another owner may have written.
+        Then the answer is UNAVAILABLE naming the last owner seen other than this server,
+        else the member that should own it next, until renewal or eviction.
         """
         if name in self._settings and name not in self._prepared:
             lease = self._leases.get(name)

@@ -1,17 +1,14 @@
 """Which live member should own a replicated purgatory: rendezvous hashing.
 
 The rule is highest-random-weight (rendezvous) hashing: purgatory ``p`` belongs to the
-live member ``m`` that can serve it with the highest :func:`score` ``(p, m)``; ties (never
-seen with 64-bit scores, but possible) go to the greater server id, so every server that
-sees the same member set computes the same owner without talking to the others. A join
-takes exactly the purgatories whose top score becomes the newcomer's; a leave moves
-exactly the leaver's purgatories, each to its second choice (``bench/placement_sim.py``
-measures both with this very function).
+live member ``m`` that can serve it with the highest :func:`score` ``(p, m)``; ties go to
+the greater server id, so every server that sees the same member set computes the same
+owner without talking to the others. A join takes exactly the purgatories whose top score
+becomes the newcomer's; a leave moves exactly the leaver's, each to its second choice.
 
-The hash must be stable across processes and machines, so it is blake2b, never Python's
-salted ``hash``. A score mixes two 64-bit hashes (SplitMix64's finaliser over their xor)
-instead of hashing the pair, so a simulation over thousands of purgatories and hundreds
-of members can precompute one hash per name.
+The hash must be stable across processes and machines: blake2b, never Python's salted
+``hash``. A score mixes two 64-bit hashes (SplitMix64's finaliser over their xor) rather
+than hashing the pair, so one hash per name can be precomputed.
 
 The decisions :class:`Placement` makes (when a standby may acquire an absent lease, when
 an owner hands a purgatory over) are pure functions of a member view and the caller's
@@ -78,8 +75,8 @@ class Placement:
     preferred one acquires it (so a purgatory is never left unowned when its preferred
     member is absent or broken); ``hold_s``: how long an owner keeps a purgatory after its
     takeover whatever the members do; ``settle_s``: how long the preferred member must have
-    been live before it is handed a purgatory. The last two keep membership noise (a
-    member that comes and goes, a paused one that resumes) from making a purgatory flap.
+    been live before it is handed a purgatory. The last two keep membership noise from
+    making a purgatory flap.
     """
 
     def __init__(

@@ -65,8 +65,8 @@ __all__ = [
 
 logger = logging.getLogger("purgatory_server.cluster")
 
-# A part's size: small enough that building one holds the loop for milliseconds
-# (~10 ms on a loaded 2-core machine), large enough to keep the parts few.
+# A part's size: small enough that building one holds the loop only briefly, large
+# enough to keep the parts few.
 CHUNK_BYTES = 64 * 1024
 
 

@@ -4,14 +4,12 @@ docs/scale-out.md, "Standbys". The :class:`~.log.ReplicatedLog` tells the writer
 ordinary message acknowledged; when :class:`~.snapshot.SnapshotPolicy` says a snapshot
 is due, one task writes it through the log, so every snapshot message is fenced exactly
 like a submission (a stale owner cannot write one) and keeps its place in the order of
-submissions: the begin (with the event window), then one part at a time, each built
-from the owner's mirror of the state just before it is queued and queued before the next
-part is built, so ordinary submissions interleave and wait at most for one part's
-append. Once the end is acknowledged the subject's messages before the begin are purged
-(JetStream ``purge`` with ``filter`` = the subject and ``seq`` = the begin's sequence:
-everything below it). The purge is not fenced and need not be: it removes only what a
-complete snapshot in the subject covers, and the begin of a later snapshot is always
-higher, so a late purge by a replaced owner removes nothing anyone needs.
+submissions: the begin, then one part at a time (:mod:`.snapshot`), so ordinary
+submissions wait at most for one part's append. Once the end is acknowledged the subject's
+messages before the begin are purged (JetStream ``purge`` with ``filter`` = the subject
+and ``seq`` = the begin's sequence). The purge is not fenced and need not be: it removes
+only what a complete snapshot in the subject covers, and a later snapshot's begin is
+always higher, so a late purge by a replaced owner removes nothing anyone needs.
 
 A failed snapshot (the log was fenced or closed, the purge timed out) is logged and
 left: an unfinished one is ignored by readers, and the next one purges what this did not.

@@ -1,33 +1,21 @@
 """Which build of the engine this process runs: mypyc-compiled or the pure-Python sources.
 
-Where a C compiler exists, the build (``setup.py``) compiles every module of this package
-except this one, ``__init__`` and ``purgatory`` (see ``_NOT_COMPILED``) with mypyc and
-installs each extension next to its ``.py``. Python's path finder prefers an extension
-to a source file, so the compiled engine is what imports by default; nothing else in the
-code base knows which one it got.
+Where a C compiler exists, ``setup.py`` compiles every module of this package except
+``_NOT_COMPILED`` with mypyc, each extension next to its ``.py``; the path finder prefers
+the extension, and nothing else in the code base knows which build it got.
 
-``PURGATORY_PURE_PYTHON=1`` in the environment forces the sources, both when building
-(``setup.py`` then compiles nothing: the fallback where no compiler exists) and when
-importing: :func:`install` puts a finder in front of the path finder that loads every
-engine module from its ``.py``, so one installation can run the same tests against both
-builds. It must therefore run before the first engine module is imported, which is why
-the package's ``__init__`` calls it, and why this module imports nothing of the engine
-and does nothing on import (``setup.py`` loads it from its file alone).
+``PURGATORY_PURE_PYTHON=1`` forces the sources when building (nothing is compiled) and
+when importing (:func:`install` puts a source-only finder first), so one installation can
+test both builds. :func:`install` must run before the first engine module is imported,
+hence the package's ``__init__`` calls it, and this module imports nothing of the engine
+and does nothing on import (``setup.py`` loads it from its file alone). It returns the
+package's ``COMPILED``.
 
-:func:`install` returns whether every engine module will load from a compiled
-extension: the package's ``COMPILED``, which the server's start-up line names and the
-tests assert.
-
-Why the engine's classes carry ``@mypyc_attr(allow_interpreted_subclasses=True)``: a
-compiled class refuses Python subclasses without it, and the service, the tests and the
-README subclass ``DelayedOperation``, ``TimerTask``, ``SystemTimer`` and ``MockTime``. Why
-``TimerTask`` uses ``metaclass=ABCMeta`` rather than inheriting ``ABC``: mypyc gives a class
-with a Python base (``ABC``) ``__dict__`` and ``__weakref__`` slots but its deallocator
-never clears weak references, so a weak reference to a dead task (compiled or a Python
-subclass) pointed at freed memory: the segmentation fault of the first attempt
-(docs/benchmarks.md, "mypyc"). With the metaclass the compiled class is fully native and Python
-subclasses get their own, correctly cleared, ``__weakref__``. The rule for every class in
-a compiled module: no Python base class, ``Generic[T]`` and ``ABC`` included.
+Rules for every class in a compiled module: ``allow_interpreted_subclasses=True`` (via
+``mypyc_attr``) where Python code subclasses it; no Python base class, ``Generic[T]`` and ``ABC``
+included (hence ``TimerTask``'s ``metaclass=ABCMeta``): mypyc's deallocator for such a
+class never clears weak references, so a weak reference to a dead object points at freed
+memory.
 """
 
 from __future__ import annotations
@@ -65,12 +53,8 @@ __all__ = [
 
 PURE_PYTHON_ENV = "PURGATORY_PURE_PYTHON"
 PACKAGE = __name__.rpartition(".")[0]
-# Modules that stay interpreted in every build: the package's __init__, this module, and
-# ``purgatory``, because ``DelayedOperationPurgatory`` is generic: mypyc compiles a class
-# with a ``Generic`` base like one with a Python base (the weak-reference defect above;
-# a weak reference to a purgatory crashed the interpreter), and as a non-native class
-# it refuses Python subclasses. It holds no code: it adds the type parameter to the
-# compiled ``purgatory_core.PurgatoryCore``, whose methods it inherits as they are.
+# Interpreted in every build. ``purgatory`` because ``DelayedOperationPurgatory`` is
+# generic (the rule above); it only adds the type parameter to ``PurgatoryCore``.
 _NOT_COMPILED = frozenset({"__init__", "_native", "purgatory"})
 
 
@@ -82,8 +66,7 @@ def pure_python_forced() -> bool:
 def c_compiler_problem() -> str | None:
     """None if a C compiler builds against Python's headers here; else why not.
 
-    What ``setup.py`` asks before compiling, and what the tests ask to know which build
-    to expect. ``CC`` overrides the compiler Python was built with, as in setuptools.
+    ``CC`` overrides the compiler Python was built with, as in setuptools.
     """
     cc = (os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc").split()
     include = sysconfig.get_path("include")

@@ -11,12 +11,10 @@ __all__ = ["OperationEstimate", "TaskCounter"]
 class TaskCounter:
     """Count of entries linked into any bucket of a timer (Kafka's shared AtomicInteger).
 
-    Why two ``itertools.count`` objects instead of ``n += 1`` under a lock: ``next()`` on a
-    count is a single C call, so it cannot interleave with another thread's ``next()`` the
-    way a Python read-modify-write can, and it costs a fraction of a lock round-trip on the
-    insert/cancel hot path. ``get`` advances both counts once, which leaves their difference
-    (the value) unchanged. A ``get`` concurrent with an insert or a removal sees the value
-    either before or after it, never a torn one.
+    Two ``itertools.count`` objects instead of ``n += 1`` under a lock: ``next()`` is one
+    C call, atomic under the GIL and cheaper than a lock round. ``get`` advances both
+    counts once, leaving their difference unchanged; a concurrent ``get`` sees the value
+    before or after an update, never a torn one.
     """
 
     __slots__ = ("_decrements", "_increments")
@@ -42,10 +40,9 @@ class TaskCounter:
 class OperationEstimate:
     """Kafka's ``estimatedTotalOperations``: watched operations since the last purge.
 
-    Incremented on every watch (hot, many threads) and read-and-reset by the purge check
-    (cold, the reaper). The increment is a bare ``next()`` on an ``itertools.count`` for
-    the same reason as :class:`TaskCounter`; the read side takes a lock and keeps an
-    offset, so that a read, which itself advances the count, and a reset compose exactly.
+    Incremented on every watch (hot, many threads) with a bare ``next()`` as in
+    :class:`TaskCounter`; read and reset by the purge check (the reaper) under a lock, with
+    an offset so that a read, which itself advances the count, and a reset compose exactly.
     """
 
     __slots__ = ("_count", "_lock", "_offset")

@@ -1,8 +1,7 @@
 """DelayQueue: buckets ordered by expiration, handed out when due.
 
-Holding buckets rather than tasks is what makes the wheel cheap: the queue sees at most
-one insertion per bucket per tick (a few per millisecond at most), however many tasks are
-added, so its O(log n) heap never sits on the per-task path.
+Holding buckets rather than tasks keeps the O(log n) heap off the per-task path: at most
+one insertion per bucket per tick, however many tasks are added.
 """
 
 from __future__ import annotations
@@ -26,9 +25,8 @@ class DelayQueue:
     is flushed, both under the owning timer's lock.
 
     Due-ness is judged on the injected :class:`Time`; *how long to block* in ``poll`` is
-    real time, because blocking is about not burning a CPU. With ``MockTime`` a blocked
-    ``poll`` therefore returns after at most ``timeout_ms`` real ms instead of hanging on a
-    clock nobody advances.
+    real time, so with ``MockTime`` a blocked ``poll`` returns after at most ``timeout_ms``
+    real ms instead of hanging on a clock nobody advances.
     """
 
     __slots__ = ("_closed", "_cond", "_heap", "_seq", "_time")
@@ -44,12 +42,9 @@ class DelayQueue:
     def offer(self, bucket: TimerTaskList) -> None:
         with self._cond:
             heapq.heappush(self._heap, (bucket.expiration, next(self._seq), bucket))
-            # Wake a blocked poll only when the head changed: its wait is sized to the
-            # old head, which is now too late. The test is on the bucket, never on the
-            # tuple: compiled by mypyc, a typed tuple is an unboxed value that is boxed
-            # afresh on its way into the list, so ``heap[0] is item`` was never true and
-            # a poll slept out its whole timeout (docs/benchmarks.md, "A lost
-            # wake-up"). The invariant above makes the bucket's identity enough.
+            # Wake a blocked poll only when the head changed (its wait is sized to the old
+            # head). Compare the bucket, never the tuple: mypyc boxes a typed tuple afresh,
+            # so tuple identity never holds. The invariant above makes this enough.
             if self._heap[0][2] is bucket:
                 self._cond.notify()
 

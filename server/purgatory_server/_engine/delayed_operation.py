@@ -50,8 +50,7 @@ class DelayedOperation(TimerTask):
 
     def __init__(self, delay_ms: int, lock: Lock | None = None) -> None:
         super().__init__(delay_ms)
-        # ``_thread.RLock`` is what ``threading.RLock()`` returns, without that factory's
-        # Python-level call per operation.
+        # ``_thread.RLock`` is what ``threading.RLock()`` returns, without the factory call.
         self.lock: Lock = lock if lock is not None else RLock()
         self._completed = threading.Lock()
         # Set by a purgatory that removes completed operations from its watch lists at
@@ -71,9 +70,8 @@ class DelayedOperation(TimerTask):
     def force_complete(self) -> bool:
         """Complete now; True only for the single caller that completed it.
 
-        The winner cancels the timer task first (so ``num_delayed`` drops at once and the
-        reaper will not run it), leaves every watch list it is in (when its purgatory
-        asked for that), then calls ``on_complete``.
+        The winner cancels the timer task first (so the reaper will not run it), leaves its
+        watch lists (when its purgatory asked for that), then calls ``on_complete``.
         """
         if self._completed.acquire(False):  # positional: no keyword dict per call
             self.cancel()

@@ -45,13 +45,9 @@ def run_entries(entries: Sequence[TimerTaskEntry], stopped: Callable[[], bool]) 
 class TaskExecutor:
     """A daemon thread draining batches of expired entries in submission order.
 
-    ``submit`` takes whole batches: the reaper hands over everything one clock advance
-    expired in one ``put``. The queue is a C ``SimpleQueue``: one put per batch and a wake-up
-    that costs a lock release, where a ``Condition`` would cost a Python-level waiter dance
-    on the reaper's (latency-critical) thread.
-
-    A task whose entry was cancelled after it was submitted is skipped. ``shutdown``
-    discards whatever has not started: the flag is checked before every task.
+    ``submit`` takes whole batches (one clock advance's expiries, one ``put`` on a C
+    ``SimpleQueue``, cheap for the reaper). A task cancelled after submission is skipped;
+    ``shutdown`` discards whatever has not started.
     """
 
     def __init__(self, name: str) -> None:
@@ -85,10 +81,8 @@ class TaskExecutor:
     def wait_idle(self, timeout_s: float) -> bool:
         """Block until everything submitted before this call has run; False on timeout.
 
-        For tests and orderly hand-offs: with MockTime, ``advance_clock(0)`` followed by
-        ``wait_idle`` makes "everything due has fired" observable without sleeping. The
-        queue is FIFO, so a barrier put behind the pending batches is reached only after
-        they ran.
+        With MockTime, ``advance_clock(0)`` then ``wait_idle`` makes "everything due has
+        fired" observable without sleeping (a FIFO barrier).
         """
         if self._closed or not self._worker.is_alive():
             return True

@@ -24,29 +24,24 @@ class DelayedOperationPurgatory(PurgatoryCore, Generic[T]):
     ``force_complete`` can end.
 
     Memory: by default (``unwatch_on_complete=True``) an operation leaves every key's
-    list the moment it completes, whichever way it completes (signal, expiry, force), so
-    ``watched()`` and ``watched_keys()`` are exact and a completed operation is never kept
-    alive by a key nobody signals again. That departs from Kafka on purpose: Kafka drops a
-    completed operation from a key's list only when that key is checked, or in a full
-    purge once the estimate of completed-but-still-listed operations
-    (``estimated_total - num_delayed``) exceeds ``purge_interval``, and brokers have run
-    out of memory on the gap (KAFKA-19567, KAFKA-19389). ``unwatch_on_complete=False``
-    restores Kafka's behaviour exactly, purge included. Empty per-key lists are removed,
-    so an idle key costs nothing.
+    list the moment it completes, however it completes, so ``watched()`` and
+    ``watched_keys()`` are exact and no completed operation is kept alive by a key nobody
+    signals again. Kafka instead removes lazily (on check, or in a purge once
+    ``estimated_total - num_delayed`` exceeds ``purge_interval``), and brokers have run out
+    of memory on the gap (KAFKA-19567, KAFKA-19389); ``unwatch_on_complete=False`` restores
+    that behaviour exactly. Empty per-key lists are removed.
 
     Thread safety: every public method may be called from any thread. The reaper thread
     ``ExpirationReaper-<name>`` (when enabled) calls ``advance_clock(200)`` in a loop.
 
-    The methods are :class:`~purgatory_server._engine.purgatory_core.PurgatoryCore`'s,
-    compiled, inherited as they are: this class only adds the operation type ``T``, which
-    the declarations below give the type checker and which costs nothing at run time.
-    (The generic class itself cannot be compiled; see ``purgatory_core``.)
+    The methods are the compiled
+    :class:`~purgatory_server._engine.purgatory_core.PurgatoryCore`'s; this class only adds
+    the operation type ``T`` for the type checker.
     """
 
     if TYPE_CHECKING:
-        # The core's signatures with ``T`` for ``DelayedOperation``. Narrowing an argument
-        # is an override mypy rejects in general; here it is what the generic parameter
-        # means (a purgatory of ``T`` is only ever handed ``T``), hence the ignores.
+        # The core's signatures with ``T`` for ``DelayedOperation``; the narrowing is what
+        # the type parameter means, hence the ignores.
         def try_complete_else_watch(  # type: ignore[override]
             self, operation: T, watch_keys: Iterable[Hashable]
         ) -> bool: ...

@@ -1,19 +1,13 @@
 """PurgatoryCore: the purgatory's machinery, compiled with the rest of the engine.
 
-:class:`~purgatory_server._engine.purgatory.DelayedOperationPurgatory` is generic in its
-operation type, and mypyc compiles a class with a ``Generic`` base like one with a Python
-base (no weak-reference clearing, no interpreted subclasses: see
-:mod:`~purgatory_server._engine._native`), so it stays interpreted. Everything it *does*
-lives here instead, in a plain class typed on :class:`DelayedOperation`, which the generic
-class inherits without adding a Python call layer: a request goes from the caller straight
-into compiled ``try_complete_else_watch``, and from there to the compiled watch lists,
-operation and timer by native calls. Why: under a high request rate the interpreted methods
-(``_watch``, ``unwatch``, ``try_complete_else_watch``, a ``functools.partial`` per
-request) were a large share of the process's CPU, and a process near one core makes
-expiries late (docs/benchmarks.md, "Engine CPU per request at 50,000/s").
+:class:`~purgatory_server._engine.purgatory.DelayedOperationPurgatory` is generic, so it
+stays interpreted (see :mod:`~purgatory_server._engine._native`); everything it does lives
+here, in a plain class typed on :class:`DelayedOperation` that it inherits without a Python
+call layer. Why: the interpreted hot path cost too much CPU per request
+(docs/benchmarks.md).
 
-The docstrings of the public methods state the purgatory's contracts; the class's own
-(memory, thread safety, the empty key list) is on ``DelayedOperationPurgatory``.
+The public methods' docstrings state the purgatory's contracts; the class's own (memory,
+thread safety, the empty key list) are on ``DelayedOperationPurgatory``.
 """
 
 from __future__ import annotations
@@ -42,21 +36,15 @@ PURGE_SHARDS_PER_ADVANCE = 64
 
 
 def _key_sequence(keys: Iterable[Hashable]) -> Sequence[Hashable]:
-    """``keys`` as a sequence the operation may keep (its ``_watch_keys``).
-
-    A tuple is immutable and kept as it is: a pending operation then costs no copy of its
-    keys (a list copy was 72 bytes per operation). Anything else is copied once, since
-    the caller may change or exhaust it.
-    """
+    """``keys`` as a sequence the operation may keep (its ``_watch_keys``): a tuple as it
+    is, anything else copied once, since the caller may change or exhaust it."""
     return keys if type(keys) is tuple else list(keys)
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
 class PurgatoryCore:
-    """The purgatory, untyped in its operation: see ``DelayedOperationPurgatory``.
-
-    Not meant to be used on its own; ``DelayedOperationPurgatory`` is the public class.
-    """
+    """The purgatory, untyped in its operation; ``DelayedOperationPurgatory`` is the public
+    class."""
 
     def __init__(
         self,
@@ -116,11 +104,9 @@ class PurgatoryCore:
         """Complete ``operation`` now if it can be; otherwise watch its keys and arm it.
 
         Returns True if it completed during this call. The order is Kafka's: try; watch
-        every key; try again (both tries and the watch under the operation's lock); only
-        then add to the timer, and cancel the timer task if something completed the
-        operation in between, so a completed operation never lingers in the wheel.
-        The try / watch / try is ``DelayedOperation.safe_try_complete_or_else`` written
-        out here, so no callable is built per request for its action.
+        every key; try again (all under the operation's lock); only then add to the timer,
+        cancelling the task if something completed the operation in between, so a
+        completed operation never lingers in the wheel.
         """
         keys = _key_sequence(watch_keys)
         if _try_else_watch(self, operation, keys):
@@ -141,14 +127,9 @@ class PurgatoryCore:
     ) -> list[bool]:
         """:meth:`try_complete_else_watch` for many operations; True where one completed.
 
-        Each operation goes through the same steps in the same order (try; watch every
-        key; try again, under its lock), then every operation still pending is armed in
-        one timer round (``SystemTimer.add_all``: one lock, one clock reading) and the
-        ones that something completed meanwhile are cancelled again, so, as with the
-        single form, a completed operation never lingers in the wheel. The only
-        difference is *when* each is armed: after the whole batch is watched rather than
-        right after its own watch; its timeout still counts from the arming, as always.
-        Thread safety: as :meth:`try_complete_else_watch`.
+        Same steps and guarantees as the single form, except that the pending operations
+        are armed in one timer round after the whole batch is watched; each timeout counts
+        from its arming. Thread safety: as :meth:`try_complete_else_watch`.
         """
         results: list[bool] = []
         armed: list[DelayedOperation] = []
@@ -165,8 +146,7 @@ class PurgatoryCore:
 
     def _arm_all(self, armed: list[DelayedOperation]) -> None:
         """Arm ``armed`` in one timer round; cancel again any that completed meanwhile."""
-        # The Timer interface stays Kafka's four methods; a timer that also offers a
-        # batch add (SystemTimer.add_all) gets the batch in one lock round.
+        # The Timer interface stays Kafka's four methods; a batch add is optional.
         system_timer = self._system_timer
         add_all = (
             system_timer.add_all
@@ -187,17 +167,11 @@ class PurgatoryCore:
     ) -> None:
         """Watch and arm operations known not to be completable yet, without trying them.
 
-        For callers that know each operation's ``try_complete`` would answer False and that
-        nothing can signal its keys before this call returns: a restart re-arming what a
-        journal recovered, or a server whose signals all run on the calling thread (the
-        service's event loop, which checks its fresh registrations itself). Kafka's try /
-        watch / try sequence closes the race with a signal arriving between the first try
-        and the watch; under that contract there is no race to close. Each operation is
-        watched on its keys, then the batch is armed in one timer round (as
-        :meth:`try_complete_else_watch_all`). An operation that something completed
-        meanwhile (its timer already due, say) is cancelled again, so it never lingers in
-        the wheel. Why: at a million operations the
-        two tries and the lock round per operation were a fifth of the restart.
+        Contract: each ``try_complete`` would answer False and nothing can signal the keys
+        before this call returns (a restart re-arming a recovered journal, or a server
+        whose signals all run on the calling thread), so there is no race for try / watch /
+        try to close. The batch is armed in one timer round; one completed meanwhile is
+        cancelled again, so it never lingers in the wheel.
         """
         armed: list[DelayedOperation] = []
         for operation, watch_keys in items:
@@ -210,11 +184,9 @@ class PurgatoryCore:
     def check_and_complete(self, key: Hashable) -> int:
         """Try every operation watching ``key``; return how many this call completed.
 
-        Completed operations (by this call or earlier) leave the key's list; if the list
-        empties, the key is dropped. (With ``unwatch_on_complete`` they have left every
-        list already; the discard below then only covers the lazy mode.) ``try_complete``
-        runs outside the shard lock, on a snapshot, so a slow condition does not block
-        watches on other keys of the shard.
+        Completed operations leave the key's list, and an emptied key is dropped.
+        ``try_complete`` runs on a snapshot outside the shard lock, so a slow condition
+        does not block other keys of the shard.
         """
         shards = self._shards
         shard = shards[hash(key) % len(shards)]
@@ -271,11 +243,9 @@ class PurgatoryCore:
     def advance_clock(self, timeout_ms: int) -> None:
         """Advance the timer, then (lazy mode only) purge if completed operations piled up.
 
-        Kafka sweeps every watcher list in one go. Here a purge visits
-        ``PURGE_SHARDS_PER_ADVANCE`` shards per call and resumes on the next one: the reaper
-        calls this about once per due tick, so a purge still finishes within a few ms, but
-        no single sweep holds the reaper (and the GIL) long enough to make the next
-        expiration late. Empty shards are skipped without taking their lock.
+        Unlike Kafka's one-go sweep, a purge visits ``PURGE_SHARDS_PER_ADVANCE`` shards per
+        call and resumes on the next, so no sweep holds the reaper (and the GIL) long
+        enough to make the next expiration late.
         """
         self._timer.advance_clock(timeout_ms)
         if self.unwatch_on_complete:
@@ -310,12 +280,9 @@ class PurgatoryCore:
             reaper.join(timeout_s)
 
 
-# The purgatory's own steps are module functions rather than methods: a compiled method
-# called on ``self`` whose class is the interpreted ``DelayedOperationPurgatory`` goes
-# through a Python-level lookup (mypyc's "glue", in case a subclass overrode it); a
-# function is a direct C call. Likewise the operation's flag is read as
-# ``_completed.locked()`` (what ``is_completed`` returns, and the contract the service's
-# operation keeps) rather than by a method call on an interpreted subclass.
+# Module functions, not methods: a compiled method called on an interpreted subclass's
+# ``self`` goes through a Python-level lookup; a function is a direct C call. For the same
+# reason the flag is read as ``_completed.locked()`` (the ``is_completed`` contract).
 
 
 def _watch(core: PurgatoryCore, operation: DelayedOperation, keys: Sequence[Hashable]) -> None:
@@ -329,12 +296,9 @@ def _watch(core: PurgatoryCore, operation: DelayedOperation, keys: Sequence[Hash
             shards[hash(key) % n].watch(key, operation)
         core._estimated_total.increment()
         return
-    # The operation learns where it is listed *before* it is listed anywhere, so a
-    # force_complete from another thread (it takes no operation lock) always finds
-    # the keys to leave. That thread may run its unwatch between two of our watch
-    # calls, before the later keys are listed: the check after the loop catches it
-    # (either it sees the completion and removes everything, or the completion comes
-    # later and its own unwatch finds every key listed).
+    # The operation learns its keys before it is listed anywhere, so a force_complete on
+    # another thread (which takes no operation lock) always finds the keys to leave. If
+    # its unwatch runs mid-loop, the check after the loop removes the later keys.
     operation._watch_keys = keys
     operation._watcher = core
     for key in keys:
@@ -355,12 +319,9 @@ def _try_else_watch(
 ) -> bool:
     """Try; if not complete, watch ``keys`` and try once more, all under the lock.
 
-    The lock closes the race in which the condition becomes true after the first try
-    but before the watch is in place: the signal that made it true either saw the
-    watch, or the second try sees the signal. The operation's default lock (an
-    ``RLock``, the service's too) is taken with two plain calls rather than ``with``
-    (see ``WatcherShard``); any other context manager the operation was given, with
-    ``with``.
+    See ``DelayedOperation.safe_try_complete_or_else`` for the race this closes. A
+    default ``RLock`` is taken with plain calls rather than ``with`` (see
+    ``WatcherShard``).
     """
     lock = operation.lock
     if type(lock) is RLock:

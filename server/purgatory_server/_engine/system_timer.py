@@ -20,24 +20,18 @@ __all__ = ["SystemTimer"]
 class SystemTimer:
     """Kafka's SystemTimer: O(1) add and cancel, clock advanced bucket by bucket.
 
-    Thread safety: ``add`` may be called from any number of threads. ``advance_clock``
-    holds the timer lock while it drains due buckets, so no ``add`` interleaves with a
-    flush (a flush re-inserts entries relative to the wheel's new ``current_time``).
-    Kafka uses a read/write lock here so that adds run in parallel; under CPython's GIL
-    adds cannot run in parallel anyway, and a plain mutex is cheaper than a
-    Python-level read/write lock, so both roles share one ``threading.Lock``. Blocking for
-    the next due bucket happens *outside* the lock, so a waiting reaper never delays an add.
+    Thread safety: ``add`` may be called from any thread. ``advance_clock`` holds the
+    timer lock while it drains due buckets, so no ``add`` interleaves with a flush (which
+    re-inserts relative to the new ``current_time``). One mutex replaces Kafka's
+    read/write lock: under the GIL adds cannot run in parallel anyway. Waiting for the next
+    due bucket happens outside the lock, so a waiting reaper never delays an add.
 
     Expired tasks run on the ``executor-<executor_name>`` thread, never on the thread that
-    called ``add`` or ``advance_clock``, unless ``inline_expiry`` is set: then the tasks a
-    clock advance expires run on the thread that advanced it (the reaper), in order, right
-    after it releases the timer lock. That departs from Kafka on purpose, for tasks that
-    only hand their operation to another thread (the service's ``on_expiration`` puts it in
-    an inbox for the event loop): each thread hop is a wake-up, and on a busy process a
-    wait for the GIL of up to the switch interval, so skipping the executor shortens the
-    expiry's way to the client (docs/benchmarks.md, "Expiry lateness"). The price is
-    Kafka's reason for the executor: a slow task then delays later expirations and the
-    clock. Tasks already due when added still go to the executor (never the adding thread).
+    called ``add`` or ``advance_clock``, unless ``inline_expiry`` is set: then they run on
+    the advancing thread (the reaper), in order, after it releases the lock. That suits
+    tasks that only hand off to another thread (saving a thread hop); the price is Kafka's
+    reason for the executor: a slow task delays later expirations. Tasks already due when
+    added always go to the executor.
     """
 
     def __init__(
@@ -88,11 +82,8 @@ class SystemTimer:
     def add_all(self, tasks: Iterable[TimerTask]) -> None:
         """``add`` for many tasks with one lock round and one clock reading.
 
-        Equivalent to calling :meth:`add` for each task at the same instant: every task is
-        due ``delay_ms`` after that reading, a task already due runs on the executor, a
-        cancelled one is dropped. Why: a batch RPC registers hundreds of operations at
-        once, and per task the lock round and the clock call were a large share of
-        ``add``. Same thread-safety contract as :meth:`add`.
+        Equivalent to calling :meth:`add` for each task at the same instant; same
+        thread-safety contract.
         """
         due: list[TimerTaskEntry] = []
         wheel_add = self._timing_wheel.add

@@ -4,10 +4,9 @@ Every timer deadline is computed from an injected :class:`Time`, never from the 
 ``time`` directly, so tests can drive the wheel with :class:`MockTime` and advance it
 explicitly instead of sleeping.
 
-The production clock is monotonic (``time.monotonic_ns``): a wall-clock step (NTP, an
-operator changing the date) must never make a whole wheel of operations fire early or
-stall. Wall-clock time is only for *recording* (journals, event timestamps), which is why
-it is a separate method.
+The production clock is monotonic: a wall-clock step must never make a wheel of
+operations fire early or stall. Wall-clock time is only for records (journals, event
+timestamps), hence a separate method.
 """
 
 from __future__ import annotations

@@ -80,10 +80,9 @@ class TimerTaskEntry:
         self.next: TimerTaskEntry | None = None
         self.prev: TimerTaskEntry | None = None
         if timer_task is not None:
-            # A task re-added to a timer drops its previous entry, so it can never be in
-            # two buckets (and counted twice) at once. Done here, not in a TimerTask
-            # method: a method call on an interpreted subclass of the compiled TimerTask
-            # is a Python-level lookup.
+            # A re-added task drops its previous entry, so it is never in two buckets (and
+            # counted twice). Not a TimerTask method: that would be a Python-level lookup
+            # on an interpreted subclass.
             old = timer_task._entry
             if old is not None:
                 old.remove()
@@ -97,9 +96,8 @@ class TimerTaskEntry:
     def remove(self) -> None:
         """Unlink from whatever list holds the entry now.
 
-        The loop handles a concurrent move: if the reaper relinks the entry elsewhere
-        between our read of ``list`` and our lock on it, ``TimerTaskList.remove`` is a
-        no-op and we retry on the new list. It ends when the entry is in no list.
+        If the reaper relinks the entry between our read of ``list`` and our lock on it,
+        ``TimerTaskList.remove`` is a no-op and we retry on the new list.
         """
         current = self.list
         while current is not None:

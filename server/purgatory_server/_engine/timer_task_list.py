@@ -34,8 +34,7 @@ class TimerTaskList:
     def __init__(self, task_counter: TaskCounter) -> None:
         self._task_counter = task_counter
         self._lock = threading.Lock()
-        # Bound once: a call through them skips the method lookup on every lock round
-        # (see WatcherShard, which does the same).
+        # Bound once: see WatcherShard.
         self._acquire = self._lock.acquire
         self._release = self._lock.release
         self._expiration = -1
@@ -101,11 +100,9 @@ class TimerTaskList:
     def flush(self) -> list[TimerTaskEntry]:
         """Detach every entry, reset the expiration to -1 and return the entries.
 
-        Kafka re-inserts each entry from inside the bucket's lock; we detach them all
-        under the lock and let the caller re-insert them after it is released. That keeps
-        locks from nesting (bucket A held while locking bucket B) and costs one pass. An
-        entry cancelled in the window between detach and re-insert is in no list, so
-        ``cancel`` cannot unlink it, but its task is flagged, and the re-insert drops it.
+        Unlike Kafka, the caller re-inserts the entries after the lock is released, so
+        bucket locks never nest. An entry cancelled between detach and re-insert is in no
+        list, but its task is flagged and the re-insert drops it.
         """
         entries: list[TimerTaskEntry] = []
         self._acquire()

@@ -7,12 +7,9 @@ wheel's interval, created on first need. Buckets are reused: the bucket for a ti
 has passed serves the tick one revolution later, which is safe because the reaper flushes
 a bucket (under the timer lock) before the wheel's ``current_time`` moves past it.
 
-Worked example (tick 1 ms, 20 slots, start 0): a task due at 350 ms does not fit the
-first wheel (span 20 ms) and lands in the second wheel (tick 20 ms) in slot 350 // 20 =
-17; one due at 450 ms lands in the third wheel (tick 400 ms), slot 1, whose bucket
-expires at 400 ms. At 400 ms that bucket is flushed and the task, 50 ms from due, is
-re-inserted into the second wheel's bucket for [440, 460); at 440 ms, 10 ms from due, into
-the first wheel's bucket for 450; at 450 ms it runs.
+Example (tick 1 ms, 20 slots, start 0): a task due at 450 ms lands in the third wheel
+(tick 400 ms); at 400 ms its bucket is flushed and it cascades into the second wheel's
+bucket for [440, 460), at 440 ms into the first wheel's bucket for 450, and runs at 450.
 """
 
 from __future__ import annotations
@@ -97,8 +94,7 @@ class TimingWheel:
     def add(self, entry: TimerTaskEntry) -> bool:
         """Place ``entry`` in a bucket; False if it is cancelled or already due.
 
-        The caller runs a due entry and drops a cancelled one. The loop walks up the
-        levels iteratively rather than recursing; the logic per level is Kafka's.
+        The caller runs a due entry and drops a cancelled one.
         """
         task = entry.timer_task
         # entry.cancelled, inlined: this runs for every add and every cascade.

@@ -11,13 +11,11 @@ __all__ = ["WatcherShard", "Watchers"]
 
 
 class Watchers:
-    """Operations watching one key, in insertion order, keyed by identity: a key's entry
-    once a second operation watches it (one alone is the entry itself, see
-    :class:`WatcherShard`).
+    """Operations watching one key, in insertion order: a key's entry once a second
+    operation watches it (see :class:`WatcherShard`).
 
-    Keyed by identity (:func:`identity`) so that removal is O(1) and an operation
-    subclass that defines ``__eq__`` (a dataclass, say) can still be watched. All mutation
-    happens under the owning shard's lock.
+    Keyed by :func:`identity`, so removal is O(1) and an operation that defines ``__eq__``
+    can still be watched. All mutation happens under the owning shard's lock.
     """
 
     __slots__ = ("ops",)
@@ -34,8 +32,7 @@ def identity(op: DelayedOperation) -> Hashable:
     """The operation's key in a :class:`Watchers` map: itself where its hash and equality
     are object identity (the usual case), else ``id(op)``.
 
-    Why not always ``id(op)``: the id is an int object of its own (32 bytes) per watched
-    key per pending operation, while the operation is already there as the value.
+    Why not always ``id(op)``: that is an extra int object per watch entry.
     """
     cls = type(op)
     by_itself = _KEYED_BY_ITSELF.get(cls)
@@ -45,36 +42,21 @@ def identity(op: DelayedOperation) -> Hashable:
     return op if by_itself else id(op)
 
 
-# identity()'s answer per operation class: one dict lookup per watch and per removal
-# instead of two attribute lookups on the class. A class's ``__hash__``/``__eq__`` are
-# taken as they were when its first operation was watched (a class is not expected to
-# change them afterwards). Written under the GIL by whichever thread gets there first;
-# two threads computing the same answer at once is harmless. It keeps each class alive for
-# the life of the process (operation classes are module-level in practice).
+# identity()'s answer per operation class, fixed when its first operation is watched.
+# Racy writes under the GIL are harmless (same answer). Keeps each class alive.
 _KEYED_BY_ITSELF: dict[type, bool] = {}
 
 
 class WatcherShard:
     """One lock and the key -> entry map it guards.
 
-    A key's entry is the operation watching it while it is the only one, and a
-    :class:`Watchers` from the second on. Most keys have one watcher (a long-poll's own
-    key, an acknowledgement's offset): a Watchers and its dict for each cost memory
-    and two objects more for the collector to walk while it holds the GIL
-    (docs/benchmarks.md, "Registration answers and watch entries"). A Watchers that
-    shrinks back to one operation stays one.
+    A key's entry is its operation while it is the only one, and a :class:`Watchers`
+    from the second on (most keys have one watcher; a Watchers that shrinks back to one
+    stays one). Sharding keeps one hot key from serializing the others; ``count`` (watch
+    entries held) makes ``watched()`` O(shards).
 
-    Sharding keeps one hot key from serializing every other key's watch and check. The
-    shard also keeps the count of watch entries it holds, so ``watched()`` costs
-    O(shards) instead of O(operations).
-
-    The hot methods take the lock with ``acquire()`` and a ``finally: release()`` rather
-    than ``with``: the lock's ``__enter__``/``__exit__`` are found on its type and take
-    their arguments as a tuple, costlier than the two plain calls, and a request makes
-    several lock rounds in the engine (docs/benchmarks.md, "Engine CPU per request at
-    50,000/s"). The other engine modules do the same on hot paths. ``watch`` and
-    ``remove`` call the lock's methods bound once in ``__init__``, which skips a method
-    lookup per call at the cost of two bound methods per shard.
+    Hot paths take the lock with ``acquire()``/``finally: release()`` rather than
+    ``with``, which is cheaper (docs/benchmarks.md); the other engine modules do the same.
     """
 
     __slots__ = ("_acquire", "_release", "count", "lock", "watchers")
@@ -139,8 +121,7 @@ class WatcherShard:
 
     def discard(self, key: Hashable, ops: list[DelayedOperation]) -> None:
         """Remove ``ops`` (completed ones) from ``key``'s entry as it is now, which may
-        have changed since they were read (:meth:`snapshot`: a lone operation's entry
-        turned into a Watchers, say); drop the entry if it is left empty."""
+        have changed since :meth:`snapshot`; drop the entry if it is left empty."""
         self.lock.acquire()
         try:
             entry = self.watchers.get(key)
@@ -187,8 +168,7 @@ class WatcherShard:
                         empty.append(key)
                     continue
                 ops = entry.ops
-                # One pass that keeps the live ones; `_completed.locked()` is
-                # is_completed() without the method call (this loop visits every entry).
+                # `_completed.locked()`: is_completed() without the method call.
                 live = {i: op for i, op in ops.items() if not op._completed.locked()}
                 if len(live) != len(ops):
                     purged += len(ops) - len(live)

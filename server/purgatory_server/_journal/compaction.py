@@ -1,10 +1,9 @@
 """Retention and compaction planning: which old segments can go, and what to copy first.
 
-Why a pure planner: the rule for what may be deleted is the journal's main safety
-argument, so it is stated once, here, and tested without any I/O
-(:func:`plan_compaction`). :func:`run_compaction` executes a plan on the journal's writer
-thread in the crash-safe order: append the carried records, fsync, then delete the old
-segments oldest first with a directory fsync after each.
+The deletion rule is the journal's main safety argument, so it is stated once, here, and
+planned without I/O (:func:`plan_compaction`). :func:`run_compaction` executes a plan on
+the writer thread in the crash-safe order: append the carried records, fsync, then delete
+the old segments oldest first with a directory fsync after each.
 
 The rule. Only a *prefix* of the sealed segments (oldest first, never the head) is ever
 deleted, so the surviving segments always hold a contiguous index range. With ``cutoff``
@@ -152,8 +151,7 @@ def run_compaction(
 
     Skipped, with the reason, when nothing is deletable, when a carried operation is too
     large for a record, or (unless ``force``) when the carry would cost more than
-    ``max_carry_ratio`` of the bytes it frees. ``hook`` is called at named points (a test
-    may raise OSError there to simulate a crash between the append and the deletions).
+    ``max_carry_ratio`` of the bytes it frees. ``hook`` is a test hook at named points.
     """
     plan = plan_compaction(files.segments, state)
     if plan is None:

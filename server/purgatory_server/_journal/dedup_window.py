@@ -1,11 +1,10 @@
 """The journal's dedup window: recent outcome records kept for the server's finished ids.
 
-Why: a durable purgatory must answer a re-sent id with its recorded outcome after a
-restart exactly as before it, for as long as the server's dedup window promises
-(``dedup_window_ms``), whatever the event window (``retain_events``) holds. The outcome
-records that ended within ``window_ms`` of the newest one (``completed_wall_ms``) are kept
-here, oldest dropped first past ``max_bytes`` (their serialized size); they pin their
-segments like the event window, so compaction never deletes them (:mod:`.compaction`).
+Why: after a restart a re-sent id must get its recorded outcome for as long as the
+server's dedup window promises (``dedup_window_ms``), whatever the event window holds. Kept
+here: outcomes that ended within ``window_ms`` of the newest one (``completed_wall_ms``),
+oldest dropped first past ``max_bytes``; they pin their segments like the event window
+(:mod:`.compaction`).
 
 Thread-safety: none; owned by a :class:`~.state.JournalState`.
 """

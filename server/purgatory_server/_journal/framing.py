@@ -1,8 +1,6 @@
 """On-disk framing: the segment header and the length-prefixed, CRC-checked record frame.
 
-Why a module of its own: this is the format contract that ``docs/journal.md`` specifies
-for outside readers (the analytics pipeline). Everything here is pure and byte-exact;
-nothing does I/O.
+The format contract ``docs/journal.md`` specifies for outside readers; pure, no I/O.
 
 Layout (all integers little-endian):
 
@@ -14,11 +12,11 @@ Layout (all integers little-endian):
   payload, i.e. over the contiguous bytes ``[offset + 4, offset + 8 + length)``.
 
 CRC-32 is zlib's (ISO-HDLC polynomial 0x04C11DB7, the one ``zlib.crc32`` and Java's
-``java.util.zip.CRC32`` compute), not CRC-32C: it is in every standard library a reader is
-likely to use, and it is fast enough here. Covering the length field means a zero-filled
-region (what a file system may leave after a crash) never parses as a frame: CRC-32 of
-four zero bytes is not zero. A length of 0 is invalid (a ``JournalRecord`` with its oneof
-set is never empty) and so is one above :data:`MAX_RECORD_BYTES`.
+``java.util.zip.CRC32`` compute), not CRC-32C: every standard library a reader is likely
+to use has it. Covering the length field means a zero-filled region (what a file system
+may leave after a crash) never parses as a frame: CRC-32 of four zero bytes is not zero. A
+length of 0 is invalid (a ``JournalRecord`` with its oneof set is never empty) and so is
+one above :data:`MAX_RECORD_BYTES`.
 """
 
 from __future__ import annotations
@@ -113,10 +111,8 @@ def next_valid_frame(data: memoryview, start: int) -> int | None:
     """The first offset ``>= start`` where a valid frame begins, or None.
 
     Recovery uses this to tell a torn tail (nothing valid follows the bad bytes) from
-    corruption in the middle (valid records follow). A random 8-byte window passes the
-    length and CRC checks with probability below 2**-32, so a hit is real data. Cost is one
-    cheap length check per byte plus a CRC for lengths that fit; it only runs on the
-    failure path.
+    corruption in the middle (valid records follow). A random window passes the length
+    and CRC checks with probability below 2**-32, so a hit is real data. Failure path only.
     """
     last = len(data) - FRAME_OVERHEAD
     for offset in range(start, last + 1):

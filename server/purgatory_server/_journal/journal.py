@@ -1,11 +1,9 @@
 """The journal: open (recover), append under an fsync policy, compact, close.
 
-Why one writer thread: appends from many threads and asyncio tasks must land in the file in
-one order and, under ``always``, share fsyncs. A single thread that drains a queue gives
-both: everything queued while it was writing or fsyncing becomes its next batch (group
-commit), and callers just wait on a future. The same thread applies each record to the
-journal's :class:`JournalState` mirror and runs compaction, so the mirror always matches
-the file exactly and compaction needs no locks against appends.
+One writer thread drains a queue: appends land in one order, and everything queued while
+it wrote or fsynced is its next batch (group commit); callers wait on a future. The same
+thread applies each record to the :class:`JournalState` mirror and runs compaction, so the
+mirror matches the file exactly and compaction needs no locks against appends.
 
 Ordering guarantee: records reach the file in the order :meth:`Journal.submit` was called
 (across threads, the order in which calls took the journal's queue lock), and each
@@ -149,10 +147,8 @@ class Journal:
     def release_recovered(self) -> None:
         """Forget the start-up snapshot's pending operations once the reader has them.
 
-        ``recovered.pending`` is a :class:`~.state.PendingView` over the journal's own
-        state as it was at opening: read it before the first append, then release it
-        (its table copy and due times cost about 70 bytes per pending operation).
-        Everything else in ``recovered`` (events, key values, sequences) stays.
+        ``recovered.pending`` is a :class:`~.state.PendingView` over the state at opening:
+        read it before the first append, then release it. The rest of ``recovered`` stays.
         """
         self.recovered = replace(self.recovered, pending={})
 
@@ -180,8 +176,7 @@ class Journal:
         path.mkdir(parents=True, exist_ok=True)
         config = config or JournalConfig()
         lock_fd = lock_directory(path)
-        # Recovery allocates millions of long-lived objects and no garbage cycles; letting
-        # the cyclic GC rescan the growing heap meanwhile slows it for nothing.
+        # Recovery allocates many long-lived objects and no cycles: the cyclic GC is waste.
         gc_was_enabled = gc.isenabled()
         gc.disable()
         try:

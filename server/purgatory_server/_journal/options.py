@@ -1,7 +1,6 @@
 """Journal options: the fsync policy and the per-journal tuning.
 
-Plain values imported by every other journal module; kept apart from the I/O code (and
-from :mod:`.journal_errors`) so nothing here can form an import cycle.
+Plain values, kept apart from the I/O code so nothing here can form an import cycle.
 """
 
 from __future__ import annotations
@@ -44,9 +43,8 @@ class JournalConfig:
 
     ``max_key_values`` bounds the latest-value-per-key memory the journal rebuilds and
     carries forward, with the server's policy (``limits.max_tracked_values``): the least
-    recently signalled keys go first, but never a key a pending operation watches. Without
-    it, every distinct key that ever carried a value would be carried by compaction
-    forever, and the journal's size would grow with the key space, not the live data.
+    recently signalled keys go first, but never a key a pending operation watches; without
+    it the journal's size would grow with the key space, not the live data.
 
     ``dedup_window_ms`` and ``dedup_max_bytes`` (0: none) keep the outcomes that ended
     within that long of the newest one, within that many bytes, across restarts and

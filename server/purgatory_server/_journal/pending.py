@@ -1,14 +1,9 @@
 """What the journal keeps of each pending operation, and what it hands the server.
 
-Why a module of its own: :mod:`.state` applies records; this says how a pending operation
-is held between records (:class:`LiveOperation`, serialized, see below), how a key's
-watchers are held (:class:`_Watching`), and the shapes the server receives at start-up
+:mod:`.state` applies records; this holds a pending operation between records
+(:class:`LiveOperation`, serialized: see :mod:`.state`), a key's watchers
+(:class:`Watching`), and the shapes the server receives at start-up
 (:class:`PendingOperation`, :class:`PendingView`).
-
-Serialized, not parsed (for replay speed and memory): a registration and the signals of
-an operation's progress stay the bytes they were journaled with. A parsed message per
-pending operation cost about 1.5 KB of memory; compaction writes these bytes back
-verbatim.
 
 Thread-safety: as :mod:`.state` (one owner thread); :class:`PendingOperation` is
 immutable, and a :class:`PendingView` reflects its state only until the next record.
@@ -32,11 +27,9 @@ class LiveOperation:
 
     ``raw`` is its ``OperationRegistered`` exactly as journaled (only a ``rescheduled``
     record rewrites it, with the new due time); ``raw_signals`` the ``SignalApplied``
-    bytes of its progress, in journal order (None while it has none). Kept serialized:
-    a parsed message per pending operation cost about 1.5 KB of memory, and compaction
-    writes these bytes back verbatim (:func:`.wire.carried_operation_payload`).
-    ``keys`` are its distinct watch keys as journaled (one shared tuple per key for the
-    usual single-key operation). ``anchor`` is the journal index of the record that
+    bytes of its progress, in journal order (None while it has none); compaction writes
+    both back verbatim (:func:`.wire.carried_operation_payload`). ``keys`` are its
+    distinct watch keys as journaled. ``anchor`` is the journal index of the record that
     currently defines it: its registration or the latest compaction copy. Deleting the
     segment holding the anchor requires carrying the operation forward first. Once the
     operation ends or a copy replaces it, ``anchor`` is ``DEAD`` (-1).
@@ -71,9 +64,8 @@ class PendingOperation(NamedTuple):
     to it so far, in the order they were applied. ``due_wall_ms`` is the absolute due
     time (epoch ms, the registration's ``due_wall_ms``): the server re-arms the timer
     there, or expires the operation at once if it is already past. ``keys`` are its
-    distinct watch keys, the tuple the journal keeps (empty when unknown): a server that
-    keeps the registration's keys can keep this one instead of a copy when they are
-    equal (no key listed twice), which saves memory per multi-key operation.
+    distinct watch keys, the tuple the journal keeps (empty when unknown), which a server
+    may share instead of a copy when equal to the registration's.
     """
 
     raw: bytes
@@ -96,14 +88,10 @@ class PendingView(Mapping[str, PendingOperation]):
     """A start-up snapshot's pending operations, each :class:`PendingOperation` built when
     read (``items()`` is the fast way through) from the builder's own records.
 
-    Why: a snapshot that built one object per pending operation up front added about 100
-    bytes per operation to the server's memory for good (freed after re-arming, but
-    scattered between long-lived objects, so never given back). This one holds a copy
-    of the id -> operation table (one block of memory, returned whole when released)
-    and the due times. It reflects the records applied up to :meth:`.state.JournalState.snapshot`
-    only while nothing more is applied: a journal's opening snapshot, read before the
-    server appends anything, is exactly that; :meth:`.state.JournalState.snapshot` copies fully
-    otherwise.
+    Why: objects built up front would fragment the server's heap for good; this holds
+    only a copy of the id -> operation table and the due times. It is valid only until
+    the next record is applied, which a journal's opening snapshot (read before the
+    server appends) satisfies; :meth:`.state.JournalState.snapshot` copies fully otherwise.
     """
 
     __slots__ = ("_dues", "_ops")
@@ -144,12 +132,11 @@ DEAD = -1  # the anchor of a LiveOperation that ended or was replaced
 class Watching:
     """The pending operations watching one key, and its shared ``(key,)`` tuple.
 
-    Why a list with dead entries left in place rather than a set: a set entry costs 40
-    to 80 bytes per watching operation, a list slot 8. An operation leaving
+    A list with dead entries left in place, not a set, for memory. An operation leaving
     (:meth:`.state.JournalState._unwatch`) only marks itself dead (``anchor == DEAD``) and
-    lowers ``live``; the list is swept once dead entries outnumber the live ones, so
-    each removal costs O(1) amortized and the list stays under twice the live count
-    (plus a few). Signals skip dead entries. An operation appears once per key.
+    lowers ``live``; the list is swept once dead entries outnumber the live ones (O(1)
+    amortized removal, under twice the live count plus a few). Signals skip dead
+    entries. An operation appears once per key.
     """
 
     __slots__ = ("live", "ops", "single")

@@ -1,12 +1,10 @@
 """Recovery: scan a journal directory in order, fix a torn tail, refuse real corruption.
 
-Why these rules: a crash can only ever damage the end of what was being written, which is
-the end of the *last* segment (sealed segments were fsynced before the next one began).
-So damage there that nothing valid follows is a torn write of records that were never
-acknowledged under ``always`` (or were at risk under the weaker policies): truncate it
-and carry on, with a warning. Anything else - a bad record with valid records after it,
-damage in a sealed segment, a missing segment - means the disk or someone changed data
-that was acknowledged, and silently dropping it would lose operations: stop with an error
+Why: a crash can only damage the end of the *last* segment (sealed segments were fsynced
+before the next one began). Damage there that nothing valid follows is a torn write of
+unacknowledged records (under ``always``): truncate it, with a warning. Anything else (a
+bad record with valid ones after it, damage in a sealed segment, a missing segment) means
+acknowledged data changed, and dropping it would lose operations: stop with an error
 naming the file and byte offset, unless the operator asked for ``repair``.
 
 ``repair=True`` keeps everything before the first bad byte and sets the rest aside: the
@@ -184,12 +182,11 @@ def recover(
     """Feed every surviving record of ``directory`` to ``sink(index, record)`` in order.
 
     ``raw_sink(index, payload)`` instead receives each record unparsed (a memoryview of
-    the CRC-checked ``JournalRecord`` bytes, valid only during the call) and must raise
-    ``DecodeError`` for one that does not parse: the journal's own replay reads most
-    records without building a message (:meth:`JournalState.apply_raw`). Give one of the
-    two. Truncates a torn tail of the last segment (logged at WARNING). Raises
-    :class:`JournalCorruptionError` for any other damage unless ``repair`` is true. The
-    records already fed to the sink when it raises are not retracted: discard the sink.
+    the CRC-checked bytes, valid only during the call) and must raise ``DecodeError`` for
+    one that does not parse. Give one of the two. Truncates a torn tail of the last
+    segment (logged at WARNING). Raises :class:`JournalCorruptionError` for any other
+    damage unless ``repair`` is true. The records already fed to the sink when it raises
+    are not retracted: discard the sink.
     """
     if (sink is None) == (raw_sink is None):
         raise TypeError("recover() needs exactly one of sink and raw_sink")

@@ -1,9 +1,8 @@
 """The journal's files: the segment list, the head segment's descriptor, the next index.
 
-Why apart from :class:`~.journal.Journal`: the journal decides *when* to write, fsync,
-roll and compact (its queue, its policy, its one writer thread); this class knows *how*
-bytes reach the directory. Each frame is applied to the :class:`~.state.JournalState`
-mirror as it is added, so the mirror always matches the file exactly.
+:class:`~.journal.Journal` decides *when* to write, fsync, roll and compact; this class
+knows *how*. Each frame is applied to the :class:`~.state.JournalState` mirror as it is
+added, so the mirror always matches the file exactly.
 
 Thread-safety: every method runs on the journal's writer thread, except
 :meth:`SegmentWriter.segment_list`, which any thread may call. The segment list is

@@ -1,8 +1,7 @@
 """Segment files: naming, listing and reading one segment's records.
 
-Why separate from recovery: reading a segment is a mechanical, side-effect-free job (the
-bench and the tests use it directly); *deciding* what a bad frame means (torn tail or
-corruption) depends on where the segment sits in the journal and is recovery's job.
+Reading a segment is side-effect free; deciding what a bad frame means (torn tail or
+corruption) is recovery's job.
 
 Naming: ``<base_index as 20 decimal digits, zero-padded>.seg``, where ``base_index`` is the
 journal index of the segment's first record (the header repeats it). Sorting names sorts

@@ -1,9 +1,7 @@
 """The recovery state builder: what a record stream says the purgatory's state is.
 
-Why pure: recovery, compaction and tests all need "apply these records in order and tell
-me what is pending". Keeping it free of I/O makes it testable record by record and lets
-the writer keep the very same structure up to date as it appends (compaction reads it to
-know what must be carried forward).
+Free of I/O, so recovery, compaction and tests share it and the writer keeps it up to date
+as it appends (compaction reads it to know what to carry forward).
 
 Replay rules (the contract docs/journal.md states for outside readers too):
 
@@ -32,11 +30,9 @@ journal order. The server appends outcomes in increasing sequence order.
 
 The dedup window (:mod:`.dedup_window`, by time and bytes) pins its segments likewise.
 
-Memory and speed: a pending operation's registration and its progress are
-kept as the bytes they were journaled with, never as parsed messages (about 1.5 KB each
-otherwise); :meth:`JournalState.apply_raw` reads a registration or a signal from its
-record's bytes without parsing the whole record, and compaction writes those bytes back
-verbatim. A key's watchers are a list swept lazily (:class:`.pending.Watching`), not a set.
+A pending operation's registration and progress are kept as their journaled bytes, never
+as parsed messages; compaction writes them back verbatim. A key's watchers are a list
+swept lazily (:class:`.pending.Watching`).
 
 Thread-safety: none. One thread owns a :class:`JournalState` (the writer thread, or the
 opener before the writer starts); :class:`RecoveredState` snapshots are immutable, except
@@ -144,10 +140,9 @@ class JournalState:
     ) -> None:
         """Apply the serialized record ``payload`` at journal ``index`` (as :meth:`apply`).
 
-        ``record``, if given, is ``payload`` parsed (the writer has both); without it,
-        a registration or a signal is read without parsing the whole record, and
-        anything else is parsed. Raises ``google.protobuf.message.DecodeError`` for bytes
-        that do not parse (nothing applied then).
+        ``record``, if given, is ``payload`` parsed. Raises
+        ``google.protobuf.message.DecodeError`` for bytes that do not parse (nothing
+        applied then).
         """
         sole = sole_field(payload)
         if sole is not None:
@@ -225,9 +220,8 @@ class JournalState:
             log.warning("journal record %d has no record kind known to this reader", index)
 
     def _watch(self, live: LiveOperation, keys: Sequence[str]) -> tuple[str, ...]:
-        """Add ``live`` to its keys' watchers; the keys for it to keep, made of the first
-        ``str`` seen for each key (one object per key, not per operation) and, for a
-        single-key operation, that key's one shared tuple."""
+        """Add ``live`` to its keys' watchers; return its keys as shared objects (one
+        ``str``, and for a single key one tuple, per key rather than per operation)."""
         watchers = self._watchers
         if len(keys) == 1:
             watching = watchers.get(keys[0])
@@ -256,10 +250,9 @@ class JournalState:
     def _set_value(self, key: str, value: int, index: int) -> None:
         """Record ``key``'s latest value, keeping at most ``max_key_values`` keys.
 
-        Mirrors the server's LatestValues: the least recently set key is evicted first,
-        except keys some pending operation watches (a VALUES_AT_LEAST operation needs
-        them), which move to the recent end instead. Each key is looked at once per
-        eviction, so this ends even if every key is watched.
+        Mirrors the server's LatestValues: least recently set first, except that watched
+        keys (a VALUES_AT_LEAST operation needs them) move to the recent end. Each key is
+        looked at once, so this ends even if every key is watched.
         """
         values = self.key_values
         values.pop(key, None)

@@ -1,12 +1,9 @@
 """Just enough of protobuf's wire format to handle records without parsing them whole.
 
-Why: replaying a million registrations spent most of its time building protobuf message
-objects that were read once and then kept only so that compaction could write them back.
-The journal now keeps each pending registration (and each signal in its progress) as the
-exact bytes it was journaled with, and compaction writes those bytes back verbatim inside
-a ``CarriedOperation``. That needs three small things from the wire format, all here:
-finding the one field a ``JournalRecord`` payload holds (its oneof case) without parsing
-it, splitting a ``CarriedOperation`` into its fields' bytes, and building one from bytes.
+The journal keeps pending registrations and their signals as journaled bytes (see
+:mod:`.state`), which needs three things from the wire format: the one field a
+``JournalRecord`` payload holds (its oneof case) without parsing it, a
+``CarriedOperation`` split into its fields' bytes, and one built from bytes.
 
 Everything here is pure, and every reader answers None (never guesses) for bytes that are
 not in the simple shape it expects; the caller then falls back to a full protobuf parse.

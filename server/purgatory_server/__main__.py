@@ -3,9 +3,9 @@
 Configuration precedence: defaults < ``--config`` TOML < ``PURGATORY_*`` environment
 variables < flags (see docs/configuration.md). Stops gracefully on SIGTERM/SIGINT.
 
-For a person at a terminal every failure to start is one line on stderr and a non-zero
-exit: 2 for a bad flag, option or configuration file (nothing was tried), 1 when the
-server could not start (a busy port, an unwritable data directory, a corrupt journal).
+Every failure to start is one line on stderr and a non-zero exit: 2 for a bad flag,
+option or configuration file (nothing was tried), 1 when the server could not start (a
+busy port, an unwritable data directory, a corrupt journal).
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """The gRPC edge: the only package that imports grpc (with the app assembly in it).
 
-Each RPC arrives at :mod:`.edge` (decoding that cannot escape as UNKNOWN, token checks,
-the last-resort status), runs in :mod:`.servicer` (the PurgatoryService methods), which
-hands each unary RPC on a purgatory to its feature's ``*_rpc`` handler through
-:mod:`.answer` (look-up, handler, journal barrier: one rule), and ends with the status
-:mod:`.status_mapping` gives a
-:class:`~purgatory_server._service.model.errors.ServiceError`. Everything below the edge
-is plain Python on the event loop.
+Each RPC arrives at :mod:`.edge`, runs in :mod:`.servicer`, which hands each unary RPC on
+a purgatory to its feature's ``*_rpc`` handler through :mod:`.answer`, and ends with the
+status :mod:`.status_mapping` gives a service error. Everything below the edge is plain
+Python on the event loop.
 
 - ``app``: server assembly (servicer, health, reflection), start and graceful shutdown;
 - ``edge``: method handlers around the servicer: decoding, authentication, last resort;

@@ -1,17 +1,13 @@
 """Admission control on the event loop: shed bulk work while the loop runs late.
 
-Everything the server does runs on one event loop: an expiry's delivery, a small
-request, a 10,000-operation batch. Work that arrives faster than the loop gets through it
-queues in front of everything else, and an expiry that is due waits behind it (a
-long-poll answers late under a batch load). :class:`LoopLag` measures that queue the way a
-waiting callback feels it: a timer due every ``interval_s`` and how late it runs.
-:class:`Admission` refuses new *bulk* requests (batches of ``bulk_entries`` or more) while
-the loop is more than ``shed_lag_ms`` late, with RESOURCE_EXHAUSTED and a RetryInfo of
-about twice the lag: capacity that frees up as the loop catches up. Small requests and
-work already admitted are never refused, so expiry delivery and single calls keep going
-while bulk senders back off. Off (``shed_lag_ms`` 0) by default: on a machine whose CPU is
-taken by other processes the loop runs late without the server's own load, and shedding
-there would refuse batches that would have done no harm.
+Work that arrives faster than the one event loop gets through it queues in front of
+everything else, due expiries included. :class:`LoopLag` measures that queue as a waiting
+callback feels it: how late a timer due every ``interval_s`` runs. :class:`Admission`
+refuses new *bulk* requests (``bulk_entries`` or more) while the loop is more than
+``shed_lag_ms`` late, with RESOURCE_EXHAUSTED and a RetryInfo of about twice the lag.
+Small requests and work already admitted are never refused. Off (``shed_lag_ms`` 0) by
+default: on a CPU shared with other processes the loop runs late without the server's
+own load.
 
 Thread-safety: loop-confined (the timer runs on the loop; handlers call :meth:`admit`
 there).

@@ -1,26 +1,20 @@
 """The one way a unary RPC on a purgatory answers: look it up, answer, await the barrier.
 
-Every unary RPC that names a purgatory is a *handler*: a plain async function
-``handler(service, purgatory, request) -> response`` in the ``*_rpc`` module of its
-feature (:mod:`.operations_rpc`, :mod:`.listing_rpc`, :mod:`.schedules_rpc`,
-:mod:`.groups_rpc`). The servicer's method is one line: ``answer(service, request,
-handler)``, which
+A *handler* is an async ``handler(service, purgatory, request) -> response`` in its
+feature's ``*_rpc`` module. :func:`answer`:
 
 1. runs the handler's request-only ``check`` if it has one (INVALID_ARGUMENT before the
-   purgatory is looked up, for the few RPCs that check first);
+   look-up);
 2. looks the purgatory up by ``request.purgatory`` (NOT_FOUND, or the cluster's routing
    error for a purgatory served elsewhere);
-3. runs the handler (validation, the purgatory's loop-confined call, the response);
-4. **the barrier rule**: if the purgatory is durable (it has a ``barrier``), awaits it
-   before returning, whatever the RPC did, reads included: an answer never reports a
-   state the journal could still lose. An in-memory purgatory has no barrier and answers
-   at once (no coroutine is created).
+3. runs the handler;
+4. **the barrier rule**: if the purgatory is durable, awaits its ``barrier`` before
+   returning, reads included: an answer never reports a state the journal could still
+   lose. An in-memory purgatory answers at once.
 
-A journal that cannot write is the server's state, not a bug: FAILED_PRECONDITION, so the
-caller knows the call's effects may not be durable; a closed journal means the server is
-shutting down (UNAVAILABLE). The streams keep the same rule their own way: Subscribe's
-outcomes wait for the journal in the feed, and a Session acknowledges each frame after
-its purgatory's barrier (:mod:`.session_rpc`).
+A journal that cannot write gives FAILED_PRECONDITION (the call's effects may not be
+durable); a closed one, UNAVAILABLE (shutting down). Subscribe and Session keep the same
+rule their own way (the feed; :mod:`.session_rpc`).
 
 Thread safety: the server's event loop, like the purgatories.
 """
@@ -50,7 +44,7 @@ class Service:
     registry: PurgatoryRegistry
     loop: asyncio.AbstractEventLoop
     limits: Limits
-    # Sheds bulk requests while the loop runs late (core/admission.py); off by default.
+    # Sheds bulk requests while the loop runs late (.admission); off by default.
     admission: Admission = NO_ADMISSION
 
 

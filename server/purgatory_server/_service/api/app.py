@@ -1,20 +1,16 @@
 """Assembling and running the gRPC server: servicer, health, reflection, shutdown.
 
 :func:`create_server` builds and starts a ``grpc.aio`` server on the running loop and
-returns it with its bound port (``127.0.0.1:0`` in tests). :meth:`PurgatoryServer.stop`
-is the graceful shutdown used both by tests (in a ``finally``) and on SIGTERM/SIGINT:
+returns it with its bound port. :meth:`PurgatoryServer.stop` is the graceful shutdown:
 
 1. health turns NOT_SERVING and the registry refuses new work (UNAVAILABLE);
 2. waiting long-polls and Subscribe streams end at once with UNAVAILABLE;
 3. ``grpc.aio.Server.stop(grace)``: no new calls, in-flight ones get ``grace`` seconds;
-4. observability, if on, exports what it has (docs/observability.md), then every
-   purgatory's reaper and timer threads are stopped.
+4. observability, if on, exports what it has, then every purgatory's reaper and timer
+   threads are stopped.
 
-Durable purgatories (docs/journal.md) live under ``config.data_dir``: those named in the
-configuration with ``durable = true`` and those recorded in the data directory's catalog
-(created durable at runtime) are opened and recovered before the server starts serving.
-
-No server state lives in globals: everything hangs off the returned object.
+Durable purgatories, configured or recorded in the data directory's catalog, are opened
+and recovered before the server starts serving. No server state lives in globals.
 """
 
 from __future__ import annotations
@@ -74,24 +70,21 @@ def server_options(config: ServerConfig, reuseport: bool = False) -> list[tuple[
         # One client connection may carry thousands of concurrent long-polls.
         ("grpc.max_concurrent_streams", config.max_concurrent_streams),
         # A burst of calls queues in gRPC core until the loop requests them; past these
-        # limits core cancels them (the defaults, 1000 and 3000, are far too low for a
-        # burst of 10,000 long-polls).
+        # limits core cancels them (its defaults are too low for a long-poll burst).
         ("grpc.server.max_pending_requests", config.max_pending_requests),
         ("grpc.server.max_pending_requests_hard_limit", config.max_pending_requests),
         # Fail loudly if the port is taken instead of sharing it with another server.
         ("grpc.so_reuseport", int(reuseport)),
-        # Connections (fd_limits.py): a cap below the open-files limit, closed as they are
-        # accepted past it (raw sockets included); idle and half-open ones reaped, so
-        # idle connections cannot hold every slot and a new client gets in.
+        # Connections (fd_limits.py): capped below the open-files limit, idle and
+        # half-open ones reaped, so idle connections cannot hold every slot.
         ("grpc.max_allowed_incoming_connections", connection_cap(config.max_connections)),
         ("grpc.max_connection_idle_ms", config.connection_idle_ms),
         ("grpc.server_handshake_timeout_ms", config.handshake_timeout_ms),
         ("grpc.keepalive_time_ms", config.keepalive_time_ms),
         ("grpc.keepalive_timeout_ms", config.keepalive_timeout_ms),
         ("grpc.keepalive_permit_without_calls", 1),
-        # Clients ping every 2 s while a call is open (their keepalive, docs/clients.md
-        # "Failover"): min_client_ping_interval_ms (1 s by default) must stay below that,
-        # or they get GOAWAY "too_many_pings".
+        # Clients ping every 2 s while a call is open (docs/clients.md "Failover"):
+        # min_client_ping_interval_ms must stay below that, or they get GOAWAY.
         ("grpc.http2.min_ping_interval_without_data_ms", config.min_client_ping_interval_ms),
         ("grpc.http2.max_ping_strikes", 2),
     ]
@@ -187,19 +180,13 @@ async def create_server(
 ) -> tuple[PurgatoryServer, int]:
     """Build, start and return a server listening on ``address`` and its bound port.
 
-    ``address`` defaults to ``config.listen``. ``time``/``reaper_enabled`` let tests run
-    the purgatories on MockTime and drive expiry by hand; ``journal_factory`` replaces
-    the durable journal (the default opens ``config.data_dir`` for durable purgatories);
-    ``telemetry`` replaces the one the configuration asks for (tests pass in-memory
-    readers). The server owns it from here and shuts it down on stop. ``worker``: this
-    server is one of several workers (workers/): it shares ``address``'s port, also listens
-    on its own, serves only the purgatories placed on it and redirects the others.
+    ``time``/``reaper_enabled`` let tests drive expiry by hand; ``journal_factory`` and
+    ``telemetry`` replace the configured ones (the server owns ``telemetry`` and shuts it
+    down on stop). ``worker``: one of several workers sharing ``address``'s port; it also
+    listens on its own, serves only the purgatories placed on it and redirects the others.
 
-    The steps, each a function below: check the configuration and the address (errors
-    before anything starts), build the cluster node, the registry (wired to both through
-    its constructor) and telemetry's instruments over it, the gRPC server, bind, open the
-    configured and catalogued purgatories, start serving; a failure after the registry
-    exists stops what started.
+    Configuration and address errors are raised before anything starts; a failure after
+    the registry exists stops what started.
     """
     config = config if config is not None else ServerConfig()
     config.validate()
@@ -264,8 +251,8 @@ def _registry(  # noqa: PLR0917 - the assembly's one call site, names kept apart
     router: Router | None,
     telemetry: Telemetry | None,
 ) -> PurgatoryRegistry:
-    """The registry, wired to routing (cluster or workers) by its constructor and built
-    with telemetry's flags; then telemetry's instruments over it (both exist by then)."""
+    """The registry, wired to routing (cluster or workers), then telemetry's instruments
+    over it."""
     registry = PurgatoryRegistry(
         config.limits,
         config.defaults,
@@ -338,9 +325,8 @@ def _open_purgatories(
     cluster: ClusterNode | None,
     worker: WorkerPlan | None,
 ) -> None:
-    """The configured purgatories, then the durable ones the data directory's catalog
-    names (created at runtime); replicated ones wait for the cluster, and a worker opens
-    only those placed on it."""
+    """The configured purgatories, then the catalogued durable ones; replicated ones wait
+    for the cluster, and a worker opens only those placed on it."""
     for settings in config.purgatories:
         if cluster is not None and cluster.is_replicated(settings.name):
             continue  # owned or stood by once the cluster starts

@@ -1,26 +1,21 @@
 """The gRPC edge of PurgatoryService: decoding, authentication and the last-resort status.
 
-:func:`add_purgatory_service` registers the servicer's methods (instead of the generated
-``add_PurgatoryServiceServicer_to_server``) with three things around each call:
+:func:`add_purgatory_service` registers the servicer's methods with three things around
+each call:
 
-1. **Decoding that cannot escape as UNKNOWN.** Each request is parsed by a deserializer
-   that turns a protobuf ``DecodeError`` (invalid UTF-8 in a string field, a truncated
-   message, a wrong wire type) into an :class:`Undecodable` marker; the call then ends
-   with INVALID_ARGUMENT naming ``request``. Left to gRPC, the exception would surface
-   as UNKNOWN.
+1. **Decoding that cannot escape as UNKNOWN.** A protobuf ``DecodeError`` becomes an
+   :class:`Undecodable` marker and the call ends with INVALID_ARGUMENT naming
+   ``request``.
 2. **Authentication and permissions** when tokens are configured (:mod:`.auth`): the
    ``authorization`` header is checked before the request is looked at
    (UNAUTHENTICATED), then the permission the method needs on the purgatory it names
-   (PERMISSION_DENIED). Health checking and reflection are other services and stay
-   open. A client-streaming RPC is checked once when it starts (its messages may name
-   several purgatories, so its rule names none) and each message as it arrives is
-   decoded the same careful way. ``Session`` frames are also authorized one by one
-   (:func:`_session_frames`): a frame the token may not send is acknowledged with
-   PERMISSION_DENIED and the stream goes on.
+   (PERMISSION_DENIED). Health checking and reflection stay open. A client-streaming RPC
+   is checked once when it starts; ``Session`` frames are authorized one by one
+   (:func:`_session_frames`).
 3. **INTERNAL only for bugs, logged once.** A :class:`~.errors.ServiceError` becomes its
-   status (:func:`~.status_mapping.status_for`); any other exception is a bug: it is logged once
-   with its traceback and the caller gets INTERNAL with a fixed message (never UNKNOWN,
-   never the exception text, which may hold request data).
+   status (:func:`~.status_mapping.status_for`); any other exception is logged with its
+   traceback and the caller gets INTERNAL with a fixed message (never UNKNOWN, never the
+   exception text, which may hold request data).
 
 Thread-safety: handlers run on the server's event loop; the wrappers hold no state.
 """

@@ -1,16 +1,13 @@
 """Each outcome encoded once, the same bytes sent to every Subscribe stream.
 
-Building an ``OperationEvent`` and serializing it is the costly part of sending an outcome
-(protobuf's Python-side construction, a copy of the payload and result data), and done
-per subscriber it is repeated for every subscriber. Here the Subscribe stream sends the
-encoded bytes (the edge's serializer passes ``bytes`` through: :mod:`.edge`), and
-while more than one stream is open on a purgatory the bytes are kept in a small cache,
-so the other streams find them instead of encoding again.
+Encoding an ``OperationEvent`` is the costly part of sending an outcome. Subscribe sends
+the encoded bytes (the edge passes ``bytes`` through), cached while more than one stream
+is open on the purgatory so the others need not encode again.
 
 The cache is bounded in bytes (``CACHE_BYTES``), oldest first out, and charged to the
-server's memory budget (:meth:`~.budget.ServerBudget.try_charge`): when the budget has
-no room the bytes are sent without being cached. An entry keeps its outcome alive so its
-``id`` cannot be reused while it is cached (the key is the identity, checked on a hit).
+server's memory budget: with no room there the bytes are sent uncached. An entry keeps its
+outcome alive so its ``id`` cannot be reused while cached (the key is the identity,
+checked on a hit).
 
 Thread safety: the event loop's, like the streams that call it.
 """

@@ -1,12 +1,10 @@
 """The worker-group RPCs' handlers and a group member's stream (docs/service.md
 "Worker groups").
 
-Ack, ExtendLease, ListDeadLetters, Redrive, ListGroups and DeleteGroup are handlers of
-:func:`.answer.answer`, like every unary RPC: each validates (INVALID_ARGUMENT naming the
-field; the ``check_*`` functions run before the purgatory is looked up), calls the
-purgatory's loop-confined :class:`~purgatory_server._service.groups.manager.GroupSet`, and
-for a durable purgatory is answered only once the change is journaled (the barrier rule
-of :mod:`.answer`). :func:`member_stream` is Subscribe's branch for a group member.
+The unary ones are handlers of :func:`.answer.answer`: each validates (INVALID_ARGUMENT
+naming the field; the ``check_*`` functions run before the look-up) and calls the
+purgatory's loop-confined :class:`~purgatory_server._service.groups.manager.GroupSet`.
+:func:`member_stream` is Subscribe's branch for a group member.
 
 Thread safety: runs on the server's event loop, like the servicer.
 """

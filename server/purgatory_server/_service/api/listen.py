@@ -1,10 +1,8 @@
 """The listen address: parsed strictly, and checked before gRPC tries to bind it.
 
-gRPC takes ``localhost`` to mean port 443 and reports a busy port as a C-core log line
-plus a ``RuntimeError`` with a generic message. A server operator should instead get
-one line that says what is wrong: ``listen`` must be ``HOST:PORT`` (``[::1]:PORT`` for
-IPv6), and binding is tried first with a plain socket so that "Address already in use"
-(or "Cannot assign requested address") is reported as the OS says it.
+gRPC takes ``localhost`` to mean port 443 and reports a busy port with a generic
+``RuntimeError``. Here ``listen`` must be ``HOST:PORT`` (``[::1]:PORT`` for IPv6), and a
+plain socket tries the bind first so the OS's reason is reported in one line.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """ListOperations on the wire: request validation and the response (see :mod:`.listing`).
 
-Kept apart from :mod:`.convert` so the listing feature adds one module, not hunks in the
-shared converters; like :mod:`.convert`, it turns invalid input into INVALID_ARGUMENT
-naming the field.
+Like :mod:`.convert`, it turns invalid input into INVALID_ARGUMENT naming the field.
 """
 
 from __future__ import annotations

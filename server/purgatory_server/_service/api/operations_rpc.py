@@ -1,11 +1,9 @@
 """The operation RPCs' handlers: register (long-poll), signal, force-complete, look up,
 cancel, reschedule.
 
-Each is a handler of :func:`.answer.answer` (the servicer's one line per RPC): it
-validates the request (:mod:`.validation`; INVALID_ARGUMENT naming the field), calls the
-loop-confined purgatory and builds the response (:mod:`.convert`); :func:`.answer.answer`
-looked the purgatory up and awaits its journal barrier afterwards. Long-polls await
-futures; nothing else here blocks the loop for more than microseconds of engine work.
+Handlers of :func:`.answer.answer`: each validates the request (INVALID_ARGUMENT naming
+the field), calls the loop-confined purgatory and builds the response. Long-polls await
+futures; nothing else blocks the loop beyond engine work.
 """
 
 from __future__ import annotations

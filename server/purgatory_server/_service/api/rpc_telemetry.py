@@ -1,24 +1,16 @@
 """The RPC edge of observability: RPC metrics and a server span per call.
 
-Each method's handler is wrapped ONCE, when the server is assembled (:func:`wrap_method`,
-applied by the edge's ``add_purgatory_service`` around its own handler, so a call the
-edge refuses, unauthenticated or undecodable, is measured and traced too), not
-intercepted per call: a grpc.aio interceptor costs an extra coroutine and a handler
-lookup on every RPC, while a wrapped method costs, with
-metrics on, two clock reads, one ``context.code()`` and one
-:class:`~.histogram.Histogram` record into a table bound to the method in advance
-(method -> status code -> histogram; nothing allocated per call). Rejected requests are
-the entries of that table other than OK and CANCELLED (the caller left), so no second
-counter is kept. Every RPC the edge registers is covered, so RPCs added later are
-instrumented without a change here; health and reflection are not.
+Each method's handler is wrapped once, at assembly (:func:`wrap_method`, outside the
+edge, so calls the edge refuses are measured and traced too), not intercepted per call:
+an interceptor costs a coroutine and a handler lookup per RPC. Each method records into
+a table bound in advance (status code -> :class:`~.histogram.Histogram`; nothing
+allocated per call); rejected requests are its entries other than OK and CANCELLED. Every
+RPC the edge registers is covered; health and reflection are not.
 
-With tracing on, each call also gets a SERVER span named after the method
-(``purgatory.v1.PurgatoryService/<Method>``), its parent taken from the request's W3C
-``traceparent`` metadata, its status code recorded as ``rpc.response.status_code``
-(span status ERROR only for server-side codes, OpenTelemetry's gRPC rule). The span's
-traceparent is put in :data:`~.context.TRACEPARENT` for the call, so operations it
-registers carry it and log lines written meanwhile show it, and it is OpenTelemetry's
-current span, so spans started inside the call are its children.
+With tracing on, each call also gets a SERVER span named after the method, its parent
+from the request's W3C ``traceparent``, status ERROR only for server-side codes
+(OpenTelemetry's gRPC rule). Its traceparent is :data:`~.context.TRACEPARENT` for the
+call (operations it registers and log lines carry it) and it is the current span.
 
 Thread safety: everything runs on the server's event loop; exporters read snapshots.
 This module imports OpenTelemetry: only :mod:`.setup` imports it.

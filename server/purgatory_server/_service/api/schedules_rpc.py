@@ -1,7 +1,6 @@
 """The schedule RPCs' handlers: request -> the purgatory's schedule table -> response.
 
-Handlers of :func:`.answer.answer` (which looks the purgatory up and awaits its journal
-barrier); each runs on the loop thread and raises
+Handlers of :func:`.answer.answer`; each runs on the loop thread and raises
 :class:`~purgatory_server._service.model.errors.ServiceError`, which the edge maps to a status.
 """
 

@@ -1,14 +1,10 @@
 """The ``purgatory.v1.PurgatoryService`` servicer: typed RPCs onto the registry.
 
-Each method takes its generated request type and returns its response type. The admin
-RPCs act on the registry here. Every other unary RPC is one line: :func:`.answer.answer`
-with its feature's handler (:mod:`.operations_rpc`, :mod:`.listing_rpc`,
-:mod:`.schedules_rpc`, :mod:`.groups_rpc`), which looks the purgatory up, runs the
-handler and awaits the journal barrier by one rule. Errors are raised as plain
-:class:`~purgatory_server._service.model.errors.ServiceError`; the edge (:mod:`.edge`, via
-:mod:`.status_mapping`) ends the call with their status. All methods run on the server's
-event loop; nothing here blocks it except for microseconds of engine work, and
-long-polls await futures.
+The admin RPCs act on the registry here; every other unary RPC is one line,
+:func:`.answer.answer` with its feature's handler. Errors are raised as
+:class:`~purgatory_server._service.model.errors.ServiceError`; the edge (:mod:`.edge`)
+ends the call with their status. All methods run on the server's event loop and block it
+only for engine work; long-polls await futures.
 """
 
 from __future__ import annotations
@@ -72,8 +68,7 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
         )
         # Outcomes encoded once for all Subscribe streams (.event_cache).
         self._events = EncodedEvents(registry.budget)
-        # Stream writes per loop turn, so many streams' writes do not queue the other
-        # clients' requests behind them all (.write_turns).
+        # Stream writes per loop turn (.write_turns).
         self._turns = WriteTurns(loop)
         # Session streams open and parked (max_sessions; resumable named sessions).
         self.sessions = SessionDirectory(registry.limits, loop)
@@ -275,13 +270,10 @@ async def _subscription(
     encode: Callable[[Outcome, bool], bytes],
     turns: WriteTurns,
 ) -> AsyncIterator[pb.OperationEvent | bytes]:
-    """A plain subscriber's events: taken one at a time (:meth:`.Subscriber.pop`), so a
-    cut (slow subscriber) drops everything not yet handed to the transport at once and the
-    resume point is the last event handed over. Each outcome is encoded once for every
-    stream (``encode``, :mod:`.event_cache`); the edge sends the bytes as they are. Each
-    write waits for its loop turn (``turns``, :mod:`.write_turns`), the headers and the
-    status that ends the stream too: a burst of streams opening or cut at once is a burst
-    of writes."""
+    """A plain subscriber's events, taken one at a time (:meth:`.Subscriber.pop`) so a cut
+    drops everything not yet handed to the transport and the resume point is the last
+    event handed over. Every write, headers and closing status included, waits its loop
+    turn (:mod:`.write_turns`)."""
     subscriber = purgatory.subscribe(after, event_filter)
     turn = turns.turn
     try:

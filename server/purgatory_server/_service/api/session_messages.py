@@ -2,12 +2,9 @@
 the outcomes are packed into ``SessionResponse`` messages (see :mod:`.session_rpc`), and
 the heartbeat.
 
-Heartbeats: both server-streaming RPCs send one when they have sent nothing for a
-client-chosen interval (``SubscribeRequest.heartbeat_interval_ms``,
-``SessionRequest.heartbeat_interval_ms``), so that proxies and load balancers never see an
-idle stream and clients can tell a silent stream from a dead one; 0 means none (older
-clients). The interval's bounds are checked with every other field in
-:func:`purgatory_server._service.wire.validation.heartbeat_interval`.
+Heartbeats: both server-streaming RPCs send one after a client-chosen interval of
+silence (``heartbeat_interval_ms``; 0: none), so proxies never see an idle stream and
+clients can tell a silent stream from a dead one.
 
 Pure functions and a plain record: no I/O, no loop; :class:`~.session_rpc.SessionStream`
 owns every instance (loop-confined).
@@ -36,7 +33,7 @@ __all__ = [
     "watch_size",
 ]
 
-# Loose outcomes packed into one SessionResponse (frames of ~100-1000 carry best).
+# Loose outcomes packed into one SessionResponse.
 OUTCOMES_PER_MESSAGE = 1000
 # About how many bytes of outcomes one SessionResponse carries (clients accept 4 MiB).
 MESSAGE_BYTES = 1 << 20
@@ -48,11 +45,8 @@ ACK_BYTES = 64
 
 
 class Ack:
-    """One frame's acknowledgement, queued until its barrier passes (in frame order).
-
-    It is built in place inside the ``SessionResponse`` that will carry it (``message`` is
-    ``response.ack``), so sending it copies nothing.
-    """
+    """One frame's acknowledgement, queued until its barrier passes (in frame order);
+    built in place in the ``SessionResponse`` that carries it."""
 
     __slots__ = ("keys", "message", "ready", "response", "size", "stash")
 
@@ -63,8 +57,7 @@ class Ack:
         self.message.request_id = request_id
         self.ready = False
         # About how many bytes the acknowledgement encodes to, kept by whoever adds to
-        # it (:func:`status_size` per status): re-reading the statuses' payloads and
-        # results from the message to estimate it cost more than building them.
+        # it (:func:`status_size` per status).
         self.size = ACK_BYTES
         self.keys: list[OpKey] = []  # operations watched by this frame
         self.stash: list[Outcome] = []  # their outcomes that ended before the ack left
@@ -73,14 +66,10 @@ class Ack:
 def pack(out: deque[Ack | Outcome], sizes: list[int] | None = None) -> list[pb.SessionResponse]:
     """Everything in ``out`` (emptied), as SessionResponse messages.
 
-    An acknowledgement joins the message being filled when that has none yet (the
-    outcomes already in it belong to earlier frames, so none precedes its own
-    acknowledgement), and carries the outcomes stashed for it while they fit. A
-    message holds up to :data:`OUTCOMES_PER_MESSAGE` outcomes or about
-    :data:`MESSAGE_BYTES`, so none nears a client's 4 MiB receive limit. Outcomes are
-    added in place (:func:`.convert.add_event`; a message argument would be built, then copied).
-    ``sizes``, if given, gets each message's estimated bytes (``Ack.size`` and
-    :func:`outcome_size`: what the session counted when it queued them).
+    An acknowledgement joins the message being filled only when that has none yet (so no
+    outcome precedes its own acknowledgement) and carries its stashed outcomes while they
+    fit. A message holds up to :data:`OUTCOMES_PER_MESSAGE` outcomes or about
+    :data:`MESSAGE_BYTES`. ``sizes``, if given, gets each message's estimated bytes.
     """
     groups: list[tuple[Ack | None, list[Outcome]]] = []
     ack: Ack | None = None

@@ -2,10 +2,8 @@
 outcomes, the bound the reader waits on, the writer, and the replay memory of a named
 session (see :mod:`.session_rpc`).
 
-A :class:`~.session_rpc.SessionStream` holds one :class:`SessionOutbound`: the stream
-reads and applies frames and drives this half through its methods; this half counts what
-the frames make the server hold and sends it. Only :class:`SessionOutbound` writes its
-own fields.
+The stream reads and applies frames and drives this half through its methods; only
+:class:`SessionOutbound` writes its own fields.
 
 Thread safety: loop-confined, like the stream; the feeds call its waiter on the loop
 thread.
@@ -116,9 +114,8 @@ class SessionOutbound:
         on_cut: Callable[[], None] | None = None,
         budget: ServerBudget | None = None,
     ) -> None:
-        # What waits to be sent is charged to the server's memory budget, so a stream's
-        # backlog counts against the same limit as everything else the server holds:
-        # ``_charged`` of it, given back as it is written or when the stream ends.
+        # What waits to be sent is charged to the server's memory budget (``_charged``),
+        # given back as it is written or when the stream ends.
         self._budget = budget
         self._charged = 0
         self._on_cut = on_cut  # counts a stream cut for not reading (the metrics)
@@ -299,9 +296,7 @@ class SessionOutbound:
     def _count(self, n: int, size: int) -> None:
         """``n`` messages of about ``size`` bytes queued. The stream is cut only if more
         than twice the byte bound waits *and* the writer has been stuck on one message
-        for :data:`STALLED_S` (the client reads nothing): the reader stopped at the
-        bound, so only outcomes of operations watched before get there, and a client
-        that reads them (a burst, a resume) is served, not cut."""
+        for :data:`STALLED_S`: a client that reads a burst is served, not cut."""
         self._buffered += n
         self._queued_bytes += size
         if self._budget is not None and not self._ended.done():

@@ -1,10 +1,9 @@
 """Sessions that resume: what a named Session owes after its stream ends, and the cap on
 sessions per server.
 
-Why: a stream ends for reasons that say nothing about the work on it (a connection lost,
-a client restarted its channel, a cut). Re-sending every watch on a new stream would
-re-register whatever the server had forgotten; instead a client names its session
-(``SessionRequest.session_id``) and the server *parks* what the ended stream still owed:
+A stream ends for reasons that say nothing about the work on it (a lost connection, a
+cut), so a client names its session (``SessionRequest.session_id``) and the server
+*parks* what the ended stream still owed:
 
 - ``watching``: operations watched and not yet ended (their waiters are detached: an
   outcome that comes meanwhile waits in the dedup window, where a resume finds it);
@@ -12,10 +11,9 @@ re-register whatever the server had forgotten; instead a client names its sessio
 - ``sent``: the last outcomes written, with their numbers (``delivered_through``), for the
   client to say which of them it really received (``resume_after``).
 
-Only ids are parked (``(purgatory, operation id)`` pairs), never outcomes: a resume reads
-each outcome from its purgatory's dedup window, so parking costs tens of bytes per id.
-A parked session is kept ``session_resume_ms``; the number of sessions, open and parked,
-is capped by ``max_sessions`` (an open one over the cap is RESOURCE_EXHAUSTED; parked
+Only ids are parked, never outcomes: a resume reads each outcome from its purgatory's
+dedup window. A parked session is kept ``session_resume_ms``; sessions, open and parked,
+are capped by ``max_sessions`` (an open one over the cap is RESOURCE_EXHAUSTED; parked
 ones make room, oldest first). Each parked list is bounded by the stream's own bound.
 
 Thread safety: loop-confined (one per server, used by the Session streams on the loop).

@@ -18,12 +18,11 @@ its operation. An outcome that ends before that acknowledgement is sent (a *stas
 the acknowledgement's message. Each operation gets one outcome per stream, however often
 it is re-sent on it.
 
-Bounded memory: past the bound the client adds nothing (the reader waits); only the
-outcomes of operations watched before can still arrive. A burst of them is written as
-the client reads, never cut for its count: they are operations the server already held.
-Past twice ``session_buffer_bytes`` with the writer stuck for 5 s (a client that stopped
-reading) the stream ends with RESOURCE_EXHAUSTED and its buffer is dropped at once (a
-named session parks what it owes). Shutdown ends the stream with UNAVAILABLE.
+Bounded memory: past the bound the reader waits; only outcomes of operations watched
+before can still arrive, and they are written as the client reads. Past twice
+``session_buffer_bytes`` with the writer stuck (a client that stopped reading) the stream
+ends with RESOURCE_EXHAUSTED and its buffer is dropped at once (a named session parks what
+it owes). Shutdown ends the stream with UNAVAILABLE.
 
 Resuming: outcomes are numbered as written; a named stream parks what it owes when it
 ends (:mod:`.session_resume`), and ``resume_after`` takes that over on a new stream.
@@ -128,10 +127,8 @@ class SessionStream:
         that ended it (the edge turns it into the stream's status).
 
         On an error the reader stops, the waiters are detached and what was queued is
-        dropped (so memory stops growing at once), but a message already being written
-        is let finish: gRPC cannot send the status while a message send is pending. A
-        client that never reads again therefore sees the status only when it reads (or
-        never, if it goes away), exactly like a slow Subscribe stream.
+        dropped, but a message already being written is let finish: gRPC cannot send the
+        status while a send is pending.
         """
         outbound = self._outbound
         reader = asyncio.ensure_future(self._read(requests))

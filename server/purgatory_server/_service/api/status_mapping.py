@@ -75,12 +75,9 @@ def status_for(exc: ServiceError) -> tuple[grpc.StatusCode, str, Metadata]:
 async def abort(context: grpc.aio.ServicerContext, exc: ServiceError) -> None:
     """End the call with ``exc``'s status (raises grpc's AbortError to unwind).
 
-    ``exc``'s traceback is dropped first: raised while ``exc`` is being handled, the
-    AbortError would keep the caller's frame, that frame ``exc``, and ``exc`` every frame
-    down to where it was raised, with the refused request in their locals: a cycle only
-    the collector frees, so a client sending refused requests made the server hold them
-    (300 KB each with 1,024 long keys) until a full collection. (The edge's handlers drop
-    their ``request`` before calling this, for the same reason.)
+    ``exc``'s traceback is dropped first: the AbortError would otherwise keep a cycle
+    through the frames holding the refused request, freed only by the collector. (The
+    edge's handlers drop their ``request`` before calling this, for the same reason.)
     """
     exc.__traceback__ = None
     code, message, metadata = status_for(exc)

@@ -1,17 +1,13 @@
 """Caps on open Subscribe streams, per server and per client connection.
 
-A stream is cheap to open and holds server memory for as long as it stays open (a
-subscriber, its buffer, gRPC's per-call state and a flow-control window of data that a
+An open stream holds server memory (a subscriber, its buffer, a flow-control window a
 non-reading client never takes). ``max_subscribers`` bounds one purgatory; these bound the
-server (``max_subscribe_streams``) and one connection (``max_subscribe_streams_per_connection``,
-the connection known by its peer address, ``ipv4:HOST:PORT``; every Unix-socket client
-has the same one, ``unix:``, so there the cap is shared), so one client cannot take
-every slot. Past either the call ends with RESOURCE_EXHAUSTED and RetryInfo: a slot frees up
-when a stream ends.
+server and one connection (known by its peer address; every Unix-socket client shares
+``unix:``), so one client cannot take every slot. Past either the call ends with
+RESOURCE_EXHAUSTED and RetryInfo.
 
-A slot is held from the stream's start until its handler returns; a stream cut off as a
-slow subscriber keeps its slot while its last write is still blocked in the transport
-(the memory it holds is that write), and frees it when the client reads or goes away.
+A slot is held from the stream's start until its handler returns: a stream cut as a slow
+subscriber keeps it while its last write is blocked in the transport.
 
 Thread-safety: loop-confined (handlers run on the server's event loop).
 """

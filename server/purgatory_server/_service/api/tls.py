@@ -2,8 +2,7 @@
 
 ``tls_cert`` + ``tls_key`` turn TLS on; ``tls_client_ca`` adds mutual TLS: a client must
 present a certificate signed by that CA or the handshake fails (no RPC runs, health
-checking included). Files are read once at start-up; rotating a certificate means
-replacing the files and restarting the server (docs/service.md "Security").
+checking included). Files are read once at start-up.
 """
 
 from __future__ import annotations

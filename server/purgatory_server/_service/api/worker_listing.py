@@ -1,13 +1,10 @@
 """ListPurgatories of the whole server when it runs as several workers (workers/).
 
-A worker holds only the purgatories placed on it, but a client's ListPurgatories lands on
-whichever worker the kernel chose for its connection, so that worker asks each sibling on
-the sibling's own port for *its* purgatories (request metadata ``purgatory-worker-local``
-says "yours only", so the question does not fan out again) and answers the union, sorted
-by name as a single server does. The caller's ``authorization`` travels with the
-question, so a token sees the same purgatories on every worker. A sibling that does not
-answer (restarting after a crash) makes the listing UNAVAILABLE rather than silently
-short: a retry a moment later sees it.
+The worker a client reached asks each sibling on its own port for *its* purgatories
+(metadata ``purgatory-worker-local``: no further fan-out) and answers the union, sorted by
+name. The caller's ``authorization`` travels with the question, so a token sees the same
+purgatories on every worker. A sibling that does not answer makes the listing UNAVAILABLE
+rather than silently short.
 
 Channels to siblings are opened on first use and kept until the server stops;
 loop-confined like the servicer.

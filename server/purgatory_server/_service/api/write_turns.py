@@ -1,26 +1,13 @@
 """Stream writes per loop turn: a burst of many streams' writes never queues a small
 request (or an expiry's delivery) behind all of it.
 
-Every write a stream makes (a Subscribe event, its headers or closing status, a Session
-message) is a few callbacks on the one event loop: the handler hands the message to
-gRPC, gRPC's completion comes back. asyncio runs, in each turn, every callback that was
-ready when the turn began, and one outcome offered to hundreds of Subscribe streams wakes
-every handler in the same turn. Whatever arrives meanwhile (a long-poll, a signal) runs
-only after the whole burst, and a watch + signal pair, which needs several turns, waits
-for several bursts.
-
-:class:`WriteTurns` lets about ``per_turn`` writes start in one turn; the rest wait,
-first come first served, for the next turns, and the loop polls its sockets between
-turns, so other requests get in after a few writes. A write that finds the turn with room
-and nobody waiting never waits: a few streams are not slowed at all. A turn ends when the
-loop runs the callback :meth:`WriteTurns.turn` schedules with ``call_soon`` (asyncio runs
-callbacks scheduled during a turn in the next one, after polling for I/O); at most about
+asyncio runs, in each turn, every callback ready when the turn began, so one outcome
+offered to many Subscribe streams would run all their writes before anything that
+arrived meanwhile. :class:`WriteTurns` lets about ``per_turn`` writes start in one turn;
+the rest wait, first come first served, for later turns, and the loop polls its sockets
+between turns. A write that finds room and nobody waiting never waits. At most about
 twice ``per_turn`` writes start in one turn (those released for it, and new ones arriving
 after its counter was reset).
-
-The same gate on bulk requests (at most N batch entries a turn) was tried for long-poll
-lateness under the batch load and made it worse: a unary request needs several turns on
-its way in, so more, shorter turns delay it more.
 
 Thread-safety: loop-confined (the handlers run on the loop).
 """
@@ -32,9 +19,8 @@ from collections import deque
 
 __all__ = ["WRITES_PER_TURN", "WriteTurns"]
 
-# Writes that may start in one loop turn: small enough that a probe's latency stays low
-# behind hundreds of non-reading Subscribe streams, large enough that fan-out to reading
-# streams costs little more CPU than without a limit (docs/benchmarks.md).
+# Small enough to keep other requests' latency low behind a burst, large enough to keep
+# fan-out cheap (docs/benchmarks.md).
 WRITES_PER_TURN = 4
 
 

@@ -3,9 +3,8 @@
 Each configured token grants a set of :class:`Permission` on a set of purgatories (names,
 or ``*`` for every one). A caller presents ``authorization: Bearer <token>``; the server
 keeps only SHA-256 digests of tokens and compares the presented token's digest with
-every configured digest in constant time (``hmac.compare_digest``, no early exit), so
-neither the comparison's timing nor a memory dump reveals a token. Tokens are never
-logged: :class:`TokenGrant` has no token, and its digest is left out of its ``repr``.
+every configured digest in constant time, no early exit. Tokens are never logged:
+:class:`TokenGrant` has no token, and its digest is left out of its ``repr``.
 
 Permissions (``admin`` implies the others on the same purgatories):
 

@@ -1,13 +1,9 @@
 """File descriptors: the process's limit, and the connections it leaves room for.
 
-Every client connection is a file descriptor, and so are the listening socket, journal
-segments, the metrics endpoint and the cluster's NATS connection. A server that lets
-connections take every descriptor cannot open a journal segment, and gRPC core cannot even
-accept the connection of a well-behaved client (``accept`` fails with EMFILE). So the
-connection cap (``max_connections``) is clamped to the soft ``RLIMIT_NOFILE`` minus
+Connections that take every descriptor leave none for journal segments or even for
+``accept``. So ``max_connections`` is clamped to the soft ``RLIMIT_NOFILE`` minus
 :data:`FD_HEADROOM`, and :func:`raise_fd_limit` lifts the soft limit to the hard one at
-start-up where the system allows it (the server's entry point only: a process-wide
-setting, never applied by a library user or a test running a server in process).
+start-up (the server's entry point only: the setting is process-wide).
 
 Thread-safety: called once at start-up, before the server serves.
 """

@@ -1,13 +1,10 @@
 """Server logging: lifecycle lines, rate-limited warnings, and the JSON line format.
 
-Lifecycle events (a purgatory created, deleted or recovered; a slow subscriber cut off;
-a request rejected) are one line each on the ``purgatory_server.service`` logger. The
-per-request ones could flood the log under a misbehaving client, so they pass through a
-:class:`RateLimit`: at most ``per_second`` lines a second per kind, and the next line that
-gets through says how many were suppressed.
+Lifecycle events are one line each on the ``purgatory_server.service`` logger. The
+per-request ones pass through a :class:`RateLimit` (at most ``per_second`` lines a second
+per kind; the next line admitted says how many were suppressed).
 
-Thread safety: a :class:`RateLimit` takes its own lock (rejections are logged on the event
-loop, but nothing should have to know that to log).
+Thread safety: a :class:`RateLimit` takes its own lock.
 """
 
 from __future__ import annotations
@@ -66,10 +63,8 @@ def configure_logging(
 ) -> None:
     """Install the root handler (stderr) in ``log_format``; replaces earlier handlers.
 
-    ``record_filter`` (the telemetry's trace filter, when tracing is on) sets
-    ``trace_id``/``span_id`` on each record: the text format then shows them, and the JSON
-    format adds them as fields when a call has them. ``stream`` (default ``sys.stderr``):
-    where lines go (:class:`.native_logs.NativeStderr`'s copy of the real stderr).
+    ``record_filter`` (the trace filter, when tracing is on) sets ``trace_id``/``span_id``
+    on each record, which both formats then show.
     """
     handler = logging.StreamHandler(stream)
     if log_format == "json":

@@ -1,14 +1,11 @@
 """gRPC core's own log lines, and anything else written to file descriptor 2, as records.
 
-gRPC's C core logs through its own library (``I1127 10:40:14.562000  12201
-ssl_transport_security.cc:2563] Handshake failed ...``), straight to file descriptor 2:
-Python's logging never sees those lines, so under ``--log-format json`` they would break
-"one JSON object per line". :class:`NativeStderr` puts a pipe in place of descriptor 2
-and a thread turns each line that arrives there into a record of the ``grpc`` logger (the
-core's I/W/E/F letter becomes the level; the source file and line end the message), or of
-the ``stderr`` logger for any other line (a C extension's, a stray ``print`` to stderr).
-The log handler writes to a duplicate of the real descriptor 2 (:attr:`stream`), never to
-the pipe, so a record cannot loop back.
+gRPC's C core writes straight to descriptor 2, which under ``--log-format json`` would
+break "one JSON object per line". :class:`NativeStderr` puts a pipe in place of
+descriptor 2 and a thread turns each line into a record of the ``grpc`` logger (the
+core's letter becomes the level), or of ``stderr`` for any other line. The log handler
+writes to a duplicate of the real descriptor 2 (:attr:`stream`), never to the pipe, so a
+record cannot loop back.
 
 Thread safety: :meth:`start` and :meth:`stop` belong to the main thread (they swap a
 process-wide descriptor); the reader thread only emits records (logging locks its

@@ -3,42 +3,21 @@
 Process-wide, so only the server's entry point applies them (``app.serve``), never a
 library user or a test that runs a server in process.
 
-**The collector.** The profile (docs/benchmarks.md, "Performance profile") puts CPython's
-cyclic garbage collector at about a tenth of the server's CPU per watch -> signal ->
-outcome pair. Two reasons, two remedies:
+**The collector** (docs/benchmarks.md):
 
-- every full (oldest-generation) collection traverses the whole heap, and most of that
-  heap is what start-up built and never frees (modules, protobuf descriptors, grpc's
-  objects, recovered operations): :func:`settle_heap` moves it to the permanent
-  generation once the server is up (``gc.freeze``), so collections no longer walk it.
-  Objects frozen there are still freed by reference counting; only a cycle among them
-  would never be collected, and start-up leaves none that matters;
-- the youngest generation is collected when the container objects allocated since the
-  last pass, net of those freed, pass the first threshold (CPython's default: 700). A
-  pair allocates a few dozen and a batch holds many pairs' alive at once, so at 700 the
-  young generation is collected every few pairs, and every tenth of those passes
-  collects the middle one. A threshold of :data:`YOUNG_THRESHOLD` collects as much
-  garbage in fewer, larger passes.
+- :func:`settle_heap` moves what start-up built and never frees to the permanent
+  generation (``gc.freeze``), so full collections no longer walk it. Frozen objects are
+  still freed by reference counting; only a cycle among them is never collected;
+- :data:`YOUNG_THRESHOLD` collects the young generation in fewer, larger passes. Each
+  pass walks the new containers still alive while holding the GIL, so the threshold
+  trades the collector's total time against pause length.
 
-  Larger is not better without end: because the count is net of frees, a pass comes when
-  that many new containers are still alive (pending operations, their entries, retained
-  outcomes), and it walks every one of them while holding the GIL, so the reaper thread
-  and the loop's next turn wait through it. The threshold trades the collector's total
-  time for shorter pauses (docs/benchmarks.md, "The young generation's threshold").
+:func:`settle_heap` also hands the heap pages start-up freed back to the system
+(``malloc_trim``, where the C library has it).
 
-And one for memory: start-up (above all a journal's recovery) frees much of what it
-allocated (parsed records, protobuf arenas, the start-up snapshot), but glibc's allocator
-keeps freed heap pages mapped. :func:`settle_heap` hands them back (``malloc_trim``,
-where the C library has it): about 100 bytes of RSS per recovered operation.
-
-**The GIL switch interval.** An expiry crosses threads on its way to the client: the
-reaper thread wakes when a bucket is due, runs the expired tasks, and the event loop
-thread picks the ended operations up. While the loop is busy with other requests it holds
-the GIL, and a thread that wakes wanting the GIL waits until the holder is asked to drop
-it: after CPython's switch interval, 5 ms by default. Each such wait lands in the
-expiry's lateness. :data:`SWITCH_INTERVAL_S` bounds that wait to 1 ms; measured in
-docs/benchmarks.md ("Expiry lateness"), it shortens the reaper's wake-up under load
-without a visible cost in throughput.
+**The GIL switch interval.** An expiry crosses from the reaper thread to the loop thread;
+a thread that wakes wanting the GIL waits up to the switch interval, and that wait lands
+in the expiry's lateness. :data:`SWITCH_INTERVAL_S` shortens it.
 """
 
 from __future__ import annotations

@@ -1,14 +1,12 @@
 """Server configuration: defaults, a TOML file, ``PURGATORY_*`` environment overrides.
 
 Precedence (later wins): built-in defaults, the ``--config`` TOML file, environment
-variables, command-line flags. Every option is documented in ``docs/configuration.md``;
-keep the two in step.
+variables, command-line flags. Every option is documented in ``docs/configuration.md``.
 
-Configuration objects are frozen dataclasses: they are built once at start-up and read
-from any thread without locking. Unknown TOML keys and malformed values raise
-:class:`ConfigError` instead of being ignored, so a typo never silently falls back to a
-default. Per-purgatory settings (``[defaults]``, ``[[purgatories]]``) are declared once,
-in :mod:`.settings_spec`.
+Configuration objects are frozen dataclasses, read from any thread without locking.
+Unknown TOML keys and malformed values raise :class:`ConfigError`, so a typo never
+silently falls back to a default. Per-purgatory settings are declared in
+:mod:`.settings_spec`.
 """
 
 from __future__ import annotations
@@ -110,13 +108,12 @@ class ServerConfig:
 
     listen: str = "127.0.0.1:50051"
     grace_s: float = 5.0
-    # Sized for 10,000+ concurrent long-polls with headroom; beyond it gRPC answers
-    # RESOURCE_EXHAUSTED instead of queueing.
+    # Beyond it gRPC answers RESOURCE_EXHAUSTED instead of queueing.
     max_concurrent_rpcs: int = 50_000
     # HTTP/2 streams one connection may have open at once.
     max_concurrent_streams: int = 50_000
-    # Calls that arrived but are not yet picked up by the servicer. gRPC core's defaults
-    # (1000 soft, 3000 hard) CANCEL part of a 10,000-call burst; sized for bursts here.
+    # Calls that arrived but are not yet picked up by the servicer (gRPC core's defaults
+    # cancel part of a long-poll burst).
     max_pending_requests: int = 50_000
     # Client connections at once (clamped below the open-files limit, fd_limits.py); past
     # it gRPC closes a new connection as it is accepted.
@@ -133,12 +130,12 @@ class ServerConfig:
     keepalive_timeout_ms: int = 20_000
     # Clients may ping at most this often; one pinging faster is sent GOAWAY.
     min_client_ping_interval_ms: int = 1_000
-    # Admission control (core/admission.py): while the event loop runs more than
+    # Admission control (api/admission.py): while the event loop runs more than
     # shed_lag_ms late, batches of shed_batch_entries or more are RESOURCE_EXHAUSTED; 0: off.
     shed_lag_ms: int = 0
     shed_batch_entries: int = 1000
-    # Worker processes behind the one address (workers/; docs/service.md): 1 is one
-    # process, as before; 0 ("auto" on the command line) is one per usable core.
+    # Worker processes behind the one address (workers/): 1 is one process; 0 ("auto"
+    # on the command line) is one per usable core.
     workers: int = 1
     log_level: str = "INFO"
     # "text" (one human-readable line per event) or "json" (one JSON object per line).

@@ -2,7 +2,7 @@
 
 :class:`PurgatorySettings` is the declaration: every field but ``name`` is made by
 :func:`setting`, which records a :class:`Setting` in the field's metadata. Everything
-else follows from it instead of naming the settings again:
+else follows from it:
 
 - the TOML, environment and flag parsing (``config._merge`` over the dataclass fields);
 - validation (:meth:`PurgatorySettings.validate`, :func:`setting_bounds`, used by
@@ -11,10 +11,6 @@ else follows from it instead of naming the settings again:
   ``in_proto=False`` marks the server-only ones) and the server defaults filled into a
   CreatePurgatory request (:meth:`PurgatorySettings.over`);
 - the catalog of durable purgatories (``catalog``: the dataclass as JSON).
-
-``tests/service/test_settings_spec.py`` fails when the proto's ``PurgatoryConfig``, this
-declaration, the Python client's ``PurgatoryConfig``, the Node.js client, the CLI or
-docs/configuration.md disagree (a proto field nobody maps included).
 
 Frozen dataclasses: built once, read from any thread without locking.
 """

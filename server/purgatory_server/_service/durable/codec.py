@@ -1,9 +1,8 @@
 """The service's values <-> journal records (``purgatory.v1.JournalRecord``).
 
-Why a module of its own: the journal library is deliberately ignorant of the service's
-types (a registration carries the condition as opaque bytes), so exactly one place knows
-how a durable purgatory spells its operations, signals and outcomes on disk. The
-encodings are part of the format docs/journal.md specifies for outside readers:
+The journal library is ignorant of the service's types, so this is the one place that
+knows how they are spelled on disk. The encodings are part of the format docs/journal.md
+specifies for outside readers:
 
 - ``OperationRegistered.condition``: a serialized ``purgatory.v1.Condition``;
 - ``OperationRegistered.due_wall_ms`` / ``created_wall_ms``: the operation's own
@@ -143,12 +142,9 @@ def decode_pending(
 class PendingDecoder:
     """:func:`decode_pending` for a whole recovery, sharing what operations have in common.
 
-    Why: a restart re-arms up to millions of operations that mostly share a handful of
-    conditions and keys. Decoding each condition (a protobuf parse plus a
-    :class:`ConditionSpec`) once per distinct encoding, and keeping one ``str`` per
-    distinct key instead of one per operation, cuts the per-operation work of recovery and
-    the memory each recovered operation keeps. Equal results to :func:`decode_pending`.
-    Thread-safety: one recovery (the loop thread at start-up) owns an instance.
+    Recovered operations mostly share a few conditions and keys: each condition is
+    decoded once per distinct encoding and each distinct key kept once. Equal results to
+    :func:`decode_pending`. Thread-safety: one recovery (the loop thread) owns an instance.
     """
 
     __slots__ = ("_conditions", "_ints", "_keys", "_singles", "_times")
@@ -160,14 +156,12 @@ class PendingDecoder:
     def __init__(self) -> None:
         self._conditions: dict[bytes, ConditionSpec] = {}
         self._keys: dict[str, str] = {}
-        # key -> the one ``(key,)`` every single-key operation on it keeps (56 bytes each
-        # otherwise), and timeouts (an int object of 32 bytes each otherwise: most
-        # operations share a few timeouts).
+        # key -> the one ``(key,)`` every single-key operation on it keeps, and timeouts
+        # (most operations share a few).
         self._singles: dict[str, tuple[str]] = {}
         self._ints: dict[int, int] = {}
-        # Creation times (epoch ms, an int object of 32 bytes each the operation keeps):
-        # operations registered in the same millisecond share one. Recovery goes in
-        # journal order, so a small table catches nearly all of them.
+        # Creation times: operations registered in the same millisecond share one (in
+        # journal order, so a small table suffices).
         self._times: dict[int, int] = {}
 
     def __call__(

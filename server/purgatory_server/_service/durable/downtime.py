@@ -1,14 +1,10 @@
 """Operations that fell due while a durable server was down (downtime releases).
 
-On restart every recovered operation is re-armed at its journaled due time; one whose
-due time has passed (or falls within the first tick, which the timer also runs at once)
-expires at once. The timer hands such already-due operations to its one executor thread
-in the order they are re-armed, and the executor runs them in that order, so re-arming
-the late ones first and sorted by due time makes them expire, and be published, in
-due-time order, before anything else fires. Each is re-armed once, so each expires
-exactly once (its outcome record then ends it in the journal for good).
-
-Cost: two passes over the recovered operations plus a sort of the late ones only.
+An operation whose journaled due time has passed (or falls within the first tick)
+expires as soon as it is re-armed, and the timer's one executor runs such operations in
+re-arming order. Re-arming the late ones first, by due time, makes them expire and be
+published in due-time order before anything else fires. Each is re-armed once, so each
+expires exactly once.
 """
 
 from __future__ import annotations

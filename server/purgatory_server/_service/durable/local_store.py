@@ -1,12 +1,10 @@
 """Durable purgatories: the journal hooks, recovery at start-up, and the store's life cycle.
 
-:class:`DurableHooks` implements the core's ``JournalHooks`` (``core.journal_hooks``) over the
-journal library (:mod:`purgatory_server._journal`). Records produced during one event-loop
-iteration are buffered and handed to the journal as one submission at the end of the
-iteration (``loop.call_soon``), so concurrent RPCs share one write and, under ``always``,
-one fsync (group commit on top of the writer's own). ``barrier()`` resolves when the
-submission holding the latest record is written under the fsync policy; submissions
-resolve in order, so that covers everything recorded before it.
+:class:`DurableHooks` implements the core's ``JournalHooks`` over the journal library.
+Records produced during one loop iteration go to the journal as one submission at its
+end, so concurrent RPCs share one write and, under ``always``, one fsync. ``barrier()``
+resolves when the submission holding the latest record is written under the fsync
+policy; submissions resolve in order, so that covers everything recorded before it.
 
 Ordering: hooks run on the loop thread in the order the purgatory changes its state, and
 the buffer keeps that order, which is the journal order (docs/journal.md).
@@ -66,8 +64,8 @@ __all__ = ["DurableHooks", "DurableStore", "durable_factory"]
 
 logger = logging.getLogger("purgatory_server.service")
 
-# Operations re-armed per engine call at start-up (one timer lock round and one clock
-# reading each): large enough to amortise both, small enough to keep the lists short-lived.
+# Operations re-armed per engine call at start-up: amortises the timer lock and clock
+# reading, keeps the lists short-lived.
 RESTORE_BATCH = 4096
 # A recovery of at least this many pending operations freezes them out of the GC (restore).
 FREEZE_AFTER = 10_000
@@ -107,8 +105,7 @@ class DurableHooks:
         self._record(signal_record(purgatory, key, signal, self._clock.wall_clock_ms()))
 
     def on_outcome(self, purgatory: str, outcome: Outcome, definition: OperationDefinition) -> None:
-        # The definition comes with the outcome: a map of pending id ->
-        # definition here cost about 38 bytes per pending operation.
+        # The definition comes with the outcome, so no pending id -> definition map is kept.
         condition = self._condition(definition.condition)[0]
         self._record(
             outcome_record(outcome, condition, definition.timeout_ms, definition.due_time_ms)
@@ -257,19 +254,15 @@ class DurableStore:
 
     def restore(self, purgatory: NamedPurgatory) -> None:
         """Rebuild key values, finished ids and pending operations (loop thread)."""
-        # Re-arming allocates millions of long-lived objects and no garbage cycles; the
-        # cyclic GC rescanning the growing heap meanwhile would cost a large share.
+        # Re-arming allocates many long-lived objects and no garbage cycles: no GC meanwhile.
         gc_was_enabled = gc.isenabled()
         gc.disable()
         try:
             restored = self._restore(purgatory)
             self._wal.release_recovered()
             if restored >= FREEZE_AFTER:
-                # Left in the young generations, the recovered objects would be traversed
-                # by the next collections (gen 0, then 1, then 2: the whole heap three
-                # times, seconds for a million operations, right after we start serving).
-                # They are long-lived by nature: move them out of the collector's view.
-                # Refcounting still frees each one when its operation ends.
+                # Long-lived by nature: out of the collector's view (refcounting still
+                # frees each one when its operation ends).
                 gc.freeze()
         finally:
             if gc_was_enabled:

@@ -1,10 +1,8 @@
 """Observability on demand: the OpenTelemetry packages are an optional extra.
 
-The server imports only this module (standard library only). When the configuration
-asks for metrics, OTLP export or tracing, :func:`telemetry_from_config` imports
-:mod:`.setup` (which needs the ``observability`` extra); without the extra that fails
-at start-up with one line naming it. With everything off, nothing of OpenTelemetry is
-imported and the hot path checks ``is None`` once per call.
+The server imports only this module (standard library only). :func:`telemetry_from_config`
+imports :mod:`.setup` only when the configuration asks for observability; without the
+extra that fails at start-up with one line naming it.
 """
 
 from __future__ import annotations

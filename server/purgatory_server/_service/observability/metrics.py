@@ -2,22 +2,17 @@
 
 Nothing here runs on the hot path. Counters and gauges are *observable* instruments
 whose callbacks read, when a reader collects, the plain counters the service keeps
-(:class:`~.counters.PurgatoryMetrics`), the engine's own counts and the RPC statistics
-of :mod:`.rpc_telemetry`. Histograms are accumulated by the service in
-:class:`~.histogram.Histogram`; :func:`histogram_metrics` renders them as metrics,
-which the server's readers (:mod:`.readers`) add to each collection (the SDK has no
-observable histogram, and its synchronous ``record`` is too dear per operation).
+(:class:`~.counters.PurgatoryMetrics`), the engine's counts and the RPC statistics.
+Histograms are kept by the service in :class:`~.histogram.Histogram`;
+:func:`histogram_metrics` renders them for the readers (see :mod:`.readers`).
 
-Names follow OpenTelemetry's semantic conventions where one exists
-(``rpc.server.call.duration``) and use the ``purgatory.`` prefix otherwise. Every
-purgatory metric carries ``purgatory.name``; no attribute is ever an operation id or a
-key, so cardinality is bounded by the number of purgatories (``max_purgatories``) times
-the few states, methods and status codes. docs/observability.md lists every metric.
+Names follow OpenTelemetry's semantic conventions where one exists and use the
+``purgatory.`` prefix otherwise. No attribute is ever an operation id or a key, so
+cardinality is bounded by the number of purgatories times the few states, methods and
+status codes. docs/observability.md lists every metric.
 
 Thread safety: callbacks and :func:`histogram_metrics` run on the collecting reader's
-thread (the Prometheus HTTP thread, the OTLP exporter's thread, or the caller of an
-in-memory reader's ``get_metrics_data``) and only make GIL-atomic reads of loop-owned
-state.
+thread and only make GIL-atomic reads of loop-owned state.
 """
 
 from __future__ import annotations

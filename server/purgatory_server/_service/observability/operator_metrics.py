@@ -2,14 +2,10 @@
 the server's budgets, Session streams, subscribers' buffers and cut-offs, worker groups
 and schedules.
 
-Like :mod:`.metrics`, every instrument is observable: its callback reads, when a reader
-collects, figures the service keeps anyway (the registry's :class:`~.streams.
-SessionFigures` and :class:`~..core.budget.ServerBudget`, each purgatory's feed, groups
-and schedules) or the kernel's (``/proc/self``), so nothing is added to the hot path.
-Names follow OpenTelemetry's semantic conventions where one exists (``process.cpu.time``,
-``process.memory.usage``; the two counts are named so promtool accepts them) and
-use the ``purgatory.`` prefix otherwise; docs/observability.md lists them all.
-Cardinality: per purgatory, plus per worker group (bounded by ``max_groups`` each).
+Like :mod:`.metrics`, every instrument is observable and reads figures the service
+keeps anyway (or ``/proc/self``), so nothing is added to the hot path; the two counts are
+named so promtool accepts them. Cardinality: per purgatory, plus per worker group
+(bounded by ``max_groups`` each).
 
 Thread safety: callbacks run on the collecting reader's thread and only read
 (GIL-atomic copies of loop-owned collections; see ``Feed.buffered``,

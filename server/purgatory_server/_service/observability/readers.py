@@ -1,16 +1,12 @@
 """The metric readers the server uses, each adding the service's own histograms.
 
-OpenTelemetry has no public hook for histograms kept outside the SDK (no observable
-histogram, no metric producer in this SDK), and its synchronous ``record`` is too dear
-per operation. What the SDK documents instead is that a reader is built by subclassing
-:class:`~opentelemetry.sdk.metrics.export.MetricReader` and overriding
-``_receive_metrics``; each reader here subclasses one of the SDK's concrete readers
-that way and hands it each collection with the :class:`HistogramFeed`'s metrics added
-to the server's instrumentation scope, so every exporter sees them as its own.
+The SDK has no hook for histograms kept outside it (no observable histogram, no metric
+producer) and its synchronous ``record`` is too dear per operation, so each reader here
+subclasses an SDK reader, overriding ``_receive_metrics`` as the SDK documents, and adds
+the :class:`HistogramFeed`'s metrics to the server's scope in each collection.
 
-Thread safety: ``_receive_metrics`` runs on the collecting thread (the Prometheus HTTP
-thread, the OTLP exporter's thread, or the caller of ``get_metrics_data``); the feed's
-sources only make GIL-atomic reads of loop-owned state.
+Thread safety: ``_receive_metrics`` runs on the collecting thread; the feed's sources
+only make GIL-atomic reads of loop-owned state.
 """
 
 from __future__ import annotations

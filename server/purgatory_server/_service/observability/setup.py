@@ -1,17 +1,12 @@
 """Assembling observability for one server: providers, readers, exporters, RPC wrapper.
 
-:class:`Telemetry` is what the server holds (no globals: its MeterProvider and
-TracerProvider are its own, not OpenTelemetry's global ones, so two servers in one
-process never mix their figures). :func:`build_telemetry` builds it from
-``metrics_listen`` (the Prometheus scrape endpoint), ``otlp_endpoint`` (OTLP/gRPC export
-of metrics and spans) and ``tracing``; tests build one directly around an in-memory
-metric reader and span exporter. The registry is built with its flags (``metrics``,
-``tracing``), and :func:`instrument` then registers the instruments over both: it runs
-once both exist, so nothing reads a half-built object.
+:class:`Telemetry` is what the server holds; its providers are its own, not
+OpenTelemetry's global ones, so two servers in one process never mix their figures.
+:func:`instrument` runs once both it and the registry exist, so nothing reads a
+half-built object.
 
-This module imports the OpenTelemetry packages (the ``observability`` extra); the
-server imports it only through :func:`.loader.telemetry_from_config`, once the
-configuration asks for observability and the extra is known to be installed.
+Imports OpenTelemetry: the server reaches it only through
+:func:`.loader.telemetry_from_config`.
 """
 
 from __future__ import annotations
@@ -86,9 +81,8 @@ class Telemetry:
     ) -> int:
         """Serve ``registry`` at http(s)://``address``/metrics (own thread); the bound port.
 
-        With ``tls_cert``/``tls_key`` (the gRPC server's own) it is HTTPS, and with
-        ``tls_client_ca`` the scraper must present a certificate that CA signed: the
-        figures (purgatory names, rates) are no more open than the service itself.
+        With ``tls_cert``/``tls_key`` it is HTTPS, and with ``tls_client_ca`` the scraper
+        must present a certificate that CA signed.
         """
         host, _, port = address.rpartition(":")
         if not host or not port.isdigit():

@@ -1,10 +1,9 @@
 """Several worker processes behind one address (``workers``; docs/service.md, "Workers").
 
-One Python process serves on one event loop, so one server uses one core whatever the
-machine has. With ``workers = N`` a grpc-free supervisor starts N ordinary servers, each
-the owner of the purgatories the cluster's rendezvous hashing places on it; they share
-the listening port (SO_REUSEPORT) and each also listens on a port of its own, which a
-worker names when it refuses a purgatory it does not own (UNAVAILABLE with the owner in
+One process serves on one event loop, so on one core. With ``workers = N`` a grpc-free
+supervisor starts N ordinary servers, each owning the purgatories rendezvous hashing
+places on it; they share the listening port (SO_REUSEPORT) and each also listens on its
+own, which a worker names when it refuses a purgatory it does not own (UNAVAILABLE with
 ``purgatory-owner``, as a cluster's standby does), so clients need no change.
 
 - ``plan``: a worker's view: the workers, their ports, who owns a name, the refusal;

@@ -1,14 +1,11 @@
 """One Prometheus endpoint for a server of several workers: the supervisor gathers theirs.
 
-Why: a scraper configured with the server's ``metrics_listen`` should see the whole server,
-as it does with one process, not 1/N of it. Each worker serves its own registry on a
-loopback port the supervisor chose for it; a scrape of ``metrics_listen`` fetches every
-worker's exposition (in parallel, each bounded by ``FETCH_TIMEOUT_S``) and merges them:
-one ``# HELP``/``# TYPE`` header per metric family, then the samples of every worker with
-a ``purgatory_worker="i"`` label, so the series of different workers never collide (two
-workers' process-wide gauges, say). ``purgatory_worker_up`` says which workers answered:
-a worker that is restarting is 0 and its series are missing from that scrape, as a
-scraper sees a down target.
+A scrape of ``metrics_listen`` sees the whole server, not 1/N of it: it fetches every
+worker's exposition from its loopback port (in parallel, each bounded by
+``FETCH_TIMEOUT_S``) and merges them, one ``# HELP``/``# TYPE`` header per family and every
+sample labelled ``purgatory_worker="i"`` so workers' series never collide.
+``purgatory_worker_up`` says which workers answered; a restarting worker's series are
+missing from that scrape, as for a down target.
 
 Text format 0.0.4 only (what ``prometheus_client`` serves without content negotiation);
 metric names never contain ``{``, so a sample's labels start at its first ``{``.

@@ -2,10 +2,9 @@
 
 Placement is the cluster's rendezvous hashing (:func:`purgatory_server._cluster.placement.
 ranked`) over the worker ids ``worker-0`` .. ``worker-{N-1}``: every worker computes the
-same owner for a name without asking anyone, and it does not change while N does not
-(the supervisor restarts a dead worker with the same index, so its purgatories come back
-to it and its journals). Changing N moves about ``1/N`` of the names; a durable purgatory
-follows because all workers share the data directory and each opens only what it owns.
+same owner for a name without asking anyone, and it does not change while N does not (a
+restarted worker keeps its index, so its purgatories and journals come back to it). All
+workers share the data directory and each opens only what it owns.
 
 Static ownership on one machine needs no lease: two workers never own the same name,
 and a journal is locked by the one process that opened it. Thread-safety: immutable.
@@ -117,9 +116,8 @@ def worker_plan(config: ServerConfig, index: int, ports_text: str | None) -> Wor
 
 
 def worker_config(config: ServerConfig, count: int) -> ServerConfig:
-    """``config`` as one of ``count`` workers runs it: the memory budget is the server's,
-    so each worker holds ``1/count`` of it (N full budgets would promise N times the
-    memory)."""
+    """``config`` as one of ``count`` workers runs it: each holds ``1/count`` of the
+    server's memory budget."""
     limits = config.limits
     if limits.memory_budget_bytes:
         share = max(1 << 20, limits.memory_budget_bytes // count)

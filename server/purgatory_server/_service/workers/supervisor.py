@@ -1,22 +1,17 @@
 """The supervisor of ``workers = N``: one address, N ordinary servers, restarts.
 
 It imports no grpc and serves no RPC itself (only, with ``metrics_listen``, the whole
-server's metrics: :mod:`.metrics_gather`). At start it *reserves* the shared port and
-one own port per worker by binding (not listening on) a socket with SO_REUSEPORT, which
-it keeps open for its whole life: ``listen`` port 0 becomes a concrete port every worker
-can share, and a restarted worker finds its own port free for it and for nobody else
-(another program would need SO_REUSEPORT under the same user to take it). The kernel
-spreads new connections over the workers' listening sockets only, never to the reserving
-socket.
+server's metrics: :mod:`.metrics_gather`). For its whole life it *reserves* the shared
+port and one own port per worker with a bound, not listening, SO_REUSEPORT socket:
+``listen`` port 0 becomes a concrete port every worker can share, and a restarted worker
+finds its own port free. The kernel never hands connections to a reserving socket.
 
-Each worker is ``python -m purgatory_server`` with the supervisor's own arguments plus
-``--worker-index``, ``--worker-ports`` and a port file of its own, so it reads the same
-configuration file and environment. The supervisor writes ``port_file`` once every worker
-serves. A worker that exits while the supervisor is not stopping is started again (after
-a pause that doubles up to 5 s while it keeps dying young) and recovers its durable
-purgatories from their journals; a kill -9 loses nothing acknowledged
-(tests/workers/test_workers.py). SIGTERM/SIGINT stop every worker gracefully, then the
-supervisor exits 0. Thread-safety: one thread (the main one) runs it.
+Each worker is ``python -m purgatory_server`` with the supervisor's arguments plus
+``--worker-index``, ``--worker-ports`` and its own port file. The supervisor writes
+``port_file`` once every worker serves. A worker that exits while the supervisor is not
+stopping is started again (with a doubling pause while it keeps dying young) and
+recovers its durable purgatories from their journals. SIGTERM/SIGINT stop every worker
+gracefully, then the supervisor exits 0. Thread-safety: one thread (the main one) runs it.
 """
 
 from __future__ import annotations
@@ -163,8 +158,7 @@ class Supervisor:
     def _gather(self) -> MetricsGather | None:
         """The whole server's metrics endpoint (None if none is configured; OSError if its
         address is taken). Workers serve theirs on loopback ports picked here and kept
-        across restarts; one that another program takes in between makes that worker's
-        start fail, which the log says in one line."""
+        across restarts."""
         if not self._config.metrics_listen:
             return None
         for _ in range(self._count):

@@ -66,6 +66,7 @@ SERVER_RULES: list[Rule] = [
     ("/_service/observability/", "telemetry"),
     ("/_service/api/rpc_telemetry.py", "telemetry"),
     ("/_service/api/session_rpc.py", "session (frames, acknowledgements)"),
+    ("/_service/api/session_outbound.py", "session (frames, acknowledgements)"),
     ("/_service/core/", _BOOKKEEPING),
     ("/_service/model/", _BOOKKEEPING),
     ("/_service/outcomes/", _BOOKKEEPING),

@@ -81,14 +81,13 @@ class _Method:
         self.tracer = tracer
 
     def record(self, context: Any, started: float, exc: BaseException | None) -> str:
-        code = _final_code(context, exc)
+        name: str = _final_code(context, exc).name
         table = self.table
         if table is not None:
-            hist = table.get(code.name)
+            hist = table.get(name)
             if hist is None:
-                hist = table[code.name] = Histogram(DURATION_BOUNDS)
+                hist = table[name] = Histogram(DURATION_BOUNDS)
             hist.record(time.perf_counter() - started)
-        name: str = code.name
         return name
 
     def begin_span(self, context: Any, request: Any = None) -> tuple[Any, object, object]:

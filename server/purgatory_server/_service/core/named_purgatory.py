@@ -137,7 +137,8 @@ class NamedPurgatory:
         )
         self._values = LatestValues(limits.max_tracked_values, self._engine.is_watched)
         # Ended operations: inbox -> feed -> listeners (the table retires them first).
-        self._publisher = publisher = Publisher[RemoteOperation](self.feed, loop)
+        publisher: Publisher[RemoteOperation] = Publisher(self.feed, loop)
+        self._publisher = publisher
         # Publish what ended so far (this call's completions included) at once.
         self._settle = publisher.settle
         self._slot = SignalSlot(self._time, publisher.put)

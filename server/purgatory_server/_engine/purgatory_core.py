@@ -184,9 +184,10 @@ class PurgatoryCore:
     def check_and_complete(self, key: Hashable) -> int:
         """Try every operation watching ``key``; return how many this call completed.
 
-        Completed operations leave the key's list, and an emptied key is dropped.
-        ``try_complete`` runs on a snapshot outside the shard lock, so a slow condition
-        does not block other keys of the shard.
+        Completed operations leave the key's list, and an emptied key is dropped: each
+        winner leaves its lists itself in the eager mode (``unwatch_on_complete``), so the
+        key's entry is changed only in the lazy one. ``try_complete`` runs on a snapshot
+        outside the shard lock, so a slow condition does not block other keys of the shard.
         """
         shards = self._shards
         shard = shards[hash(key) % len(shards)]
@@ -201,7 +202,7 @@ class PurgatoryCore:
             elif op.safe_try_complete():
                 done.append(op)
                 completed += 1
-        if done:
+        if done and not self.unwatch_on_complete:
             shard.discard(key, done)
         return completed
 

@@ -56,7 +56,7 @@ async def try_complete_else_watch(
     if request.wait and not isinstance(target, Outcome):
         metrics = purgatory.metrics
         started = time.perf_counter() if metrics is not None else 0.0
-        target = await purgatory.feed.wait_one(target)
+        target = await purgatory.wait_one(target)
         if metrics is not None:
             metrics.longpoll.record(time.perf_counter() - started)
     return status_response(target, created)
@@ -73,7 +73,7 @@ async def batch_try_complete_else_watch(
     if request.wait:
         live = [t for t, _ in registered if not isinstance(t, Outcome)]
         if live:
-            outcomes = await purgatory.feed.wait_all(live)
+            outcomes = await purgatory.wait_all(live)
             registered = [
                 (t if isinstance(t, Outcome) else outcomes[t.operation_id], c)
                 for t, c in registered

@@ -285,7 +285,6 @@ async def _subscription(
             )
         )
         metrics = purgatory.metrics
-        feed = purgatory.feed
         pop = subscriber.pop
         while True:
             try:
@@ -299,8 +298,8 @@ async def _subscription(
                 continue
             outcome = pop()
             if outcome is not None and metrics is not None:
-                metrics.subscriber_lag.record(feed.last_sequence - outcome.sequence)
-            shared = feed.subscriber_count > 1
+                metrics.subscriber_lag.record(purgatory.last_sequence - outcome.sequence)
+            shared = purgatory.subscriber_count > 1
             while outcome is not None:
                 await turn()
                 yield encode(outcome, shared)

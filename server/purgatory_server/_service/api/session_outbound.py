@@ -35,7 +35,7 @@ from purgatory_server._service.model.errors import (
     SessionOverflow,
 )
 from purgatory_server._service.model.outcome import Outcome
-from purgatory_server._service.outcomes.feed import Feed, Waiter
+from purgatory_server._service.outcomes.feed import Waiter
 
 __all__ = ["ClientGone", "Send", "SessionOutbound"]
 
@@ -123,7 +123,7 @@ class SessionOutbound:
         self._bound = max(1, limits.session_buffer)
         self._bytes_bound = max(1, limits.session_buffer_bytes)
         self._waiter = _OutboundWaiter(self)
-        self._watching: dict[OpKey, Feed] = {}  # watched operation -> its feed
+        self._watching: dict[OpKey, NamedPurgatory] = {}  # watched operation -> its purgatory
         self._unacked: dict[OpKey, Ack] = {}
         self._acks: deque[Ack] = deque()  # waiting for their barrier, in frame order
         self._out: deque[Ack | Outcome] = deque()  # ready to send
@@ -187,8 +187,8 @@ class SessionOutbound:
         """The stream is over: detach the waiter from every feed it watches, and give back
         the budget charge of what is still queued (dropped, or parked as ids), whether
         the stream ended or its handler was cancelled (the client went away)."""
-        for (_, op_id), feed in self._watching.items():
-            feed.detach(op_id, self._waiter)
+        for (_, op_id), purgatory in self._watching.items():
+            purgatory.detach(op_id, self._waiter)
         self._watching.clear()
         self._uncharge(self._charged)
 
@@ -251,8 +251,8 @@ class SessionOutbound:
             return
         key = (purgatory.name, target.operation_id)
         if key not in self._watching:
-            purgatory.feed.attach(target.operation_id, self._waiter)
-            self._watching[key] = purgatory.feed
+            purgatory.attach(target.operation_id, self._waiter)
+            self._watching[key] = purgatory
             self._watch_bytes += watch_size(target.definition.payload, target.keys)
             ack.keys.append(key)
             self._unacked[key] = ack

@@ -21,14 +21,18 @@ full collection; docs/benchmarks.md, "The collector's pauses"); a tuple of strin
 numbers and bytes is untracked. The records are rebuilt on a lookup
 (:meth:`FinishedIds.get`) and for a listing.
 
+The order is a deque of the same tuples beside a plain dict by id (cheaper to add to and
+pop from than an ``OrderedDict``); an id finished again leaves its older tuple in the deque,
+skipped (and already uncharged) when it reaches the front.
+
 Thread safety: loop-confined, like the operation table that owns it.
 """
 
 from __future__ import annotations
 
 import marshal
-from collections import OrderedDict
-from collections.abc import Callable, Collection, Iterator
+from collections import deque
+from collections.abc import Callable, Collection, Iterable, Iterator
 
 from purgatory_server._service.model.conditions import (
     DEFAULT_CONDITION,
@@ -61,19 +65,38 @@ _Nested = tuple[tuple[str, ...], tuple[str, ...], _Result | None, _Condition | N
 # number) and due time (what a listing filters on), its sequence, purgatory, payload,
 # create time, traceparent and nbytes; the definition's timeout, payload, due time and
 # debounce fields; the result's data; then the nested tuples as one bytes object
-# (:mod:`marshal`; the keys are copied into it, and charged: :func:`entry_bytes`). Nested
-# tuples would keep the entry tracked: the collector untracks a tuple only when it finds
-# every item untracked, and it may reach the entry before the tuples inside it.
+# (:mod:`marshal`; the keys are copied into it, and charged: :func:`entry_bytes`); last the
+# id (what the order's deque finds the dict's entry by). Nested tuples would keep the entry
+# tracked: the collector untracks a tuple only when it finds every item untracked, and it
+# may reach the entry before the tuples inside it.
 Packed = tuple[
-    int, int, int, int, int, str, bytes, int, str, int, int, bytes, int, bool, int, bytes, bytes
+    int,
+    int,
+    int,
+    int,
+    int,
+    str,
+    bytes,
+    int,
+    str,
+    int,
+    int,
+    bytes,
+    int,
+    bool,
+    int,
+    bytes,
+    bytes,
+    str,
 ]
+_dumps = marshal.dumps
 
 
 def pack(definition: OperationDefinition, outcome: Outcome, size: int) -> Packed:
     """``definition`` and ``outcome`` (of ``size`` entry bytes) as one plain tuple."""
     r = outcome.result
     result: _Result | None = None
-    if r is not EMPTY_RESULT and r != EMPTY_RESULT:
+    if r is not EMPTY_RESULT and (r.signal_count or r != EMPTY_RESULT):
         result = (
             r.signal_count,
             r.sources,
@@ -111,7 +134,8 @@ def pack(definition: OperationDefinition, outcome: Outcome, size: int) -> Packed
         definition.extend_on_resend,
         definition.max_extend_ms,
         r.data,
-        marshal.dumps(nested),
+        _dumps(nested),
+        outcome.operation_id,
     )
 
 
@@ -147,13 +171,15 @@ def entry_bytes(definition: OperationDefinition, outcome: Outcome) -> int:
 class FinishedIds:
     """Finished ids -> their (definition, outcome), packed, oldest first (module doc)."""
 
-    __slots__ = ("bytes", "entries", "evicted_early", "max_bytes", "window_ms")
+    __slots__ = ("_order", "bytes", "entries", "evicted_early", "max_bytes", "window_ms")
 
     def __init__(self, window_ms: int, max_bytes: int) -> None:
         self.window_ms = window_ms
         self.max_bytes = max_bytes
-        # Id -> its packed entry, oldest first (read-only for others; changed only here).
-        self.entries: OrderedDict[str, Packed] = OrderedDict()
+        # Id -> its packed entry (read-only for others; changed only here).
+        self.entries: dict[str, Packed] = {}
+        # The packed entries, oldest first; one whose id finished again since is stale.
+        self._order: deque[Packed] = deque()
         self.bytes = 0
         # Entries the byte cap dropped while still inside their window.
         self.evicted_early = 0
@@ -190,43 +216,73 @@ class FinishedIds:
 
     def add(self, definition: OperationDefinition, outcome: Outcome) -> None:
         """Remember one finished id (a later outcome of the same id replaces it)."""
+        self.add_many(((definition, outcome),))
+
+    def add_many(self, ended: Iterable[Entry]) -> None:
+        """Remember each finished id of ``ended`` (one call per published batch)."""
         if not self.enabled:
             return
         entries = self.entries
-        op_id = outcome.operation_id
-        old = entries.pop(op_id, None)
-        if old is not None:
-            self.bytes -= old[1]
-        size = entry_bytes(definition, outcome)
-        entries[op_id] = pack(definition, outcome, size)
-        self.bytes += size
+        append = self._order.append
+        pop = entries.pop
+        added = 0
+        for definition, outcome in ended:
+            old = pop(outcome.operation_id, None)
+            if old is not None:
+                added -= old[1]
+            size = entry_bytes(definition, outcome)
+            packed = pack(definition, outcome, size)
+            entries[outcome.operation_id] = packed
+            append(packed)
+            added += size
+        self.bytes += added
+
+    def _pop_front(self) -> Packed | None:
+        """Remove and return the oldest live entry (stale ones are skipped); None if none."""
+        order = self._order
+        entries = self.entries
+        while order:
+            packed = order.popleft()
+            op_id = packed[17]
+            if entries.get(op_id) is packed:
+                del entries[op_id]
+                self.bytes -= packed[1]
+                return packed
+        return None
+
+    def _front(self) -> Packed | None:
+        """The oldest live entry, left in place (stale ones before it are dropped)."""
+        order = self._order
+        entries = self.entries
+        while order:
+            packed = order[0]
+            if entries.get(packed[17]) is packed:
+                return packed
+            order.popleft()
+        return None
 
     def pop_oldest(self) -> int:
         """Forget the oldest entry (the memory budget's shedding); the bytes freed, 0 if
         empty. Counted as an early eviction: it may still be inside its window."""
-        if not self.entries:
+        packed = self._pop_front()
+        if packed is None:
             return 0
-        _, packed = self.entries.popitem(last=False)
-        freed = packed[1]
-        self.bytes -= freed
         self.evicted_early += 1
-        return freed
+        return packed[1]
 
     def trim(self) -> None:
         """Forget what is past the window (relative to the newest outcome) and, oldest
         first, what is over the byte cap."""
-        entries = self.entries
-        if not entries:
+        if not self.entries:
+            self._order.clear()
             return
-        newest = entries[next(reversed(entries))][0]
-        horizon = newest - self.window_ms
-        popitem = entries.popitem
-        while entries:
-            oldest = entries[next(iter(entries))]
-            over = self.bytes > self.max_bytes
-            if not over and oldest[0] >= horizon:
+        horizon = self._order[-1][0] - self.window_ms  # the newest is live: just added
+        while True:
+            oldest = self._front()
+            if oldest is None:
                 return
-            _, packed = popitem(last=False)
-            self.bytes -= packed[1]
-            if packed[0] >= horizon:
+            if self.bytes <= self.max_bytes and oldest[0] >= horizon:
+                return
+            self._pop_front()
+            if oldest[0] >= horizon:
                 self.evicted_early += 1

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 
 from purgatory_server._engine.purgatory import DelayedOperationPurgatory
 from purgatory_server._engine.system_timer import SystemTimer
@@ -49,7 +49,7 @@ from purgatory_server._service.model.operation_state import OperationState
 from purgatory_server._service.model.outcome import Outcome
 from purgatory_server._service.model.quoting import quote
 from purgatory_server._service.outcomes.event_log import EventLog
-from purgatory_server._service.outcomes.feed import Feed
+from purgatory_server._service.outcomes.feed import Feed, Waiter
 from purgatory_server._service.outcomes.incarnation import new_incarnation
 from purgatory_server._service.outcomes.publisher import Publisher
 from purgatory_server._service.outcomes.subscriptions import EventFilter, Subscriber
@@ -135,6 +135,7 @@ class NamedPurgatory:
             subscriber_buffer=limits.subscriber_buffer,
             subscriber_buffer_bytes=limits.subscriber_buffer_bytes,
         )
+        self._attach = self.feed.attach
         self._values = LatestValues(limits.max_tracked_values, self._engine.is_watched)
         # Ended operations: inbox -> feed -> listeners (the table retires them first).
         publisher: Publisher[RemoteOperation] = Publisher(self.feed, loop)
@@ -203,6 +204,15 @@ class NamedPurgatory:
         return PurgatoryStats.read(
             self.settings, self._active, self._engine, self.feed, self.incarnation
         )
+
+    @property
+    def last_sequence(self) -> int:
+        """The sequence of the last outcome published here."""
+        return self.feed.last_sequence
+
+    @property
+    def subscriber_count(self) -> int:
+        return self.feed.subscriber_count
 
     def wall_clock_ms(self) -> int:
         """The server's wall clock as this purgatory reads it (absolute due times)."""
@@ -347,6 +357,7 @@ class NamedPurgatory:
         self._engine.watch_and_arm_all(waiting)
         if satisfied:
             self._engine.try_complete_else_watch_all(satisfied)
+            self._publisher.settle_soon()  # once the recovery is done, as a reaper's would be
 
     def restore_finished(self, definition: OperationDefinition, outcome: Outcome) -> None:
         """Remember a journaled outcome so re-sends of its id stay idempotent (start-up)."""
@@ -369,6 +380,23 @@ class NamedPurgatory:
             timer._wait_executor_idle(10.0)
         self._settle()
         self.groups.drain()
+
+    # ----------------------------------------------------------------- waiting for outcomes
+    def attach(self, operation_id: str, waiter: Waiter) -> None:
+        """Hand ``waiter`` the outcome of pending ``operation_id`` once it is delivered."""
+        self._attach(operation_id, waiter)
+
+    def detach(self, operation_id: str, waiter: Waiter) -> None:
+        """Stop waiting (the caller went away); the operation stays as it is."""
+        self.feed.detach(operation_id, waiter)
+
+    def wait_one(self, op: RemoteOperation) -> Awaitable[Outcome]:
+        """The outcome of pending ``op`` once delivered (see :meth:`.Feed.wait_one`)."""
+        return self.feed.wait_one(op)
+
+    def wait_all(self, ops: Sequence[RemoteOperation]) -> Awaitable[dict[str, Outcome]]:
+        """The outcomes of pending ``ops`` by id, once all are delivered."""
+        return self.feed.wait_all(ops)
 
     # ----------------------------------------------------------------- streams, life cycle
     def subscribe(self, after_sequence: int | None, event_filter: EventFilter) -> Subscriber:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import itertools
 import secrets
 from collections.abc import Callable, Iterable, Sequence
+from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from purgatory_server._service.config.server_config import Limits, PurgatorySettings
@@ -53,6 +54,7 @@ Target = RemoteOperation | Outcome
 # A registration's target, and whether this call created it.
 Registration = tuple[Target, bool]
 _ANY_KEY = ConditionKind.ANY_KEY
+_DEFINITION = attrgetter("definition")
 
 # An operation and the keys it watches, as the engine's batch calls take them.
 Armed = tuple[RemoteOperation, tuple[str, ...]]
@@ -308,14 +310,11 @@ class OperationTable:
         once for the batch, not per operation.
         """
         pending = self.pending
-        finished = self.finished
-        remember = finished.add if finished.enabled else None
         pending_ids = self.pending_ids
         traces = self._slot.traces  # (RemoteOperation.traceparent)
         released = released_payload = released_bytes = 0
-        for op, outcome in zip(ops, outcomes, strict=True):
+        for op in ops:
             op_id = op.operation_id
-            definition = op.definition
             if pending.get(op_id) is op:
                 del pending[op_id]
                 if pending_ids is not None:
@@ -323,14 +322,14 @@ class OperationTable:
                 if traces:
                     traces.pop(op_id, None)
                 released += 1
-                payload = definition.payload
-                released_payload += len(payload)
+                definition = op.definition
+                released_payload += len(definition.payload)
                 released_bytes += operation_bytes(op_id, definition)
-            if remember is not None:
-                remember(definition, outcome)
         if released:
             self._budget.release_many(released, released_payload, released_bytes)
-        if remember is not None:
+        finished = self.finished
+        if finished.enabled:
+            finished.add_many(zip(map(_DEFINITION, ops), outcomes, strict=True))
             finished.trim()
             self._charge_finished()
 

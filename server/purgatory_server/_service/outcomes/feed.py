@@ -79,7 +79,7 @@ class OutcomeJournal(Protocol):
 __all__ = ["BatchWaiter", "Feed", "Waiter"]
 
 # One published batch on its way to delivery: each outcome with the waiters it resolves.
-_Delivery = list[tuple[Outcome, "list[Waiter] | None"]]
+_Delivery = list[tuple[Outcome, "Waiter | list[Waiter] | None"]]
 
 
 class Waiter:
@@ -159,8 +159,9 @@ class Feed:
         self._buffers = buffers
         self._buffer_bytes = subscriber_buffer_bytes
         self._subscribers: list[Subscriber] = []
-        # Operation id -> the long-polls and sessions waiting for its outcome.
-        self._waiters: dict[str, list[Waiter]] = {}
+        # Operation id -> the long-polls and sessions waiting for its outcome: one waiter
+        # (the common case, kept as it is: no list per pending operation) or a list.
+        self._waiters: dict[str, Waiter | list[Waiter]] = {}
         # Batches with waiters whose journal write is on the way, by first sequence.
         self._unwritten: dict[int, _Delivery] = {}
         # The last sequence offered to anyone (behind last_sequence while a durable
@@ -196,7 +197,10 @@ class Feed:
 
     def waiting(self, operation_id: str) -> int:
         """How many calls wait for ``operation_id``'s outcome (tests, diagnostics)."""
-        return len(self._waiters.get(operation_id, ()))
+        waiting = self._waiters.get(operation_id)
+        if waiting is None:
+            return 0
+        return len(waiting) if isinstance(waiting, list) else 1
 
     # ----------------------------------------------------------------- outcomes
     def publish(self, ops: Sequence[Ended]) -> list[Outcome]:
@@ -236,7 +240,7 @@ class Feed:
             )
             outcomes.append(outcome)
             waiters = pop_waiters(op_id, None)
-            if waiters:
+            if waiters is not None:
                 waited = True
             delivery.append((outcome, waiters))
         log.extend(outcomes)
@@ -261,9 +265,9 @@ class Feed:
         if delivery is None:
             return
         for outcome, waiters in delivery:
-            if waiters:
+            if waiters is not None:
                 error = _lost(self.name, outcome, exc)
-                for waiter in waiters:
+                for waiter in waiters if isinstance(waiters, list) else (waiters,):
                     waiter.fail(error)
 
     def _deliver(self, delivery: _Delivery, token: int = 0) -> None:
@@ -283,25 +287,33 @@ class Feed:
                         sub.offer(outcome, size)
             if group_offer is not None:
                 group_offer(outcome)
-            if waiters:
-                for waiter in waiters:
-                    waiter.deliver(outcome)
+            if waiters is not None:
+                if type(waiters) is list:
+                    for waiter in waiters:
+                        waiter.deliver(outcome)
+                else:
+                    waiters.deliver(outcome)
 
     # ----------------------------------------------------------------- waiters
     def attach(self, operation_id: str, waiter: Waiter) -> None:
         """Wait for a pending (not yet published) operation's outcome."""
-        waiters = self._waiters.get(operation_id)
-        if waiters is None:
-            self._waiters[operation_id] = [waiter]
+        waiters = self._waiters
+        attached = waiters.get(operation_id)
+        if attached is None:
+            waiters[operation_id] = waiter
+        elif isinstance(attached, list):
+            attached.append(waiter)
         else:
-            waiters.append(waiter)
+            waiters[operation_id] = [attached, waiter]
 
     def detach(self, operation_id: str, waiter: Waiter) -> None:
         """Stop waiting (the caller went away); the operation stays as it is."""
-        waiters = self._waiters.get(operation_id)
-        if waiters is not None and waiter in waiters:
-            waiters.remove(waiter)
-            if not waiters:
+        attached = self._waiters.get(operation_id)
+        if attached is waiter:
+            del self._waiters[operation_id]
+        elif isinstance(attached, list) and waiter in attached:
+            attached.remove(waiter)
+            if not attached:
                 del self._waiters[operation_id]
 
     async def wait_one(self, op: Ended) -> Outcome:
@@ -313,11 +325,10 @@ class Feed:
         waiter = Waiter(self._loop)
         op_id = op.operation_id
         waiters = self._waiters
-        attached = waiters.get(op_id)
-        if attached is None:  # attach(), inlined: the unbatched long-poll's hot path
-            waiters[op_id] = [waiter]
+        if op_id not in waiters:  # attach(), inlined: the unbatched long-poll's hot path
+            waiters[op_id] = waiter
         else:
-            attached.append(waiter)
+            self.attach(op_id, waiter)
         try:
             return await waiter.future
         finally:
@@ -378,13 +389,14 @@ class Feed:
         """Fail every waiter and end every subscriber stream with ``error``."""
         waiters, self._waiters = self._waiters, {}
         for attached in waiters.values():
-            for waiter in attached:
+            for waiter in attached if isinstance(attached, list) else (attached,):
                 waiter.fail(error)
         unwritten, self._unwritten = self._unwritten, {}
         for delivery in unwritten.values():  # their outcomes may never be written now
             for _, detached in delivery:
-                for waiter in detached or ():
-                    waiter.fail(error)
+                if detached is not None:
+                    for waiter in detached if isinstance(detached, list) else (detached,):
+                        waiter.fail(error)
         for sub in self._subscribers:
             sub.close(error)
 

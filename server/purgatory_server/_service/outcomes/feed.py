@@ -288,7 +288,7 @@ class Feed:
             if group_offer is not None:
                 group_offer(outcome)
             if waiters is not None:
-                if type(waiters) is list:
+                if isinstance(waiters, list):
                     for waiter in waiters:
                         waiter.deliver(outcome)
                 else:

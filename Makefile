@@ -36,7 +36,11 @@ help:
 # The engine is compiled with mypyc where a C compiler exists (setup.py; pure Python
 # otherwise, or with PURGATORY_PURE_PYTHON=1): the editable install builds it in place, and
 # `make engine` rebuilds it after an edit (`make unit`/`make test` do that themselves).
-ENGINE_SRC   := $(wildcard server/purgatory_server/_engine/*.py)
+# The service's hot-path modules are compiled with it (server/purgatory_server/_service/
+# native_modules.py lists them; their sources are read from that list here).
+SERVICE_NATIVE := server/purgatory_server/_service/native_modules.py
+HOT_SRC      := $(shell sed -n 's/^    "purgatory_server\.\(.*\)",$$/\1/p' $(SERVICE_NATIVE) | tr . / | sed 's|^|server/purgatory_server/|; s|$$|.py|')
+ENGINE_SRC   := $(wildcard server/purgatory_server/_engine/*.py) $(SERVICE_NATIVE) $(HOT_SRC)
 ENGINE_STAMP := $(VENV)/.engine-stamp
 
 $(STAMP): pyproject.toml setup.py
@@ -136,7 +140,7 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .mypy_cache .pytest_cache .ruff_cache
-	rm -f server/purgatory_server/_engine/*.so
+	find server/purgatory_server -name '*.so' -delete
 
 # ---------------------------------------------------------------- Node.js client and buf
 # client/node holds the Node.js client and the toolchain that checks the proto (the buf

@@ -1,10 +1,11 @@
-"""Build step that pyproject.toml cannot express: the engine compiled with mypyc.
+"""Build step that pyproject.toml cannot express: the engine and the hot path compiled with mypyc.
 
 Everything else (metadata, packages, extras) lives in pyproject.toml. Where a C compiler
 and Python's headers exist, every module of ``purgatory_server/_engine`` except
-``__init__``, ``_native`` and ``purgatory`` (``_native._NOT_COMPILED``) is compiled into one
+``__init__``, ``_native`` and ``purgatory`` (``_native._NOT_COMPILED``), and the service
+modules that ``purgatory_server/_service/native_modules.py`` names, are compiled into one
 extension group installed next to the sources (which stay in the wheel, so the pure-Python
-engine can still be forced at import time). Otherwise, or with ``PURGATORY_PURE_PYTHON=1``,
+build can still be forced at import time). Otherwise, or with ``PURGATORY_PURE_PYTHON=1``,
 nothing is compiled and the install is pure Python. The reason is printed either way, so a
 build log says which one it produced. docs/benchmarks.md §14 ("mypyc") has what compiling buys.
 """
@@ -22,16 +23,28 @@ from setuptools.command.build_ext import build_ext
 
 ROOT = Path(__file__).resolve().parent
 ENGINE = Path("server", "purgatory_server", "_engine")
+SERVICE_LIST = Path("server", "purgatory_server", "_service", "native_modules.py")
 
 
-def _load_native() -> ModuleType:
-    """The engine's ``_native`` module, loaded from its file alone (stdlib imports only):
-    the one place that says which modules are compiled and how the override is spelled."""
-    spec = importlib.util.spec_from_file_location("_purgatory_native", ROOT / ENGINE / "_native.py")
+def _load(path: Path, name: str) -> ModuleType:
+    """A module loaded from its file alone (it imports only the standard library)."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _load_native() -> ModuleType:
+    """The engine's ``_native`` module: which engine modules are compiled and how the
+    override is spelled."""
+    return _load(ENGINE / "_native.py", "_purgatory_native")
+
+
+def _service_sources() -> list[str]:
+    """The service modules compiled with the engine, as source paths."""
+    listed: tuple[str, ...] = _load(SERVICE_LIST, "_purgatory_service_native").MODULES
+    return [str(Path("server", *name.split(".")).with_suffix(".py")) for name in listed]
 
 
 def _engine_extensions() -> list[Extension]:
@@ -49,10 +62,14 @@ def _engine_extensions() -> list[Extension]:
         print("purgatory: mypyc is not installed: pure-Python engine", file=sys.stderr)
         return []
     modules = native.engine_modules(ROOT / ENGINE)
-    print(f"purgatory: compiling the engine with mypyc ({len(modules)} modules)")
+    service = _service_sources()
+    print(
+        f"purgatory: compiling the engine ({len(modules)} modules) and the service's hot "
+        f"path ({len(service)}) with mypyc"
+    )
     try:
         return mypycify(
-            [str(ENGINE / f"{name}.py") for name in modules],
+            [str(ENGINE / f"{name}.py") for name in modules] + service,
             group_name="purgatory_server._engine._compiled",
             opt_level="3",
         )
@@ -63,10 +80,18 @@ def _engine_extensions() -> list[Extension]:
         return []
 
 
+def _compiled_files() -> list[Path]:
+    """The extensions a compiled build leaves next to the sources."""
+    found = [p for p in (ROOT / ENGINE).iterdir() if p.suffix in {".so", ".pyd"}]
+    for source in _service_sources():
+        found.extend(p for p in (ROOT / source).parent.glob(f"{Path(source).stem}.*.so"))
+        found.extend(p for p in (ROOT / source).parent.glob(f"{Path(source).stem}.*.pyd"))
+    return found
+
+
 def _remove_compiled_engine() -> None:
-    for path in (ROOT / ENGINE).iterdir():
-        if path.suffix in {".so", ".pyd"}:
-            path.unlink()
+    for path in _compiled_files():
+        path.unlink()
 
 
 class BuildEngine(build_ext):
@@ -88,9 +113,8 @@ class BuildEngine(build_ext):
         # Extensions whose C did not change are not rebuilt nor copied again; stamping the
         # in-place ones says "compiled from the sources as they are now" to the test that
         # catches an edit without a rebuild (tests/engine/test_build.py).
-        for path in (ROOT / ENGINE).iterdir():
-            if path.suffix in {".so", ".pyd"}:
-                os.utime(path)
+        for path in _compiled_files():
+            os.utime(path)
 
 
 # Commands that build what they install; the others (egg_info and the metadata hooks pip

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from purgatory_server._engine import _native
+from purgatory_server._service.native_modules import MODULES
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE_PACKAGES = {
@@ -129,15 +130,17 @@ def test_the_wheel_carries_the_compiled_engine_where_a_compiler_exists(
     wheel: Path, tmp_path: Path
 ) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
-    compiled = {
-        n.split("/")[-1].split(".")[0]
+    compiled = {  # dotted module names
+        n.rsplit("/", 1)[0].replace("/", ".") + "." + n.split("/")[-1].split(".")[0]
         for n in names
-        if n.startswith("purgatory_server/_engine/") and n.endswith(".so")
+        if n.startswith("purgatory_server/") and n.endswith(".so")
     }
     if not _compiled_expected():
         assert not compiled and wheel.name.endswith("-py3-none-any.whl"), wheel.name
         return
-    assert compiled == {*_native.engine_modules(), "_compiled__mypyc"}, compiled
+    engine = {f"purgatory_server._engine.{name}" for name in _native.engine_modules()}
+    group = "purgatory_server._engine._compiled__mypyc"
+    assert compiled == {*engine, *MODULES, group}, compiled
     # Installed (not imported from the zip, which cannot load extensions), it loads them.
     target = tmp_path / "site"
     subprocess.run(

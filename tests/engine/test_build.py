@@ -20,14 +20,17 @@ import sys
 from pathlib import Path
 
 import purgatory_server._engine as engine
+import purgatory_server._service as service
 import pytest
 from purgatory_server import TimerTask
 from purgatory_server._engine import _native
+from purgatory_server._service.native_modules import MODULES
 
 from harness import ServerProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 ENGINE_DIR = Path(engine.__file__).parent
+PACKAGE_DIR = ENGINE_DIR.parent
 PURE_FORCED = _native.pure_python_forced()
 
 
@@ -78,23 +81,29 @@ def test_this_process_runs_the_build_the_environment_makes() -> None:
         # the sources (a stale or failed build) must fail the suite.
         assert engine.COMPILED, "a C compiler exists but the pure-Python engine was loaded"
         assert not inspect.isfunction(cancel), "TimerTask.cancel is Python bytecode"
-        for name in _native.engine_modules():
-            spec = importlib.util.find_spec(f"purgatory_server._engine.{name}")
+        # The service's hot path is compiled with it, in the same extension group.
+        assert service.COMPILED, "the engine is compiled but the service's hot path is not"
+        modules = [f"purgatory_server._engine.{name}" for name in _native.engine_modules()]
+        for name in [*modules, *MODULES]:
+            spec = importlib.util.find_spec(name)
             assert spec is not None
             assert isinstance(spec.loader, importlib.machinery.ExtensionFileLoader), name
     else:
-        assert not engine.COMPILED
+        assert not engine.COMPILED and not service.COMPILED
         assert inspect.isfunction(cancel)
 
 
 def test_the_environment_variable_forces_the_sources_at_import() -> None:
     code = (
         "import purgatory_server, purgatory_server._engine as e, inspect\n"
+        "import purgatory_server._service as s\n"
         "from purgatory_server._engine import timer_task\n"
-        "print(e.COMPILED, timer_task.__spec__.origin.endswith('.py'),"
+        "from purgatory_server._service.core import operation\n"
+        "print(e.COMPILED, s.COMPILED, timer_task.__spec__.origin.endswith('.py'),"
+        " operation.__spec__.origin.endswith('.py'),"
         " inspect.isfunction(purgatory_server.TimerTask.cancel))"
     )
-    assert _run(code, "pure").split() == ["False", "True", "True"]
+    assert _run(code, "pure").split() == ["False", "False", "True", "True", "True"]
 
 
 def test_the_compiled_build_is_not_older_than_its_sources() -> None:
@@ -102,12 +111,10 @@ def test_the_compiled_build_is_not_older_than_its_sources() -> None:
     engine`, or `make test`, which does it) would test yesterday's code."""
     if not engine.COMPILED or not ENGINE_DIR.is_relative_to(ROOT):
         pytest.skip("no compiled engine in this checkout (pure Python, or a wheel install)")
-    compiled = min(p.stat().st_mtime for p in ENGINE_DIR.glob("*.so"))
-    stale = [
-        name
-        for name in _native.engine_modules()
-        if (ENGINE_DIR / f"{name}.py").stat().st_mtime > compiled
-    ]
+    sources = [ENGINE_DIR / f"{name}.py" for name in _native.engine_modules()]
+    sources += [PACKAGE_DIR.joinpath(*name.split(".")[1:]).with_suffix(".py") for name in MODULES]
+    compiled = min(p.stat().st_mtime for p in PACKAGE_DIR.rglob("*.so"))
+    stale = [str(p.relative_to(PACKAGE_DIR)) for p in sources if p.stat().st_mtime > compiled]
     assert not stale, f"edited after the engine was compiled: {stale}; run `make engine`"
 
 

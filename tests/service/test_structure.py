@@ -29,7 +29,12 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("purgatory_server._service.telemetry",),
     ("purgatory_server._service.config",),
     ("purgatory_server._service.model",),
-    ("purgatory_server._engine", "purgatory_server._journal", "purgatory_server._version"),
+    (
+        "purgatory_server._engine",
+        "purgatory_server._journal",
+        "purgatory_server._version",
+        "purgatory_server._service.native_modules",
+    ),
 )
 # The edge: the gRPC handlers, the status mapping and the server's assembly.
 EDGE = SERVICE / "api"

@@ -1,15 +1,17 @@
 """Which build of the engine this process runs: mypyc-compiled or the pure-Python sources.
 
 Where a C compiler exists, ``setup.py`` compiles every module of this package except
-``_NOT_COMPILED`` with mypyc, each extension next to its ``.py``; the path finder prefers
-the extension, and nothing else in the code base knows which build it got.
+``_NOT_COMPILED`` with mypyc, each extension next to its ``.py``, in one extension group
+with whatever modules a package above names for it (the service's hot path: it calls the
+engine's classes natively then); the path finder prefers the extension, and nothing else
+in the code base knows which build it got.
 
 ``PURGATORY_PURE_PYTHON=1`` forces the sources when building (nothing is compiled) and
 when importing (:func:`install` puts a source-only finder first), so one installation can
-test both builds. :func:`install` must run before the first engine module is imported,
-hence the package's ``__init__`` calls it, and this module imports nothing of the engine
-and does nothing on import (``setup.py`` loads it from its file alone). It returns the
-package's ``COMPILED``.
+test both builds. :func:`install` must run before the first module it names is imported,
+hence the package's ``__init__`` calls it (and the service's, for its own modules), and
+this module imports nothing of the engine and does nothing on import (``setup.py`` loads
+it from its file alone). It returns whether the named modules load compiled.
 
 Rules for every class in a compiled module: ``allow_interpreted_subclasses=True`` (via
 ``mypyc_attr``) where Python code subclasses it; no Python base class, ``Generic[T]`` and ``ABC``
@@ -28,7 +30,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
@@ -94,7 +96,11 @@ def engine_modules(package_dir: Path | None = None) -> list[str]:
 
 
 class _SourceFinder(importlib.abc.MetaPathFinder):
-    """Finds ``purgatory_server._engine.<name>`` in ``<name>.py``, never in an extension."""
+    """Finds each module it names (full dotted names) in its ``.py``, never in an
+    extension."""
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
 
     def find_spec(
         self,
@@ -102,9 +108,9 @@ class _SourceFinder(importlib.abc.MetaPathFinder):
         path: Sequence[str] | None,
         target: ModuleType | None = None,
     ) -> importlib.machinery.ModuleSpec | None:
-        package, _, leaf = fullname.rpartition(".")
-        if package != PACKAGE or path is None:
+        if fullname not in self.names or path is None:
             return None
+        leaf = fullname.rpartition(".")[2]
         for entry in path:
             source = os.path.join(entry, f"{leaf}.py")
             if os.path.isfile(source):
@@ -112,16 +118,21 @@ class _SourceFinder(importlib.abc.MetaPathFinder):
         return None
 
 
-def _loads_compiled(name: str) -> bool:
-    spec = importlib.util.find_spec(f"{PACKAGE}.{name}")
+def _loads_compiled(fullname: str) -> bool:
+    spec = importlib.util.find_spec(fullname)
     return spec is not None and isinstance(spec.loader, importlib.machinery.ExtensionFileLoader)
 
 
-def install() -> bool:
-    """Apply :data:`PURE_PYTHON_ENV` and return whether the compiled engine will load."""
+def install(modules: Collection[str] = ()) -> bool:
+    """Apply :data:`PURE_PYTHON_ENV` to ``modules`` (full dotted names; the engine's when
+    empty) and return whether they will all load compiled. Call it before importing them
+    (finding a module's spec imports its parent packages, never the module)."""
+    names = list(modules) or [f"{PACKAGE}.{name}" for name in engine_modules()]
     if pure_python_forced():
-        if not any(isinstance(f, _SourceFinder) for f in sys.meta_path):
-            sys.meta_path.insert(0, _SourceFinder())
+        finder = next((f for f in sys.meta_path if isinstance(f, _SourceFinder)), None)
+        if finder is None:
+            finder = _SourceFinder()
+            sys.meta_path.insert(0, finder)
+        finder.names.update(names)
         return False
-    modules = engine_modules()
-    return bool(modules) and all(_loads_compiled(name) for name in modules)
+    return bool(names) and all(_loads_compiled(name) for name in names)

@@ -15,21 +15,29 @@ tests/service/test_structure.py holds the table):
 - ``config``: server configuration, settings, tokens, logging, process tuning;
 - ``model``: the values every layer shares (errors, conditions, definitions, outcomes).
 
-Each package's ``__init__`` docstring is its module map. The engine (``_engine``) and the
-journal library (``_journal``) sit below all of this and know nothing of it.
+``native_modules`` names the hot path's modules that a compiled build compiles with the
+engine (mypyc). Each package's ``__init__`` docstring is its module map. The engine
+(``_engine``) and the journal library (``_journal``) sit below all of this and know
+nothing of it.
 """
 
 import importlib
 from typing import TYPE_CHECKING
 
-from purgatory_server._service.config.server_config import (
+from purgatory_server._engine._native import install
+from purgatory_server._service.native_modules import MODULES
+
+# Before any of them is imported: whether the hot path's modules load compiled (mypyc).
+COMPILED: bool = install(MODULES)
+
+from purgatory_server._service.config.server_config import (  # noqa: E402 (after install)
     ConfigError,
     Limits,
     PurgatorySettings,
     ServerConfig,
     load_config,
 )
-from purgatory_server._service.core.journal_hooks import JournalHooks, NullHooks
+from purgatory_server._service.core.journal_hooks import JournalHooks, NullHooks  # noqa: E402
 
 if TYPE_CHECKING:
     from purgatory_server._service.api.app import PurgatoryServer, create_server, serve

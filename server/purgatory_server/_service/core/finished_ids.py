@@ -21,9 +21,9 @@ full collection; docs/benchmarks.md, "The collector's pauses"); a tuple of strin
 numbers and bytes is untracked. The records are rebuilt on a lookup
 (:meth:`FinishedIds.get`) and for a listing.
 
-The order is a deque of the same tuples beside a plain dict by id (cheaper to add to and
-pop from than an ``OrderedDict``); an id finished again leaves its older tuple in the deque,
-skipped (and already uncharged) when it reaches the front.
+The order is a deque of the ids beside a plain dict by id (cheaper to add to and pop
+from than an ``OrderedDict``; the ids are the outcomes' own strings). An id is in the deque
+once: one finished again (a restart's replay) moves to the back.
 
 Thread safety: loop-confined, like the operation table that owns it.
 """
@@ -65,10 +65,9 @@ _Nested = tuple[tuple[str, ...], tuple[str, ...], _Result | None, _Condition | N
 # number) and due time (what a listing filters on), its sequence, purgatory, payload,
 # create time, traceparent and nbytes; the definition's timeout, payload, due time and
 # debounce fields; the result's data; then the nested tuples as one bytes object
-# (:mod:`marshal`; the keys are copied into it, and charged: :func:`entry_bytes`); last the
-# id (what the order's deque finds the dict's entry by). Nested tuples would keep the entry
-# tracked: the collector untracks a tuple only when it finds every item untracked, and it
-# may reach the entry before the tuples inside it.
+# (:mod:`marshal`; the keys are copied into it, and charged: :func:`entry_bytes`). Nested
+# tuples would keep the entry tracked: the collector untracks a tuple only when it finds
+# every item untracked, and it may reach the entry before the tuples inside it.
 Packed = tuple[
     int,
     int,
@@ -87,7 +86,6 @@ Packed = tuple[
     int,
     bytes,
     bytes,
-    str,
 ]
 _dumps = marshal.dumps
 
@@ -135,7 +133,6 @@ def pack(definition: OperationDefinition, outcome: Outcome, size: int) -> Packed
         definition.max_extend_ms,
         r.data,
         _dumps(nested),
-        outcome.operation_id,
     )
 
 
@@ -178,8 +175,8 @@ class FinishedIds:
         self.max_bytes = max_bytes
         # Id -> its packed entry (read-only for others; changed only here).
         self.entries: dict[str, Packed] = {}
-        # The packed entries, oldest first; one whose id finished again since is stale.
-        self._order: deque[Packed] = deque()
+        # The ids, oldest first.
+        self._order: deque[str] = deque()
         self.bytes = 0
         # Entries the byte cap dropped while still inside their window.
         self.evicted_early = 0
@@ -223,66 +220,47 @@ class FinishedIds:
         if not self.enabled:
             return
         entries = self.entries
-        append = self._order.append
-        pop = entries.pop
+        order = self._order
+        append = order.append
         added = 0
         for definition, outcome in ended:
-            old = pop(outcome.operation_id, None)
-            if old is not None:
+            op_id = outcome.operation_id
+            old = entries.pop(op_id, None)
+            if old is not None:  # (rare: a restart replaying a re-used id)
                 added -= old[1]
+                order.remove(op_id)
             size = entry_bytes(definition, outcome)
-            packed = pack(definition, outcome, size)
-            entries[outcome.operation_id] = packed
-            append(packed)
+            entries[op_id] = pack(definition, outcome, size)
+            append(op_id)
             added += size
         self.bytes += added
 
-    def _pop_front(self) -> Packed | None:
-        """Remove and return the oldest live entry (stale ones are skipped); None if none."""
-        order = self._order
-        entries = self.entries
-        while order:
-            packed = order.popleft()
-            op_id = packed[17]
-            if entries.get(op_id) is packed:
-                del entries[op_id]
-                self.bytes -= packed[1]
-                return packed
-        return None
-
-    def _front(self) -> Packed | None:
-        """The oldest live entry, left in place (stale ones before it are dropped)."""
-        order = self._order
-        entries = self.entries
-        while order:
-            packed = order[0]
-            if entries.get(packed[17]) is packed:
-                return packed
-            order.popleft()
-        return None
+    def _pop_oldest(self) -> int:
+        """Forget the oldest entry; its bytes (the caller knows there is one)."""
+        freed = self.entries.pop(self._order.popleft())[1]
+        self.bytes -= freed
+        return freed
 
     def pop_oldest(self) -> int:
         """Forget the oldest entry (the memory budget's shedding); the bytes freed, 0 if
         empty. Counted as an early eviction: it may still be inside its window."""
-        packed = self._pop_front()
-        if packed is None:
+        if not self._order:
             return 0
         self.evicted_early += 1
-        return packed[1]
+        return self._pop_oldest()
 
     def trim(self) -> None:
         """Forget what is past the window (relative to the newest outcome) and, oldest
         first, what is over the byte cap."""
-        if not self.entries:
-            self._order.clear()
+        order = self._order
+        if not order:
             return
-        horizon = self._order[-1][0] - self.window_ms  # the newest is live: just added
-        while True:
-            oldest = self._front()
-            if oldest is None:
+        entries = self.entries
+        horizon = entries[order[-1]][0] - self.window_ms
+        while order:
+            oldest = entries[order[0]][0]
+            if self.bytes <= self.max_bytes and oldest >= horizon:
                 return
-            if self.bytes <= self.max_bytes and oldest[0] >= horizon:
-                return
-            self._pop_front()
-            if oldest[0] >= horizon:
+            self._pop_oldest()
+            if oldest >= horizon:
                 self.evicted_early += 1

@@ -10,7 +10,9 @@ on the event loop thread it was created on. Only ``RemoteOperation.on_complete``
 elsewhere (the timer's reaper or executor thread), and it touches only its own operation
 and the thread-safe inbox of the :class:`~.publisher.Publisher`. Public methods that can
 complete operations publish (``_settle``) before returning, and answer with the outcome
-(with its sequence) of every operation that ended meanwhile.
+(with its sequence) of every operation that ended meanwhile. Registrations and signals
+also publish first what the timer's threads handed over, so that due expiries are
+answered before the loop takes on more intake.
 """
 
 from __future__ import annotations
@@ -137,7 +139,8 @@ class NamedPurgatory:
         )
         self._attach = self.feed.attach
         self._values = LatestValues(limits.max_tracked_values, self._engine.is_watched)
-        # Ended operations: inbox -> feed -> listeners (the table retires them first).
+        # Ended operations -> feed -> listeners (the table retires them first); see
+        # .publisher for the loop thread's list and the timer threads' inbox.
         publisher: Publisher[RemoteOperation] = Publisher(self.feed, loop)
         self._publisher = publisher
         # Publish what ended so far (this call's completions included) at once.
@@ -233,6 +236,7 @@ class NamedPurgatory:
         leaves nothing behind.
         """
         self._check_open()
+        self._settle()  # expiries the reaper handed over go out before more intake
         plan = self._table.plan(requests, fields)  # every check; nothing changed yet
         journal = self._journal
         on_registered = None if journal is NULL_HOOKS else journal.on_registered
@@ -269,6 +273,7 @@ class NamedPurgatory:
         journal = self._journal
         on_signal = None if journal is NULL_HOOKS else journal.on_signal
         name = self.name
+        self._settle()  # expiries the reaper handed over go out before more intake
         check_data_room(self.account, signals, self._engine.watchers)  # (.signal_data)
         counts: list[int] = []
         for key, sig in signals:

@@ -34,6 +34,7 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
+from purgatory_server._engine._native import mypyc_attr
 from purgatory_server._service.model.errors import (
     Code,
     LimitExceeded,
@@ -82,6 +83,7 @@ __all__ = ["BatchWaiter", "Feed", "Waiter"]
 _Delivery = list[tuple[Outcome, "Waiter | list[Waiter] | None"]]
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Waiter:
     """Resolved with the outcome of one operation, or failed (shutdown)."""
 

@@ -1,0 +1,114 @@
+"""Objects the stream path keeps per operation: a budget the hot path must stay within.
+
+A Session stream on an in-memory purgatory (no sockets: what is counted is the service's,
+not grpc's) registers frames of 100 watches, then signals them all. Counted with
+``sys.getallocatedblocks`` after a full collection, so the figures are the blocks still
+held, not timings:
+
+- per pending operation: what a watch costs while it waits (the operation, its timer
+  entry, its definition, keys and id, the table and watch-list slots, the session's);
+- per finished pair: what stays once its outcome was sent (the retained window of
+  outcomes and the dedup window of finished ids).
+
+The budgets are docs/benchmarks.md's ("Objects per operation"), with room for the
+collector's and the dictionaries' amortised growth; both builds (compiled and pure
+Python) must hold them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import sys
+from collections.abc import AsyncIterator, Callable
+
+from purgatory_proto.v1 import purgatory_pb2 as pb
+from purgatory_server._service.api.session_rpc import SessionStream
+from purgatory_server._service.config.server_config import Limits, PurgatorySettings
+from purgatory_server._service.core.registry import PurgatoryRegistry
+
+PENDING_BLOCKS = 10.5  # per pending operation
+FINISHED_BLOCKS = 18.5  # per finished pair, once its outcome is sent
+OPERATIONS = 2000
+FRAME = 100
+
+
+class _Client:
+    """Feeds frames to one SessionStream and counts what it sends back."""
+
+    def __init__(self) -> None:
+        self.frames: asyncio.Queue[pb.SessionRequest | None] = asyncio.Queue()
+        self.acks = 0
+        self.outcomes = 0
+        self._sent = asyncio.Event()
+        self._request_id = 0
+
+    async def requests(self) -> AsyncIterator[pb.SessionRequest]:
+        while (frame := await self.frames.get()) is not None:
+            yield frame
+
+    async def send(self, message: pb.SessionResponse) -> None:
+        self.outcomes += len(message.outcomes)
+        if message.HasField("ack"):
+            assert not message.ack.code, message.ack.message
+            self.acks += 1
+        self._sent.set()
+
+    async def until(self, done: Callable[[], bool]) -> None:
+        while not done():
+            self._sent.clear()
+            await asyncio.wait_for(self._sent.wait(), 30)
+
+    def frames_of(self, keys: list[str], signal: bool) -> list[pb.SessionRequest]:
+        frames = []
+        for start in range(0, len(keys), FRAME):
+            self._request_id += 1
+            part = keys[start : start + FRAME]
+            frame = pb.SessionRequest(request_id=self._request_id, purgatory="default")
+            if signal:
+                frame.signals.extend(pb.KeySignal(key=k) for k in part)
+            else:
+                frame.watches.extend(pb.OperationSpec(keys=[k], timeout_ms=600_000) for k in part)
+            frames.append(frame)
+        return frames
+
+
+async def _held(client: _Client, tag: str) -> tuple[float, float]:
+    """Blocks held per pending operation, then per finished pair, for one wave."""
+    keys = [f"{tag}-{i:06d}" for i in range(OPERATIONS)]
+    watches, signals = client.frames_of(keys, False), client.frames_of(keys, True)
+    acks, outcomes, frames = client.acks, client.outcomes, len(watches)
+    gc.collect()
+    before = sys.getallocatedblocks()
+    for frame in watches:
+        client.frames.put_nowait(frame)
+    await client.until(lambda: client.acks == acks + frames)
+    del watches
+    gc.collect()
+    pending = sys.getallocatedblocks()
+    for frame in signals:
+        client.frames.put_nowait(frame)
+    total = acks + 2 * frames
+    await client.until(lambda: client.acks == total and client.outcomes == outcomes + OPERATIONS)
+    del signals
+    gc.collect()
+    finished = sys.getallocatedblocks()
+    return (pending - before) / OPERATIONS, (finished - before) / OPERATIONS
+
+
+async def test_the_stream_path_keeps_few_objects_per_operation() -> None:
+    loop = asyncio.get_running_loop()
+    registry = PurgatoryRegistry(Limits(), PurgatorySettings(), loop, reaper_enabled=False)
+    registry.create(registry.settings_for("default", None))
+    client = _Client()
+    session = SessionStream(registry, loop)
+    stream = asyncio.ensure_future(session.run(client.requests(), client.send))
+    try:
+        await _held(client, "warm-up")  # first-use allocations (tables, caches) settle here
+        per_pending, per_finished = await _held(client, "counted")
+    finally:
+        client.frames.put_nowait(None)
+        await stream
+        await registry.shutdown()
+    assert 1 <= per_pending <= PENDING_BLOCKS, per_pending
+    assert per_pending < per_finished <= FINISHED_BLOCKS, per_finished

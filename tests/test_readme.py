@@ -183,7 +183,7 @@ def run_metrics_block(block: str, st: ServerThread, tmp_path: Path) -> None:
     # The README's ports, 0 instead: the server binds free ones and says which (the
     # metrics one in its log, the gRPC one in the harness's port file).
     command = shlex.split(start[:-1].replace("9464", "0").replace("--listen 127.0.0.1:50052", ""))
-    with ServerProcess(tmp_path / "metrics", command=command, cwd=ROOT) as server:
+    with ServerProcess(tmp_path / "metrics", command=command) as server:
         port = server.wait_log(r"metrics: http://127\.0\.0\.1:(\d+)/metrics")[1]
         done = subprocess.run(
             ["bash", "-c", scrape.replace("9464", port)],

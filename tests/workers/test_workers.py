@@ -209,13 +209,14 @@ def test_a_worker_that_did_not_answer_is_down_and_the_others_are_served() -> Non
     ]
 
 
-def test_a_busy_port_is_one_line_and_exit_status_1() -> None:
+def test_a_busy_port_is_one_line_and_exit_status_1(tmp_path: Path) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
         done = subprocess.run(
             [*PURGATORY_SERVER, "--workers", "2", "--listen", f"127.0.0.1:{port}"],
+            cwd=tmp_path,  # its default ./data is its own, not the checkout's
             capture_output=True,
             text=True,
             timeout=30,

@@ -15,6 +15,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from purgatory_client._bounds import MAX_TIMEOUT_MS, MIN_TIMEOUT_MS
 from purgatory_client._models import Condition
 from purgatory_client._sync import PurgatoryClient
 
@@ -26,6 +27,7 @@ __all__ = [
     "count",
     "global_options",
     "parse_condition",
+    "timeout_ms_arg",
 ]
 
 Emit = Callable[[Any], None]
@@ -74,9 +76,9 @@ CONDITION_HELP = (
 )
 
 
-def count(minimum: int) -> Callable[[str], int]:
-    """An argparse type: an integer >= ``minimum`` (``--limit -1`` is a usage error, not
-    an empty listing)."""
+def count(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
+    """An argparse type: an integer >= ``minimum`` and, if given, <= ``maximum``
+    (``--limit -1`` is a usage error, not an empty listing)."""
 
     def parse(text: str) -> int:
         try:
@@ -85,10 +87,18 @@ def count(minimum: int) -> Callable[[str], int]:
             raise argparse.ArgumentTypeError(f"invalid int value: {text[:100]!r}") from None
         if value < minimum:
             raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        if maximum is not None and value > maximum:
+            raise argparse.ArgumentTypeError(f"must be at most {maximum}, got {value}")
         return value
 
     parse.__name__ = "int"
     return parse
+
+
+def timeout_ms_arg() -> Callable[[str], int]:
+    """An argparse type for a timeout in ms: within the range every server allows
+    (:mod:`purgatory_client._bounds`); the server's own configured range may be narrower."""
+    return count(MIN_TIMEOUT_MS, MAX_TIMEOUT_MS)
 
 
 def global_options(argv: Sequence[str]) -> list[str]:

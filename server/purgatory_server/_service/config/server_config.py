@@ -30,6 +30,8 @@ from purgatory_server._service.config.settings_spec import (
 )
 
 __all__ = [
+    "MAX_TIMEOUT_MS",
+    "MIN_TIMEOUT_MS",
     "ConfigError",
     "Limits",
     "PurgatorySettings",
@@ -100,6 +102,9 @@ class Limits:
 # The longest timeout a server may allow: ~10 years, so due times stay far inside int64
 # and the timing wheel's overflow levels stay few.
 MAX_TIMEOUT_MS = 10 * 365 * 24 * 3600 * 1000
+# The shortest timeout a server may allow: 0 on the wire means "not set". The clients'
+# CLI mirrors both (purgatory_client._bounds), so it refuses what no server accepts.
+MIN_TIMEOUT_MS = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,6 +219,8 @@ class ServerConfig:
             value = getattr(self.limits, name)
             if not low <= value <= high:
                 raise ConfigError(f"limits.{name} must be in [{low}, {high}], got {value}")
+        if self.limits.min_timeout_ms < MIN_TIMEOUT_MS:
+            raise ConfigError(f"limits.min_timeout_ms must be >= {MIN_TIMEOUT_MS}")
         if self.limits.min_timeout_ms > self.limits.max_timeout_ms:
             raise ConfigError("limits.min_timeout_ms must be <= limits.max_timeout_ms")
         if self.limits.max_timeout_ms > MAX_TIMEOUT_MS:

@@ -382,6 +382,11 @@ def load_config(
             raise ConfigError(f"cannot read config file {path}: {exc}") from exc
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
+        except UnicodeDecodeError as exc:  # TOML is UTF-8 text
+            raise ConfigError(
+                f"config file {path} is not UTF-8 text (TOML must be): byte "
+                f"{exc.object[exc.start]:#04x} at offset {exc.start}"
+            ) from exc
         config = from_mapping(data, config, env)
     config = apply_env(config, os.environ if env is None else env)
     if overrides:

@@ -72,7 +72,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--workers",
         metavar="N|auto",
-        help="worker processes behind the one address (default 1; auto: one per usable core)",
+        help="worker processes behind the one address (default 1; auto or 0: one per usable "
+        "core; at most 4 per usable core)",
     )
     # Set by the supervisor for the workers it starts (workers/supervisor.py).
     parser.add_argument("--worker-index", type=int, help=argparse.SUPPRESS)

@@ -28,7 +28,7 @@ from purgatory_client import PurgatoryClient
 from purgatory_client._models import OperationState
 from purgatory_client.errors import PurgatoryError
 from purgatory_server._service.workers.metrics_gather import merge_expositions
-from purgatory_server._service.workers.plan import WorkerPlan
+from purgatory_server._service.workers.plan import WorkerPlan, max_workers
 
 from harness import PURGATORY_SERVER, ServerProcess, free_port
 
@@ -226,3 +226,28 @@ def test_a_busy_port_is_one_line_and_exit_status_1(tmp_path: Path) -> None:
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1
     assert lines[0].endswith(f"cannot listen on 127.0.0.1:{port}: Address already in use")
+
+
+def test_too_many_workers_is_refused_with_one_line_before_any_starts(tmp_path: Path) -> None:
+    too_many = str(max_workers() + 1)
+    started = time.monotonic()
+    done = subprocess.run(
+        [*PURGATORY_SERVER, "--workers", too_many, "--listen", "127.0.0.1:0"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith(f"purgatory-server: workers: {too_many} is more than {max_workers()}")
+    assert not (tmp_path / "data").exists() and time.monotonic() - started < 30
+
+
+def test_help_says_what_workers_0_means() -> None:
+    done = subprocess.run(
+        [*PURGATORY_SERVER, "--help"], capture_output=True, text=True, timeout=60, check=True
+    )
+    text = " ".join(done.stdout.split())
+    assert "auto or 0: one per usable core; at most 4 per usable core" in text

@@ -21,7 +21,9 @@ from purgatory_server._service.config.server_config import ConfigError, ServerCo
 from purgatory_server._service.model.errors import NotOwner
 
 __all__ = [
+    "WORKERS_PER_CORE",
     "WorkerPlan",
+    "max_workers",
     "usable_cores",
     "worker_config",
     "worker_count",
@@ -41,6 +43,17 @@ def usable_cores() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not Linux
         return max(1, os.cpu_count() or 1)
+
+
+# The most workers per usable core. A worker is a whole server (an event loop, its
+# threads, ~40 MB resident); past a few per core they only contend for the cores, and a
+# thousand of them take minutes to start and to stop.
+WORKERS_PER_CORE = 4
+
+
+def max_workers() -> int:
+    """The most workers this process may start: :data:`WORKERS_PER_CORE` per usable core."""
+    return WORKERS_PER_CORE * usable_cores()
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,11 +97,17 @@ class WorkerPlan:
 
 
 def worker_count(config: ServerConfig) -> int:
-    """How many workers ``config`` asks for (0: one per usable core); ConfigError for
-    what several workers cannot serve yet: a ``[cluster]`` (ownership is then the
-    cluster's), a unix socket (no shared port), TLS (the whole-server listing asks the
-    other workers in plaintext)."""
+    """How many workers ``config`` asks for (0: one per usable core); ConfigError past
+    :func:`max_workers` and for what several workers cannot serve yet: a ``[cluster]``
+    (ownership is then the cluster's), a unix socket (no shared port), TLS (the
+    whole-server listing asks the other workers in plaintext)."""
     count = config.workers or usable_cores()
+    cap = max_workers()
+    if count > cap:
+        raise ConfigError(
+            f"workers: {count} is more than {cap}, {WORKERS_PER_CORE} per usable core "
+            f"({usable_cores()} here); use --workers auto for one per core"
+        )
     if count > 1:
         if config.cluster.nats_urls:
             raise ConfigError("workers > 1 cannot be combined with [cluster] nats_urls")

@@ -251,3 +251,33 @@ def test_help_says_what_workers_0_means() -> None:
     )
     text = " ".join(done.stdout.split())
     assert "auto or 0: one per usable core; at most 4 per usable core" in text
+
+
+def test_a_worker_that_cannot_start_is_named_with_its_own_reason_last(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    holder = ["--data-dir", str(data), "--durable", "--purgatory", "orders"]
+    with ServerProcess(tmp_path / "holder", holder):  # holds orders' journal lock
+        done = subprocess.run(
+            [*PURGATORY_SERVER, "--workers", "2", "--listen", "127.0.0.1:0", *holder],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    assert done.returncode == 1
+    last = done.stderr.strip().splitlines()[-1]
+    assert f"cannot start: worker {_owner('orders')}: journal directory " in last, last
+    assert "is in use by another journal" in last and "its own --data-dir)" in last, last
+
+
+def test_sigterm_stops_every_worker_within_about_a_second(tmp_path: Path) -> None:
+    count = 4
+    server = ServerProcess(tmp_path, ["--workers", str(count)], label="stop", start_timeout_s=90)
+    with server:
+        assert len(_worker_pids(server)) == count
+        started = time.monotonic()
+        assert server.stop() == 0
+        took = time.monotonic() - started
+    assert "supervisor: workers stopped" in server.log_text()
+    assert took < 5, f"{count} workers took {took:.1f} s to stop"

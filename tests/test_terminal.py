@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from purgatory_client.cli import main as cli_main
 
-from harness import ServerProcess
+from harness import ServerProcess, free_port
 
 WITHOUT_EXTRA = [sys.executable, str(Path(__file__).parent / "without_observability.py")]
 
@@ -93,6 +93,21 @@ def test_observability_without_the_extra_is_one_line_naming_it(
     assert "pip install 'purgatory-grpc[observability]'" in line
     # Outside a call there are no ids: no empty "trace_id= span_id=" fields.
     assert "trace_id" not in line and "span_id" not in line, line
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_metrics_on_the_listen_port_is_one_line_naming_the_metrics_listener(
+    workers: str, tmp_path: Path
+) -> None:
+    port = free_port()  # nothing binds it: the configuration is refused first
+    address = f"127.0.0.1:{port}"
+    result = _server(
+        *("--workers", workers, "--listen", address, "--metrics-listen", address), cwd=tmp_path
+    )
+    assert result.returncode == 2
+    line = _one_line(result.stderr)
+    assert f"metrics_listen {address} takes the port of listen {address}" in line, line
+    assert "add_port" not in result.stderr
 
 
 def test_server_invalid_config_file_is_one_line(tmp_path: Path) -> None:

@@ -185,6 +185,7 @@ class ServerConfig:
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
         self._validate_limits()
+        self._validate_listeners()
         if self.log_level.upper() not in _LOG_LEVELS:
             raise ConfigError(
                 f"log_level must be one of {list(_LOG_LEVELS)}, got {self.log_level!r}"
@@ -204,6 +205,13 @@ class ServerConfig:
             self.cluster.validate({p.name: p.durable for p in self.purgatories})
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
+
+    def _validate_listeners(self) -> None:
+        if self.metrics_listen and _same_port(self.metrics_listen, self.listen):
+            raise ConfigError(
+                f"metrics_listen {self.metrics_listen} takes the port of listen {self.listen}: "
+                "the metrics endpoint and the gRPC server need a port each"
+            )
 
     def _validate_limits(self) -> None:
         for f in fields(self.limits):
@@ -225,6 +233,20 @@ class ServerConfig:
             raise ConfigError("limits.min_timeout_ms must be <= limits.max_timeout_ms")
         if self.limits.max_timeout_ms > MAX_TIMEOUT_MS:
             raise ConfigError(f"limits.max_timeout_ms must be <= {MAX_TIMEOUT_MS} (~10 years)")
+
+
+_WILDCARDS = ("", "0.0.0.0", "::", "*")
+
+
+def _same_port(first: str, second: str) -> bool:
+    """Whether two ``HOST:PORT`` addresses would bind the same port: the same fixed port on
+    the same host, or on hosts of which one is a wildcard (port 0 never collides)."""
+    host_a, _, port_a = first.rpartition(":")
+    host_b, _, port_b = second.rpartition(":")
+    if not port_a.isdigit() or int(port_a) == 0 or port_a != port_b:
+        return False
+    host_a, host_b = host_a.strip("[]"), host_b.strip("[]")
+    return host_a == host_b or host_a in _WILDCARDS or host_b in _WILDCARDS
 
 
 # The memory budget's percentages and their ranges.

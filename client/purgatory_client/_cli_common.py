@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from purgatory_client._bounds import MAX_TIMEOUT_MS, MIN_TIMEOUT_MS
+from purgatory_client._cli_output import Printer
 from purgatory_client._models import Condition
 from purgatory_client._sync import PurgatoryClient
 
@@ -42,6 +43,14 @@ class Context:
     client: PurgatoryClient
     emit: Emit
     argv: Sequence[str] = ()
+
+    def emit_all(self, values: Iterable[Any]) -> None:
+        """Emit a complete list of results (a table then fits every row, not the first)."""
+        if isinstance(self.emit, Printer):
+            self.emit.all(values)
+        else:
+            for value in values:
+                self.emit(value)
 
 
 Handler = Callable[[argparse.Namespace, Context], int]

@@ -92,8 +92,7 @@ def _ls(args: argparse.Namespace, ctx: Context) -> int:
         page = ctx.client.list_operations(
             page_token=args.page_token, page_size=args.page_size, **filters
         )
-        for status in page.operations:
-            ctx.emit(without(status, "created"))
+        ctx.emit_all(without(status, "created") for status in page.operations)
         ctx.emit({"next_page_token": page.next_page_token})
         return 0
     for n, status in enumerate(ctx.client.iter_operations(**filters), 1):

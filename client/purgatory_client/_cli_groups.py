@@ -121,8 +121,7 @@ def _ack(args: argparse.Namespace, ctx: Context) -> int:
 def _group(args: argparse.Namespace, ctx: Context) -> int:
     client, emit = ctx.client, ctx.emit
     if args.action == "list":
-        for info in client.list_groups():
-            emit(info)
+        ctx.emit_all(client.list_groups())
         return 0
     if args.group is None:
         sys.stderr.write(f"purgatory: group {args.action} needs a GROUP\n")
@@ -131,8 +130,7 @@ def _group(args: argparse.Namespace, ctx: Context) -> int:
         page = client.list_dead_letters(
             args.group, after_sequence=args.after, page_size=args.page_size
         )
-        for dead in page.dead_letters:
-            emit(_delivery(dead))
+        ctx.emit_all(_delivery(dead) for dead in page.dead_letters)
         if page.next_after_sequence:
             emit({"next_after_sequence": page.next_after_sequence})
     elif args.action == "redrive":

@@ -68,6 +68,5 @@ def _schedule(args: argparse.Namespace, ctx: Context) -> int:
     elif action == "rm":
         emit({"cancelled": client.delete_schedule(args.schedule_id)})
     else:
-        for schedule in client.list_schedules():
-            emit(schedule)
+        ctx.emit_all(client.list_schedules())
     return 0

@@ -191,7 +191,7 @@ CASES = [
     ),
     Case(
         "scale_out_bench",
-        "--seconds 0.2 --warmup 0.05 --rounds 1 --clients 2 --batch 5 --kills 1 --lease-ms 500"
+        "--seconds 0.2 --warmup 0.05 --rounds 1 --clients 2 --batch 5 --kills 1 --lease-ms 1500"
         " --failovers 1 --failover-kinds kill --dir {tmp}",
         (
             "replicated / local-journal",

@@ -207,7 +207,7 @@ async def create_server(
     lag = LoopLag(loop) if config.shed_lag_ms else None
     admission = Admission(lag, config.shed_lag_ms, config.shed_batch_entries)
     server, health_servicer, authorizer, siblings = _grpc_server(
-        config, registry, loop, telemetry, admission, worker=worker
+        config, registry, loop, telemetry, admission, worker=worker, cluster=cluster
     )
     port = _bind(server, address, credentials)
     if worker is not None and port:  # and its own port, named by its siblings' redirects
@@ -280,14 +280,18 @@ def _grpc_server(
     admission: Admission,
     *,
     worker: WorkerPlan | None,
+    cluster: ClusterNode | None = None,
 ) -> tuple[grpc.aio.Server, Any, Authorizer | None, Siblings]:
-    """The grpc.aio server with the purgatory service, health and reflection (not bound)."""
+    """The grpc.aio server with the purgatory service, health and reflection (not bound).
+    With a plaintext ``cluster`` its listing asks the other servers for the replicated
+    purgatories they own (the questions are plaintext, as the workers' are)."""
     server = grpc.aio.server(
         options=server_options(config, reuseport=worker is not None),
         maximum_concurrent_rpcs=config.max_concurrent_rpcs,
     )
     peers = () if worker is None else tuple(worker.peers())
-    servicer = PurgatoryServicer(registry, loop, admission, peers)
+    elsewhere = cluster.elsewhere if cluster is not None and not config.tls_cert else None
+    servicer = PurgatoryServicer(registry, loop, admission, peers, elsewhere)
     authorizer = Authorizer(config.auth) if config.auth.enabled else None
     wrap = None if telemetry is None else partial(_wrap, telemetry)
     add_purgatory_service(server, servicer, authorizer, wrap)

@@ -55,10 +55,14 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
         loop: asyncio.AbstractEventLoop,
         admission: Admission = NO_ADMISSION,
         siblings: Sequence[str] = (),
+        elsewhere: Callable[[], list[tuple[str, str]]] | None = None,
     ) -> None:
         self._registry = registry
         # The other workers' own addresses (workers/): ListPurgatories lists theirs too.
         self.siblings = Siblings(siblings)
+        # With [cluster] (plaintext): the replicated purgatories served elsewhere and their
+        # owners (ClusterNode.elsewhere), which ListPurgatories asks.
+        self._elsewhere = elsewhere
         self._loop = loop
         self._limits = registry.limits
         self._service = Service(registry, loop, registry.limits, admission)
@@ -97,6 +101,11 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
         purgatories = [purgatory_to_proto(p.stats()) for p in self._registry.all_purgatories()]
         if self.siblings and not Siblings.local_only(context):
             purgatories += await self.siblings.listed(context)
+            purgatories.sort(key=lambda p: p.name)
+        if self._elsewhere is not None:
+            served = {p.name for p in purgatories}
+            owners = [(n, owner) for n, owner in self._elsewhere() if n not in served]
+            purgatories += await self.siblings.owned_elsewhere(owners, context)
             purgatories.sort(key=lambda p: p.name)
         return pb.ListPurgatoriesResponse(purgatories=purgatories)
 

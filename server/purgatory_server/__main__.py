@@ -81,6 +81,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--worker-index", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--worker-ports", help=argparse.SUPPRESS)
     parser.add_argument("--worker-error-file", help=argparse.SUPPRESS)
+    parser.add_argument("--worker-definitions", help=argparse.SUPPRESS)
     parser.add_argument("--max-concurrent-rpcs", type=int, help="gRPC concurrent-call limit")
     parser.add_argument(
         "--data-dir", help="directory of durable purgatories' journals (default ./data)"
@@ -216,7 +217,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         if args.worker_index is not None:
-            plan = worker_plan(config, args.worker_index, args.worker_ports)
+            plan = worker_plan(
+                config, args.worker_index, args.worker_ports, args.worker_definitions
+            )
             return run(worker_config(config, plan.count), plan, args.worker_error_file)
         count = worker_count(config)
         if count > 1:

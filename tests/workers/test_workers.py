@@ -24,7 +24,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from purgatory_client import PurgatoryClient
+from purgatory_client import PurgatoryClient, PurgatoryConfig
 from purgatory_client._models import OperationState
 from purgatory_client.errors import PurgatoryError
 from purgatory_server._service.workers.metrics_gather import merge_expositions
@@ -281,3 +281,29 @@ def test_sigterm_stops_every_worker_within_about_a_second(tmp_path: Path) -> Non
         took = time.monotonic() - started
     assert "supervisor: workers stopped" in server.log_text()
     assert took < 5, f"{count} workers took {took:.1f} s to stop"
+
+
+def test_a_restarted_worker_creates_again_the_purgatories_made_at_run_time(
+    tmp_path: Path,
+) -> None:
+    server = ServerProcess(tmp_path, ["--workers", "2"], label="kept", start_timeout_s=60)
+    with server:
+        own = _own_ports(server)
+        gamma, gone = [n for n in (f"rt-{i}" for i in range(40)) if _owner(n) == 1][:2]
+        shared = PurgatoryClient(f"127.0.0.1:{server.port}", timeout=10)
+        direct = PurgatoryClient(f"127.0.0.1:{own[1]}", timeout=10)
+        try:
+            shared.create_purgatory(gamma, PurgatoryConfig(max_pending=7))
+            shared.create_purgatory(gone)
+            shared.try_complete_else_watch(["k"], 600_000, purgatory=gamma)
+            assert shared.delete_purgatory(gone) == 0
+            before = _worker_pids(server)
+            os.kill(before[1], signal.SIGKILL)
+            _wait_serving(direct, gamma, 30)
+            assert _worker_pids(server)[1] != before[1]
+            info = direct.get_purgatory(gamma)  # the definition, not the operations
+            assert (info.config.max_pending, info.pending) == (7, 0)
+            assert gone not in _names(shared) and gamma in _names(shared)
+        finally:
+            shared.close()
+            direct.close()

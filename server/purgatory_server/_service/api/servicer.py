@@ -41,6 +41,7 @@ from purgatory_server._service.wire.validation import (
     filter_from_proto,
     heartbeat_interval,
 )
+from purgatory_server._service.workers.kept_purgatories import KeptPurgatories
 
 __all__ = ["METADATA_INCARNATION", "METADATA_START_AFTER", "PurgatoryServicer"]
 
@@ -55,7 +56,9 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
         loop: asyncio.AbstractEventLoop,
         admission: Admission = NO_ADMISSION,
         siblings: Sequence[str] = (),
+        *,
         elsewhere: Callable[[], list[tuple[str, str]]] | None = None,
+        definitions: KeptPurgatories | None = None,
     ) -> None:
         self._registry = registry
         # The other workers' own addresses (workers/): ListPurgatories lists theirs too.
@@ -63,6 +66,8 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
         # With [cluster] (plaintext): the replicated purgatories served elsewhere and their
         # owners (ClusterNode.elsewhere), which ListPurgatories asks.
         self._elsewhere = elsewhere
+        # A worker's run-time purgatories, kept by its supervisor (workers/kept_purgatories.py).
+        self._definitions = definitions
         self._loop = loop
         self._limits = registry.limits
         self._service = Service(registry, loop, registry.limits, admission)
@@ -87,12 +92,16 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
         check_settings("config", overrides, self._limits)
         settings = registry.settings_for(request.name, overrides)
         purgatory = registry.create(settings)
+        if self._definitions is not None:
+            self._definitions.record(settings)
         return pb.CreatePurgatoryResponse(purgatory=purgatory_to_proto(purgatory.stats()))
 
     async def DeletePurgatory(
         self, request: pb.DeletePurgatoryRequest, context: grpc.aio.ServicerContext
     ) -> pb.DeletePurgatoryResponse:
         cancelled = await self._registry.delete(request.name)
+        if self._definitions is not None:
+            self._definitions.forget(request.name)
         return pb.DeletePurgatoryResponse(cancelled=cancelled)
 
     async def ListPurgatories(

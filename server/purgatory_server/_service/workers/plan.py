@@ -60,13 +60,16 @@ def max_workers() -> int:
 class WorkerPlan:
     """Worker ``index`` of ``len(own_ports)``; ``host`` is where all of them listen,
     ``shared_port`` the port they share, ``own_ports[i]`` worker i's own port, and
-    ``advertise`` the host named in a redirect (the listen host unless it is a wildcard)."""
+    ``advertise`` the host named in a redirect (the listen host unless it is a wildcard);
+    ``definitions`` the supervisor's directory of run-time purgatory definitions
+    (:mod:`.kept_purgatories`; "" if none)."""
 
     index: int
     host: str
     shared_port: int
     own_ports: tuple[int, ...]
     advertise: str
+    definitions: str = ""
 
     @property
     def count(self) -> int:
@@ -118,9 +121,11 @@ def worker_count(config: ServerConfig) -> int:
     return count
 
 
-def worker_plan(config: ServerConfig, index: int, ports_text: str | None) -> WorkerPlan:
+def worker_plan(
+    config: ServerConfig, index: int, ports_text: str | None, definitions: str | None = None
+) -> WorkerPlan:
     """Worker ``index``'s plan from the supervisor's ``--worker-ports`` (shared port,
-    then each worker's own port)."""
+    then each worker's own port) and ``--worker-definitions``."""
     try:
         ports = [int(p) for p in (ports_text or "").split(",")]
     except ValueError:
@@ -131,7 +136,7 @@ def worker_plan(config: ServerConfig, index: int, ports_text: str | None) -> Wor
     advertise = socket.gethostname() if host in ("0.0.0.0", "::", "") else host
     if ":" in advertise:
         advertise = f"[{advertise}]"
-    return WorkerPlan(index, host, ports[0], tuple(ports[1:]), advertise)
+    return WorkerPlan(index, host, ports[0], tuple(ports[1:]), advertise, definitions or "")
 
 
 def worker_config(config: ServerConfig, count: int) -> ServerConfig:

@@ -7,14 +7,15 @@ port and one own port per worker with a bound, not listening, SO_REUSEPORT socke
 finds its own port free. The kernel never hands connections to a reserving socket.
 
 Each worker is ``python -m purgatory_server`` with the supervisor's arguments plus
-``--worker-index``, ``--worker-ports``, its own port file and its own error file (where
-it writes why it could not start). The supervisor writes ``port_file`` once every worker
-serves; if one exits first, it stops the others and its last line quotes that worker's
-own reason (``cannot start: worker 0: ...``), not only its exit status. A worker that
-exits while the supervisor is not stopping is started again (with a doubling pause while
-it keeps dying young) and recovers its durable purgatories from their journals.
-SIGTERM/SIGINT stop every worker gracefully, then the supervisor exits 0. Thread-safety:
-one thread (the main one) runs it.
+``--worker-index``, ``--worker-ports``, its own port file, its own error file (where it
+writes why it could not start) and the directory of run-time purgatory definitions
+(:mod:`.kept_purgatories`), which outlives every worker. The supervisor writes
+``port_file`` once every worker serves; if one exits first, it stops the others and its
+last line quotes that worker's own reason (``cannot start: worker 0: ...``), not only
+its exit status. A worker that exits while the supervisor is not stopping is started
+again (with a doubling pause while it keeps dying young) and recovers its durable
+purgatories from their journals. SIGTERM/SIGINT stop every worker gracefully, then the
+supervisor exits 0. Thread-safety: one thread (the main one) runs it.
 """
 
 from __future__ import annotations
@@ -153,6 +154,7 @@ class Supervisor:
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._stop)
         with tempfile.TemporaryDirectory(prefix="purgatory-workers-") as tmp:
+            (Path(tmp) / "definitions").mkdir()  # run-time purgatories (kept_purgatories.py)
             workers = [self._worker(i, host, ports, Path(tmp)) for i in range(self._count)]
             try:
                 failure = self._serve(workers, host, ports)
@@ -214,6 +216,7 @@ class Supervisor:
         argv += ["--listen", f"{listen_host}:{ports[0]}", "--port-file", str(port_file)]
         argv += ["--worker-index", str(index), "--worker-ports", ",".join(map(str, ports))]
         argv += ["--worker-error-file", str(error_file)]
+        argv += ["--worker-definitions", str(tmp / "definitions")]
         if self._metric_ports:  # gathered by the supervisor's endpoint (metrics_gather)
             argv += ["--metrics-listen", f"127.0.0.1:{self._metric_ports[index]}"]
         return _Worker(index, argv, port_file, error_file)

@@ -9,7 +9,15 @@ INVALID_ARGUMENT naming the field.
 
 from __future__ import annotations
 
-__all__ = ["MAX_TIMEOUT_MS", "MIN_EVERY_MS", "MIN_TIMEOUT_MS"]
+__all__ = [
+    "MAX_ATTEMPTS",
+    "MAX_PREFETCH",
+    "MAX_TIMEOUT_MS",
+    "MAX_VISIBILITY_TIMEOUT_MS",
+    "MIN_EVERY_MS",
+    "MIN_TIMEOUT_MS",
+    "MIN_VISIBILITY_TIMEOUT_MS",
+]
 
 # A timeout's range on any server: 0 on the wire means "not set", and no server may allow
 # more than ~10 years (due times stay far inside int64).
@@ -17,3 +25,8 @@ MIN_TIMEOUT_MS = 1
 MAX_TIMEOUT_MS = 10 * 365 * 24 * 3600 * 1000
 # A schedule's shortest interval.
 MIN_EVERY_MS = 100
+# A worker group's settings (0 asks for the server's default).
+MIN_VISIBILITY_TIMEOUT_MS = 10
+MAX_VISIBILITY_TIMEOUT_MS = 12 * 3600 * 1000
+MAX_ATTEMPTS = 1000
+MAX_PREFETCH = 10_000

@@ -26,6 +26,7 @@ __all__ = [
     "Emit",
     "Handler",
     "count",
+    "default_or",
     "global_options",
     "parse_condition",
     "timeout_ms_arg",
@@ -99,6 +100,18 @@ def count(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
         if maximum is not None and value > maximum:
             raise argparse.ArgumentTypeError(f"must be at most {maximum}, got {value}")
         return value
+
+    parse.__name__ = "int"
+    return parse
+
+
+def default_or(minimum: int, maximum: int) -> Callable[[str], int]:
+    """An argparse type: 0 (the server's default) or an integer in [minimum, maximum]."""
+    within = count(minimum, maximum)
+
+    def parse(text: str) -> int:
+        value = count(0)(text)
+        return value if value == 0 else within(text)
 
     parse.__name__ = "int"
     return parse

@@ -10,7 +10,13 @@ import dataclasses
 import sys
 from typing import Any
 
-from purgatory_client._cli_common import Context, count
+from purgatory_client._bounds import (
+    MAX_ATTEMPTS,
+    MAX_PREFETCH,
+    MAX_VISIBILITY_TIMEOUT_MS,
+    MIN_VISIBILITY_TIMEOUT_MS,
+)
+from purgatory_client._cli_common import Context, count, default_or
 from purgatory_client._resume import ResumePolicy
 
 __all__ = ["add_group_subscribe_args", "register", "run_group_subscribe"]
@@ -72,16 +78,22 @@ def add_group_subscribe_args(subscribe: argparse.ArgumentParser) -> None:
         help="with --group: ack each delivery once printed (otherwise: purgatory ack)",
     )
     subscribe.add_argument(
-        "--visibility-timeout-ms", type=count(0), default=0, help="with --group: lease length"
+        "--visibility-timeout-ms",
+        type=default_or(MIN_VISIBILITY_TIMEOUT_MS, MAX_VISIBILITY_TIMEOUT_MS),
+        default=0,
+        help="with --group: lease length",
     )
     subscribe.add_argument(
         "--max-attempts",
-        type=count(0),
+        type=default_or(1, MAX_ATTEMPTS),
         default=0,
         help="with --group: deliveries before dead letter",
     )
     subscribe.add_argument(
-        "--prefetch", type=count(0), default=0, help="with --group: leases held at once (16)"
+        "--prefetch",
+        type=default_or(1, MAX_PREFETCH),
+        default=0,
+        help="with --group: leases held at once (16)",
     )
 
 

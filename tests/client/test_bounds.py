@@ -18,6 +18,7 @@ from purgatory_client import _bounds
 from purgatory_client.cli import main
 from purgatory_server._service.config import server_config
 from purgatory_server._service.config.server_config import ConfigError, Limits, ServerConfig
+from purgatory_server._service.groups import group_config
 from purgatory_server._service.schedules import timing
 
 from tests.service.helpers import ServerThread
@@ -27,6 +28,10 @@ def test_the_clients_bounds_mirror_the_servers() -> None:
     assert _bounds.MIN_TIMEOUT_MS == server_config.MIN_TIMEOUT_MS
     assert _bounds.MAX_TIMEOUT_MS == server_config.MAX_TIMEOUT_MS
     assert _bounds.MIN_EVERY_MS == timing.MIN_EVERY_MS
+    assert _bounds.MIN_VISIBILITY_TIMEOUT_MS == group_config.MIN_VISIBILITY_TIMEOUT_MS
+    assert _bounds.MAX_VISIBILITY_TIMEOUT_MS == group_config.MAX_VISIBILITY_TIMEOUT_MS
+    assert _bounds.MAX_ATTEMPTS == group_config.MAX_ATTEMPTS
+    assert _bounds.MAX_PREFETCH == group_config.MAX_PREFETCH
     # A server's configured range lies inside the fixed one.
     assert Limits().min_timeout_ms >= server_config.MIN_TIMEOUT_MS
     with pytest.raises(ConfigError, match="min_timeout_ms must be >= 1"):
@@ -63,6 +68,12 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerThread]:
         (("reschedule", "op", "--due-time-ms", "0"), "--due-time-ms: must be at least 1"),
         (("batch", "watch", "--timeout-ms", "0"), "--timeout-ms: must be at least 1"),
         (("schedule", "set", "s", "--every-ms", "99"), "--every-ms: must be at least 100"),
+        (
+            ("subscribe", "--group", "g", "--visibility-timeout-ms", "5"),
+            "--visibility-timeout-ms: must be at least 10",
+        ),
+        (("subscribe", "--group", "g", "--max-attempts", "1001"), "must be at most 1000"),
+        (("subscribe", "--group", "g", "--prefetch", "10001"), "must be at most 10000"),
     ],
 )
 def test_what_no_server_accepts_is_a_usage_error(

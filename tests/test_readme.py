@@ -19,7 +19,6 @@ import contextlib
 import io
 import json
 import os
-import re
 import shlex
 import subprocess
 import sys
@@ -31,12 +30,13 @@ from purgatory_client import OperationState, PurgatoryClient, PurgatoryError
 from purgatory_server._service import ServerConfig
 
 from harness import ServerProcess
+from harness.readme import ROOT, block, commands, fenced, readme_text
 from tests.service.helpers import ServerThread
 
-ROOT = Path(__file__).resolve().parent.parent
-README = (ROOT / "README.md").read_text()
-# (language, body) of every fenced block, in order.
-FENCED = re.findall(r"^```(\w*)\n(.*?)^```", README, re.S | re.M)
+README = readme_text()
+# (language, body) of every fenced block, in order (the parser .ci/readme_walkthrough.py
+# uses too).
+FENCED = fenced(README)
 BIN = str(Path(sys.executable).parent) + "/"
 
 # Blocks run by a test below, by a line that identifies them.
@@ -63,19 +63,12 @@ NOT_RUN = {
 
 
 def _block(marker: str) -> str:
-    [block] = [body for _, body in FENCED if marker in body]
-    return str(block)
+    return block(FENCED, marker)
 
 
-def _lines(block: str) -> list[str]:
+def _lines(body: str) -> list[str]:
     """The block's commands: comments dropped, continuation lines joined."""
-    joined = block.replace("\\\n", " ")
-    out = []
-    for line in joined.splitlines():
-        command = line.split("  #")[0].strip()
-        if command and not command.startswith("#"):
-            out.append(command.replace(".venv/bin/", BIN))
-    return out
+    return commands(body, BIN)
 
 
 def _bash(command: str, env: dict[str, str], timeout: float = 60) -> str:

@@ -176,14 +176,15 @@ class Walkthrough:
                 return bool(pattern.search(log.read_text(errors="replace")))
 
             _until(f"{command!r} listening on {self.target}", listening, START_TIMEOUT_S)
-        elif "--listen" in command:
-            ports = [int(p) for p in re.findall(r"-listen \S+:(\d+)", command)]
+        elif (m := re.search(r"--listen (\S+)", command)) is not None:
+            # A second server: its "listening" line comes once it serves (metrics included).
+            pattern = re.compile(rf"listening on {re.escape(m[1])}\b")
 
-            def accepting() -> bool:
+            def serving() -> bool:
                 alive()
-                return all(not _free(p) for p in ports)
+                return bool(pattern.search(log.read_text(errors="replace")))
 
-            _until(f"{command!r} listening on {ports}", accepting, 60)
+            _until(f"{command!r} listening on {m[1]}", serving, 60)
         elif (m := re.search(r"purgatory watch \S+ .*--id (\S+)", command)) is not None:
             op = m[1]
             get = [str(ROOT / ".venv/bin/purgatory"), "get", op]
@@ -238,7 +239,10 @@ class Walkthrough:
     def run(self) -> None:
         text = readme_text()
         steps: list[tuple[int, str, str]] = [(at, lang, body) for at, lang, body in fenced_at(text)]
-        steps += [(inline_at(text, c), "inline", c) for c in INLINE]
+        try:
+            steps += [(inline_at(text, c), "inline", c) for c in INLINE]
+        except ValueError as exc:
+            raise WalkthroughError(f"{exc}: update INLINE") from None
         for _, kind, body in sorted(steps):
             skip = [why for marker, why in SKIPPED.items() if marker in body]
             if skip:
@@ -282,6 +286,9 @@ def stop_all() -> None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
             left = left or exc
+        log = _log(command).read_text(errors="replace")
+        if command.startswith("make serve") and not re.search(r"server on port \d+ stopped", log):
+            left = left or WalkthroughError(f"{command!r} did not stop cleanly:\n{log[-2000:]}")
     if left is not None:
         raise left
 

@@ -31,8 +31,13 @@ def fenced_at(text: str) -> list[tuple[int, str, str]]:
 
 
 def inline_at(text: str, command: str) -> int:
-    """Where the inline code span `` `command` `` is in ``text``; ValueError if absent."""
-    return text.index(f"`{command}`")
+    """Where the inline code span `` `command` `` is in ``text`` (a line break may stand for
+    a space, as in a wrapped paragraph); ValueError if absent."""
+    pattern = r"\s+".join(re.escape(word) for word in command.split())
+    m = re.search(f"`{pattern}`", text)
+    if m is None:
+        raise ValueError(f"README.md no longer gives `{command}`")
+    return m.start()
 
 
 def block(blocks: list[tuple[str, str]], marker: str) -> str:

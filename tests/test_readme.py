@@ -188,6 +188,9 @@ def run_metrics_block(block: str, st: ServerThread, tmp_path: Path) -> None:
         assert done.returncode == 0, (done.stdout, done.stderr, server.log_text())
         assert "purgatory_operations_delayed" in done.stdout
     assert "--listen 127.0.0.1:50052" in start  # beside make serve's 50051, not on it
+    # and beside make serve's ./data, which holds the durable `orders` (journal locked) by
+    # now: a second server there refuses to start (.ci/readme_walkthrough.py runs it so).
+    assert "--data-dir data-2" in start
 
 
 def test_walkthrough_runs_in_order(tmp_path: Path) -> None:

@@ -71,8 +71,11 @@ class WalkthroughError(Exception):
     pass
 
 
+_STARTED = time.monotonic()
+
+
 def say(message: str) -> None:
-    print(f"readme-walkthrough: {message}", flush=True)
+    print(f"readme-walkthrough [{time.monotonic() - _STARTED:5.1f} s]: {message}", flush=True)
 
 
 def _free(port: int) -> bool:

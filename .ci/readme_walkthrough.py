@@ -47,11 +47,12 @@ LOGS = ROOT / "test-artifacts" / "readme-walkthrough"
 PY = ".venv/bin/python"
 DEFAULT = "127.0.0.1:50051"
 FIXED_PORTS = (50051, 50052, 9464)
-# Inline commands the README gives in its prose, run where they appear.
+# Inline commands the README gives in its prose, run where they appear: (the paragraph
+# that gives it, the command). The set-up section names some of them too, as what CI runs.
 INLINE = (
-    "purgatory ls --prefix unpaid-",
-    "purgatory reschedule unpaid-42 --timeout-ms 2700000",
-    "purgatory purgatories create orders --durable",
+    ("**Delayed messages.**", "purgatory ls --prefix unpaid-"),
+    ("**Delayed messages.**", "purgatory reschedule unpaid-42 --timeout-ms 2700000"),
+    ("**Durable purgatories.**", "purgatory purgatories create orders --durable"),
 )
 # Fenced blocks not run (a line that identifies each) and why.
 SKIPPED = {
@@ -243,7 +244,7 @@ class Walkthrough:
         text = readme_text()
         steps: list[tuple[int, str, str]] = [(at, lang, body) for at, lang, body in fenced_at(text)]
         try:
-            steps += [(inline_at(text, c), "inline", c) for c in INLINE]
+            steps += [(inline_at(text, c, after), "inline", c) for after, c in INLINE]
         except ValueError as exc:
             raise WalkthroughError(f"{exc}: update INLINE") from None
         for _, kind, body in sorted(steps):

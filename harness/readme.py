@@ -30,13 +30,17 @@ def fenced_at(text: str) -> list[tuple[int, str, str]]:
     return [(m.start(), m[1], m[2]) for m in _FENCE.finditer(text)]
 
 
-def inline_at(text: str, command: str) -> int:
-    """Where the inline code span `` `command` `` is in ``text`` (a line break may stand for
-    a space, as in a wrapped paragraph); ValueError if absent."""
+def inline_at(text: str, command: str, after: str) -> int:
+    """Where the inline code span `` `command` `` first comes after ``after`` (the
+    paragraph that tells the reader to run it) in ``text``; a line break may stand for a
+    space, as in a wrapped paragraph. ValueError if either is absent."""
+    start = text.find(after)
+    if start < 0:
+        raise ValueError(f"README.md no longer has {after!r}")
     pattern = r"\s+".join(re.escape(word) for word in command.split())
-    m = re.search(f"`{pattern}`", text)
+    m = re.compile(f"`{pattern}`").search(text, start)
     if m is None:
-        raise ValueError(f"README.md no longer gives `{command}`")
+        raise ValueError(f"README.md no longer gives `{command}` after {after!r}")
     return m.start()
 
 

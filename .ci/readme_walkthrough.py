@@ -22,7 +22,8 @@ The README's fixed ports (50051 for `make serve`, 50052 and 9464 for the metrics
 are used when free; one that is taken is replaced by a free one (`make serve
 ARGS="--listen ..."`, `PURGATORY_TARGET`, the examples' HOST:PORT argument), as the README
 allows. A checkout that already has `./data` is not a newcomer's: the walk-through says so
-and does nothing.
+and does nothing. `--list` prints the steps, in order, without running them
+(tests/test_readme.py checks them, so `make test` catches a README change that moves one).
 """
 
 from __future__ import annotations
@@ -241,13 +242,7 @@ class Walkthrough:
         self.sh(f"{PY} - <<'README_PYTHON'\n{code}README_PYTHON", timeout_s=120)
 
     def run(self) -> None:
-        text = readme_text()
-        steps: list[tuple[int, str, str]] = [(at, lang, body) for at, lang, body in fenced_at(text)]
-        try:
-            steps += [(inline_at(text, c, after), "inline", c) for after, c in INLINE]
-        except ValueError as exc:
-            raise WalkthroughError(f"{exc}: update INLINE") from None
-        for _, kind, body in sorted(steps):
+        for kind, body in steps():
             skip = [why for marker, why in SKIPPED.items() if marker in body]
             if skip:
                 say(f"not run: the block with {body.splitlines()[0]!r} ({skip[0]})")
@@ -261,6 +256,18 @@ class Walkthrough:
                 raise WalkthroughError(f"a README block in {kind!r}: teach me to run it")
         if not (ROOT / "data" / "orders").is_dir():
             raise WalkthroughError("./data/orders is missing after the walk-through")
+
+
+def steps() -> list[tuple[str, str]]:
+    """(kind, body) of each step in the README's order: a fenced block's language and
+    body, or ``inline`` and the command."""
+    text = readme_text()
+    found = [(at, lang, body) for at, lang, body in fenced_at(text)]
+    try:
+        found += [(inline_at(text, c, after), "inline", c) for after, c in INLINE]
+    except ValueError as exc:
+        raise WalkthroughError(f"{exc}: update INLINE") from None
+    return [(kind, body) for _, kind, body in sorted(found)]
 
 
 def stop_all() -> None:
@@ -316,6 +323,14 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
 
 
 def main() -> int:
+    if sys.argv[1:] == ["--list"]:  # the steps, not run (tests/test_readme.py reads them)
+        try:
+            for kind, body in steps():
+                print(f"{kind}: {body.strip().splitlines()[0]}")
+        except WalkthroughError as exc:
+            say(f"FAILED: {exc}")
+            return 1
+        return 0
     if (ROOT / "data").exists():
         say("./data exists: not a fresh clone, so not a newcomer's walk-through; skipped")
         return 0

@@ -204,3 +204,25 @@ def test_walkthrough_runs_in_order(tmp_path: Path) -> None:
                         globals()[runner](body, st, tmp_path)
                     except BaseException as exc:
                         raise AssertionError(f"README block {marker!r} failed in order") from exc
+
+
+def test_ci_walkthrough_follows_the_readme() -> None:
+    """.ci/readme_walkthrough.py (CI, before `make test`) finds every step where the README
+    gives it: each fenced block, and its inline commands in their paragraphs, in order."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / ".ci" / "readme_walkthrough.py"), "--list"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    listed = done.stdout.splitlines()
+    assert len([line for line in listed if not line.startswith("inline: ")]) == len(FENCED)
+    # `purgatory purgatories create orders --durable` runs where "Durable purgatories" gives
+    # it (after the client examples, before the cluster), not where the set-up section
+    # names it as what CI runs.
+    create = listed.index("inline: purgatory purgatories create orders --durable")
+    first_python = next(i for i, line in enumerate(listed) if line.startswith("python: "))
+    cluster = next(i for i, line in enumerate(listed) if line.startswith("sh: make cluster"))
+    assert first_python < create < cluster, listed

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import math
 import os
 import platform
 import sys
@@ -74,6 +75,22 @@ def percentile(sorted_values: Sequence[float], q: float) -> float:
         return float("nan")
     rank = max(1, min(len(sorted_values), round(q * len(sorted_values) + 0.5)))
     return sorted_values[rank - 1]
+
+
+def ratio(value: float, base: float) -> float:
+    """``value / base``, NaN where ``base`` is 0 (a tiny sample, e.g. a smoke run's, can
+    count nothing in its window): no ZeroDivisionError, and :func:`times` prints ``-``."""
+    return value / base if base else float("nan")
+
+
+def times(ratios: Sequence[float]) -> str:
+    """The median of ``ratios`` as ``1.23x``; ``-`` if there is none or one is NaN."""
+    if not ratios or any(math.isnan(r) for r in ratios):
+        return "-"
+    ordered = sorted(ratios)
+    middle = len(ordered) // 2
+    median = ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+    return f"{median:.2f}x"
 
 
 def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:

@@ -17,16 +17,22 @@ import grpc
 from purgatory_proto.v1 import purgatory_pb2 as pb
 from purgatory_proto.v1 import purgatory_pb2_grpc as pb_grpc
 
+from bench._pairs import resend_unavailable
 from harness import ServerProcess
 
 __all__ = ["first_success", "load_until_killed", "lost", "wait_serving"]
 
 
 async def serves(address: str, name: str) -> bool:
+    """Whether ``address`` accepts a registration on ``name`` now (a replicated purgatory:
+    its lease is held), the state a measurement needs, not only an answer to a read."""
     async with grpc.aio.insecure_channel(address) as channel:
         stub: Any = pb_grpc.PurgatoryServiceStub(channel)  # type: ignore[no-untyped-call]
         try:
-            await stub.GetPurgatory(pb.GetPurgatoryRequest(name=name), timeout=1)
+            await stub.TryCompleteElseWatch(
+                pb.TryCompleteElseWatchRequest(purgatory=name, keys=["serves"], timeout_ms=1),
+                timeout=1,
+            )
             return True
         except grpc.aio.AioRpcError:
             return False
@@ -100,9 +106,11 @@ async def lost(address: str, name: str, acked: set[str]) -> int:
         stub: Any = pb_grpc.PurgatoryServiceStub(channel)  # type: ignore[no-untyped-call]
         lost = 0
         for op_id in sorted(acked):
-            try:
-                await stub.GetOperation(
-                    pb.GetOperationRequest(purgatory=name, operation_id=op_id), timeout=10
+            try:  # UNAVAILABLE: the new owner's lease renewed late under load; re-sent
+                await resend_unavailable(
+                    stub.GetOperation,
+                    pb.GetOperationRequest(purgatory=name, operation_id=op_id),
+                    timeout=10,
                 )
             except grpc.aio.AioRpcError as exc:
                 if exc.code() != grpc.StatusCode.NOT_FOUND:

@@ -42,6 +42,7 @@ from typing import Any
 from purgatory_server._cluster.natsd import LocalNatsCluster
 from purgatory_server._cluster.placement import ranked
 
+from bench._common import ratio
 from bench._failover_clients import KINDS, failover, summary
 from bench._pairs import pairs_per_second
 from bench._scale_out_load import first_success, load_until_killed, lost, wait_serving
@@ -177,11 +178,13 @@ async def compare(root: Path, urls: list[str], args: argparse.Namespace) -> None
                 f"median of {args.rounds}:"
             )
             for kind, rate in best.items():
-                print(f"  {kind:24s} {rate:8,.0f}  ({rate / best['in-memory']:.2f} x in-memory)")
-            ratio = best["replicated"] / best["local-journal"]
-            print(f"  replicated / local-journal: {ratio:.2f}")
-            ratio = best["replicated"] / best[NO_SNAPSHOTS]
-            print(f"  replicated (snapshots on, the default) / without snapshots: {ratio:.2f}\n")
+                print(
+                    f"  {kind:24s} {rate:8,.0f}  ({ratio(rate, best['in-memory']):.2f} x in-memory)"
+                )
+            vs_local = ratio(best["replicated"], best["local-journal"])
+            print(f"  replicated / local-journal: {vs_local:.2f}")
+            vs_plain = ratio(best["replicated"], best[NO_SNAPSHOTS])
+            print(f"  replicated (snapshots on, the default) / without snapshots: {vs_plain:.2f}\n")
     finally:
         for server in servers.values():
             server.stop()

@@ -35,7 +35,15 @@ from typing import Any
 
 from purgatory_server._service.workers.plan import WorkerPlan
 
-from bench._common import bench_server, markdown_table, percentile, run_context, write_json
+from bench._common import (
+    bench_server,
+    markdown_table,
+    percentile,
+    ratio,
+    run_context,
+    times,
+    write_json,
+)
 from bench._service_redis import redis_server
 from bench._workers_load import run_load, run_redis_load
 from harness import serving
@@ -91,7 +99,8 @@ async def measure_redis(pool: ProcessPoolExecutor, port: int, tag: str, a: Any) 
         asyncio.wrap_future(pool.submit(run_redis_load, port, f"{tag}{p}-", times, opts))
         for p in range(a.load_procs)
     ]
-    return sum(part["pairs"] / part["seconds"] for part in await asyncio.gather(*futures))
+    parts = await asyncio.gather(*futures)
+    return sum(part["pairs"] / part["seconds"] if part["seconds"] else 0.0 for part in parts)
 
 
 async def main_async(a: argparse.Namespace, root: Path) -> dict[str, Any]:
@@ -132,17 +141,19 @@ def report(result: dict[str, Any], a: argparse.Namespace) -> dict[str, Any]:
     base = next(iter(rates))  # the first worker count (1 by default)
     rows = []
     for name, per_round in rates.items():
-        vs_base = [x / b for x, b in zip(per_round, rates[base], strict=True)]
+        vs_base = [ratio(x, b) for x, b in zip(per_round, rates[base], strict=True)]
         vs_redis = (
-            [x / y for x, y in zip(per_round, rates[REDIS], strict=True)] if REDIS in rates else []
+            [ratio(x, y) for x, y in zip(per_round, rates[REDIS], strict=True)]
+            if REDIS in rates
+            else []
         )
         rows.append(
             [
                 name,
                 ", ".join(f"{x:,.0f}" for x in per_round),
                 statistics.median(per_round),
-                f"{statistics.median(vs_base):.2f}x",
-                f"{statistics.median(vs_redis):.2f}x" if vs_redis else "-",
+                times(vs_base),
+                times(vs_redis),
             ]
         )
     headers = ["server", "pairs/s per round", "median pairs/s", f"vs {base}", "vs Redis batch"]

@@ -12,7 +12,10 @@ share a connection per address, which backs off after the server went away: serv
 not yet answering *this process's* next call at once; wait for an answer where it matters.)
 
 Everything the process writes (stdout and stderr) goes to ``<root>/<label>.log``, kept
-after it exits; every failure quotes the log's tail. :meth:`stop` is SIGTERM (the graceful
+after it exits; every failure quotes the log's tail. The process runs in ``root`` (its own
+directory) unless ``cwd`` says otherwise: a server's relative defaults (``--data-dir``
+``./data``) then never reach the checkout's ``./data``, which a user who followed the
+README has filled. :meth:`stop` is SIGTERM (the graceful
 shutdown), then SIGKILL after ``grace_s``. The environment is the caller's without its
 ``PURGATORY_*`` variables (a developer's shell must not change what a test or a benchmark
 runs), plus ``env``.
@@ -95,7 +98,7 @@ class ServerProcess:
         self._argv += args
         self._env = {k: v for k, v in os.environ.items() if not k.startswith("PURGATORY_")}
         self._env.update(env or {})
-        self._cwd = cwd
+        self._cwd = root if cwd is None else cwd
         self._spawned = 0.0
 
     # ------------------------------------------------------------------ lifecycle

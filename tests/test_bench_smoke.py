@@ -191,7 +191,7 @@ CASES = [
     ),
     Case(
         "scale_out_bench",
-        "--seconds 0.2 --warmup 0.05 --rounds 1 --clients 2 --batch 5 --kills 1 --lease-ms 500"
+        "--seconds 0.2 --warmup 0.05 --rounds 1 --clients 2 --batch 5 --kills 1 --lease-ms 1500"
         " --failovers 1 --failover-kinds kill --dir {tmp}",
         (
             "replicated / local-journal",
@@ -316,3 +316,22 @@ def test_profile_categories_name_modules_that_exist() -> None:
     for fragment, _ in [*SERVER_RULES, *ENGINE_RULES, *RECOVERY_RULES]:
         if fragment.startswith(("/_service/", "/_engine/", "/_journal/")):
             assert (package / fragment.strip("/")).exists(), fragment
+
+
+def test_a_round_that_counted_nothing_is_reported_not_divided_by(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # A smoke run's 0.3 s window on a loaded machine can count no pair at all.
+    import argparse
+
+    from bench import workers_bench
+
+    rates = {"1 worker(s)": [0.0], "2 worker(s)": [120.0], workers_bench.REDIS: [0.0]}
+    args = argparse.Namespace(load_procs=1, streams=2, batch_size=5)
+    workers_bench.report({"names": ["p"], "rates": rates, "p50_ms": {}}, args)
+    rows = [
+        line
+        for line in capsys.readouterr().out.splitlines()
+        if line.startswith("| 1 ") or line.startswith("| 2 ")
+    ]
+    assert len(rows) == 2 and all(row.count("| - ") == 2 for row in rows), rows

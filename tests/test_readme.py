@@ -19,7 +19,6 @@ import contextlib
 import io
 import json
 import os
-import re
 import shlex
 import subprocess
 import sys
@@ -31,12 +30,13 @@ from purgatory_client import OperationState, PurgatoryClient, PurgatoryError
 from purgatory_server._service import ServerConfig
 
 from harness import ServerProcess
+from harness.readme import ROOT, block, commands, fenced, readme_text
 from tests.service.helpers import ServerThread
 
-ROOT = Path(__file__).resolve().parent.parent
-README = (ROOT / "README.md").read_text()
-# (language, body) of every fenced block, in order.
-FENCED = re.findall(r"^```(\w*)\n(.*?)^```", README, re.S | re.M)
+README = readme_text()
+# (language, body) of every fenced block, in order (the parser .ci/readme_walkthrough.py
+# uses too).
+FENCED = fenced(README)
 BIN = str(Path(sys.executable).parent) + "/"
 
 # Blocks run by a test below, by a line that identifies them.
@@ -63,19 +63,12 @@ NOT_RUN = {
 
 
 def _block(marker: str) -> str:
-    [block] = [body for _, body in FENCED if marker in body]
-    return str(block)
+    return block(FENCED, marker)
 
 
-def _lines(block: str) -> list[str]:
+def _lines(body: str) -> list[str]:
     """The block's commands: comments dropped, continuation lines joined."""
-    joined = block.replace("\\\n", " ")
-    out = []
-    for line in joined.splitlines():
-        command = line.split("  #")[0].strip()
-        if command and not command.startswith("#"):
-            out.append(command.replace(".venv/bin/", BIN))
-    return out
+    return commands(body, BIN)
 
 
 def _bash(command: str, env: dict[str, str], timeout: float = 60) -> str:
@@ -183,7 +176,7 @@ def run_metrics_block(block: str, st: ServerThread, tmp_path: Path) -> None:
     # The README's ports, 0 instead: the server binds free ones and says which (the
     # metrics one in its log, the gRPC one in the harness's port file).
     command = shlex.split(start[:-1].replace("9464", "0").replace("--listen 127.0.0.1:50052", ""))
-    with ServerProcess(tmp_path / "metrics", command=command, cwd=ROOT) as server:
+    with ServerProcess(tmp_path / "metrics", command=command) as server:
         port = server.wait_log(r"metrics: http://127\.0\.0\.1:(\d+)/metrics")[1]
         done = subprocess.run(
             ["bash", "-c", scrape.replace("9464", port)],
@@ -195,6 +188,9 @@ def run_metrics_block(block: str, st: ServerThread, tmp_path: Path) -> None:
         assert done.returncode == 0, (done.stdout, done.stderr, server.log_text())
         assert "purgatory_operations_delayed" in done.stdout
     assert "--listen 127.0.0.1:50052" in start  # beside make serve's 50051, not on it
+    # and beside make serve's ./data, which holds the durable `orders` (journal locked) by
+    # now: a second server there refuses to start (.ci/readme_walkthrough.py runs it so).
+    assert "--data-dir data-2" in start
 
 
 def test_walkthrough_runs_in_order(tmp_path: Path) -> None:
@@ -208,3 +204,25 @@ def test_walkthrough_runs_in_order(tmp_path: Path) -> None:
                         globals()[runner](body, st, tmp_path)
                     except BaseException as exc:
                         raise AssertionError(f"README block {marker!r} failed in order") from exc
+
+
+def test_ci_walkthrough_follows_the_readme() -> None:
+    """.ci/readme_walkthrough.py (CI, before `make test`) finds every step where the README
+    gives it: each fenced block, and its inline commands in their paragraphs, in order."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / ".ci" / "readme_walkthrough.py"), "--list"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    listed = done.stdout.splitlines()
+    assert len([line for line in listed if not line.startswith("inline: ")]) == len(FENCED)
+    # `purgatory purgatories create orders --durable` runs where "Durable purgatories" gives
+    # it (after the client examples, before the cluster), not where the set-up section
+    # names it as what CI runs.
+    create = listed.index("inline: purgatory purgatories create orders --durable")
+    first_python = next(i for i, line in enumerate(listed) if line.startswith("python: "))
+    cluster = next(i for i, line in enumerate(listed) if line.startswith("sh: make cluster"))
+    assert first_python < create < cluster, listed

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from purgatory_client.cli import main as cli_main
 
-from harness import ServerProcess
+from harness import ServerProcess, free_port
 
 WITHOUT_EXTRA = [sys.executable, str(Path(__file__).parent / "without_observability.py")]
 
@@ -89,7 +89,25 @@ def test_observability_without_the_extra_is_one_line_naming_it(
     # is missing: that was a ModuleNotFoundError traceback.
     result = _server("--listen", "127.0.0.1:0", *args, cwd=tmp_path)
     assert result.returncode == 2
-    assert "pip install 'purgatory-grpc[observability]'" in _one_line(result.stderr)
+    line = _one_line(result.stderr)
+    assert "pip install 'purgatory-grpc[observability]'" in line
+    # Outside a call there are no ids: no empty "trace_id= span_id=" fields.
+    assert "trace_id" not in line and "span_id" not in line, line
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_metrics_on_the_listen_port_is_one_line_naming_the_metrics_listener(
+    workers: str, tmp_path: Path
+) -> None:
+    port = free_port()  # nothing binds it: the configuration is refused first
+    address = f"127.0.0.1:{port}"
+    result = _server(
+        *("--workers", workers, "--listen", address, "--metrics-listen", address), cwd=tmp_path
+    )
+    assert result.returncode == 2
+    line = _one_line(result.stderr)
+    assert f"metrics_listen {address} takes the port of listen {address}" in line, line
+    assert "add_port" not in result.stderr
 
 
 def test_server_invalid_config_file_is_one_line(tmp_path: Path) -> None:
@@ -101,6 +119,11 @@ def test_server_invalid_config_file_is_one_line(tmp_path: Path) -> None:
     bounds.write_text("[defaults]\nwheel_size = 1\n")
     result = _server("--config", str(bounds), cwd=tmp_path)
     assert result.returncode == 2 and "wheel_size" in _one_line(result.stderr)
+    latin1 = tmp_path / "latin1.toml"
+    latin1.write_bytes('listen = "127.0.0.1:0"  # café\n'.encode("latin-1"))
+    result = _server("--config", str(latin1), cwd=tmp_path)
+    assert result.returncode == 2
+    assert f"config file {latin1} is not UTF-8 text" in _one_line(result.stderr)
 
 
 def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
@@ -116,7 +139,7 @@ def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
     [
         (["--target", "localhost", "purgatories"], 2, "is not HOST:PORT"),
         (["watch", "k", "--timeout-ms", "soon"], 2, "invalid int value"),
-        (["watch", "k", "--timeout-ms", "-1"], 2, "--timeout-ms: must be at least 0"),
+        (["watch", "k", "--timeout-ms", "-1"], 2, "--timeout-ms: must be at least 1"),
         (["--tls-ca", "/nonexistent/ca.pem", "purgatories"], 1, "tls_ca: cannot read"),
         (["--target", "127.0.0.1:1", "purgatories"], 1, "UNAVAILABLE"),
         (["frobnicate"], 2, "invalid choice"),

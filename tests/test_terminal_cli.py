@@ -98,7 +98,7 @@ def test_ctrl_c_hint_names_the_same_server_and_purgatory(server: ServerThread) -
         ((b"get", b"caf\xe9"), "argument 2 (caf\\udce9) is not valid UTF-8"),
         (("ls", "--limit", "-1"), "argument --limit: must be at least 1, got -1"),
         (("ls", "--limit", "0"), "argument --limit: must be at least 1, got 0"),
-        (("watch", "k", "--timeout-ms", "-1"), "argument --timeout-ms: must be at least 0"),
+        (("watch", "k", "--timeout-ms", "-1"), "argument --timeout-ms: must be at least 1"),
         (("subscribe", "--after", "-5"), "argument --after: must be at least 0, got -5"),
         (("batch", "watch", "--batch-size", "0"), "argument --batch-size: must be at least 1"),
     ],

@@ -23,7 +23,7 @@ from concurrent.futures import Future
 from typing import Any, TextIO
 
 from purgatory_client._batcher import DispatcherConfig
-from purgatory_client._cli_common import Context, Emit, count, parse_condition
+from purgatory_client._cli_common import Context, Emit, count, parse_condition, timeout_ms_arg
 from purgatory_client._models import Condition, OperationSpec, Signal
 from purgatory_client._sync import PurgatoryClient
 from purgatory_client.errors import PurgatoryError
@@ -46,7 +46,7 @@ def register(sub: Any) -> None:
     )
     batch.add_argument("kind", choices=["signal", "watch"], help="what each line is")
     batch.add_argument(
-        "--timeout-ms", type=count(0), default=30_000, help="watches' default (30000)"
+        "--timeout-ms", type=timeout_ms_arg(), default=30_000, help="watches' default (30000)"
     )
     batch.add_argument(
         "--condition",

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from purgatory_client._bounds import MAX_TIMEOUT_MS, MIN_TIMEOUT_MS
+from purgatory_client._cli_output import Printer
 from purgatory_client._models import Condition
 from purgatory_client._sync import PurgatoryClient
 
@@ -24,8 +26,10 @@ __all__ = [
     "Emit",
     "Handler",
     "count",
+    "default_or",
     "global_options",
     "parse_condition",
+    "timeout_ms_arg",
 ]
 
 Emit = Callable[[Any], None]
@@ -40,6 +44,14 @@ class Context:
     client: PurgatoryClient
     emit: Emit
     argv: Sequence[str] = ()
+
+    def emit_all(self, values: Iterable[Any]) -> None:
+        """Emit a complete list of results (a table then fits every row, not the first)."""
+        if isinstance(self.emit, Printer):
+            self.emit.all(values)
+        else:
+            for value in values:
+                self.emit(value)
 
 
 Handler = Callable[[argparse.Namespace, Context], int]
@@ -74,9 +86,9 @@ CONDITION_HELP = (
 )
 
 
-def count(minimum: int) -> Callable[[str], int]:
-    """An argparse type: an integer >= ``minimum`` (``--limit -1`` is a usage error, not
-    an empty listing)."""
+def count(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
+    """An argparse type: an integer >= ``minimum`` and, if given, <= ``maximum``
+    (``--limit -1`` is a usage error, not an empty listing)."""
 
     def parse(text: str) -> int:
         try:
@@ -85,10 +97,30 @@ def count(minimum: int) -> Callable[[str], int]:
             raise argparse.ArgumentTypeError(f"invalid int value: {text[:100]!r}") from None
         if value < minimum:
             raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        if maximum is not None and value > maximum:
+            raise argparse.ArgumentTypeError(f"must be at most {maximum}, got {value}")
         return value
 
     parse.__name__ = "int"
     return parse
+
+
+def default_or(minimum: int, maximum: int) -> Callable[[str], int]:
+    """An argparse type: 0 (the server's default) or an integer in [minimum, maximum]."""
+    within = count(minimum, maximum)
+
+    def parse(text: str) -> int:
+        value = count(0)(text)
+        return value if value == 0 else within(text)
+
+    parse.__name__ = "int"
+    return parse
+
+
+def timeout_ms_arg() -> Callable[[str], int]:
+    """An argparse type for a timeout in ms: within the range every server allows
+    (:mod:`purgatory_client._bounds`); the server's own configured range may be narrower."""
+    return count(MIN_TIMEOUT_MS, MAX_TIMEOUT_MS)
 
 
 def global_options(argv: Sequence[str]) -> list[str]:

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from purgatory_client._cli_common import Context, count
+from purgatory_client._cli_common import Context, count, timeout_ms_arg
 from purgatory_client._cli_output import without
 from purgatory_client._models import OperationState
 
@@ -33,9 +33,9 @@ def register(sub: Any) -> None:
     )
     reschedule.add_argument("operation_id", help="the pending operation")
     when = reschedule.add_mutually_exclusive_group(required=True)
-    when.add_argument("--timeout-ms", type=count(0), help="new deadline, from now")
+    when.add_argument("--timeout-ms", type=timeout_ms_arg(), help="new deadline, from now")
     when.add_argument(
-        "--due-time-ms", type=count(0), help="new deadline, Unix epoch ms on the server's clock"
+        "--due-time-ms", type=count(1), help="new deadline, Unix epoch ms on the server's clock"
     )
     reschedule.set_defaults(handler=_reschedule)
     _add_ls_parser(sub)
@@ -92,8 +92,7 @@ def _ls(args: argparse.Namespace, ctx: Context) -> int:
         page = ctx.client.list_operations(
             page_token=args.page_token, page_size=args.page_size, **filters
         )
-        for status in page.operations:
-            ctx.emit(without(status, "created"))
+        ctx.emit_all(without(status, "created") for status in page.operations)
         ctx.emit({"next_page_token": page.next_page_token})
         return 0
     for n, status in enumerate(ctx.client.iter_operations(**filters), 1):

@@ -10,7 +10,13 @@ import dataclasses
 import sys
 from typing import Any
 
-from purgatory_client._cli_common import Context, count
+from purgatory_client._bounds import (
+    MAX_ATTEMPTS,
+    MAX_PREFETCH,
+    MAX_VISIBILITY_TIMEOUT_MS,
+    MIN_VISIBILITY_TIMEOUT_MS,
+)
+from purgatory_client._cli_common import Context, count, default_or
 from purgatory_client._resume import ResumePolicy
 
 __all__ = ["add_group_subscribe_args", "register", "run_group_subscribe"]
@@ -72,16 +78,22 @@ def add_group_subscribe_args(subscribe: argparse.ArgumentParser) -> None:
         help="with --group: ack each delivery once printed (otherwise: purgatory ack)",
     )
     subscribe.add_argument(
-        "--visibility-timeout-ms", type=count(0), default=0, help="with --group: lease length"
+        "--visibility-timeout-ms",
+        type=default_or(MIN_VISIBILITY_TIMEOUT_MS, MAX_VISIBILITY_TIMEOUT_MS),
+        default=0,
+        help="with --group: lease length",
     )
     subscribe.add_argument(
         "--max-attempts",
-        type=count(0),
+        type=default_or(1, MAX_ATTEMPTS),
         default=0,
         help="with --group: deliveries before dead letter",
     )
     subscribe.add_argument(
-        "--prefetch", type=count(0), default=0, help="with --group: leases held at once (16)"
+        "--prefetch",
+        type=default_or(1, MAX_PREFETCH),
+        default=0,
+        help="with --group: leases held at once (16)",
     )
 
 
@@ -121,8 +133,7 @@ def _ack(args: argparse.Namespace, ctx: Context) -> int:
 def _group(args: argparse.Namespace, ctx: Context) -> int:
     client, emit = ctx.client, ctx.emit
     if args.action == "list":
-        for info in client.list_groups():
-            emit(info)
+        ctx.emit_all(client.list_groups())
         return 0
     if args.group is None:
         sys.stderr.write(f"purgatory: group {args.action} needs a GROUP\n")
@@ -131,8 +142,7 @@ def _group(args: argparse.Namespace, ctx: Context) -> int:
         page = client.list_dead_letters(
             args.group, after_sequence=args.after, page_size=args.page_size
         )
-        for dead in page.dead_letters:
-            emit(_delivery(dead))
+        ctx.emit_all(_delivery(dead) for dead in page.dead_letters)
         if page.next_after_sequence:
             emit({"next_after_sequence": page.next_after_sequence})
     elif args.action == "redrive":

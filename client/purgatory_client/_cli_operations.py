@@ -14,6 +14,7 @@ from purgatory_client._cli_common import (
     count,
     global_options,
     parse_condition,
+    timeout_ms_arg,
 )
 from purgatory_client._cli_output import without
 from purgatory_client._models import Condition, Signal
@@ -60,7 +61,7 @@ def _add_watch_parser(sub: Any) -> None:
     watch.add_argument("keys", nargs="*", metavar="KEY", help="keys to watch (none: a pure timer)")
     watch.add_argument(
         "--timeout-ms",
-        type=count(0),
+        type=timeout_ms_arg(),
         required=True,
         help="expire the operation after this many ms (e.g. 30000)",
     )

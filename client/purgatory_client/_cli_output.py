@@ -3,8 +3,10 @@
 
 json: one JSON object per line, keys sorted, times as the server's epoch milliseconds,
 text as UTF-8 (not ``\\u`` escapes). table: a header line, then one row per result,
-columns separated by two spaces and padded to the header's and first row's widths (rows
-are printed as they come, so a stream such as ``subscribe`` shows each at once); epoch
+columns separated by two spaces and padded to the widest cell of each column: of every
+row for a complete list (:meth:`Printer.all`: ``purgatories``, ``group list``...), of the
+header and first row for a stream (rows are printed as they come, so ``subscribe`` shows
+each at once); epoch
 times (``*_time_ms``, ``*_deadline_ms``) become ISO 8601 UTC (``-`` for 0, "not set"),
 nested values compact JSON, and a new kind of result starts a new header.
 """
@@ -17,7 +19,7 @@ import datetime
 import enum
 import json
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 __all__ = ["OUTPUTS", "Printer", "jsonable", "without"]
@@ -79,19 +81,45 @@ class Printer:
     def __call__(self, value: Any) -> None:
         record = jsonable(value, self.text)
         if self.output == "table" and isinstance(record, dict):
-            line = self._row(record)
+            self._write(self._row(record))
         else:
-            line = json.dumps(record, sort_keys=True, ensure_ascii=False)
+            self._write(json.dumps(record, sort_keys=True, ensure_ascii=False))
+
+    def all(self, values: Iterable[Any]) -> None:
+        """Print a complete list of results; a table's columns fit every row's cells."""
+        if self.output != "table":
+            for value in values:
+                self(value)
+            return
+        records = [jsonable(value, self.text) for value in values]
+        widths: dict[tuple[str, ...], list[int]] = {}
+        for record in records:
+            if isinstance(record, dict):
+                cells = [_cell(name, record[name]) for name in record]
+                known = widths.setdefault(tuple(record), [0] * len(cells))
+                known[:] = [max(w, len(c)) for w, c in zip(known, cells, strict=True)]
+        self._columns = ()  # a complete list starts with its own header
+        for record in records:
+            if isinstance(record, dict):
+                self._write(self._row(record, widths[tuple(record)]))
+            else:
+                self._write(json.dumps(record, sort_keys=True, ensure_ascii=False))
+
+    @staticmethod
+    def _write(line: str) -> None:
         sys.stdout.write(line + "\n")
         sys.stdout.flush()
 
-    def _row(self, record: dict[str, Any]) -> str:
+    def _row(self, record: dict[str, Any], widths: list[int] | None = None) -> str:
+        """``record``'s row, after a header if its columns are new; the columns are as wide
+        as ``widths`` (a complete list's widest cells) or, for a stream, its first row."""
         columns = tuple(record)
         cells = [_cell(name, record[name]) for name in columns]
         header = ""
         if columns != self._columns:
             self._columns = columns
-            self._widths = [max(len(n), len(c)) for n, c in zip(columns, cells, strict=True)]
+            fit = widths if widths is not None else [len(c) for c in cells]
+            self._widths = [max(len(n), w) for n, w in zip(columns, fit, strict=True)]
             header = (
                 self._join(
                     [n.removesuffix("_ms") if n.endswith(_EPOCH_SUFFIXES) else n for n in columns]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from purgatory_client._bounds import MAX_TIMEOUT_MS, MIN_EVERY_MS
 from purgatory_client._cli_common import Context, count, parse_condition
 
 __all__ = ["register"]
@@ -26,7 +27,11 @@ def register(sub: Any) -> None:
     set_ = actions.add_parser("set", help="create or replace a schedule (idempotent)")
     set_.add_argument("schedule_id", metavar="ID", help="the schedule's id")
     when = set_.add_mutually_exclusive_group(required=True)
-    when.add_argument("--every-ms", type=count(1), help="fire every N ms (at least 100)")
+    when.add_argument(
+        "--every-ms",
+        type=count(MIN_EVERY_MS, MAX_TIMEOUT_MS),
+        help=f"fire every N ms (at least {MIN_EVERY_MS})",
+    )
     when.add_argument("--cron", help="five-field cron expression, e.g. '30 9 * * MON-FRI'")
     set_.add_argument("--tz", default="", help="IANA time zone of --cron (default: UTC)")
     set_.add_argument(
@@ -63,6 +68,5 @@ def _schedule(args: argparse.Namespace, ctx: Context) -> int:
     elif action == "rm":
         emit({"cancelled": client.delete_schedule(args.schedule_id)})
     else:
-        for schedule in client.list_schedules():
-            emit(schedule)
+        ctx.emit_all(client.list_schedules())
     return 0

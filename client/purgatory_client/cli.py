@@ -198,8 +198,7 @@ def _security(args: argparse.Namespace) -> Security:
 def _purgatories(args: argparse.Namespace, ctx: Context) -> int:
     client, emit = ctx.client, ctx.emit
     if args.action == "list":
-        for info in client.list_purgatories():
-            emit(info)
+        ctx.emit_all(client.list_purgatories())
         return 0
     if args.name is None:
         sys.stderr.write(f"purgatory: purgatories {args.action} needs a NAME\n")

@@ -4,7 +4,9 @@ Every command runs on ``local[*]`` unless ``--master`` says otherwise; under
 ``spark-submit`` (``spark-submit --master spark://HOST:7077 ... -m``-style entry point
 ``purgatory_pipeline/__main__.py``) the master comes from spark-submit. Errors the user can
 fix (a path without a journal, a corrupt segment, an unreachable server) print one line and
-exit with status 2; Spark's own progress bar shows stage progress on long runs.
+exit with status 2; Spark's own progress bar shows stage progress on long runs, unless
+``--spark-log FILE`` sends Spark's log there (``make pipeline`` does: its console is one
+line per step).
 """
 
 from __future__ import annotations
@@ -37,6 +39,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting"
     )
     parser.add_argument("--log-level", default="INFO", help="the pipeline's log level")
+    parser.add_argument(
+        "--spark-log",
+        metavar="FILE",
+        help="write Spark's own log here, not to the console (no progress bar either)",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     ingest = sub.add_parser("ingest", help="journal files -> Parquet tables")
@@ -98,7 +105,13 @@ def run(args: argparse.Namespace) -> Any:
     # application's end, another's still marked in progress). A session the caller
     # already holds (tests, a notebook) stays up.
     started = SparkSession.getActiveSession() is None
-    spark = get_spark(args.master, **_conf(args.conf))
+    conf = _conf(args.conf)
+    if args.spark_log:
+        from purgatory_pipeline.spark_logs import file_log_conf  # noqa: PLC0415
+
+        conf = {**file_log_conf(args.spark_log), **conf}  # --conf still wins
+        log.info("%s: Spark's log is %s", args.command, args.spark_log)
+    spark = get_spark(args.master, **conf)
     try:
         spark.sparkContext.setLogLevel("WARN")
         if args.log_level.upper() != "DEBUG":
@@ -144,6 +157,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    if args.log_level.upper() != "DEBUG":  # py4j's connection notices are not ours
+        logging.getLogger("py4j").setLevel(logging.WARNING)
     try:
         run(args)
     except PipelineError as exc:

@@ -66,9 +66,29 @@ def _duration(minutes: float) -> str:
     return " ".join(p for p in parts if p)
 
 
-def _time_ticks(first: datetime, last: datetime, count: int = 5) -> list[datetime]:
-    span = (last - first).total_seconds()
-    return [first + (last - first) * (i / (count - 1)) for i in range(count)] if span else [first]
+# Tick steps of the time axis, in minutes: the smallest that gives at most _MAX_TICKS.
+_TICK_STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 180, 360, 720, 1440, 2880, 10080, 20160, 43200)
+_MAX_TICKS = 6
+
+
+def _time_ticks(first: datetime, last: datetime) -> list[datetime]:
+    """The first and last minute, and between them the whole multiples of a round step
+    (1, 2, 5, 10... minutes) far enough from both not to overlap their labels: every tick
+    is a different minute, so no two labels read the same (minutes are whole: the data
+    is per minute)."""
+    span = (last - first).total_seconds() / 60
+    if span <= 0:
+        return [first]
+    step = next((s for s in _TICK_STEPS if span / s <= _MAX_TICKS - 1), _TICK_STEPS[-1])
+    epoch_minutes = int(first.timestamp() // 60)
+    start = (epoch_minutes // step + 1) * step
+    inner = []
+    for minute in range(start, int(last.timestamp() // 60), step):
+        tick = datetime.fromtimestamp(minute * 60, UTC)
+        near_end = min(tick - first, last - tick).total_seconds() / 60 < step / 2
+        if not near_end:
+            inner.append(tick)
+    return [first, *inner, last]
 
 
 def line_chart(name: str, title: str, minutes: list[dict[str, Any]]) -> str:
@@ -282,12 +302,12 @@ def _purgatory_section(name: str, info: dict[str, Any]) -> str:
 
 
 _STYLE = """
-body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:900px}
+body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:1400px}
 h1{font-size:22px}h2{font-size:18px;border-top:1px solid #ddd;padding-top:16px}
 figure{margin:16px 0}figcaption{font-weight:600;margin-bottom:4px}
 table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ccc;padding:2px 8px;
 text-align:right}th{background:#f4f4f4}table.header td{text-align:left}
-svg.chart{background:#fafafa;border:1px solid #eee}
+svg.chart{background:#fafafa;border:1px solid #eee;width:100%;height:auto}
 """
 
 _MEASURE = """

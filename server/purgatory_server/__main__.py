@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, NoReturn
 
 from purgatory_server import version
@@ -72,11 +74,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--workers",
         metavar="N|auto",
-        help="worker processes behind the one address (default 1; auto: one per usable core)",
+        help="worker processes behind the one address (default 1; auto or 0: one per usable "
+        "core; at most 4 per usable core)",
     )
     # Set by the supervisor for the workers it starts (workers/supervisor.py).
     parser.add_argument("--worker-index", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--worker-ports", help=argparse.SUPPRESS)
+    parser.add_argument("--worker-error-file", help=argparse.SUPPRESS)
+    parser.add_argument("--worker-definitions", help=argparse.SUPPRESS)
     parser.add_argument("--max-concurrent-rpcs", type=int, help="gRPC concurrent-call limit")
     parser.add_argument(
         "--data-dir", help="directory of durable purgatories' journals (default ./data)"
@@ -166,19 +171,28 @@ def _hint(exc: BaseException) -> str:
     return ""
 
 
-def run(config: ServerConfig, worker: WorkerPlan | None = None) -> int:
+def _cannot_start(reason: str, status: int, error_file: str | None) -> int:
+    """Log why the server could not start (one line); a worker also writes the reason to
+    the file its supervisor named, which quotes it as its own last line."""
+    logger.error("cannot start: %s", reason)
+    if error_file is not None:
+        with contextlib.suppress(OSError):  # the supervisor then says only the exit status
+            Path(error_file).write_text(f"{reason}\n")
+    return status
+
+
+def run(
+    config: ServerConfig, worker: WorkerPlan | None = None, error_file: str | None = None
+) -> int:
     """Serve until stopped; the exit status (start-up failures logged as one line)."""
     try:
         asyncio.run(serve(config, worker))
     except ConfigError as exc:
-        logger.error("cannot start: %s", exc)
-        return 2
+        return _cannot_start(str(exc), 2, error_file)
     except (OSError, JournalError) as exc:
-        logger.error("cannot start: %s%s", exc, _hint(exc))
-        return 1
+        return _cannot_start(f"{exc}{_hint(exc)}", 1, error_file)
     except ServiceError as exc:  # e.g. a configured purgatory the data directory refuses
-        logger.error("cannot start: %s", exc.message)
-        return 1
+        return _cannot_start(exc.message, 1, error_file)
     except KeyboardInterrupt:
         return 130
     return 0
@@ -203,8 +217,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         if args.worker_index is not None:
-            plan = worker_plan(config, args.worker_index, args.worker_ports)
-            return run(worker_config(config, plan.count), plan)
+            plan = worker_plan(
+                config, args.worker_index, args.worker_ports, args.worker_definitions
+            )
+            return run(worker_config(config, plan.count), plan, args.worker_error_file)
         count = worker_count(config)
         if count > 1:
             argv = list(sys.argv[1:] if argv is None else argv)

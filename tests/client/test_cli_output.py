@@ -18,8 +18,9 @@ from tests.service.helpers import ServerThread
 
 
 @pytest.fixture(scope="module")
-def target() -> Iterator[str]:
-    with ServerThread(ServerConfig(listen="127.0.0.1:0", grace_s=0.5)) as st:
+def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    data = str(tmp_path_factory.mktemp("data"))  # never the checkout's ./data
+    with ServerThread(ServerConfig(listen="127.0.0.1:0", grace_s=0.5, data_dir=data)) as st:
         yield st.target
 
 
@@ -118,3 +119,36 @@ def test_resume_policy_attempts_cap_and_forever() -> None:
     assert not forever.exhausted(10**6) and forever.delay_s(10**6) == 3.0
     args = build_parser().parse_args(["subscribe", "--forever", "--resume-max-delay", "5"])
     assert (args.forever, args.resume_max_delay) == (True, 5.0)
+
+
+def test_a_table_of_a_complete_list_fits_every_row(capsys: pytest.CaptureFixture[str]) -> None:
+    from purgatory_client._cli_output import Printer
+
+    # The first row's cells are the narrowest (as a --workers 2 listing can come).
+    rows = [{"name": "a", "config": {"durable": True}}, {"name": "default", "config": {}}]
+    rows.append({"name": "bb", "config": {"durable": False, "max_pending": 10}})
+    Printer("table").all(rows)
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 4
+    assert {line.index(line.split()[1]) for line in lines} == {len("default") + 2}
+
+
+def test_purgatories_as_a_table_line_up(target: str, capsys: pytest.CaptureFixture[str]) -> None:
+    t = ["--target", target]
+    # aa-table sorts first and its row is the narrowest ("durable":true, not false).
+    assert main([*t, "--output", "table", "purgatories", "create", "aa-table", "--durable"]) == 0
+    with PurgatoryClient(target) as client:
+        client.create_purgatory("zz-table")
+    try:
+        capsys.readouterr()
+        assert main([*t, "--output", "table", "purgatories"]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        header, rows = lines[0], lines[1:]
+        assert len(rows) >= 3
+        for column in header.split()[1:]:
+            starts = {row[header.index(column) - 2 : header.index(column)] for row in rows}
+            assert starts == {"  "}, (column, lines)  # every cell starts under its header
+    finally:
+        with PurgatoryClient(target) as client:
+            client.delete_purgatory("aa-table")
+            client.delete_purgatory("zz-table")

@@ -23,8 +23,11 @@ from purgatory_client.metrics import instrument_dispatcher
 from purgatory_server._service import Limits, ServerConfig, create_server
 from purgatory_server._service.config.server_config import PurgatorySettings
 
+from tests.service.helpers import TEST_DATA_DIR
+
 CONFIG = ServerConfig(
     listen="127.0.0.1:0",
+    data_dir=TEST_DATA_DIR,  # never the checkout's ./data
     grace_s=0.5,
     limits=Limits(max_key_length=64),
     purgatories=(

@@ -77,6 +77,12 @@ def test_local_cluster_serves_and_stops(tmp_path: Path) -> None:
             assert status.state is OperationState.WATCHING
             assert client.check_and_complete("k") == 1
             assert client.get_operation("try-1").state is OperationState.COMPLETED
+        # Each server lists every purgatory of the cluster: `orders` (one owner) on both.
+        for server in servers:
+            with PurgatoryClient(server, timeout=20) as client:
+                listed = {p.name: p for p in client.list_purgatories()}
+                assert "orders" in listed, (server, sorted(listed))
+                assert listed["orders"].config.durable
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(60) == 0
         rest = proc.stdout.read()

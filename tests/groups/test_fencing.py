@@ -13,11 +13,12 @@ from purgatory_client._async_groups import AsyncGroupStream
 from purgatory_server._service import Limits, ServerConfig, create_server
 from purgatory_server._service.config.server_config import PurgatorySettings
 
-from tests.service.helpers import until
+from tests.service.helpers import TEST_DATA_DIR, until
 
 VIS = 150  # ms: each delivery is left to lapse on purpose
 CONFIG = ServerConfig(
     listen="127.0.0.1:0",
+    data_dir=TEST_DATA_DIR,  # never the checkout's ./data
     grace_s=0.5,
     limits=Limits(max_groups=2, max_group_backlog=50),
     purgatories=(PurgatorySettings(name="orders", retained_events=100),),

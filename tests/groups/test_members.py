@@ -23,11 +23,12 @@ from purgatory_client import (
 from purgatory_server._service import Limits, ServerConfig, create_server
 from purgatory_server._service.config.server_config import PurgatorySettings
 
-from tests.service.helpers import ServerThread
+from tests.service.helpers import TEST_DATA_DIR, ServerThread
 
 VIS = 2_000  # ms: generous, so a loaded machine never loses a lease by slowness
 CONFIG = ServerConfig(
     listen="127.0.0.1:0",
+    data_dir=TEST_DATA_DIR,  # never the checkout's ./data
     grace_s=0.5,
     limits=Limits(max_groups=2, max_group_backlog=200),
     purgatories=(PurgatorySettings(name="orders", retained_events=1000),),

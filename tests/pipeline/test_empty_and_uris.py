@@ -184,6 +184,36 @@ def test_corruption_mid_journal_is_one_line_without_java_stack(
     assert "at org.apache" not in console and "Traceback" not in console, console[:3000]
 
 
+# The JVM's own notice for Spark's --add-modules (not log4j's): the one console line of
+# Spark's that --spark-log cannot move.
+_JVM_NOTICE = "WARNING: Using incubator modules: jdk.incubator.vector"
+_OUR_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} INFO purgatory_pipeline[.\w]*: ")
+
+
+def test_with_a_spark_log_the_console_is_one_line_per_step(
+    journals: dict[str, Path], tmp_path: Path
+) -> None:
+    # `make pipeline`'s ingest on a first run (no tables yet: Spark warned "All paths were
+    # ignored"), in a subprocess: the JVM's console is its own stderr.
+    log = tmp_path / "out" / "spark-ingest.log"
+    run = subprocess.run(
+        [
+            *(sys.executable, "-m", "purgatory_pipeline", "--master", "local[1]"),
+            *("--conf", "spark.ui.enabled=false", "--spark-log", str(log)),
+            *("ingest", "--journal", str(journals["timers"]), "--out", str(tmp_path / "t")),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    console = [line for line in run.stderr.splitlines() if line != _JVM_NOTICE]
+    assert console and all(_OUR_LINE.match(line) for line in console), run.stderr[-3000:]
+    assert any("ingest: decode" in line for line in console), console
+    assert log.stat().st_size > 0  # Spark's lines are there instead
+
+
 _OWN_SESSION = """
 import sys
 from pyspark.sql import SparkSession

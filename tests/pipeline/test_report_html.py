@@ -116,3 +116,44 @@ def test_percentile_bars_on_a_log_scale_keep_small_values_visible() -> None:
     widths = [float(w) for w in re.findall(r'<rect [^>]*width="([0-9.]+)"', svg)]
     assert widths[0] > widths[1] / 10  # linear would make p50 1/10,000 of p99
     assert "log scale" in svg
+
+
+def _tick_labels(svg: str) -> list[str]:
+    return re.findall(r'<text [^>]*y="\d+" text-anchor="middle" font-size="11">([^<]+)</text>', svg)
+
+
+def test_the_time_axis_labels_each_tick_with_its_own_minute() -> None:
+    from purgatory_pipeline.report_html import line_chart
+
+    def chart(*minutes: str) -> str:
+        return line_chart(
+            "m", "t", [{"minute": f"2026-11-27T{m}:00", "arrivals": 1} for m in minutes]
+        )
+
+    # A two-point line: two ticks, one per minute (not 18:12 four times, then 18:13).
+    assert _tick_labels(chart("18:12", "18:13")) == ["18:12", "18:13"]
+    assert _tick_labels(chart("18:12")) == ["18:12"]
+    for last in ("18:15", "18:29", "19:42", "23:59"):
+        labels = _tick_labels(chart("18:12", last))
+        assert labels[0] == "18:12" and labels[-1] == last, labels
+        assert len(labels) == len(set(labels)) and 2 <= len(labels) <= 6, labels
+    assert _tick_labels(chart("10:00", "16:02")) == ["10:00", "12:00", "14:00", "16:02"]
+
+
+def test_charts_use_the_page_width(tmp_path: Path) -> None:
+    from purgatory_pipeline.report_html import _STYLE, line_chart
+
+    svg = line_chart("m", "t", [{"minute": "2026-11-27T18:12:00", "arrivals": 1}])
+    page = tmp_path / "page.html"
+    page.write_text(
+        f"<html><head><style>{_STYLE}</style></head><body>{svg}<script>"
+        "var s = document.querySelector('svg.chart');"
+        "s.setAttribute('data-client-width', Math.round(s.getBoundingClientRect().width));"
+        "var f = s.parentElement.getBoundingClientRect().width;"
+        "s.setAttribute('data-figure-width', Math.round(f));"
+        "</script></body></html>"
+    )
+    dom = _run(["--dump-dom", "--window-size=1600,900"], page).stdout
+    client = int(re.search(r'data-client-width="(\d+)"', dom)[1])  # type: ignore[index]
+    figure = int(re.search(r'data-figure-width="(\d+)"', dom)[1])  # type: ignore[index]
+    assert figure > 1200 and client >= figure - 4, (client, figure)  # not 760 px of 1400

@@ -9,7 +9,9 @@ from purgatory_server._cluster.placement import ranked
 from purgatory_server._service.config.server_config import ConfigError, load_config
 from purgatory_server._service.model.errors import METADATA_OWNER, Code, NotOwner
 from purgatory_server._service.workers.plan import (
+    WORKERS_PER_CORE,
     WorkerPlan,
+    max_workers,
     usable_cores,
     worker_config,
     worker_count,
@@ -63,6 +65,14 @@ def test_workers_option_auto_and_what_it_refuses() -> None:
         )
     with pytest.raises(ConfigError, match="TLS"):
         worker_count(load_config(env={}, overrides={"workers": 2, "tls_cert": "c", "tls_key": "k"}))
+
+
+def test_workers_are_capped_per_usable_core() -> None:
+    cap = WORKERS_PER_CORE * usable_cores()
+    assert max_workers() == cap
+    assert worker_count(load_config(env={}, overrides={"workers": cap})) == cap
+    with pytest.raises(ConfigError, match=rf"workers: {cap + 1} is more than {cap}, "):
+        worker_count(load_config(env={}, overrides={"workers": cap + 1}))
 
 
 def test_a_worker_plan_and_its_share_of_the_memory_budget() -> None:

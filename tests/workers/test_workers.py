@@ -24,11 +24,11 @@ import time
 import urllib.request
 from pathlib import Path
 
-from purgatory_client import PurgatoryClient
+from purgatory_client import PurgatoryClient, PurgatoryConfig
 from purgatory_client._models import OperationState
 from purgatory_client.errors import PurgatoryError
 from purgatory_server._service.workers.metrics_gather import merge_expositions
-from purgatory_server._service.workers.plan import WorkerPlan
+from purgatory_server._service.workers.plan import WorkerPlan, max_workers
 
 from harness import PURGATORY_SERVER, ServerProcess, free_port
 
@@ -209,13 +209,14 @@ def test_a_worker_that_did_not_answer_is_down_and_the_others_are_served() -> Non
     ]
 
 
-def test_a_busy_port_is_one_line_and_exit_status_1() -> None:
+def test_a_busy_port_is_one_line_and_exit_status_1(tmp_path: Path) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
         done = subprocess.run(
             [*PURGATORY_SERVER, "--workers", "2", "--listen", f"127.0.0.1:{port}"],
+            cwd=tmp_path,  # its default ./data is its own, not the checkout's
             capture_output=True,
             text=True,
             timeout=30,
@@ -225,3 +226,84 @@ def test_a_busy_port_is_one_line_and_exit_status_1() -> None:
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1
     assert lines[0].endswith(f"cannot listen on 127.0.0.1:{port}: Address already in use")
+
+
+def test_too_many_workers_is_refused_with_one_line_before_any_starts(tmp_path: Path) -> None:
+    too_many = str(max_workers() + 1)
+    started = time.monotonic()
+    done = subprocess.run(
+        [*PURGATORY_SERVER, "--workers", too_many, "--listen", "127.0.0.1:0"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith(f"purgatory-server: workers: {too_many} is more than {max_workers()}")
+    assert not (tmp_path / "data").exists() and time.monotonic() - started < 30
+
+
+def test_help_says_what_workers_0_means() -> None:
+    done = subprocess.run(
+        [*PURGATORY_SERVER, "--help"], capture_output=True, text=True, timeout=60, check=True
+    )
+    text = " ".join(done.stdout.split())
+    assert "auto or 0: one per usable core; at most 4 per usable core" in text
+
+
+def test_a_worker_that_cannot_start_is_named_with_its_own_reason_last(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    holder = ["--data-dir", str(data), "--durable", "--purgatory", "orders"]
+    with ServerProcess(tmp_path / "holder", holder):  # holds orders' journal lock
+        done = subprocess.run(
+            [*PURGATORY_SERVER, "--workers", "2", "--listen", "127.0.0.1:0", *holder],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    assert done.returncode == 1
+    last = done.stderr.strip().splitlines()[-1]
+    assert f"cannot start: worker {_owner('orders')}: journal directory " in last, last
+    assert "is in use by another journal" in last and "its own --data-dir)" in last, last
+
+
+def test_sigterm_stops_every_worker_within_about_a_second(tmp_path: Path) -> None:
+    count = 4
+    server = ServerProcess(tmp_path, ["--workers", str(count)], label="stop", start_timeout_s=90)
+    with server:
+        assert len(_worker_pids(server)) == count
+        started = time.monotonic()
+        assert server.stop() == 0
+        took = time.monotonic() - started
+    assert "supervisor: workers stopped" in server.log_text()
+    assert took < 5, f"{count} workers took {took:.1f} s to stop"
+
+
+def test_a_restarted_worker_creates_again_the_purgatories_made_at_run_time(
+    tmp_path: Path,
+) -> None:
+    server = ServerProcess(tmp_path, ["--workers", "2"], label="kept", start_timeout_s=60)
+    with server:
+        own = _own_ports(server)
+        gamma, gone = [n for n in (f"rt-{i}" for i in range(40)) if _owner(n) == 1][:2]
+        shared = PurgatoryClient(f"127.0.0.1:{server.port}", timeout=10)
+        direct = PurgatoryClient(f"127.0.0.1:{own[1]}", timeout=10)
+        try:
+            shared.create_purgatory(gamma, PurgatoryConfig(max_pending=7))
+            shared.create_purgatory(gone)
+            shared.try_complete_else_watch(["k"], 600_000, purgatory=gamma)
+            assert shared.delete_purgatory(gone) == 0
+            before = _worker_pids(server)
+            os.kill(before[1], signal.SIGKILL)
+            _wait_serving(direct, gamma, 30)
+            assert _worker_pids(server)[1] != before[1]
+            info = direct.get_purgatory(gamma)  # the definition, not the operations
+            assert (info.config.max_pending, info.pending) == (7, 0)
+            assert gone not in _names(shared) and gamma in _names(shared)
+        finally:
+            shared.close()
+            direct.close()

@@ -20,6 +20,17 @@ import {
 } from "@grpc/grpc-js";
 
 import {
+  CONFIG_FIELDS,
+  optionalString,
+  requireCallOptions,
+  requireInteger,
+  requireOptions,
+  requireSignal,
+  requireString,
+  requireStrings,
+  WATCH_OPTIONS,
+} from "./arguments.js";
+import {
   authMetadata,
   backoffMs,
   channelCredentials,
@@ -185,12 +196,15 @@ export class ClientBase {
 
   // ------------------------------------------------------------ admin
   async createPurgatory(name: string, config?: PurgatoryConfig): Promise<PurgatoryInfo> {
+    requireString("createPurgatory", "name", name);
+    requireOptions("createPurgatory", "config", config, CONFIG_FIELDS);
     const req = { name, config: wire.configToWire(config) };
     return wire.infoFromWire((await this.call("CreatePurgatory", req, this.deadlineMs)).purgatory);
   }
 
   /** Delete a purgatory; resolves to the number of pending operations it cancelled. */
   async deletePurgatory(name: string): Promise<number> {
+    requireString("deletePurgatory", "name", name);
     return (await this.call("DeletePurgatory", { name }, this.deadlineMs)).cancelled;
   }
 
@@ -200,6 +214,7 @@ export class ClientBase {
   }
 
   async getPurgatory(name?: string): Promise<PurgatoryInfo> {
+    if (name !== undefined) requireString("getPurgatory", "name", name);
     const req = { name: name ?? this.purgatory };
     return wire.infoFromWire((await this.call("GetPurgatory", req, this.deadlineMs)).purgatory);
   }
@@ -211,6 +226,7 @@ export class ClientBase {
     timeoutMs: number,
     options: WatchOptions = {},
   ): Promise<OperationStatus> {
+    checkWatch("tryCompleteElseWatch", keys, timeoutMs, options, WATCH_OPTIONS);
     const payload = wire.bytes(options.payload);
     const req = {
       purgatory: this.name(options),
@@ -239,6 +255,7 @@ export class ClientBase {
     timeoutMs: number,
     options: Omit<WatchOptions, "wait"> = {},
   ): Promise<OperationStatus> {
+    checkWatch("wait", keys, timeoutMs, options, WAIT_OPTIONS);
     const operationId = options.operationId || randomUUID();
     const end = options.deadlineMs === undefined ? undefined : Date.now() + options.deadlineMs;
     for (let failures = 0; ; failures++) {
@@ -266,6 +283,9 @@ export class ClientBase {
     operations: readonly OperationSpec[],
     options: CallTarget & { wait?: boolean; deadlineMs?: number; signal?: AbortSignal } = {},
   ): Promise<OperationStatus[]> {
+    const method = "batchTryCompleteElseWatch";
+    if (!Array.isArray(operations)) requireStrings(method, "operations", operations);
+    requireCallOptions(method, "options", options, ["purgatory", "wait", "deadlineMs", "signal"]);
     const specs = operations.map(wire.specToWire);
     const req = { purgatory: this.name(options), operations: specs, wait: options.wait ?? false };
     const deadline = options.deadlineMs ?? (options.wait ? null : this.deadlineMs);
@@ -278,6 +298,9 @@ export class ClientBase {
 
   /** Record a signal on `key`; resolves to the number of operations it completed. */
   async checkAndComplete(key: string, signal?: Signal, options: CallTarget = {}): Promise<number> {
+    requireString("checkAndComplete", "key", key, true);
+    requireSignal("checkAndComplete", "signal", signal, "third");
+    requireCallOptions("checkAndComplete", "options", options);
     const req = { purgatory: this.name(options), key, signal: wire.signalToWire(signal) };
     return (await this.call("CheckAndComplete", req, this.deadlineMs)).completed;
   }
@@ -287,6 +310,17 @@ export class ClientBase {
     signals: ReadonlyArray<string | readonly [string, Signal | undefined]>,
     options: CallTarget = {},
   ): Promise<BatchSignalResult> {
+    const method = "batchCheckAndComplete";
+    if (!Array.isArray(signals)) requireStrings(method, "signals", signals);
+    signals.forEach((entry, i) => {
+      if (typeof entry === "string") return;
+      if (!Array.isArray(entry) || entry.length < 1 || entry.length > 2) {
+        requireString(method, `signals[${i}]`, entry); // neither a key nor a [key, signal]
+      }
+      requireString(method, `signals[${i}][0]`, entry[0], true);
+      requireSignal(method, `signals[${i}][1]`, entry[1], "second (options)");
+    });
+    requireCallOptions(method, "options", options);
     const items = signals.map((entry) =>
       typeof entry === "string"
         ? { key: entry, signal: wire.signalToWire(undefined) }
@@ -298,12 +332,33 @@ export class ClientBase {
 
   /** End an operation now (FORCE_COMPLETED): the cancel of a delayed message. */
   async forceComplete(operationId: string, options: CallTarget = {}): Promise<ForceCompleteResult> {
+    requireString("forceComplete", "operationId", operationId);
+    requireCallOptions("forceComplete", "options", options);
     const req = { purgatory: this.name(options), operationId };
     return wire.forceFromWire(await this.call("ForceComplete", req, this.deadlineMs));
   }
 
   async getOperation(operationId: string, options: CallTarget = {}): Promise<OperationStatus> {
+    requireString("getOperation", "operationId", operationId);
+    requireCallOptions("getOperation", "options", options);
     const req = { purgatory: this.name(options), operationId };
     return wire.statusFromWire((await this.call("GetOperation", req, this.deadlineMs)).operation);
   }
+}
+
+const WAIT_OPTIONS = WATCH_OPTIONS.filter((name) => name !== "wait");
+
+/** A watch's arguments: keys, a timeout, the options `method` takes. */
+function checkWatch(
+  method: string,
+  keys: unknown,
+  timeoutMs: unknown,
+  options: unknown,
+  allowed: readonly string[],
+): void {
+  requireStrings(method, "keys", keys);
+  requireInteger(method, "timeoutMs", timeoutMs);
+  requireCallOptions(method, "options", options, allowed);
+  const given = options as { operationId?: unknown } | undefined;
+  optionalString(method, "options.operationId", given?.operationId);
 }

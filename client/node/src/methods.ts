@@ -4,6 +4,12 @@
  * cancel and reschedule pending operations, list and iterate operations with their
  * progress, recurring schedules, and the worker groups' acks, leases and dead letters.
  */
+import {
+  requireCallOptions,
+  requireInteger,
+  requireString,
+  requireStrings,
+} from "./arguments.js";
 import * as wire from "./convert.js";
 import { ClientBase, type CallTarget } from "./base.js";
 import { invalidArgument } from "./errors.js";
@@ -45,6 +51,26 @@ export interface ListFilter extends CallTarget {
   pageSize?: number;
 }
 
+const LIST_FILTER = [
+  "purgatory",
+  "key",
+  "prefix",
+  "states",
+  "dueAfterMs",
+  "dueBeforeMs",
+  "pageSize",
+  "pageToken",
+];
+const SCHEDULE_OPTIONS = [
+  "purgatory",
+  "everyMs",
+  "cron",
+  "timeZone",
+  "keys",
+  "condition",
+  "payload",
+];
+
 export class UnaryMethods extends ClientBase {
   // ------------------------------------------------------------ delayed operations
   /**
@@ -56,6 +82,8 @@ export class UnaryMethods extends ClientBase {
     operationIds?: readonly string[],
     options: CancelOptions = {},
   ): Promise<OperationStatus[]> {
+    if (operationIds !== undefined) requireStrings("cancel", "operationIds", operationIds);
+    requireCallOptions("cancel", "options", options, ["purgatory", "key", "prefix"]);
     const given = [operationIds, options.key, options.prefix].filter((x) => x !== undefined);
     if (given.length !== 1) {
       throw invalidArgument("target", "give exactly one of operationIds, key or prefix");
@@ -70,6 +98,9 @@ export class UnaryMethods extends ClientBase {
 
   /** Move a pending operation's deadline; FailedPreconditionError once it has ended. */
   async reschedule(operationId: string, options: RescheduleOptions): Promise<OperationStatus> {
+    requireString("reschedule", "operationId", operationId);
+    requireCallOptions("reschedule", "options", options, ["purgatory", "timeoutMs", "dueTimeMs"]);
+    options ??= {};
     if ((options.timeoutMs === undefined) === (options.dueTimeMs === undefined)) {
       throw invalidArgument("deadline", "give exactly one of timeoutMs or dueTimeMs");
     }
@@ -86,6 +117,7 @@ export class UnaryMethods extends ClientBase {
    * the same filter, for the next page; a page may be short or empty while it is set.
    */
   async listOperations(filter: ListFilter & { pageToken?: string } = {}): Promise<OperationPage> {
+    requireCallOptions("listOperations", "filter", filter, LIST_FILTER);
     const req = {
       purgatory: this.name(filter),
       filter: {
@@ -124,6 +156,8 @@ export class UnaryMethods extends ClientBase {
    * Re-sending the same definition changes nothing (`changed` false).
    */
   async upsertSchedule(scheduleId: string, options: ScheduleOptions): Promise<ScheduleUpsert> {
+    requireString("upsertSchedule", "scheduleId", scheduleId);
+    requireCallOptions("upsertSchedule", "options", options, SCHEDULE_OPTIONS);
     const schedule = scheduleSpecToWire(scheduleId, options);
     const req = { purgatory: this.name(options), schedule };
     const resp = await this.call("UpsertSchedule", req, this.deadlineMs);
@@ -140,6 +174,8 @@ export class UnaryMethods extends ClientBase {
     scheduleId: string,
     options: CallTarget = {},
   ): Promise<OperationStatus | null> {
+    requireString("deleteSchedule", "scheduleId", scheduleId);
+    requireCallOptions("deleteSchedule", "options", options);
     const req = { purgatory: this.name(options), scheduleId };
     const resp = await this.call("DeleteSchedule", req, this.deadlineMs);
     return resp.cancelled ? wire.statusFromWire(resp.cancelled) : null;
@@ -147,6 +183,7 @@ export class UnaryMethods extends ClientBase {
 
   /** Every schedule of the purgatory, in schedule id order, with its next occurrence. */
   async listSchedules(options: CallTarget = {}): Promise<Schedule[]> {
+    requireCallOptions("listSchedules", "options", options);
     const req = { purgatory: this.name(options) };
     const resp = await this.call("ListSchedules", req, this.deadlineMs);
     return resp.schedules.map(scheduleFromWire);
@@ -160,6 +197,9 @@ export class UnaryMethods extends ClientBase {
     sequence: number,
     options: CallTarget & { attempt?: number } = {},
   ): Promise<void> {
+    requireString("ack", "group", group);
+    requireInteger("ack", "sequence", sequence, 1);
+    requireCallOptions("ack", "options", options, ["purgatory", "attempt"]);
     const req = { purgatory: this.name(options), group, sequence, attempt: options.attempt ?? 0 };
     await this.call("Ack", req, this.deadlineMs);
   }
@@ -172,6 +212,10 @@ export class UnaryMethods extends ClientBase {
     attempt: number,
     options: CallTarget & { visibilityTimeoutMs?: number } = {},
   ): Promise<number> {
+    requireString("extendLease", "group", group);
+    requireInteger("extendLease", "sequence", sequence, 1);
+    requireInteger("extendLease", "attempt", attempt, 1);
+    requireCallOptions("extendLease", "options", options, ["purgatory", "visibilityTimeoutMs"]);
     const req = {
       purgatory: this.name(options),
       group,
@@ -187,6 +231,9 @@ export class UnaryMethods extends ClientBase {
     group: string,
     options: CallTarget & { afterSequence?: number; pageSize?: number } = {},
   ): Promise<DeadLetterPage> {
+    requireString("listDeadLetters", "group", group);
+    const allowed = ["purgatory", "afterSequence", "pageSize"];
+    requireCallOptions("listDeadLetters", "options", options, allowed);
     const req = {
       purgatory: this.name(options),
       group,
@@ -209,18 +256,26 @@ export class UnaryMethods extends ClientBase {
     sequences?: readonly number[],
     options: CallTarget = {},
   ): Promise<number[]> {
+    requireString("redrive", "group", group);
+    if (sequences !== undefined && !Array.isArray(sequences)) {
+      requireStrings("redrive", "sequences", sequences); // not an array: says so
+    }
+    requireCallOptions("redrive", "options", options);
     const req = { purgatory: this.name(options), group, sequences: [...(sequences ?? [])] };
     return [...(await this.call("Redrive", req, this.deadlineMs)).redriven];
   }
 
   /** Every group of the purgatory with its counters. */
   async listGroups(options: CallTarget = {}): Promise<GroupInfo[]> {
+    requireCallOptions("listGroups", "options", options);
     const resp = await this.call("ListGroups", { purgatory: this.name(options) }, this.deadlineMs);
     return resp.groups.map(groupFromWire);
   }
 
   /** Remove a group and everything it holds; resolves to the outcomes dropped with it. */
   async deleteGroup(group: string, options: CallTarget = {}): Promise<number> {
+    requireString("deleteGroup", "group", group);
+    requireCallOptions("deleteGroup", "options", options);
     const req = { purgatory: this.name(options), group };
     return (await this.call("DeleteGroup", req, this.deadlineMs)).dropped;
   }

@@ -3,7 +3,7 @@
 // (tests/security/certs.py): a CA, a server certificate for 127.0.0.1, a client
 // certificate from the same CA and one from an unrelated CA.
 import assert from "node:assert/strict";
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawnSync } from "node:child_process";
 import * as path from "node:path";
 import { before, test } from "node:test";
 
@@ -177,3 +177,23 @@ async function take1(stream) {
   for await (const event of stream) return event;
   return undefined;
 }
+
+// grpc-js sends an IP target as the TLS ServerName, which Node deprecates (DEP0123); the
+// certificate is still checked against the IP. `npm test` and `make node-test` run node with
+// --disable-warning=DEP0123: a TLS client run with this process's flags prints nothing.
+test("TLS to 127.0.0.1 prints no DeprecationWarning under the test runner's flags", async () => {
+  const args = ["--tls-cert", certs.serverCert, "--tls-key", certs.serverKey];
+  await withServer({ toml: PLAIN, args }, async (server) => {
+    const dist = path.join(REPO, "client", "node", "dist", "cjs", "index.js");
+    const script = `
+      const { PurgatoryClient } = require(${JSON.stringify(dist)});
+      const c = new PurgatoryClient(${JSON.stringify(server.target)}, { tls: { caFile: ${JSON.stringify(certs.ca)} } });
+      c.getPurgatory().then((info) => { console.log(info.name); c.close(); });`;
+    const child = spawnSync(process.execPath, [...process.execArgv, "-e", script], {
+      encoding: "utf8",
+      timeout: 30_000,
+    });
+    assert.equal(child.stdout.trim(), "default", child.stderr);
+    assert.doesNotMatch(child.stderr, /DeprecationWarning/);
+  });
+});

@@ -141,6 +141,21 @@ class ClusterNode:
                 raise NotOwner(name, self._membership.candidate(name) if self._membership else "")
             raise NotOwner(name, known.address, known.epoch)
 
+    def elsewhere(self) -> list[tuple[str, str]]:
+        """The replicated purgatories this server does not serve now, sorted, each with the
+        address of its owner as far as this server knows ("" while a new owner is being
+        chosen): the whole-cluster listing asks those owners for theirs. Deleted ones are
+        left out."""
+        out: list[tuple[str, str]] = []
+        for name in sorted(self._settings):
+            try:
+                self.route(name)
+            except NotOwner as exc:
+                out.append((name, "" if exc.owner == self.address else exc.owner))
+            except PurgatoryDeleted:
+                continue
+        return out
+
     def owner(self, name: str) -> str:
         """Another server's address that owns ``name`` as far as this one knows, or ""."""
         known = self._routes.get(name)

@@ -47,6 +47,7 @@ from purgatory_server._service.core.registry import JournalFactory, PurgatoryReg
 from purgatory_server._service.durable.catalog import read_catalog
 from purgatory_server._service.durable.local_store import durable_factory
 from purgatory_server._service.observability import telemetry_from_config
+from purgatory_server._service.workers.kept_purgatories import KeptPurgatories
 
 if TYPE_CHECKING:
     from purgatory_server._cluster.node import ClusterNode
@@ -207,7 +208,7 @@ async def create_server(
     lag = LoopLag(loop) if config.shed_lag_ms else None
     admission = Admission(lag, config.shed_lag_ms, config.shed_batch_entries)
     server, health_servicer, authorizer, siblings = _grpc_server(
-        config, registry, loop, telemetry, admission, worker=worker
+        config, registry, loop, telemetry, admission, worker=worker, cluster=cluster
     )
     port = _bind(server, address, credentials)
     if worker is not None and port:  # and its own port, named by its siblings' redirects
@@ -280,14 +281,21 @@ def _grpc_server(
     admission: Admission,
     *,
     worker: WorkerPlan | None,
+    cluster: ClusterNode | None = None,
 ) -> tuple[grpc.aio.Server, Any, Authorizer | None, Siblings]:
-    """The grpc.aio server with the purgatory service, health and reflection (not bound)."""
+    """The grpc.aio server with the purgatory service, health and reflection (not bound).
+    With a plaintext ``cluster`` its listing asks the other servers for the replicated
+    purgatories they own (the questions are plaintext, as the workers' are)."""
     server = grpc.aio.server(
         options=server_options(config, reuseport=worker is not None),
         maximum_concurrent_rpcs=config.max_concurrent_rpcs,
     )
     peers = () if worker is None else tuple(worker.peers())
-    servicer = PurgatoryServicer(registry, loop, admission, peers)
+    elsewhere = cluster.elsewhere if cluster is not None and not config.tls_cert else None
+    definitions = KeptPurgatories(worker.definitions) if worker and worker.definitions else None
+    servicer = PurgatoryServicer(
+        registry, loop, admission, peers, elsewhere=elsewhere, definitions=definitions
+    )
     authorizer = Authorizer(config.auth) if config.auth.enabled else None
     wrap = None if telemetry is None else partial(_wrap, telemetry)
     add_purgatory_service(server, servicer, authorizer, wrap)
@@ -325,8 +333,9 @@ def _open_purgatories(
     cluster: ClusterNode | None,
     worker: WorkerPlan | None,
 ) -> None:
-    """The configured purgatories, then the catalogued durable ones; replicated ones wait
-    for the cluster, and a worker opens only those placed on it."""
+    """The configured purgatories, then the catalogued durable ones, then (a worker) those
+    created at run time before a restart; replicated ones wait for the cluster, and a
+    worker opens only those placed on it."""
     for settings in config.purgatories:
         if cluster is not None and cluster.is_replicated(settings.name):
             continue  # owned or stood by once the cluster starts
@@ -339,6 +348,11 @@ def _open_purgatories(
             continue
         if settings.name not in configured and settings.durable:
             registry.create(settings)
+    if worker is not None and worker.definitions:  # created at run time, kept by the supervisor
+        known = {p.name for p in registry.all_purgatories()}
+        for settings in KeptPurgatories(worker.definitions).load():
+            if worker.owns(settings.name) and settings.name not in known:
+                registry.create(settings)
 
 
 async def _shutdown_telemetry(telemetry: Telemetry | None) -> None:

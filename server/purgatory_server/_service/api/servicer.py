@@ -41,6 +41,7 @@ from purgatory_server._service.wire.validation import (
     filter_from_proto,
     heartbeat_interval,
 )
+from purgatory_server._service.workers.kept_purgatories import KeptPurgatories
 
 __all__ = ["METADATA_INCARNATION", "METADATA_START_AFTER", "PurgatoryServicer"]
 
@@ -55,10 +56,18 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
         loop: asyncio.AbstractEventLoop,
         admission: Admission = NO_ADMISSION,
         siblings: Sequence[str] = (),
+        *,
+        elsewhere: Callable[[], list[tuple[str, str]]] | None = None,
+        definitions: KeptPurgatories | None = None,
     ) -> None:
         self._registry = registry
         # The other workers' own addresses (workers/): ListPurgatories lists theirs too.
         self.siblings = Siblings(siblings)
+        # With [cluster] (plaintext): the replicated purgatories served elsewhere and their
+        # owners (ClusterNode.elsewhere), which ListPurgatories asks.
+        self._elsewhere = elsewhere
+        # A worker's run-time purgatories, kept by its supervisor (workers/kept_purgatories.py).
+        self._definitions = definitions
         self._loop = loop
         self._limits = registry.limits
         self._service = Service(registry, loop, registry.limits, admission)
@@ -83,12 +92,16 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
         check_settings("config", overrides, self._limits)
         settings = registry.settings_for(request.name, overrides)
         purgatory = registry.create(settings)
+        if self._definitions is not None:
+            self._definitions.record(settings)
         return pb.CreatePurgatoryResponse(purgatory=purgatory_to_proto(purgatory.stats()))
 
     async def DeletePurgatory(
         self, request: pb.DeletePurgatoryRequest, context: grpc.aio.ServicerContext
     ) -> pb.DeletePurgatoryResponse:
         cancelled = await self._registry.delete(request.name)
+        if self._definitions is not None:
+            self._definitions.forget(request.name)
         return pb.DeletePurgatoryResponse(cancelled=cancelled)
 
     async def ListPurgatories(
@@ -97,6 +110,11 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
         purgatories = [purgatory_to_proto(p.stats()) for p in self._registry.all_purgatories()]
         if self.siblings and not Siblings.local_only(context):
             purgatories += await self.siblings.listed(context)
+            purgatories.sort(key=lambda p: p.name)
+        if self._elsewhere is not None:
+            served = {p.name for p in purgatories}
+            owners = [(n, owner) for n, owner in self._elsewhere() if n not in served]
+            purgatories += await self.siblings.owned_elsewhere(owners, context)
             purgatories.sort(key=lambda p: p.name)
         return pb.ListPurgatoriesResponse(purgatories=purgatories)
 

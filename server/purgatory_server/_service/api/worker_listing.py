@@ -1,10 +1,13 @@
-"""ListPurgatories of the whole server when it runs as several workers (workers/).
+"""ListPurgatories of the whole server when it runs as several workers (workers/), and of
+the whole cluster with ``[cluster]``.
 
 The worker a client reached asks each sibling on its own port for *its* purgatories
 (metadata ``purgatory-worker-local``: no further fan-out) and answers the union, sorted by
-name. The caller's ``authorization`` travels with the question, so a token sees the same
-purgatories on every worker. A sibling that does not answer makes the listing UNAVAILABLE
-rather than silently short.
+name. In a cluster, a server asks the owner of each replicated purgatory it does not serve
+for that one (GetPurgatory: no fan-out either), so every server lists every purgatory of
+the cluster. The caller's ``authorization`` travels with the question, so a token sees the
+same purgatories everywhere. A sibling or owner that does not answer (or a replicated
+purgatory with no owner yet) makes the listing UNAVAILABLE rather than silently short.
 
 Channels to siblings are opened on first use and kept until the server stops;
 loop-confined like the servicer.
@@ -57,14 +60,42 @@ class Siblings:
         """Whether this call is a sibling's question (answer with this worker's own)."""
         return any(k == METADATA_LOCAL for k, _ in context.invocation_metadata() or ())
 
-    async def listed(self, context: grpc.aio.ServicerContext) -> list[pb.Purgatory]:
-        """The siblings' purgatories; Unavailable if one of them does not answer."""
-        metadata = [(METADATA_LOCAL, "1")]
-        metadata += [
+    @staticmethod
+    def _forwarded(context: grpc.aio.ServicerContext) -> list[tuple[str, str]]:
+        """The caller's token, for a question asked on its behalf."""
+        return [
             (k, v)
             for k, v in context.invocation_metadata() or ()
             if k == "authorization" and isinstance(v, str)
         ]
+
+    async def owned_elsewhere(
+        self, owners: Sequence[tuple[str, str]], context: grpc.aio.ServicerContext
+    ) -> list[pb.Purgatory]:
+        """Each ``(name, owner)`` replicated purgatory as its owner reports it; Unavailable
+        if one has no owner yet or its owner does not answer."""
+        metadata = self._forwarded(context)
+        found: list[pb.Purgatory] = []
+        for name, owner in owners:
+            if not owner:
+                raise SiblingUnavailable(
+                    f"purgatory {name!r} is being taken over (no owner yet); retry shortly"
+                )
+            try:
+                response = await self._stub(owner).GetPurgatory(
+                    pb.GetPurgatoryRequest(name=name), metadata=metadata, timeout=ASK_TIMEOUT_S
+                )
+            except grpc.aio.AioRpcError as exc:
+                raise SiblingUnavailable(
+                    f"purgatory {name!r}'s owner at {owner} did not answer the listing "
+                    f"({exc.code().name}); retry shortly"
+                ) from None
+            found.append(response.purgatory)
+        return found
+
+    async def listed(self, context: grpc.aio.ServicerContext) -> list[pb.Purgatory]:
+        """The siblings' purgatories; Unavailable if one of them does not answer."""
+        metadata = [(METADATA_LOCAL, "1"), *self._forwarded(context)]
         found: list[pb.Purgatory] = []
         for address in self._addresses:
             try:

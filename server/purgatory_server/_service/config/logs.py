@@ -20,6 +20,7 @@ __all__ = [
     "LOG_FORMATS",
     "JsonFormatter",
     "RateLimit",
+    "TracedTextFormatter",
     "configure_logging",
     "log_rejected",
     "log_subscriber_cut_off",
@@ -29,9 +30,22 @@ logger = logging.getLogger("purgatory_server.service")
 
 LOG_FORMATS = ("text", "json")
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
-TEXT_FORMAT_TRACED = (
-    "%(asctime)s %(levelname)s %(name)s trace_id=%(trace_id)s span_id=%(span_id)s: %(message)s"
-)
+# ``trace_ids`` is " trace_id=... span_id=..." inside a traced call, "" outside one
+# (:class:`TracedTextFormatter`): a line outside a call has no empty fields.
+TEXT_FORMAT_TRACED = "%(asctime)s %(levelname)s %(name)s%(trace_ids)s: %(message)s"
+
+
+class TracedTextFormatter(logging.Formatter):
+    """The text format, with the call's trace and span ids where a trace filter set them."""
+
+    def __init__(self) -> None:
+        super().__init__(TEXT_FORMAT_TRACED)
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        trace_id = getattr(record, "trace_id", "")
+        span_id = getattr(record, "span_id", "")
+        record.trace_ids = f" trace_id={trace_id} span_id={span_id}" if trace_id else ""
+        return super().formatMessage(record)
 
 
 class JsonFormatter(logging.Formatter):
@@ -70,7 +84,7 @@ def configure_logging(
     if log_format == "json":
         handler.setFormatter(JsonFormatter())
     elif record_filter is not None:
-        handler.setFormatter(logging.Formatter(TEXT_FORMAT_TRACED))
+        handler.setFormatter(TracedTextFormatter())
     else:
         handler.setFormatter(logging.Formatter(TEXT_FORMAT))
     if record_filter is not None:

@@ -30,6 +30,8 @@ from purgatory_server._service.config.settings_spec import (
 )
 
 __all__ = [
+    "MAX_TIMEOUT_MS",
+    "MIN_TIMEOUT_MS",
     "ConfigError",
     "Limits",
     "PurgatorySettings",
@@ -100,6 +102,9 @@ class Limits:
 # The longest timeout a server may allow: ~10 years, so due times stay far inside int64
 # and the timing wheel's overflow levels stay few.
 MAX_TIMEOUT_MS = 10 * 365 * 24 * 3600 * 1000
+# The shortest timeout a server may allow: 0 on the wire means "not set". The clients'
+# CLI mirrors both (purgatory_client._bounds), so it refuses what no server accepts.
+MIN_TIMEOUT_MS = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +185,7 @@ class ServerConfig:
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
         self._validate_limits()
+        self._validate_listeners()
         if self.log_level.upper() not in _LOG_LEVELS:
             raise ConfigError(
                 f"log_level must be one of {list(_LOG_LEVELS)}, got {self.log_level!r}"
@@ -200,6 +206,13 @@ class ServerConfig:
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
 
+    def _validate_listeners(self) -> None:
+        if self.metrics_listen and _same_port(self.metrics_listen, self.listen):
+            raise ConfigError(
+                f"metrics_listen {self.metrics_listen} takes the port of listen {self.listen}: "
+                "the metrics endpoint and the gRPC server need a port each"
+            )
+
     def _validate_limits(self) -> None:
         for f in fields(self.limits):
             if getattr(self.limits, f.name) < 0:
@@ -214,10 +227,26 @@ class ServerConfig:
             value = getattr(self.limits, name)
             if not low <= value <= high:
                 raise ConfigError(f"limits.{name} must be in [{low}, {high}], got {value}")
+        if self.limits.min_timeout_ms < MIN_TIMEOUT_MS:
+            raise ConfigError(f"limits.min_timeout_ms must be >= {MIN_TIMEOUT_MS}")
         if self.limits.min_timeout_ms > self.limits.max_timeout_ms:
             raise ConfigError("limits.min_timeout_ms must be <= limits.max_timeout_ms")
         if self.limits.max_timeout_ms > MAX_TIMEOUT_MS:
             raise ConfigError(f"limits.max_timeout_ms must be <= {MAX_TIMEOUT_MS} (~10 years)")
+
+
+_WILDCARDS = ("", "0.0.0.0", "::", "*")
+
+
+def _same_port(first: str, second: str) -> bool:
+    """Whether two ``HOST:PORT`` addresses would bind the same port: the same fixed port on
+    the same host, or on hosts of which one is a wildcard (port 0 never collides)."""
+    host_a, _, port_a = first.rpartition(":")
+    host_b, _, port_b = second.rpartition(":")
+    if not port_a.isdigit() or int(port_a) == 0 or port_a != port_b:
+        return False
+    host_a, host_b = host_a.strip("[]"), host_b.strip("[]")
+    return host_a == host_b or host_a in _WILDCARDS or host_b in _WILDCARDS
 
 
 # The memory budget's percentages and their ranges.
@@ -375,6 +404,11 @@ def load_config(
             raise ConfigError(f"cannot read config file {path}: {exc}") from exc
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
+        except UnicodeDecodeError as exc:  # TOML is UTF-8 text
+            raise ConfigError(
+                f"config file {path} is not UTF-8 text (TOML must be): byte "
+                f"{exc.object[exc.start]:#04x} at offset {exc.start}"
+            ) from exc
         config = from_mapping(data, config, env)
     config = apply_env(config, os.environ if env is None else env)
     if overrides:

@@ -8,5 +8,7 @@ own, which a worker names when it refuses a purgatory it does not own (UNAVAILAB
 
 - ``plan``: a worker's view: the workers, their ports, who owns a name, the refusal;
 - ``supervisor``: reserves the ports, starts the workers, restarts a dead one, stops all;
-- ``metrics_gather``: the whole server's Prometheus endpoint, every worker's series merged.
+- ``metrics_gather``: the whole server's Prometheus endpoint, every worker's series merged;
+- ``kept_purgatories``: purgatories created at run time, kept by the supervisor so a restarted
+  worker creates them again.
 """

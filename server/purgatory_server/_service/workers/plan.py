@@ -21,7 +21,9 @@ from purgatory_server._service.config.server_config import ConfigError, ServerCo
 from purgatory_server._service.model.errors import NotOwner
 
 __all__ = [
+    "WORKERS_PER_CORE",
     "WorkerPlan",
+    "max_workers",
     "usable_cores",
     "worker_config",
     "worker_count",
@@ -43,17 +45,31 @@ def usable_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+# The most workers per usable core. A worker is a whole server (an event loop, its
+# threads, ~40 MB resident); past a few per core they only contend for the cores, and a
+# thousand of them take minutes to start and to stop.
+WORKERS_PER_CORE = 4
+
+
+def max_workers() -> int:
+    """The most workers this process may start: :data:`WORKERS_PER_CORE` per usable core."""
+    return WORKERS_PER_CORE * usable_cores()
+
+
 @dataclass(frozen=True, slots=True)
 class WorkerPlan:
     """Worker ``index`` of ``len(own_ports)``; ``host`` is where all of them listen,
     ``shared_port`` the port they share, ``own_ports[i]`` worker i's own port, and
-    ``advertise`` the host named in a redirect (the listen host unless it is a wildcard)."""
+    ``advertise`` the host named in a redirect (the listen host unless it is a wildcard);
+    ``definitions`` the supervisor's directory of run-time purgatory definitions
+    (:mod:`.kept_purgatories`; "" if none)."""
 
     index: int
     host: str
     shared_port: int
     own_ports: tuple[int, ...]
     advertise: str
+    definitions: str = ""
 
     @property
     def count(self) -> int:
@@ -84,11 +100,17 @@ class WorkerPlan:
 
 
 def worker_count(config: ServerConfig) -> int:
-    """How many workers ``config`` asks for (0: one per usable core); ConfigError for
-    what several workers cannot serve yet: a ``[cluster]`` (ownership is then the
-    cluster's), a unix socket (no shared port), TLS (the whole-server listing asks the
-    other workers in plaintext)."""
+    """How many workers ``config`` asks for (0: one per usable core); ConfigError past
+    :func:`max_workers` and for what several workers cannot serve yet: a ``[cluster]``
+    (ownership is then the cluster's), a unix socket (no shared port), TLS (the
+    whole-server listing asks the other workers in plaintext)."""
     count = config.workers or usable_cores()
+    cap = max_workers()
+    if count > cap:
+        raise ConfigError(
+            f"workers: {count} is more than {cap}, {WORKERS_PER_CORE} per usable core "
+            f"({usable_cores()} here); use --workers auto for one per core"
+        )
     if count > 1:
         if config.cluster.nats_urls:
             raise ConfigError("workers > 1 cannot be combined with [cluster] nats_urls")
@@ -99,9 +121,11 @@ def worker_count(config: ServerConfig) -> int:
     return count
 
 
-def worker_plan(config: ServerConfig, index: int, ports_text: str | None) -> WorkerPlan:
+def worker_plan(
+    config: ServerConfig, index: int, ports_text: str | None, definitions: str | None = None
+) -> WorkerPlan:
     """Worker ``index``'s plan from the supervisor's ``--worker-ports`` (shared port,
-    then each worker's own port)."""
+    then each worker's own port) and ``--worker-definitions``."""
     try:
         ports = [int(p) for p in (ports_text or "").split(",")]
     except ValueError:
@@ -112,7 +136,7 @@ def worker_plan(config: ServerConfig, index: int, ports_text: str | None) -> Wor
     advertise = socket.gethostname() if host in ("0.0.0.0", "::", "") else host
     if ":" in advertise:
         advertise = f"[{advertise}]"
-    return WorkerPlan(index, host, ports[0], tuple(ports[1:]), advertise)
+    return WorkerPlan(index, host, ports[0], tuple(ports[1:]), advertise, definitions or "")
 
 
 def worker_config(config: ServerConfig, count: int) -> ServerConfig:

@@ -7,11 +7,15 @@ port and one own port per worker with a bound, not listening, SO_REUSEPORT socke
 finds its own port free. The kernel never hands connections to a reserving socket.
 
 Each worker is ``python -m purgatory_server`` with the supervisor's arguments plus
-``--worker-index``, ``--worker-ports`` and its own port file. The supervisor writes
-``port_file`` once every worker serves. A worker that exits while the supervisor is not
-stopping is started again (with a doubling pause while it keeps dying young) and
-recovers its durable purgatories from their journals. SIGTERM/SIGINT stop every worker
-gracefully, then the supervisor exits 0. Thread-safety: one thread (the main one) runs it.
+``--worker-index``, ``--worker-ports``, its own port file, its own error file (where it
+writes why it could not start) and the directory of run-time purgatory definitions
+(:mod:`.kept_purgatories`), which outlives every worker. The supervisor writes
+``port_file`` once every worker serves; if one exits first, it stops the others and its
+last line quotes that worker's own reason (``cannot start: worker 0: ...``), not only
+its exit status. A worker that exits while the supervisor is not stopping is started
+again (with a doubling pause while it keeps dying young) and recovers its durable
+purgatories from their journals. SIGTERM/SIGINT stop every worker gracefully, then the
+supervisor exits 0. Thread-safety: one thread (the main one) runs it.
 """
 
 from __future__ import annotations
@@ -62,10 +66,11 @@ def reserve_port(host: str, port: int) -> socket.socket:
 class _Worker:
     """One worker process and its restart bookkeeping."""
 
-    def __init__(self, index: int, argv: list[str], port_file: Path) -> None:
+    def __init__(self, index: int, argv: list[str], port_file: Path, error_file: Path) -> None:
         self.index = index
         self.argv = argv
         self.port_file = port_file
+        self.error_file = error_file
         self.proc: subprocess.Popen[bytes] | None = None
         self.started = 0.0
         self.backoff_s = 0.0
@@ -73,6 +78,7 @@ class _Worker:
 
     def start(self) -> None:
         self.port_file.unlink(missing_ok=True)
+        self.error_file.unlink(missing_ok=True)
         self.started = time.monotonic()
         # Its telemetry's resource names it (OpenTelemetry reads this variable): OTLP
         # exports carry `purgatory.worker`, Prometheus's target_info `purgatory_worker`.
@@ -84,6 +90,23 @@ class _Worker:
 
     def exited(self) -> int | None:
         return None if self.proc is None else self.proc.poll()
+
+    def failed_at(self) -> float:
+        """When it wrote its error file (inf if it wrote none)."""
+        try:
+            return self.error_file.stat().st_mtime
+        except FileNotFoundError:
+            return float("inf")
+
+    def failure(self, code: int) -> str:
+        """Why it exited with ``code`` before serving: its own reason if it wrote one."""
+        try:
+            reason = self.error_file.read_text(errors="replace").strip()
+        except FileNotFoundError:
+            reason = ""
+        if reason:
+            return f"worker {self.index}: {reason}"
+        return f"worker {self.index} exited with {code}"
 
     def signal(self, signum: int) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -131,29 +154,40 @@ class Supervisor:
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._stop)
         with tempfile.TemporaryDirectory(prefix="purgatory-workers-") as tmp:
+            (Path(tmp) / "definitions").mkdir()  # run-time purgatories (kept_purgatories.py)
             workers = [self._worker(i, host, ports, Path(tmp)) for i in range(self._count)]
             try:
-                for worker in workers:
-                    worker.start()
-                if not self._wait_serving(workers):
-                    return 0 if self._stopping else 1  # stopped while starting: no failure
-                self._write_port_file(ports[0])
-                own = ", ".join(str(p) for p in ports[1:])
-                logger.info(
-                    "supervisor: %d workers serving on %s:%d (own ports %s)",
-                    self._count,
-                    host,
-                    ports[0],
-                    own,
-                )
-                self._watch(workers)
-                return 0
+                failure = self._serve(workers, host, ports)
             finally:
                 self._stop_all(workers)
                 if gather is not None:
                     gather.stop()
                 for sock in reserved:
                     sock.close()
+        if failure is not None:  # the last line says why, after the others' stop lines
+            logger.error("cannot start: %s", failure)
+            return 1
+        return 0
+
+    def _serve(self, workers: list[_Worker], host: str, ports: list[int]) -> str | None:
+        """Start the workers and restart them until asked to stop; why they did not all
+        serve, if they did not (None when stopped, even while starting)."""
+        for worker in workers:
+            worker.start()
+        failure = self._wait_serving(workers)
+        if failure is not None or self._stopping:
+            return None if self._stopping else failure
+        self._write_port_file(ports[0])
+        own = ", ".join(str(p) for p in ports[1:])
+        logger.info(
+            "supervisor: %d workers serving on %s:%d (own ports %s)",
+            self._count,
+            host,
+            ports[0],
+            own,
+        )
+        self._watch(workers)
+        return None
 
     def _gather(self) -> MetricsGather | None:
         """The whole server's metrics endpoint (None if none is configured; OSError if its
@@ -176,29 +210,36 @@ class Supervisor:
 
     def _worker(self, index: int, host: str, ports: list[int], tmp: Path) -> _Worker:
         port_file = tmp / f"worker-{index}.port"
+        error_file = tmp / f"worker-{index}.error"
         listen_host = f"[{host}]" if ":" in host else host
         argv = [sys.executable, "-m", "purgatory_server", *self._argv]
         argv += ["--listen", f"{listen_host}:{ports[0]}", "--port-file", str(port_file)]
         argv += ["--worker-index", str(index), "--worker-ports", ",".join(map(str, ports))]
+        argv += ["--worker-error-file", str(error_file)]
+        argv += ["--worker-definitions", str(tmp / "definitions")]
         if self._metric_ports:  # gathered by the supervisor's endpoint (metrics_gather)
             argv += ["--metrics-listen", f"127.0.0.1:{self._metric_ports[index]}"]
-        return _Worker(index, argv, port_file)
+        return _Worker(index, argv, port_file, error_file)
 
-    def _wait_serving(self, workers: list[_Worker]) -> bool:
+    def _wait_serving(self, workers: list[_Worker]) -> str | None:
+        """Wait until every worker serves (None) or one exits first (why, the first
+        worker's to fail where several did in one poll: its error file was written
+        first)."""
         deadline = time.monotonic() + START_TIMEOUT_S
         waiting = list(workers)
         while waiting and not self._stopping:
+            failed: list[tuple[float, str]] = []
             for worker in list(waiting):
                 if worker.port_file.exists():
                     waiting.remove(worker)
                 elif (code := worker.exited()) is not None:
-                    logger.error("cannot start: worker %d exited with %d", worker.index, code)
-                    return False
+                    failed.append((worker.failed_at(), worker.failure(code)))
+            if failed:
+                return min(failed)[1]
             if time.monotonic() > deadline:
-                logger.error("cannot start: workers did not serve in %.0f s", START_TIMEOUT_S)
-                return False
+                return f"workers did not serve in {START_TIMEOUT_S:.0f} s"
             time.sleep(POLL_S)
-        return not self._stopping
+        return None
 
     def _write_port_file(self, port: int) -> None:
         if self._config.port_file:

@@ -45,8 +45,25 @@ _TRANSPORT: list[Rule] = [
 ]
 
 _BOOKKEEPING = "purgatory bookkeeping (register/signal/publish)"
+# The compiled build's functions (mypyc names them ``CPyDef_<module>___<name>``, all in
+# one extension, whose source path names the engine): by module, before the path rules.
+_COMPILED_SERVICE: list[Rule] = [
+    ("_delayed_operation___", "engine (timer, watch lists)"),
+    ("_progress___", "conditions"),
+    ("_operation___", "operation (try_complete, on_complete)"),
+    ("_event_log___", "outcome/event building"),
+    ("_validation___", "validation"),
+    ("_convert___", "request/response conversion"),
+    ("_session_messages___", "request/response conversion"),
+    ("_named_purgatory___", _BOOKKEEPING),
+    ("_operation_table___", _BOOKKEEPING),
+    ("_feed___", _BOOKKEEPING),
+    ("_budget___", _BOOKKEEPING),
+    ("_sizes___", _BOOKKEEPING),
+]
 SERVER_RULES: list[Rule] = [
     *_COMMON,
+    *_COMPILED_SERVICE,
     ("/_engine/", "engine (timer, watch lists)"),
     ("/_service/core/progress.py", "conditions"),
     ("/_service/model/conditions.py", "conditions"),

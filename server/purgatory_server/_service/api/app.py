@@ -50,6 +50,7 @@ from purgatory_server._service.observability import telemetry_from_config
 
 if TYPE_CHECKING:
     from purgatory_server._cluster.node import ClusterNode
+    from purgatory_server._service.console.listener import Console
     from purgatory_server._service.observability.setup import Telemetry
     from purgatory_server._service.workers.plan import WorkerPlan
 
@@ -138,6 +139,8 @@ class PurgatoryServer:
     loop_lag: LoopLag | None = None
     # A worker's channels to its siblings (whole-server listing); None: one process.
     siblings: Siblings | None = None
+    # The operator's console (console_listen); None when it is off.
+    console: Console | None = None
     _stopped: bool = False
 
     async def stop(self, grace: float | None = None) -> None:
@@ -145,6 +148,8 @@ class PurgatoryServer:
         if self._stopped:
             return
         self._stopped = True
+        if self.console is not None:
+            await self.console.stop()
         if self.loop_lag is not None:
             self.loop_lag.stop()
         grace = self.config.grace_s if grace is None else grace
@@ -219,11 +224,13 @@ async def create_server(
         raise OSError(f"cannot listen on {address}")
     if authorizer is not None and credentials is None:
         logger.warning("tokens are configured but TLS is off: tokens travel in plaintext")
+    console = None
     try:
         _open_purgatories(config, registry, cluster, worker)
         await server.start()
         if cluster is not None:
             await cluster.start(registry, port)
+        console = await _console(config, registry, port, worker)
     except BaseException:
         if cluster is not None:
             await cluster.stop()
@@ -237,9 +244,21 @@ async def create_server(
     await health_servicer.set("", serving)
     await health_servicer.set(SERVICE_NAME, serving)
     purgatory_server = PurgatoryServer(
-        server, registry, health_servicer, port, config, telemetry, cluster, lag, siblings
+        server, registry, health_servicer, port, config, telemetry, cluster, lag, siblings, console
     )
     return purgatory_server, port
+
+
+async def _console(
+    config: ServerConfig, registry: PurgatoryRegistry, port: int, worker: WorkerPlan | None
+) -> Console | None:
+    """The operator's console when ``console_listen`` asks for one (a worker set's first
+    worker serves it: its listing covers its siblings); nothing of it loads otherwise."""
+    if not config.console_listen or (worker is not None and worker.index != 0):
+        return None
+    from purgatory_server._service.console.listener import start_console  # noqa: PLC0415
+
+    return await start_console(config, registry, port)
 
 
 def _registry(  # noqa: PLR0917 - the assembly's one call site, names kept apart
@@ -260,7 +279,8 @@ def _registry(  # noqa: PLR0917 - the assembly's one call site, names kept apart
         time=time,
         reaper_enabled=reaper_enabled,
         journal_factory=journal_factory,
-        metrics=telemetry is not None and telemetry.metrics,
+        # The console draws from the same counters (no per-operation cost without either).
+        metrics=(telemetry is not None and telemetry.metrics) or bool(config.console_listen),
         traced=telemetry is not None and telemetry.tracing,
         router=router,
     )

@@ -15,7 +15,7 @@ from purgatory_server._service.console.markup import Html, age, esc, join
 __all__ = ["lateness_chart", "outcomes_chart", "pending_chart"]
 
 W, H = 600, 200
-LEFT, RIGHT, TOP, BOTTOM = 56, 150, 12, 28
+LEFT, RIGHT, TOP, BOTTOM = 56, 150, 24, 28
 COLORS = ("#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#4b5563")
 
 
@@ -34,7 +34,7 @@ def _frame(body: Html, y_max: float, y_unit: str, x_label: str) -> bytes:
         f'viewBox="0 0 {W} {H}" font-family="sans-serif" font-size="11">'
         "<style>.grid{stroke:#e5e7eb}text{fill:#374151}</style>"
         f'<rect width="{W}" height="{H}" fill="#fff"/>{"".join(ticks)}'
-        f'<text x="8" y="{TOP + 4}" >{esc(y_unit)}</text>'
+        f'<text x="8" y="14">{esc(y_unit)}</text>'
         f'<text x="{(LEFT + W - RIGHT) / 2:.0f}" y="{H - 6}" text-anchor="middle">'
         f"{esc(x_label)}</text>{body}</svg>"
     )

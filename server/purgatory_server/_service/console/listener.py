@@ -198,7 +198,7 @@ class Console:
                 return
             if request is None:
                 return
-            response = await self._respond(request, writer)
+            response = await self._respond(request, reader, writer)
             if response is not None:
                 await write_response(writer, response, request.method == "HEAD")
         except (ConnectionError, TimeoutError, ssl.SSLError):
@@ -208,7 +208,9 @@ class Console:
             with contextlib.suppress(ConnectionError, ssl.SSLError):
                 await writer.wait_closed()
 
-    async def _respond(self, request: Request, writer: asyncio.StreamWriter) -> Response | None:
+    async def _respond(
+        self, request: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> Response | None:
         """The response, or None when the handler streamed it itself (events)."""
         segments = request.segments
         if request.method in ("GET", "HEAD") and len(segments) == 2 and segments[0] == "static":
@@ -227,11 +229,11 @@ class Console:
                 if self._auth:
                     return _redirect("/login")
                 session = self._sessions.open(None)
-                response = await self._route(request, session, writer)
+                response = await self._route(request, session, reader, writer)
                 if response is not None:
                     response.headers.append(("Set-Cookie", self._sessions.cookie(session)))
                 return response
-            return await self._route(request, session, writer)
+            return await self._route(request, session, reader, writer)
         except Forbidden as exc:
             return self._problem(HTTPStatus.FORBIDDEN, str(exc), session)
         except BadInput as exc:
@@ -300,7 +302,11 @@ class Console:
 
     # ------------------------------------------------------------------ pages
     async def _route(
-        self, request: Request, session: ConsoleSession, writer: asyncio.StreamWriter
+        self,
+        request: Request,
+        session: ConsoleSession,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
     ) -> Response | None:
         view = View(
             client=self._client_for(session.token),
@@ -326,7 +332,7 @@ class Console:
                     request.headers.get("last-event-id", ""), request.query.get("after", "")
                 )
                 await view.client.get_purgatory(name)  # refused before the stream starts
-                await stream_outcomes(view, name, after, writer)
+                await stream_outcomes(view, name, after, reader, writer)
                 return None
             case ("chart", "pending.svg"):
                 await view.client.list_purgatories()

@@ -71,9 +71,27 @@ def _event(ev: Event) -> bytes:
 
 
 async def stream_outcomes(
+    view: View,
+    name: str,
+    after: int | None,
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+) -> None:
+    """Write the event stream until the browser leaves (its end of the connection
+    closes: noticed at once, not at the next write) or the subscription ends."""
+    streaming = asyncio.ensure_future(_write_events(view, name, after, writer))
+    gone = asyncio.ensure_future(reader.read(1))
+    try:
+        await asyncio.wait((streaming, gone), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (streaming, gone):
+            task.cancel()
+        await asyncio.gather(streaming, gone, return_exceptions=True)
+
+
+async def _write_events(
     view: View, name: str, after: int | None, writer: asyncio.StreamWriter
 ) -> None:
-    """Write the event stream until the browser leaves or the subscription ends."""
     writer.write(
         head_bytes(
             HTTPStatus.OK,

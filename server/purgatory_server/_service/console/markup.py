@@ -80,7 +80,8 @@ def age(seconds: float | None) -> str:
 
 
 def bytes_text(n: int) -> str:
-    return f"{n / (1 << 20):.1f} MiB"
+    """A byte count in KiB under a MiB, else MiB."""
+    return f"{n / 1024:.1f} KiB" if n < 1 << 20 else f"{n / (1 << 20):.1f} MiB"
 
 
 def table(headers: Iterable[str], rows: Iterable[Iterable[object]], cls: str = "") -> Html:

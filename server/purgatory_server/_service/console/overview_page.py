@@ -29,7 +29,7 @@ async def overview(view: View, notice: str = "") -> Html:
             durable = "yes" if info.config.durable else "no"
         else:
             rates = [f"{local.rates[s]:.1f} /s" for s in FINAL_STATES]
-            late = age(local.lateness_p99_s)
+            late = f"≤ {age(local.lateness_p99_s)}" if local.lateness_p99_s is not None else "—"
             share = max(local.share_bytes, 1)
             budget = f"{bytes_text(local.held_bytes)} ({100 * local.held_bytes / share:.1f} %)"
             owner = "this process"

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import shutil
 import signal
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -211,7 +213,7 @@ async def create_server(
     registry = _registry(config, loop, time, reaper_enabled, journal_factory, router, telemetry)
     lag = LoopLag(loop) if config.shed_lag_ms else None
     admission = Admission(lag, config.shed_lag_ms, config.shed_batch_entries)
-    server, health_servicer, authorizer, siblings = _grpc_server(
+    server, health_servicer, authorizer, siblings, console_socket = _grpc_server(
         config, registry, loop, telemetry, admission, worker=worker
     )
     port = _bind(server, address, credentials)
@@ -219,19 +221,20 @@ async def create_server(
         own = f"{address.rsplit(':', 1)[0]}:{worker.own_ports[worker.index]}"
         port = port if _bind(server, own, credentials) else 0
     if port == 0:
+        _drop_socket(console_socket)
         await registry.shutdown()
         await _shutdown_telemetry(telemetry)
         raise OSError(f"cannot listen on {address}")
     if authorizer is not None and credentials is None:
         logger.warning("tokens are configured but TLS is off: tokens travel in plaintext")
-    console = None
     try:
         _open_purgatories(config, registry, cluster, worker)
         await server.start()
         if cluster is not None:
             await cluster.start(registry, port)
-        console = await _console(config, registry, port, worker)
+        console = await _console(config, registry, console_socket)
     except BaseException:
+        _drop_socket(console_socket)
         if cluster is not None:
             await cluster.stop()
         await registry.shutdown()
@@ -243,22 +246,43 @@ async def create_server(
     serving = health_pb2.HealthCheckResponse.SERVING
     await health_servicer.set("", serving)
     await health_servicer.set(SERVICE_NAME, serving)
-    purgatory_server = PurgatoryServer(
+    return PurgatoryServer(
         server, registry, health_servicer, port, config, telemetry, cluster, lag, siblings, console
-    )
-    return purgatory_server, port
+    ), port
+
+
+def _console_socket(
+    server: grpc.aio.Server, config: ServerConfig, worker: WorkerPlan | None
+) -> Path | None:
+    """When the console is asked for (a worker set's first worker serves it: its listing
+    covers its siblings), the private Unix socket it reaches this server on: in a fresh
+    directory only this user may enter, plaintext whatever TLS the public port has (mutual
+    TLS included); tokens are checked there as anywhere. None otherwise."""
+    if not config.console_listen or (worker is not None and worker.index != 0):
+        return None
+    path = Path(tempfile.mkdtemp(prefix="purgatory-console-")) / "grpc.sock"
+    if not _bind(server, f"unix:{path}", None):
+        shutil.rmtree(path.parent, ignore_errors=True)
+        raise OSError(f"cannot listen on the console's socket {path}")
+    return path
+
+
+def _drop_socket(socket: Path | None) -> None:
+    """Remove the console's socket directory, if there is one (a start that failed)."""
+    if socket is not None:
+        shutil.rmtree(socket.parent, ignore_errors=True)
 
 
 async def _console(
-    config: ServerConfig, registry: PurgatoryRegistry, port: int, worker: WorkerPlan | None
+    config: ServerConfig, registry: PurgatoryRegistry, socket: Path | None
 ) -> Console | None:
-    """The operator's console when ``console_listen`` asks for one (a worker set's first
-    worker serves it: its listing covers its siblings); nothing of it loads otherwise."""
-    if not config.console_listen or (worker is not None and worker.index != 0):
+    """The operator's console, reaching this server at ``socket`` (None: the console is
+    off, and nothing of it loads)."""
+    if socket is None:
         return None
     from purgatory_server._service.console.listener import start_console  # noqa: PLC0415
 
-    return await start_console(config, registry, port)
+    return await start_console(config, registry, socket)
 
 
 def _registry(  # noqa: PLR0917 - the assembly's one call site, names kept apart
@@ -300,8 +324,9 @@ def _grpc_server(
     admission: Admission,
     *,
     worker: WorkerPlan | None,
-) -> tuple[grpc.aio.Server, Any, Authorizer | None, Siblings]:
-    """The grpc.aio server with the purgatory service, health and reflection (not bound)."""
+) -> tuple[grpc.aio.Server, Any, Authorizer | None, Siblings, Path | None]:
+    """The grpc.aio server with the purgatory service, health and reflection (bound only
+    to the console's socket, when the console is on)."""
     server = grpc.aio.server(
         options=server_options(config, reuseport=worker is not None),
         maximum_concurrent_rpcs=config.max_concurrent_rpcs,
@@ -316,7 +341,8 @@ def _grpc_server(
     reflection.enable_server_reflection(
         (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server
     )
-    return server, health_servicer, authorizer, servicer.siblings
+    console_socket = _console_socket(server, config, worker)
+    return server, health_servicer, authorizer, servicer.siblings, console_socket
 
 
 def _wrap(

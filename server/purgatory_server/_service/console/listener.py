@@ -22,10 +22,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import shutil
 import ssl
 from collections.abc import Awaitable, Callable
 from http import HTTPStatus
 from importlib import resources
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from purgatory_client import AsyncPurgatoryClient
@@ -64,7 +66,6 @@ STATIC = {
     "console.css": "text/css; charset=utf-8",
     "console.js": "text/javascript; charset=utf-8",
 }
-_WILDCARDS = {"0.0.0.0": "127.0.0.1", "[::]": "[::1]", "": "127.0.0.1"}
 
 Action = Callable[[View, str, dict[str, str]], Awaitable[str]]
 _ACTIONS: dict[str, Action] = {
@@ -79,14 +80,6 @@ def _split(address: str) -> tuple[str, int]:
     if not host or not port.isdigit() or int(port) > 65535:
         raise ConfigError(f"console_listen must be host:port, got {address!r}")
     return host.strip("[]"), int(port)
-
-
-def grpc_target(listen: str, port: int) -> str:
-    """Where the console reaches its own server's gRPC port (a wildcard host: loopback)."""
-    if listen.startswith("unix:"):
-        return listen
-    host = listen.rpartition(":")[0]
-    return f"{_WILDCARDS.get(host, host)}:{port}"
 
 
 def _redirect(location: str, cookie: str = "") -> Response:
@@ -104,10 +97,11 @@ def _html(body: Html, status: HTTPStatus = HTTPStatus.OK, cookie: str = "") -> R
 class Console:
     """The listener, its sessions, its clients (one per signed-in token) and figures."""
 
-    def __init__(self, config: ServerConfig, registry: PurgatoryRegistry, grpc_port: int) -> None:
+    def __init__(self, config: ServerConfig, registry: PurgatoryRegistry, socket: Path) -> None:
         self._config = config
         self._registry = registry
-        self._target = grpc_target(config.listen, grpc_port)
+        self._socket = socket
+        self._target = f"unix:{socket}"
         self._auth = config.auth.enabled
         self._tls = self._server_tls(config)
         self._sessions = SessionTable(secure=self._tls is not None)
@@ -132,16 +126,8 @@ class Console:
         return context
 
     def _client(self, token: str | None) -> AsyncPurgatoryClient:
-        config = self._config
-        tls = bool(config.tls_cert)
         return AsyncPurgatoryClient(
-            self._target,
-            timeout=RPC_TIMEOUT_S,
-            token=token,
-            tls_ca=config.tls_cert if tls else None,
-            tls_cert=config.tls_cert if tls and config.tls_client_ca else None,
-            tls_key=config.tls_key if tls and config.tls_client_ca else None,
-            trust_env=False,
+            self._target, timeout=RPC_TIMEOUT_S, token=token, tls=False, trust_env=False
         )
 
     def _client_for(self, token: str | None) -> AsyncPurgatoryClient:
@@ -181,6 +167,7 @@ class Console:
         for client in self._clients.values():
             await client.close()
         self._clients.clear()
+        shutil.rmtree(self._socket.parent, ignore_errors=True)
 
     # ------------------------------------------------------------------ connections
     def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -362,12 +349,11 @@ class Console:
 _SVG = "image/svg+xml"
 
 
-async def start_console(
-    config: ServerConfig, registry: PurgatoryRegistry, grpc_port: int
-) -> Console:
-    """The console listening on ``config.console_listen`` (ConfigError if malformed,
-    OSError naming the address if it cannot bind)."""
+async def start_console(config: ServerConfig, registry: PurgatoryRegistry, socket: Path) -> Console:
+    """The console listening on ``config.console_listen``, reaching its server at the
+    Unix socket ``socket`` (removed with its directory on stop). ConfigError if the
+    address is malformed, OSError naming it if it cannot be bound."""
     _split(config.console_listen)
-    console = Console(config, registry, grpc_port)
+    console = Console(config, registry, socket)
     await console.start(config.console_listen)
     return console

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from itertools import pairwise
 
-from purgatory_server._service.console.figures import FINAL_STATES, LocalFigures, Sample
+from purgatory_server._service.console.figures import FINAL_STATES, WINDOW_S, LocalFigures, Sample
 from purgatory_server._service.console.markup import Html, age, esc, join
 
 __all__ = ["lateness_chart", "outcomes_chart", "pending_chart"]
@@ -65,18 +65,27 @@ def _y_max(series: Sequence[tuple[str, list[tuple[float, float]]]]) -> float:
     return max([v for _, pts in series for _, v in pts] + [1.0])
 
 
-def pending_chart(samples: list[Sample], span_s: float = 300) -> bytes:
-    """Pending operations per purgatory over the last ``span_s`` seconds."""
+def _span(samples: list[Sample]) -> tuple[float, str]:
+    """The x axis: the samples' age, at least a minute, at most their whole window."""
+    age_s = samples[-1].at - samples[0].at if samples else 0.0
+    span = min(max(age_s, 60.0), float(WINDOW_S))
+    return span, f"last {span / 60:.0f} min" if span >= 120 else f"last {span:.0f} s"
+
+
+def pending_chart(samples: list[Sample]) -> bytes:
+    """Pending operations per purgatory over the samples' window."""
+    span_s, label = _span(samples)
     now = samples[-1].at if samples else 0.0
     names = sorted({n for s in samples for n in s.pending})
     series = [
         (n, [(now - s.at, float(s.pending[n])) for s in samples if n in s.pending]) for n in names
     ]
-    return _frame(_lines(series, span_s), _y_max(series), "operations", "last 5 minutes")
+    return _frame(_lines(series, span_s), _y_max(series), "operations", label)
 
 
-def outcomes_chart(samples: list[Sample], span_s: float = 300) -> bytes:
+def outcomes_chart(samples: list[Sample]) -> bytes:
     """Outcomes per second by final state (all purgatories), between consecutive samples."""
+    span_s, label = _span(samples)
     now = samples[-1].at if samples else 0.0
     series: list[tuple[str, list[tuple[float, float]]]] = []
     for i, state in enumerate(FINAL_STATES):
@@ -90,7 +99,7 @@ def outcomes_chart(samples: list[Sample], span_s: float = 300) -> bytes:
             )
             points.append((now - b.at, max(total, 0) / dt))
         series.append((state.name.lower(), points))
-    return _frame(_lines(series, span_s), _y_max(series), "outcomes /s", "last 5 minutes")
+    return _frame(_lines(series, span_s), _y_max(series), "outcomes /s", label)
 
 
 def lateness_chart(local: LocalFigures | None) -> bytes:

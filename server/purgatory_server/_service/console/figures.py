@@ -25,7 +25,7 @@ from purgatory_server._service.model.operation_state import OperationState
 from purgatory_server._service.telemetry.counters import FINAL_STATES
 from purgatory_server._service.telemetry.histogram import HistogramSnapshot
 
-__all__ = ["FINAL_STATES", "Figures", "LocalFigures", "Sample", "quantile"]
+__all__ = ["FINAL_STATES", "WINDOW_S", "Figures", "LocalFigures", "Sample", "quantile"]
 
 WINDOW_S = 300
 # Outcomes per second are averaged over this many seconds of samples.

@@ -62,10 +62,10 @@ async def overview(view: View, notice: str = "") -> Html:
         '<section class="charts">'
         '<figure><img class="chart" data-live src="/chart/pending.svg" width="600" height="200"'
         ' alt="pending operations over the last 5 minutes">'
-        "<figcaption>pending operations, last 5 min</figcaption></figure>"
+        "<figcaption>pending operations (up to the last 5 min)</figcaption></figure>"
         '<figure><img class="chart" data-live src="/chart/outcomes.svg" width="600"'
         ' height="200" alt="outcomes per second by state over the last 5 minutes">'
-        "<figcaption>outcomes per second by state, last 5 min</figcaption></figure>"
+        "<figcaption>outcomes per second by state (up to the last 5 min)</figcaption></figure>"
         "</section>"
     )
     body = Html(f"{table(heads, rows, 'overview')}{charts}")

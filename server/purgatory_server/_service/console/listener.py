@@ -100,7 +100,7 @@ class Console:
     def __init__(self, config: ServerConfig, registry: PurgatoryRegistry, socket: Path) -> None:
         self._config = config
         self._registry = registry
-        self._socket = socket
+        self.socket = socket  # the server's private socket for the console (removed on stop)
         self._target = f"unix:{socket}"
         self._auth = config.auth.enabled
         self._tls = self._server_tls(config)
@@ -167,7 +167,7 @@ class Console:
         for client in self._clients.values():
             await client.close()
         self._clients.clear()
-        shutil.rmtree(self._socket.parent, ignore_errors=True)
+        shutil.rmtree(self.socket.parent, ignore_errors=True)
 
     # ------------------------------------------------------------------ connections
     def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -185,7 +185,13 @@ class Console:
                 return
             if request is None:
                 return
-            response = await self._respond(request, reader, writer)
+            try:
+                response = await self._respond(request, reader, writer)
+            except Exception:  # the last resort: a bug becomes 500, logged with its traceback
+                logger.exception("bug in the console answering %s %s", request.method, request.path)
+                body = Html("<p>The console failed; the server's log says why.</p>")
+                status = HTTPStatus.INTERNAL_SERVER_ERROR
+                response = _html(page("Internal error", body), status)
             if response is not None:
                 await write_response(writer, response, request.method == "HEAD")
         except (ConnectionError, TimeoutError, ssl.SSLError):

@@ -185,6 +185,9 @@ def test_cancel_one_and_see_it_end(page: Any, base: str, client: PurgatoryClient
     expect(page.locator(".notice")).to_contain_text("Cancelled operation cancel-me")
     assert asked == ["Cancel operation cancel-me?"]
     expect(_row(page, "cancel-me")).to_have_count(0)
+    ended = page.locator("table.last-outcomes tbody tr").first  # newest first
+    expect(ended).to_contain_text("cancel-me")
+    expect(ended).to_contain_text("cancelled")
     expect(_row(page, "cancel-keep")).to_have_count(1)
     assert client.get_operation("cancel-me").state is OperationState.CANCELLED
     assert client.get_operation("cancel-keep").state is OperationState.WATCHING

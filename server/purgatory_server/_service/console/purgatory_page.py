@@ -5,15 +5,19 @@ outcomes and its expiry lateness histogram.
 Filters are ListOperations' own: watched ``key``, id ``prefix``, ``state`` (pending, or
 one final state for recently ended operations), due time ``due_after <= due <
 due_before`` (epoch ms, or ISO-8601, UTC unless it names a zone). Keys and condition are
-shown where this process serves the purgatory (the listing carries neither).
+shown where this process serves the purgatory (the listing carries neither). The last
+outcomes are read from the purgatory's retained window with Subscribe.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
+from contextlib import aclosing
 from datetime import UTC, datetime
 
-from purgatory_client import OperationState, OperationStatus
+from purgatory_client import Event, OperationState, OperationStatus
+from purgatory_client.errors import PurgatoryError
 
 from purgatory_server._service.console.markup import (
     Html,
@@ -35,6 +39,8 @@ __all__ = ["FINAL", "parse_due", "purgatory_page"]
 
 FINAL = ("COMPLETED", "EXPIRED", "FORCE_COMPLETED", "CANCELLED")
 PAGE_SIZES = ("25", "50", "100")
+LAST_SHOWN = 20
+LAST_WAIT_S = 2.0
 
 
 def parse_due(field: str, text: str) -> int:
@@ -145,6 +151,30 @@ def _actions(view: View, name: str, op: OperationStatus) -> Html:
     )
 
 
+async def last_outcomes(view: View, name: str, oldest: int, last: int) -> tuple[list[Event], str]:
+    """The last ``LAST_SHOWN`` outcomes, read from the retained window with Subscribe
+    (so they need ``subscribe``, as the live page does), and why some are missing: a
+    refusal, or their not arriving within ``LAST_WAIT_S``."""
+    if not last:
+        return [], ""
+    after = max(last - LAST_SHOWN, oldest - 1, 0)
+    found: list[Event] = []
+    try:
+        async with asyncio.timeout(LAST_WAIT_S):
+            stream = view.client.subscribe(purgatory=name, after_sequence=after)
+            async with aclosing(stream) as events:  # type: ignore[type-var]
+                async for event in events:
+                    if not event.heartbeat:
+                        found.append(event)
+                    if event.sequence >= last:
+                        break
+    except TimeoutError:
+        return found, f"only {len(found)} arrived within {LAST_WAIT_S:g} s"
+    except PurgatoryError as exc:
+        return found, f"{exc.code.name}: {exc.details}"
+    return found, ""
+
+
 async def purgatory_page(view: View, name: str, q: dict[str, str], notice: str = "") -> Html:
     info = await view.client.get_purgatory(name)
     state = q.get("state", "")
@@ -187,9 +217,7 @@ async def purgatory_page(view: View, name: str, q: dict[str, str], notice: str =
         kept = {k: v for k, v in q.items() if k != "page"}
         nxt = url("p", name, **kept, page=listing.next_page_token)
         paging = Html(f'<p class="paging"><a class="next" href="{esc(nxt)}">Next page →</a></p>')
-    ended = await view.client.list_operations(
-        purgatory=name, states=[OperationState[s] for s in FINAL], page_size=20
-    )
+    ended, unseen = await last_outcomes(view, name, info.oldest_sequence, info.last_sequence)
     last = [
         [
             Html(f"<code>{esc(o.operation_id)}</code>"),
@@ -197,8 +225,9 @@ async def purgatory_page(view: View, name: str, q: dict[str, str], notice: str =
             o.sequence,
             when(o.complete_time_ms, now_ms),
         ]
-        for o in sorted(ended.operations, key=lambda o: o.sequence, reverse=True)
+        for o in reversed(ended)
     ]
+    missing = Html(f'<p class="problem">{esc(unseen)}</p>') if unseen else Html("")
     local = view.figures.local(name)
     facts = [
         ("pending", f"{info.pending}"),
@@ -216,7 +245,8 @@ async def purgatory_page(view: View, name: str, q: dict[str, str], notice: str =
     body = Html(
         f'{nav}<dl class="facts">{summary}</dl>{_filters(q, name)}'
         f"{table(heads, rows, 'operations')}{paging}"
-        f"<h2>Last outcomes</h2>{table(['operation', 'state', '#sequence', 'ended'], last)}"
+        f"<h2>Last outcomes</h2>{missing}"
+        f"{table(['operation', 'state', '#sequence', 'ended'], last, 'last-outcomes')}"
         f'<h2>Expiry lateness</h2><img class="chart" data-live width="600" height="200" '
         f'src="{esc(url("chart", "lateness", name))}" alt="expiry lateness histogram">'
     )

@@ -312,6 +312,30 @@ def test_a_post_without_the_csrf_token_is_refused(
     assert client.get_operation("csrf-target").state is OperationState.WATCHING
 
 
+def test_a_form_on_another_site_cannot_act(page: Any, base: str, client: PurgatoryClient) -> None:
+    """A page elsewhere posts a form to the console in the signed-in browser: refused (the
+    Strict cookie stays home, the Origin is foreign, the CSRF token unknown)."""
+    client.try_complete_else_watch(["k"], 60_000, operation_id="cross-site-target")
+    attack = (
+        f'<form id="f" method="post" action="{base}/p/default/cancel">'
+        '<input name="operation_id" value="cross-site-target"></form>'
+        "<script>document.getElementById('f').submit()</script>"
+    )
+    other = page.context.new_page()
+    other.set_default_timeout(WAIT_MS)
+    try:
+        other.route(
+            "http://evil.test/**",
+            lambda route: route.fulfill(body=attack, content_type="text/html"),
+        )
+        with other.expect_response(lambda r: r.request.method == "POST") as posted:
+            other.goto("http://evil.test/")
+        assert posted.value.status == 403
+    finally:
+        other.close()
+    assert client.get_operation("cross-site-target").state is OperationState.WATCHING
+
+
 def test_live_outcomes_appear_and_resume_after_a_pause(
     page: Any, base: str, client: PurgatoryClient
 ) -> None:

@@ -3,7 +3,8 @@
 :func:`create_server` builds and starts a ``grpc.aio`` server on the running loop and
 returns it with its bound port. :meth:`PurgatoryServer.stop` is the graceful shutdown:
 
-1. health turns NOT_SERVING and the registry refuses new work (UNAVAILABLE);
+1. the operator's console, if on, stops listening and ends its pages' streams; health
+   turns NOT_SERVING and the registry refuses new work (UNAVAILABLE);
 2. waiting long-polls and Subscribe streams end at once with UNAVAILABLE;
 3. ``grpc.aio.Server.stop(grace)``: no new calls, in-flight ones get ``grace`` seconds;
 4. observability, if on, exports what it has, then every purgatory's reaper and timer

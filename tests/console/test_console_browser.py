@@ -405,6 +405,63 @@ def test_redrive_a_dead_letter_and_see_it_delivered(
         pool.shutdown(wait=False, cancel_futures=True)
 
 
+def test_discard_dead_letters_and_see_them_gone(
+    page: Any, base: str, client: PurgatoryClient
+) -> None:
+    pool = concurrent.futures.ThreadPoolExecutor(1)
+    group = "console-discard"
+    try:
+        member = client.join_group(group, visibility_timeout_ms=200, max_attempts=1)
+        for op_id in ("drop-1", "drop-2", "drop-3"):
+            client.try_complete_else_watch(["drop"], 5, operation_id=op_id)
+        leased = {pool.submit(next, iter(member)).result(10).operation_id for _ in range(3)}
+        assert leased == {"drop-1", "drop-2", "drop-3"}  # leased, never acked
+        member.close()
+        _wait_for(
+            lambda: len(client.list_dead_letters(group).dead_letters) == 3, "three dead letters"
+        )
+        page.goto(base + "/p/default/groups")
+        letters = page.locator("table.dead-letters tbody tr")
+        expect(letters.filter(has_text="drop-1")).to_have_count(1)
+        # A discard without the CSRF token (the session's cookie going along) is refused.
+        drop1 = next(
+            d for d in client.list_dead_letters(group).dead_letters if d.operation_id == "drop-1"
+        )
+        refused = page.context.request.post(
+            base + f"/p/default/groups/{group}/discard", form={"sequence": str(drop1.sequence)}
+        )
+        assert refused.status == 403 and "CSRF" in refused.text()
+        assert len(client.list_dead_letters(group).dead_letters) == 3
+        # Discard, next to Redrive, asks first; then the dead letter is gone for good.
+        asked = _accept_next_dialog(page)
+        letters.filter(has_text="drop-1").locator("form.discard button").click()
+        expect(page.locator(".notice")).to_contain_text("Discarded 1 dead letter(s)")
+        assert asked and "for good" in asked[0]
+        expect(letters.filter(has_text="drop-1")).to_have_count(0)
+        expect(letters.filter(has_text="drop-2")).to_have_count(1)
+        remaining = [d.operation_id for d in client.list_dead_letters(group).dead_letters]
+        assert remaining == ["drop-2", "drop-3"]
+        # "Discard all": the rest of the group's dead letters.
+        _accept_next_dialog(page)
+        page.locator("h2", has_text=group).locator(
+            "xpath=following-sibling::form[contains(@class, 'discard-all')][1]"
+        ).locator("button").click()
+        expect(page.locator(".notice")).to_contain_text("Discarded 2 dead letter(s)")
+        assert client.list_dead_letters(group).dead_letters == ()
+        # Nothing discarded is delivered again: a new member gets only a new outcome.
+        client.try_complete_else_watch(["drop"], 5, operation_id="drop-fresh")
+        again = client.join_group(group)
+        try:
+            delivered = pool.submit(next, iter(again)).result(10)
+            assert (delivered.operation_id, delivered.attempt) == ("drop-fresh", 1)
+            delivered.ack()
+        finally:
+            again.close()
+    finally:
+        client.delete_group(group)
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
 def test_the_overview_after_activity(page: Any, base: str, client: PurgatoryClient) -> None:
     """Charts drawn from the sampled counters once the server has done some work."""
     page.goto(base + "/")

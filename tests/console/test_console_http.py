@@ -106,6 +106,15 @@ def test_bad_input_is_refused_with_its_reason(server: ServerThread, port: int) -
         port, "POST", "/p/default/reschedule", form, {**FORM, "Cookie": cookie}
     )
     assert status == 400 and "timeout_s: expected a number of seconds" in body
+    # A discard naming no dead letter is refused, never taken for "all".
+    status, _, body = _request(
+        port,
+        "POST",
+        "/p/default/groups/g/discard",
+        urlencode({"csrf": csrf}),
+        {**FORM, "Cookie": cookie},
+    )
+    assert status == 400 and "sequence: required" in body
     status, _, body = _request(port, "GET", "/p/missing")
     assert status == 404 and "NOT_FOUND" in body
     status, _, body = _request(port, "GET", "/p/%3Cscript%3Ealert(1)%3C%2Fscript%3E")

@@ -18,8 +18,8 @@ Modules:
 - ``charts``: SVG charts of the samples and the lateness histogram.
 - ``overview_page``: every purgatory with its figures, and the charts.
 - ``purgatory_page``: one purgatory's operations (ListOperations filters and paging).
-- ``actions``: cancel, force-complete, reschedule and redrive.
-- ``groups_page``: worker groups, dead letters (redrive), schedules.
+- ``actions``: cancel, force-complete, reschedule, redrive and discard.
+- ``groups_page``: worker groups, dead letters (redrive, discard), schedules.
 - ``live_stream``: the live outcomes page and its server-sent events over Subscribe.
 - ``login_page``: the sign-in form.
 """

@@ -1,6 +1,7 @@
 """The console's actions, one RPC each, with the session's token: the gRPC edge checks
 the permission that RPC needs (``force`` for Cancel, ForceComplete and Reschedule,
-``subscribe`` for Redrive). Each returns the notice shown on the page it redirects to.
+``subscribe`` for Redrive and DiscardDeadLetters). Each returns the notice shown on the
+page it redirects to.
 
 The listener has already checked the form's CSRF token before any of these runs.
 """
@@ -13,7 +14,7 @@ from datetime import UTC, datetime
 from purgatory_server._service.console.refusals import BadInput
 from purgatory_server._service.console.view import View
 
-__all__ = ["cancel", "force_complete", "redrive", "reschedule"]
+__all__ = ["cancel", "discard", "force_complete", "redrive", "reschedule"]
 
 MAX_TIMEOUT_S = 10 * 365 * 86400
 
@@ -61,11 +62,28 @@ async def reschedule(view: View, name: str, form: dict[str, str]) -> str:
     return f"Operation {_short(oid)} is now due at {due} UTC."
 
 
-async def redrive(view: View, name: str, group: str, form: dict[str, str]) -> str:
+def _sequences(form: dict[str, str]) -> list[int] | None:
+    """The form's one dead letter (``sequence``), or None for all of them."""
     text = form.get("sequence", "").strip()
     if text and not text.isdigit():
         raise BadInput("sequence: expected a sequence number")
-    redriven = await view.client.redrive(group, [int(text)] if text else None, purgatory=name)
+    return [int(text)] if text else None
+
+
+async def redrive(view: View, name: str, group: str, form: dict[str, str]) -> str:
+    redriven = await view.client.redrive(group, _sequences(form), purgatory=name)
     if not redriven:
         return "Nothing to redrive: no such dead letter (already redriven?)."
     return f"Redrove {len(redriven)} dead letter(s) to group {group}: {redriven[:20]}."
+
+
+async def discard(view: View, name: str, group: str, form: dict[str, str]) -> str:
+    """One dead letter (``sequence``) or, only when the form says ``all=1``, every one:
+    a form naming neither is refused, never taken for "all"."""
+    sequences = None if form.get("all") == "1" else _sequences(form)
+    if sequences is None and form.get("all") != "1":
+        raise BadInput("sequence: required (or all=1 for every dead letter)")
+    discarded = await view.client.discard_dead_letters(group, sequences, purgatory=name)
+    if not discarded:
+        return "Nothing to discard: no such dead letter (already discarded or redriven?)."
+    return f"Discarded {len(discarded)} dead letter(s) of group {group}: {discarded[:20]}."

@@ -1,6 +1,6 @@
 """A purgatory's worker groups (members, ready/leased/dead counts), each group's dead
-letters with **redrive** (one, or all), and its recurring schedules with their next
-firings."""
+letters with **redrive** and **discard** (one, or all), and its recurring schedules with
+their next firings."""
 
 from __future__ import annotations
 
@@ -52,6 +52,7 @@ async def groups_page(view: View, name: str, notice: str = "") -> Html:
             g.name, purgatory=name, page_size=DEAD_LETTERS_SHOWN
         )
         action = url("p", name, "groups", g.name, "redrive")
+        discard = url("p", name, "groups", g.name, "discard")
         letters = [
             [
                 d.sequence,
@@ -59,24 +60,49 @@ async def groups_page(view: View, name: str, notice: str = "") -> Html:
                 d.state.name.lower(),
                 d.attempt,
                 when(d.complete_time_ms, now_ms),
-                form(
-                    action,
-                    view.csrf,
-                    "Redrive",
-                    [("sequence", str(d.sequence))],
-                    confirm=f"Redrive dead letter {d.sequence} to group {g.name}?",
-                    cls="redrive",
+                join(
+                    [
+                        form(
+                            action,
+                            view.csrf,
+                            "Redrive",
+                            [("sequence", str(d.sequence))],
+                            confirm=f"Redrive dead letter {d.sequence} to group {g.name}?",
+                            cls="redrive",
+                        ),
+                        form(
+                            discard,
+                            view.csrf,
+                            "Discard",
+                            [("sequence", str(d.sequence))],
+                            confirm=f"Discard dead letter {d.sequence} of group {g.name} "
+                            "for good? It is never delivered again.",
+                            cls="discard",
+                        ),
+                    ]
                 ),
             ]
             for d in dead.dead_letters
         ]
         everything = (
-            form(
-                action,
-                view.csrf,
-                "Redrive all",
-                confirm=f"Redrive every dead letter of {g.name}?",
-                cls="redrive-all",
+            join(
+                [
+                    form(
+                        action,
+                        view.csrf,
+                        "Redrive all",
+                        confirm=f"Redrive every dead letter of {g.name}?",
+                        cls="redrive-all",
+                    ),
+                    form(
+                        discard,
+                        view.csrf,
+                        "Discard all",
+                        [("all", "1")],
+                        confirm=f"Discard every dead letter of {g.name} for good?",
+                        cls="discard-all",
+                    ),
+                ]
             )
             if letters
             else Html("")

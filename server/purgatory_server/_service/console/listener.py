@@ -7,6 +7,7 @@ console is imported otherwise). Routes (``<name>`` percent-encoded)::
     GET  /p/<name>                  operations          POST /p/<name>/{cancel,force,reschedule}
     GET  /p/<name>/live             live outcomes       GET  /p/<name>/events (text/event-stream)
     GET  /p/<name>/groups           groups, schedules   POST /p/<name>/groups/<group>/redrive
+                                                        POST /p/<name>/groups/<group>/discard
     GET  /chart/{pending,outcomes}.svg, /chart/lateness/<name>, /static/<file>
 
 Every page reads through RPCs made with the session's token (:mod:`.view`); with tokens
@@ -348,6 +349,9 @@ class Console:
                 return _redirect(url("p", name))
             case ("p", name, "groups", group, "redrive"):
                 session.notice = await actions.redrive(view, name, group, form)
+                return _redirect(url("p", name, "groups"))
+            case ("p", name, "groups", group, "discard"):
+                session.notice = await actions.discard(view, name, group, form)
                 return _redirect(url("p", name, "groups"))
         return self._problem(HTTPStatus.NOT_FOUND, "no such action", session)
 

@@ -6,11 +6,13 @@ of the event stream never share a GIL with the load generator. It behaves as a b
 would: the first visit's session cookie goes with every request; the event stream starts
 after the purgatory's last sequence, as the live page opens it. It sets ``ready`` once
 the stream is open and the first pages answered, polls until ``stop`` is set, and sends
-back ``{"pages": {path: [seconds, ...]}, "events": n, "errors": [...]}``.
+back ``{"pages": {path: [seconds, ...]}, "events": n, "reconnects": n, "refusals":
+[...], "errors": [...]}``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import re
@@ -31,21 +33,66 @@ def _get(conn: http.client.HTTPConnection, path: str, cookie: str) -> tuple[int,
     return response.status, response.read(), response
 
 
-def _read_events(response: http.client.HTTPResponse, counts: dict[str, int]) -> None:
-    """Count the stream's outcome events (``id:`` lines) until it closes."""
-    carry = b""
-    while True:
-        try:
-            chunk = response.read1(1 << 16)
-        except (OSError, http.client.HTTPException):
-            return
-        if not chunk:
-            return
+class EventStream:
+    """The live page's ``EventSource``: reads the stream on a thread, counting outcome
+    events; when the server ends it (a refusal, say a subscriber too slow for the
+    outcomes' rate), reconnects after the stream's ``retry`` (1 s) with ``Last-Event-ID``,
+    as a browser does. Closed by :meth:`close`."""
+
+    def __init__(self, port: int, path: str, cookie: str) -> None:
+        self._port = port
+        self._path = path
+        self._cookie = cookie
+        self._closed = threading.Event()
+        self._conn: http.client.HTTPConnection | None = None
+        self.events = 0
+        self.reconnects = 0
+        self.refusals: list[str] = []
+        self.last_id = ""
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._closed.is_set():
+            headers = {"Cookie": self._cookie}
+            if self.last_id:
+                headers["Last-Event-ID"] = self.last_id
+            conn = http.client.HTTPConnection("127.0.0.1", self._port, timeout=30)
+            self._conn = conn
+            try:
+                conn.request("GET", self._path, headers=headers)
+                self._read(conn.getresponse())
+            except (OSError, http.client.HTTPException):
+                pass
+            conn.close()
+            if self._closed.wait(1.0):
+                return
+            self.reconnects += 1
+
+    def _read(self, response: http.client.HTTPResponse) -> None:
         # Every event follows a blank line, so each is one b"\nid: " (5 bytes): 4 bytes
         # carried over find one split between chunks, and cannot hold a whole one.
-        data = carry + chunk
-        counts["events"] += data.count(b"\nid: ")
-        carry = data[-4:]
+        carry = b""
+        while chunk := response.read1(1 << 16):
+            data = carry + chunk
+            self.events += data.count(b"\nid: ")
+            last = data.rfind(b"\nid: ")
+            if last >= 0:
+                line = data[last + 5 : data.find(b"\n", last + 5)]
+                if line.isdigit():
+                    self.last_id = line.decode()
+            refused = data.find(b"event: refused\ndata: ")
+            if refused >= 0 and len(self.refusals) < 10:
+                self.refusals.append(data[refused + 21 : refused + 221].decode(errors="replace"))
+            carry = data[-4:]
+
+    def close(self) -> None:
+        self._closed.set()
+        conn = self._conn
+        if conn is not None and conn.sock is not None:
+            with contextlib.suppress(OSError):  # closed already
+                conn.sock.shutdown(2)  # the server ends the Subscribe stream at once
+        self._thread.join(5)
 
 
 def poll(
@@ -61,20 +108,13 @@ def poll(
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     latencies: dict[str, list[float]] = {path: [] for path in pages}
     errors: list[str] = []
-    counts = {"events": 0}
     status, body, response = _get(conn, "/", "")
     cookie = (response.getheader("Set-Cookie") or "").split(";", 1)[0]
     # The live page, then its event stream after the sequence the page was drawn at.
     status, body, _ = _get(conn, f"/p/{name}/live", cookie)
     match = SEQUENCE.search(body)
     after = match.group(1).decode() if match else "0"
-    sse = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    sse.request("GET", f"/p/{name}/events?after={after}", headers={"Cookie": cookie})
-    stream = sse.getresponse()
-    if stream.status != 200:
-        errors.append(f"events: HTTP {stream.status}")
-    reader = threading.Thread(target=_read_events, args=(stream, counts), daemon=True)
-    reader.start()
+    stream = EventStream(port, f"/p/{name}/events?after={after}", cookie)
     for path in pages:  # warm: the first of each page is not timed
         _get(conn, path, cookie)
     ready.set()
@@ -86,7 +126,13 @@ def poll(
             if status != 200 and len(errors) < 10:
                 errors.append(f"{path}: HTTP {status}")
         stop.wait(interval_s)
-    sse.close()  # the server ends the Subscribe stream when the connection closes
-    reader.join(5)
+    stream.close()
     conn.close()
-    out.send(json.dumps({"pages": latencies, "events": counts["events"], "errors": errors}))
+    figures = {
+        "pages": latencies,
+        "events": stream.events,
+        "reconnects": stream.reconnects,
+        "refusals": stream.refusals,
+        "errors": errors,
+    }
+    out.send(json.dumps(figures))

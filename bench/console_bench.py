@@ -173,13 +173,16 @@ def report(rounds: Rounds[Figures], a: argparse.Namespace) -> dict[str, Any]:
     ]
     print(markdown_table(headers, rows))
     pages: dict[str, list[float]] = {path: [] for path in PAGES}
-    events = 0
+    events = reconnects = 0
     errors: list[str] = []
+    refusals: list[str] = []
     for result in rounds.results:
         opened = result["open"]
         for path in PAGES:
             pages[path].extend(opened["pages"][path])
         events += opened["events"]
+        reconnects += opened["reconnects"]
+        refusals += opened["refusals"]
         errors += opened["errors"]
     rows = []
     every: list[float] = []
@@ -208,7 +211,13 @@ def report(rounds: Rounds[Figures], a: argparse.Namespace) -> dict[str, Any]:
     )
     print("\nconsole pages under the load (open):\n")
     print(markdown_table(["page", "fetches", "p50 ms", "p99 ms", "max ms"], rows))
-    print(f"\nlive outcomes relayed to the open event stream: {events}")
+    outcomes = sum(r["open"]["rate"] * a.duration for r in rounds.results)
+    print(
+        f"\nlive outcomes relayed to the open event stream: {events} of about "
+        f"{outcomes:,.0f} published while measured; reconnects: {reconnects}"
+    )
+    if refusals:
+        print(f"event stream refusals (first): {refusals[0]}")
     if errors:
         print(f"page errors: {errors}")
     print(rounds.load_report())
@@ -229,6 +238,8 @@ def report(rounds: Rounds[Figures], a: argparse.Namespace) -> dict[str, Any]:
         "summary": summary,
         "page_p99_ms": p99,
         "events_relayed": events,
+        "event_stream_reconnects": reconnects,
+        "event_stream_refusals": refusals,
         "rounds": rounds.results,
         "loads_1min": rounds.loads,
     }

@@ -366,6 +366,88 @@ def test_live_outcomes_appear_and_resume_after_a_pause(
     _wait_for(lambda: client.get_purgatory("default").subscribers == 0, "the stream to end")
 
 
+def _outcomes(client: PurgatoryClient, purgatory: str, prefix: str, count: int) -> None:
+    """``count`` outcomes at once: watched on one key, then completed by one signal."""
+    for i in range(count):
+        client.try_complete_else_watch(
+            [prefix], 60_000, operation_id=f"{prefix}-{i}", purgatory=purgatory
+        )
+    assert client.check_and_complete(prefix, purgatory=purgatory) == count
+
+
+def _appears(locator: Any, timeout_ms: int) -> bool:
+    """Whether ``locator`` matches within ``timeout_ms`` (a bounded wait on the page)."""
+    try:
+        locator.first.wait_for(timeout=timeout_ms)
+    except sync_api.TimeoutError:
+        return False
+    return True
+
+
+def _gap(page: Any) -> Any:
+    return page.locator("table.live tbody tr.gap")
+
+
+def test_a_burst_is_shown_as_a_sample_with_the_skipped_counted(
+    page: Any, base: str, client: PurgatoryClient
+) -> None:
+    from purgatory_server._service.console.live_stream import SAMPLE_CAP
+
+    client.create_purgatory("burst")
+    page.goto(base + "/p/burst/live")
+    expect(page.locator("#live-status")).to_contain_text("live after sequence 0")
+    burst = SAMPLE_CAP + 15  # more than a window relays, fewer than max_pending
+    _outcomes(client, "burst", "burst", burst)
+    expect(page.locator("#live-status")).to_contain_text("showing a sample")
+    live = page.locator("table.live tbody tr.outcome")
+    expect(live).to_have_count(SAMPLE_CAP)  # the first window's; the rest skipped
+    # Outcomes one at a time until one arrives on a later window's subscription.
+    n = 0
+    while not _appears(_gap(page), 300):
+        assert n < 30, "no outcome was shown after the sample"
+        _outcomes(client, "burst", f"after-{n}", 1)
+        n += 1
+    text = _gap(page).first.inner_text()
+    found = re.search(r"showing a sample: (\d+) skipped between #(\d+) and #(\d+)", text)
+    assert found, text
+    skipped, after, shown = map(int, found.groups())
+    assert after == SAMPLE_CAP and skipped == shown - after - 1 >= burst - SAMPLE_CAP
+    expect(live.locator("td:first-child", has_text=re.compile(f"^{shown}$"))).to_have_count(1)
+    _shot(page, "live-sample")
+    # Slower than the cap again: every outcome is shown, and the page says so.
+    again = page.locator("tr.gap", has_text="every outcome shown again")
+    while not _appears(again, 700):
+        assert n < 60, "the stream did not become gap-free again"
+        _outcomes(client, "burst", f"after-{n}", 1)
+        n += 1
+    _outcomes(client, "burst", "calm", 1)
+    expect(live.filter(has_text="calm-0")).to_have_count(1)
+    expect(page.locator("#live-status")).to_contain_text("live: last sequence")
+
+
+def test_a_resume_the_window_no_longer_holds_jumps_to_now_and_says_so(
+    page: Any, base: str, client: PurgatoryClient
+) -> None:
+    client.create_purgatory("gone")  # retains the last 50 outcomes
+    page.goto(base + "/p/gone/live")
+    expect(page.locator("#live-status")).to_contain_text("live after sequence 0")
+    _outcomes(client, "gone", "first", 1)
+    live = page.locator("table.live tbody tr.outcome")
+    expect(live.filter(has_text="first-0")).to_have_count(1)
+    page.click("#pause")
+    expect(page.locator("#live-status")).to_contain_text("paused after sequence 1")
+    for batch in range(3):  # 60 more: #2 has left the window of 50
+        _outcomes(client, "gone", f"missed{batch}", 20)
+    page.click("#pause")
+    expect(_gap(page).first).to_contain_text(
+        "could not resume after #1: the resume point is no longer retained"
+    )
+    expect(page.locator("#live-status")).to_contain_text("live from now")
+    _outcomes(client, "gone", "later", 1)
+    expect(live.filter(has_text="later-0")).to_have_count(1)
+    expect(_gap(page).first).to_contain_text("showing a sample: 60 skipped between #1 and #62")
+
+
 def test_redrive_a_dead_letter_and_see_it_delivered(
     page: Any, base: str, client: PurgatoryClient
 ) -> None:

@@ -33,6 +33,7 @@ function startLive(root) {
   let last = Number(root.getAttribute("data-after"));
   let source = null;
   let shown = 0;
+  let sampling = false;
   const MAX_ROWS = 500;
 
   function matches(row) {
@@ -60,6 +61,18 @@ function startLive(root) {
     if (shown > MAX_ROWS) body.deleteRow(-1);
   }
 
+  function note(text) {
+    const empty = body.querySelector("td.empty");
+    if (empty) empty.parentElement.remove();
+    const row = body.insertRow(0);
+    row.className = "gap";
+    const td = row.insertCell();
+    td.colSpan = 6;
+    td.textContent = text;
+    shown += 1;
+    if (shown > MAX_ROWS) body.deleteRow(-1);
+  }
+
   function open() {
     source = new EventSource(base + "?after=" + last);
     source.addEventListener("open", () => { status.textContent = "live after sequence " + last; });
@@ -68,6 +81,27 @@ function startLive(root) {
       if (data.sequence <= last) return;
       last = data.sequence;
       add(data);
+      status.textContent = (sampling ? "showing a sample: last sequence " : "live: last sequence ") + last;
+    });
+    source.addEventListener("sampling", (event) => {
+      const data = JSON.parse(event.data);
+      sampling = true;
+      status.textContent = "showing a sample: more than " + data.cap_per_s + " outcomes a second (last shown #" + data.after + ")";
+    });
+    source.addEventListener("skipped", (event) => {
+      const data = JSON.parse(event.data);
+      note("showing a sample: " + data.count + " skipped between #" + data.after + " and #" + data.next);
+    });
+    source.addEventListener("jumped", (event) => {
+      const data = JSON.parse(event.data);
+      const from = data.after === null ? "" : " after #" + data.after;
+      note("could not resume" + from + ": " + data.reason + "; jumped to now");
+      status.textContent = "live from now (" + data.reason + ")";
+    });
+    source.addEventListener("gapfree", (event) => {
+      const data = JSON.parse(event.data);
+      sampling = false;
+      note("every outcome shown again after #" + data.after);
       status.textContent = "live: last sequence " + last;
     });
     source.addEventListener("refused", (event) => {

@@ -6,8 +6,8 @@ of the event stream never share a GIL with the load generator. It behaves as a b
 would: the first visit's session cookie goes with every request; the event stream starts
 after the purgatory's last sequence, as the live page opens it. It sets ``ready`` once
 the stream is open and the first pages answered, polls until ``stop`` is set, and sends
-back ``{"pages": {path: [seconds, ...]}, "events": n, "reconnects": n, "refusals":
-[...], "errors": [...]}``.
+back ``{"pages": {path: [seconds, ...]}, "events": n, "skipped": n, "samplings": n,
+"jumps": [...], "reconnects": n, "refusals": [...], "errors": [...]}``.
 """
 
 from __future__ import annotations
@@ -34,10 +34,10 @@ def _get(conn: http.client.HTTPConnection, path: str, cookie: str) -> tuple[int,
 
 
 class EventStream:
-    """The live page's ``EventSource``: reads the stream on a thread, counting outcome
-    events; when the server ends it (a refusal, say a subscriber too slow for the
-    outcomes' rate), reconnects after the stream's ``retry`` (1 s) with ``Last-Event-ID``,
-    as a browser does. Closed by :meth:`close`."""
+    """The live page's ``EventSource``: reads the stream on a thread, counting its
+    events (outcomes; the outcomes a sample skipped; jumps to now; switches to a sample);
+    when the server ends it (a refusal), reconnects after the stream's ``retry`` (1 s)
+    with ``Last-Event-ID``, as a browser does. Closed by :meth:`close`."""
 
     def __init__(self, port: int, path: str, cookie: str) -> None:
         self._port = port
@@ -46,6 +46,9 @@ class EventStream:
         self._closed = threading.Event()
         self._conn: http.client.HTTPConnection | None = None
         self.events = 0
+        self.skipped = 0
+        self.samplings = 0
+        self.jumps: list[str] = []
         self.reconnects = 0
         self.refusals: list[str] = []
         self.last_id = ""
@@ -70,21 +73,29 @@ class EventStream:
             self.reconnects += 1
 
     def _read(self, response: http.client.HTTPResponse) -> None:
-        # Every event follows a blank line, so each is one b"\nid: " (5 bytes): 4 bytes
-        # carried over find one split between chunks, and cannot hold a whole one.
-        carry = b""
+        pending = b""
         while chunk := response.read1(1 << 16):
-            data = carry + chunk
-            self.events += data.count(b"\nid: ")
-            last = data.rfind(b"\nid: ")
-            if last >= 0:
-                line = data[last + 5 : data.find(b"\n", last + 5)]
-                if line.isdigit():
-                    self.last_id = line.decode()
-            refused = data.find(b"event: refused\ndata: ")
-            if refused >= 0 and len(self.refusals) < 10:
-                self.refusals.append(data[refused + 21 : refused + 221].decode(errors="replace"))
-            carry = data[-4:]
+            *whole, pending = (pending + chunk).split(b"\n\n")
+            for block in whole:
+                self._event(block)
+
+    def _event(self, block: bytes) -> None:
+        fields: dict[bytes, bytes] = {}
+        for line in block.split(b"\n"):
+            name, _, value = line.partition(b": ")
+            fields[name] = value
+        kind = fields.get(b"event", b"")
+        if kind == b"outcome":
+            self.events += 1
+            self.last_id = fields[b"id"].decode()
+        elif kind == b"skipped":
+            self.skipped += int(json.loads(fields[b"data"])["count"])
+        elif kind == b"sampling":
+            self.samplings += 1
+        elif kind == b"jumped" and len(self.jumps) < 10:
+            self.jumps.append(json.loads(fields[b"data"])["reason"])
+        elif kind == b"refused" and len(self.refusals) < 10:
+            self.refusals.append(fields[b"data"].decode(errors="replace"))
 
     def close(self) -> None:
         self._closed.set()
@@ -131,6 +142,9 @@ def poll(
     figures = {
         "pages": latencies,
         "events": stream.events,
+        "skipped": stream.skipped,
+        "samplings": stream.samplings,
+        "jumps": stream.jumps,
         "reconnects": stream.reconnects,
         "refusals": stream.refusals,
         "errors": errors,

@@ -8,9 +8,10 @@ never shares their GIL):
 - **console**: ``--console-listen 127.0.0.1:0``, measured twice each round: **closed**
   (nobody has it open: only its once-a-second sampler runs) and **open**: a browser
   stand-in (``bench._console_poller``, a process of its own) keeps the live outcomes
-  page's event stream open (a Subscribe stream relaying every outcome as a server-sent
-  event) and fetches the overview and the ``default`` purgatory's page every
-  ``--poll-interval`` seconds with its session cookie, timing each fetch.
+  page's event stream open (a Subscribe stream relaying outcomes as server-sent events:
+  every one up to the page's cap, a sample above it) and fetches the overview and the
+  ``default`` purgatory's page every ``--poll-interval`` seconds with its session
+  cookie, timing each fetch.
 
 Each subject runs the service benchmark's batch form (``bench._service_unary``; or its
 stream form, ``--form stream``, ``bench._service_stream``) for ``--duration`` seconds;
@@ -173,15 +174,19 @@ def report(rounds: Rounds[Figures], a: argparse.Namespace) -> dict[str, Any]:
     ]
     print(markdown_table(headers, rows))
     pages: dict[str, list[float]] = {path: [] for path in PAGES}
-    events = reconnects = 0
+    events = reconnects = skipped = samplings = 0
     errors: list[str] = []
     refusals: list[str] = []
+    jumps: list[str] = []
     for result in rounds.results:
         opened = result["open"]
         for path in PAGES:
             pages[path].extend(opened["pages"][path])
         events += opened["events"]
         reconnects += opened["reconnects"]
+        skipped += opened["skipped"]
+        samplings += opened["samplings"]
+        jumps += opened["jumps"]
         refusals += opened["refusals"]
         errors += opened["errors"]
     rows = []
@@ -214,8 +219,12 @@ def report(rounds: Rounds[Figures], a: argparse.Namespace) -> dict[str, Any]:
     outcomes = sum(r["open"]["rate"] * a.duration for r in rounds.results)
     print(
         f"\nlive outcomes relayed to the open event stream: {events} of about "
-        f"{outcomes:,.0f} published while measured; reconnects: {reconnects}"
+        f"{outcomes:,.0f} published while measured, {skipped:,} announced as skipped by its "
+        f"samples; switches to a sample: {samplings}; jumps to now: {len(jumps)}; "
+        f"reconnects: {reconnects}"
     )
+    if jumps:
+        print(f"event stream jumps (first): {jumps[0]}")
     if refusals:
         print(f"event stream refusals (first): {refusals[0]}")
     if errors:
@@ -238,6 +247,9 @@ def report(rounds: Rounds[Figures], a: argparse.Namespace) -> dict[str, Any]:
         "summary": summary,
         "page_p99_ms": p99,
         "events_relayed": events,
+        "events_skipped": skipped,
+        "event_stream_samplings": samplings,
+        "event_stream_jumps": jumps,
         "event_stream_reconnects": reconnects,
         "event_stream_refusals": refusals,
         "rounds": rounds.results,

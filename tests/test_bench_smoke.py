@@ -171,6 +171,12 @@ CASES = [
         ("purgatory, stream form", "burst of 20 long-polls, CANCELLED calls"),
     ),
     Case(
+        "console_bench",
+        "--rounds 1 --duration 0.3 --warmup 0.05 --batch-workers 1 --batch-size 5"
+        " --poll-interval 0.05 --json {tmp}/cb.json",
+        ("pairs/s ratio to closed", r"\| every page \|", "acceptance: page p99"),
+    ),
+    Case(
         "workers_bench",
         "--rounds 1 --duration 0.3 --warmup 0.05 --load-procs 1 --streams 2 --batch-size 5"
         " --purgatories 2 --batch-workers 1 --json {tmp}/w.json",

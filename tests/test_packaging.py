@@ -74,7 +74,7 @@ def test_wheel_contains_every_source_module(wheel: Path) -> None:
         f"{pkg}/{path.relative_to(src).as_posix()}"
         for pkg, src in SOURCE_PACKAGES.items()
         for path in src.rglob("*")
-        if path.suffix in {".py", ".pyi"} or path.name == "py.typed"
+        if path.suffix in {".py", ".pyi", ".css", ".js"} or path.name == "py.typed"
         if "__pycache__" not in path.parts
     }
     missing = sorted(expected - names)

@@ -1,6 +1,6 @@
 """Worker-group methods of the client (a mix-in): join a group and read its deliveries
-(:class:`AsyncGroupStream`), ack, extend leases, list and redrive dead letters. Requests
-and models: ``_groups_base``; semantics: docs/service.md "Worker groups"."""
+(:class:`AsyncGroupStream`), ack, extend leases, list, redrive and discard dead letters.
+Requests and models: ``_groups_base``; semantics: docs/service.md "Worker groups"."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ __all__ = ["AsyncGroupMethods", "AsyncGroupStream"]
 
 
 class AsyncGroupMethods(ClientBase):
-    """Join a worker group, ack, extend leases, list and redrive dead letters."""
+    """Join a worker group, ack, extend leases, list, redrive and discard dead letters."""
 
     async def join_group(
         self,
@@ -100,6 +100,18 @@ class AsyncGroupMethods(ClientBase):
         """Dead letters back to the group with fresh attempts (None: all of them)."""
         req = gb.redrive_request(self._name(purgatory), group, sequences)
         return list((await self._call(self._stub.Redrive, req, self.timeout)).redriven)
+
+    async def discard_dead_letters(
+        self,
+        group: str,
+        sequences: Iterable[int] | None = None,
+        *,
+        purgatory: str | None = None,
+    ) -> list[int]:
+        """Drop dead letters for good (None: all of them; an empty list is refused with
+        InvalidArgumentError); the sequences that were dead letters and are gone."""
+        req = gb.discard_request(self._name(purgatory), group, sequences)
+        return list((await self._call(self._stub.DiscardDeadLetters, req, self.timeout)).discarded)
 
     async def list_groups(self, *, purgatory: str | None = None) -> list[gb.GroupInfo]:
         req = gb.list_groups_request(self._name(purgatory))

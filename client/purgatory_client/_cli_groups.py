@@ -1,5 +1,5 @@
 """The CLI's worker-group commands: ``purgatory ack``, ``purgatory group
-list|dead-letters|redrive|delete``, and the ``--group`` side of ``purgatory subscribe``
+list|dead-letters|redrive|discard|delete``, and the ``--group`` side of ``purgatory subscribe``
 (its options and its loop, for ``_cli_subscribe``).
 """
 
@@ -41,14 +41,15 @@ def register(sub: Any) -> None:
 
     group = sub.add_parser(
         "group",
-        help="list worker groups, list or redrive dead letters, delete a group",
+        help="list worker groups, list, redrive or discard dead letters, delete a group",
         epilog="examples: purgatory group list; purgatory group dead-letters billing; "
-        "purgatory group redrive billing 42 43",
+        "purgatory group redrive billing 42 43; purgatory group discard billing --all",
     )
     group.add_argument(
         "action",
-        choices=["list", "dead-letters", "redrive", "delete"],
-        help="list groups; list a group's dead letters; redrive them; delete a group",
+        choices=["list", "dead-letters", "redrive", "discard", "delete"],
+        help="list groups; list a group's dead letters; redrive them; discard them for "
+        "good; delete a group",
     )
     group.add_argument("group", nargs="?", help="the worker group (all but list)")
     group.add_argument(
@@ -56,8 +57,9 @@ def register(sub: Any) -> None:
         nargs="*",
         type=count(1),
         metavar="SEQ",
-        help="redrive: these dead letters (default: all)",
+        help="redrive: these dead letters (default: all); discard: these (or --all)",
     )
+    group.add_argument("--all", action="store_true", help="discard: every dead letter of the group")
     group.add_argument(
         "--after", type=count(0), default=0, help="dead-letters: after this sequence"
     )
@@ -147,6 +149,11 @@ def _group(args: argparse.Namespace, ctx: Context) -> int:
             emit({"next_after_sequence": page.next_after_sequence})
     elif args.action == "redrive":
         emit({"redriven": client.redrive(args.group, args.sequences or None)})
+    elif args.action == "discard":
+        if bool(args.sequences) == args.all:
+            sys.stderr.write("purgatory: group discard needs SEQ... or --all (not both)\n")
+            return 2
+        emit({"discarded": client.discard_dead_letters(args.group, args.sequences or None)})
     else:
         emit({"dropped": client.delete_group(args.group)})
     return 0

@@ -188,6 +188,17 @@ def redrive_request(purgatory: str, group: str, sequences: Iterable[int] | None)
     )
 
 
+def discard_request(purgatory: str, group: str, sequences: Iterable[int] | None) -> Any:
+    """``None``: every dead letter (``all``); otherwise those named (the server refuses an
+    empty list, so a list that happens to be empty never discards everything)."""
+    return pb.DiscardDeadLettersRequest(
+        purgatory=purgatory,
+        group=_requests.name_field("group", group),
+        sequences=() if sequences is None else sequences,
+        all=sequences is None,
+    )
+
+
 def list_groups_request(purgatory: str) -> Any:
     return pb.ListGroupsRequest(purgatory=purgatory)
 

@@ -1,8 +1,8 @@
 # Generated from _async_groups.py by client/generate_sync.py: do not edit by hand.
 # Edit _async_groups.py, then run `make sync-client` (`make test` checks this file).
 """Worker-group methods of the client (a mix-in): join a group and read its deliveries
-(:class:`GroupStream`), ack, extend leases, list and redrive dead letters. Requests
-and models: ``_groups_base``; semantics: docs/service.md "Worker groups"."""
+(:class:`GroupStream`), ack, extend leases, list, redrive and discard dead letters.
+Requests and models: ``_groups_base``; semantics: docs/service.md "Worker groups"."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ __all__ = ["GroupMethods", "GroupStream"]
 
 
 class GroupMethods(ClientBase):
-    """Join a worker group, ack, extend leases, list and redrive dead letters."""
+    """Join a worker group, ack, extend leases, list, redrive and discard dead letters."""
 
     def join_group(
         self,
@@ -102,6 +102,18 @@ class GroupMethods(ClientBase):
         """Dead letters back to the group with fresh attempts (None: all of them)."""
         req = gb.redrive_request(self._name(purgatory), group, sequences)
         return list(self._call(self._stub.Redrive, req, self.timeout).redriven)
+
+    def discard_dead_letters(
+        self,
+        group: str,
+        sequences: Iterable[int] | None = None,
+        *,
+        purgatory: str | None = None,
+    ) -> list[int]:
+        """Drop dead letters for good (None: all of them; an empty list is refused with
+        InvalidArgumentError); the sequences that were dead letters and are gone."""
+        req = gb.discard_request(self._name(purgatory), group, sequences)
+        return list(self._call(self._stub.DiscardDeadLetters, req, self.timeout).discarded)
 
     def list_groups(self, *, purgatory: str | None = None) -> list[gb.GroupInfo]:
         req = gb.list_groups_request(self._name(purgatory))

@@ -8,6 +8,7 @@
     purgatory subscribe --group G [--ack] [--visibility-timeout-ms N] [--max-attempts N]
     purgatory ack GROUP SEQ [--attempt N]
     purgatory group list | dead-letters GROUP | redrive GROUP [SEQ...] | delete GROUP
+    purgatory group discard GROUP SEQ... | --all
     purgatory purgatories [list | get NAME | create NAME [--durable] | delete NAME]
     purgatory batch signal|watch < lines   (one signal or watch per stdin line)
     purgatory cancel OPERATION_ID... | --key K | --prefix P

@@ -113,6 +113,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "with the same certificate under --tls-cert)",
     )
     parser.add_argument(
+        "--console-listen",
+        metavar="HOST:PORT",
+        help="serve the operator's console at http://HOST:PORT/ (off by default; HTTPS "
+        "with the same certificate under --tls-cert; docs/console.md)",
+    )
+    parser.add_argument(
         "--otlp-endpoint", metavar="URL", help="export metrics and spans over OTLP/gRPC"
     )
     parser.add_argument(
@@ -135,6 +141,7 @@ _PLAIN_FLAGS = (
     "tls_key",
     "tls_client_ca",
     "metrics_listen",
+    "console_listen",
     "otlp_endpoint",
 )
 

@@ -249,8 +249,8 @@ def _reschedule(draw: Draw, name: str) -> Any:
 
 
 def _group_rpc(method: str) -> Callable[[Draw, str], Any]:
-    """Ack, ExtendLease, ListDeadLetters, Redrive, DeleteGroup: a group's name, plus what
-    each of them takes."""
+    """Ack, ExtendLease, ListDeadLetters, Redrive, DiscardDeadLetters, DeleteGroup: a
+    group's name, plus what each of them takes."""
 
     def build(draw: Draw, name: str) -> Any:
         request = GROUP_RPCS[method](
@@ -264,8 +264,10 @@ def _group_rpc(method: str) -> Callable[[Draw, str], Any]:
         if method == "ListDeadLetters":
             request.after_sequence = draw(uint64s)
             request.page_size = draw(uint32s)
-        if method == "Redrive":
+        if method in {"Redrive", "DiscardDeadLetters"}:
             request.sequences.extend(draw(st.lists(uint64s, max_size=4)))
+        if method == "DiscardDeadLetters":
+            request.all = draw(st.booleans())
         return request
 
     return build
@@ -295,6 +297,7 @@ GROUP_RPCS = {
     "ExtendLease": pb.ExtendLeaseRequest,
     "ListDeadLetters": pb.ListDeadLettersRequest,
     "Redrive": pb.RedriveRequest,
+    "DiscardDeadLetters": pb.DiscardDeadLettersRequest,
     "DeleteGroup": pb.DeleteGroupRequest,
 }
 BUILDERS: dict[str, Callable[[Draw, str], Any]] = {

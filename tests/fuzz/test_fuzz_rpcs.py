@@ -61,6 +61,7 @@ ALLOWED: dict[str, set[grpc.StatusCode]] = {
     "ExtendLease": BASE | {C.FAILED_PRECONDITION},
     "ListDeadLetters": BASE,
     "Redrive": BASE,
+    "DiscardDeadLetters": BASE,
     "ListGroups": BASE,
     "DeleteGroup": BASE,
 }

@@ -52,6 +52,19 @@ def test_group_commands(capsys: pytest.CaptureFixture[str]) -> None:
         assert code == 0 and out == [{"redriven": [second["sequence"]]}]
         code, out = _run(capsys, *t, "subscribe", "--group", "billing", "--ack", "--limit", "1")
         assert code == 0 and [(d["operation_id"], d["attempt"]) for d in out] == [("order-2", 2)]
+        # order-3 is dead-lettered too, then discarded: gone for good.
+        code, _ = _run(capsys, *t, "watch", "--timeout-ms", "5", "--id", "order-3", "--no-wait")
+        code, out = _run(capsys, *t, "subscribe", "--group", "billing", "--limit", "1")
+        assert code == 0 and [d["operation_id"] for d in out] == ["order-3"]
+        third = out[0]["sequence"]
+        deadline = time.monotonic() + 10
+        while not _run(capsys, *t, "group", "dead-letters", "billing")[1]:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert main([*t, "group", "discard", "billing"]) == 2  # neither SEQ nor --all
+        assert "SEQ... or --all" in capsys.readouterr().err
+        code, out = _run(capsys, *t, "group", "discard", "billing", "--all")
+        assert code == 0 and out == [{"discarded": [third]}]
         code, out = _run(capsys, *t, "group", "list")
         assert code == 0
         assert [(g["name"], g["ready"], g["leased"], g["dead_letters"]) for g in out] == [

@@ -13,6 +13,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from purgatory_client import (
     AsyncPurgatoryClient,
+    NotFoundError,
     PermissionDeniedError,
     UnauthenticatedError,
 )
@@ -87,6 +88,10 @@ async def test_each_permission_allows_its_rpcs_only(serve: Any, token_config: Se
         assert [s.operation_id for s in await forcer.cancel(["w3"])] == ["w3"]
         # watch covers ListOperations.
         assert [s.operation_id for s in (await watcher.list_operations()).operations] == []
+        # subscribe covers DiscardDeadLetters, as Redrive: past the check, the unknown
+        # group is NOT_FOUND.
+        with pytest.raises(NotFoundError):
+            await subscriber.discard_dead_letters("billing")
         denied: list[tuple[AsyncPurgatoryClient, Any]] = [
             (watcher, lambda c: c.check_and_complete("k1")),
             (watcher, lambda c: c.force_complete("w1")),
@@ -103,6 +108,9 @@ async def test_each_permission_allows_its_rpcs_only(serve: Any, token_config: Se
             (forcer, lambda c: c.batch_check_and_complete(["k1"])),
             (subscriber, lambda c: c.check_and_complete("k1")),
             (subscriber, lambda c: c.delete_purgatory("other")),
+            (watcher, lambda c: c.discard_dead_letters("billing")),
+            (forcer, lambda c: c.discard_dead_letters("billing", [1])),
+            (subscriber, lambda c: c.discard_dead_letters("billing", purgatory="other")),
         ]
         for client, call in denied:
             with pytest.raises(PermissionDeniedError) as raised:

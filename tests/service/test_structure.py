@@ -19,6 +19,7 @@ SERVICE = PACKAGE / "_service"
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("purgatory_server", "purgatory_server.__main__", "purgatory_server._service"),
     ("purgatory_server._service.api",),
+    ("purgatory_server._service.console",),
     ("purgatory_server._service.workers",),
     ("purgatory_server._cluster",),
     ("purgatory_server._service.durable",),

@@ -7,9 +7,10 @@
  * Event leased to this member with `ack()` and `extendLease()` bound to the client. A
  * lease that is neither acked nor extended runs out and the outcome goes to another member
  * (`attempt` grows: act idempotently); after the group's max attempts it becomes a dead
- * letter (`listDeadLetters`, `redrive`). A stream dropped by UNAVAILABLE (a server restart)
- * is re-joined with the client's `resume` back-off; other errors are thrown. Leases held
- * when a stream drops run out and are redelivered (at-least-once). `close()` leaves.
+ * letter (`listDeadLetters`, `redrive`, `discardDeadLetters`). A stream dropped by
+ * UNAVAILABLE (a server restart) is re-joined with the client's `resume` back-off; other
+ * errors are thrown. Leases held when a stream drops run out and are redelivered
+ * (at-least-once). `close()` leaves.
  */
 import type { ClientReadableStream, Metadata } from "@grpc/grpc-js";
 

@@ -265,6 +265,28 @@ export class UnaryMethods extends ClientBase {
     return [...(await this.call("Redrive", req, this.deadlineMs)).redriven];
   }
 
+  /** Dead letters dropped for good, never delivered again (none given: all of the
+   * group's; an empty list is refused with InvalidArgumentError); resolves to the
+   * sequences that were dead letters and are gone. */
+  async discardDeadLetters(
+    group: string,
+    sequences?: readonly number[],
+    options: CallTarget = {},
+  ): Promise<number[]> {
+    requireString("discardDeadLetters", "group", group);
+    if (sequences !== undefined && !Array.isArray(sequences)) {
+      requireStrings("discardDeadLetters", "sequences", sequences); // not an array: says so
+    }
+    requireCallOptions("discardDeadLetters", "options", options);
+    const req = {
+      purgatory: this.name(options),
+      group,
+      sequences: [...(sequences ?? [])],
+      all: sequences === undefined,
+    };
+    return [...(await this.call("DiscardDeadLetters", req, this.deadlineMs)).discarded];
+  }
+
   /** Every group of the purgatory with its counters. */
   async listGroups(options: CallTarget = {}): Promise<GroupInfo[]> {
     requireCallOptions("listGroups", "options", options);

@@ -1,6 +1,6 @@
 // Worker groups against a real server: joining, leased deliveries acked and extended, a
-// member killed mid-lease (its delivery goes to another member), dead letters and their
-// redrive, the group listing and deletion.
+// member killed mid-lease (its delivery goes to another member), dead letters, their
+// redrive and discard, the group listing and deletion.
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import * as path from "node:path";
@@ -133,6 +133,46 @@ test("an outcome out of attempts is a dead letter; redrive gives it back", async
   assert.equal(await c.deleteGroup("dl", { purgatory }), 1);
   assert.deepEqual(await c.listGroups({ purgatory }), []);
   await assert.rejects(c.deleteGroup("dl", { purgatory }), NotFoundError);
+});
+
+/** Waits until the group `group` has `count` dead letters; resolves to their page. */
+async function deadLetters(group, purgatory, count) {
+  for (let i = 0; i < 250; i++) {
+    const page = await c.listDeadLetters(group, { purgatory });
+    if (page.deadLetters.length >= count) return page;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  throw new Error(`${group} never had ${count} dead letters`);
+}
+
+test("discardDeadLetters drops named dead letters, or all, for good", async () => {
+  const purgatory = "g-discard";
+  await c.createPurgatory(purgatory);
+  const stream = await c.joinGroup("dd", { purgatory, visibilityTimeoutMs: 50, maxAttempts: 1 });
+  const it = stream[Symbol.asyncIterator]();
+  try {
+    for (const id of ["drop-a", "drop-b", "drop-c"]) {
+      await publish(purgatory, id);
+      assert.equal((await it.next()).value.operationId, id); // not acked: out of attempts
+    }
+    const page = await deadLetters("dd", purgatory, 3);
+    const [a, b, cc] = page.deadLetters.map((d) => d.sequence);
+    await assert.rejects(c.discardDeadLetters("dd", [], { purgatory }), InvalidArgumentError);
+    assert.deepEqual(await c.discardDeadLetters("dd", [a], { purgatory }), [a]);
+    assert.deepEqual(await c.discardDeadLetters("dd", [a], { purgatory }), []); // gone already
+    const left = (await c.listDeadLetters("dd", { purgatory })).deadLetters;
+    assert.deepEqual(left.map((d) => d.sequence), [b, cc]);
+    const rest = await c.discardDeadLetters("dd", undefined, { purgatory }); // all of them
+    assert.deepEqual(rest.sort((x, y) => x - y), [b, cc]);
+    assert.equal((await c.listDeadLetters("dd", { purgatory })).deadLetters.length, 0);
+    // Nothing discarded is delivered again: the member's next delivery is a new outcome.
+    await publish(purgatory, "drop-fresh");
+    const fresh = (await it.next()).value;
+    assert.deepEqual([fresh.operationId, fresh.attempt], ["drop-fresh", 1]);
+    await fresh.ack();
+  } finally {
+    stream.close();
+  }
 });
 
 test("a member re-joins after its server restarts and keeps receiving", async () => {

@@ -696,6 +696,24 @@ class RedriveResponse(_message.Message):
     redriven: _containers.RepeatedScalarFieldContainer[int]
     def __init__(self, redriven: _Optional[_Iterable[int]] = ...) -> None: ...
 
+class DiscardDeadLettersRequest(_message.Message):
+    __slots__ = ("purgatory", "group", "sequences", "all")
+    PURGATORY_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCES_FIELD_NUMBER: _ClassVar[int]
+    ALL_FIELD_NUMBER: _ClassVar[int]
+    purgatory: str
+    group: str
+    sequences: _containers.RepeatedScalarFieldContainer[int]
+    all: bool
+    def __init__(self, purgatory: _Optional[str] = ..., group: _Optional[str] = ..., sequences: _Optional[_Iterable[int]] = ..., all: _Optional[bool] = ...) -> None: ...
+
+class DiscardDeadLettersResponse(_message.Message):
+    __slots__ = ("discarded",)
+    DISCARDED_FIELD_NUMBER: _ClassVar[int]
+    discarded: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, discarded: _Optional[_Iterable[int]] = ...) -> None: ...
+
 class WorkerGroup(_message.Message):
     __slots__ = ("name", "visibility_timeout_ms", "max_attempts", "ready", "leased", "dead_letters", "members", "last_sequence")
     NAME_FIELD_NUMBER: _ClassVar[int]

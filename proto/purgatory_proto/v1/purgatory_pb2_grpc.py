@@ -152,6 +152,11 @@ class PurgatoryServiceStub:
                 request_serializer=purgatory__proto_dot_v1_dot_purgatory__pb2.RedriveRequest.SerializeToString,
                 response_deserializer=purgatory__proto_dot_v1_dot_purgatory__pb2.RedriveResponse.FromString,
                 _registered_method=True)
+        self.DiscardDeadLetters = channel.unary_unary(
+                '/purgatory.v1.PurgatoryService/DiscardDeadLetters',
+                request_serializer=purgatory__proto_dot_v1_dot_purgatory__pb2.DiscardDeadLettersRequest.SerializeToString,
+                response_deserializer=purgatory__proto_dot_v1_dot_purgatory__pb2.DiscardDeadLettersResponse.FromString,
+                _registered_method=True)
         self.ListGroups = channel.unary_unary(
                 '/purgatory.v1.PurgatoryService/ListGroups',
                 request_serializer=purgatory__proto_dot_v1_dot_purgatory__pb2.ListGroupsRequest.SerializeToString,
@@ -345,6 +350,15 @@ class PurgatoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DiscardDeadLetters(self, request, context):
+        """Drop dead letters for good: they leave the group and are never delivered again.
+        Names the dead letters (sequences) or asks for all of them (all), never neither;
+        sequences that are not dead letters of the group are skipped.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ListGroups(self, request, context):
         """Every group of a purgatory with its counters.
         """
@@ -474,6 +488,11 @@ def add_PurgatoryServiceServicer_to_server(servicer, server):
                     servicer.Redrive,
                     request_deserializer=purgatory__proto_dot_v1_dot_purgatory__pb2.RedriveRequest.FromString,
                     response_serializer=purgatory__proto_dot_v1_dot_purgatory__pb2.RedriveResponse.SerializeToString,
+            ),
+            'DiscardDeadLetters': grpc.unary_unary_rpc_method_handler(
+                    servicer.DiscardDeadLetters,
+                    request_deserializer=purgatory__proto_dot_v1_dot_purgatory__pb2.DiscardDeadLettersRequest.FromString,
+                    response_serializer=purgatory__proto_dot_v1_dot_purgatory__pb2.DiscardDeadLettersResponse.SerializeToString,
             ),
             'ListGroups': grpc.unary_unary_rpc_method_handler(
                     servicer.ListGroups,
@@ -1071,6 +1090,33 @@ class PurgatoryService:
             '/purgatory.v1.PurgatoryService/Redrive',
             purgatory__proto_dot_v1_dot_purgatory__pb2.RedriveRequest.SerializeToString,
             purgatory__proto_dot_v1_dot_purgatory__pb2.RedriveResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DiscardDeadLetters(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/purgatory.v1.PurgatoryService/DiscardDeadLetters',
+            purgatory__proto_dot_v1_dot_purgatory__pb2.DiscardDeadLettersRequest.SerializeToString,
+            purgatory__proto_dot_v1_dot_purgatory__pb2.DiscardDeadLettersResponse.FromString,
             options,
             channel_credentials,
             insecure,

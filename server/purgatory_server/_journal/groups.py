@@ -8,7 +8,8 @@ Replay rules (docs/journal.md "Worker groups"), applied in journal order:
   takes every outcome after its creation) as an entry with 0 attempts.
 - ``group_delivered`` (a lease, or its extension): the entry's attempts become
   ``attempt`` and its lease deadline ``lease_deadline_wall_ms``.
-- ``group_settled``: ACKED removes the entries, DEAD_LETTERED marks them dead,
+- ``group_settled``: ACKED removes the entries (acked, or discarded dead letters),
+  DEAD_LETTERED marks them dead,
   REDRIVEN makes them live again with a fresh budget: ``redriven_at`` becomes
   ``attempts``, which stays (attempt numbers never repeat: they fence stale acks). Dead
   letters and redriven entries hold no lease (deadline 0).

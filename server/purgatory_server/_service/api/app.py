@@ -3,7 +3,8 @@
 :func:`create_server` builds and starts a ``grpc.aio`` server on the running loop and
 returns it with its bound port. :meth:`PurgatoryServer.stop` is the graceful shutdown:
 
-1. health turns NOT_SERVING and the registry refuses new work (UNAVAILABLE);
+1. the operator's console, if on, stops listening and ends its pages' streams; health
+   turns NOT_SERVING and the registry refuses new work (UNAVAILABLE);
 2. waiting long-polls and Subscribe streams end at once with UNAVAILABLE;
 3. ``grpc.aio.Server.stop(grace)``: no new calls, in-flight ones get ``grace`` seconds;
 4. observability, if on, exports what it has, then every purgatory's reaper and timer
@@ -17,7 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import shutil
 import signal
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -51,6 +54,7 @@ from purgatory_server._service.workers.kept_purgatories import KeptPurgatories
 
 if TYPE_CHECKING:
     from purgatory_server._cluster.node import ClusterNode
+    from purgatory_server._service.console.listener import Console
     from purgatory_server._service.observability.setup import Telemetry
     from purgatory_server._service.workers.plan import WorkerPlan
 
@@ -139,6 +143,8 @@ class PurgatoryServer:
     loop_lag: LoopLag | None = None
     # A worker's channels to its siblings (whole-server listing); None: one process.
     siblings: Siblings | None = None
+    # The operator's console (console_listen); None when it is off.
+    console: Console | None = None
     _stopped: bool = False
 
     async def stop(self, grace: float | None = None) -> None:
@@ -146,6 +152,8 @@ class PurgatoryServer:
         if self._stopped:
             return
         self._stopped = True
+        if self.console is not None:
+            await self.console.stop()
         if self.loop_lag is not None:
             self.loop_lag.stop()
         grace = self.config.grace_s if grace is None else grace
@@ -207,7 +215,7 @@ async def create_server(
     registry = _registry(config, loop, time, reaper_enabled, journal_factory, router, telemetry)
     lag = LoopLag(loop) if config.shed_lag_ms else None
     admission = Admission(lag, config.shed_lag_ms, config.shed_batch_entries)
-    server, health_servicer, authorizer, siblings = _grpc_server(
+    server, health_servicer, authorizer, siblings, console_socket = _grpc_server(
         config, registry, loop, telemetry, admission, worker=worker, cluster=cluster
     )
     port = _bind(server, address, credentials)
@@ -215,6 +223,7 @@ async def create_server(
         own = f"{address.rsplit(':', 1)[0]}:{worker.own_ports[worker.index]}"
         port = port if _bind(server, own, credentials) else 0
     if port == 0:
+        _drop_socket(console_socket)
         await registry.shutdown()
         await _shutdown_telemetry(telemetry)
         raise OSError(f"cannot listen on {address}")
@@ -225,7 +234,9 @@ async def create_server(
         await server.start()
         if cluster is not None:
             await cluster.start(registry, port)
+        console = await _console(config, registry, console_socket)
     except BaseException:
+        _drop_socket(console_socket)
         if cluster is not None:
             await cluster.stop()
         await registry.shutdown()
@@ -237,10 +248,43 @@ async def create_server(
     serving = health_pb2.HealthCheckResponse.SERVING
     await health_servicer.set("", serving)
     await health_servicer.set(SERVICE_NAME, serving)
-    purgatory_server = PurgatoryServer(
-        server, registry, health_servicer, port, config, telemetry, cluster, lag, siblings
-    )
-    return purgatory_server, port
+    return PurgatoryServer(
+        server, registry, health_servicer, port, config, telemetry, cluster, lag, siblings, console
+    ), port
+
+
+def _console_socket(
+    server: grpc.aio.Server, config: ServerConfig, worker: WorkerPlan | None
+) -> Path | None:
+    """When the console is asked for (a worker set's first worker serves it: its listing
+    covers its siblings), the private Unix socket it reaches this server on: in a fresh
+    directory only this user may enter, plaintext whatever TLS the public port has (mutual
+    TLS included); tokens are checked there as anywhere. None otherwise."""
+    if not config.console_listen or (worker is not None and worker.index != 0):
+        return None
+    path = Path(tempfile.mkdtemp(prefix="purgatory-console-")) / "grpc.sock"
+    if not _bind(server, f"unix:{path}", None):
+        shutil.rmtree(path.parent, ignore_errors=True)
+        raise OSError(f"cannot listen on the console's socket {path}")
+    return path
+
+
+def _drop_socket(socket: Path | None) -> None:
+    """Remove the console's socket directory, if there is one (a start that failed)."""
+    if socket is not None:
+        shutil.rmtree(socket.parent, ignore_errors=True)
+
+
+async def _console(
+    config: ServerConfig, registry: PurgatoryRegistry, socket: Path | None
+) -> Console | None:
+    """The operator's console, reaching this server at ``socket`` (None: the console is
+    off, and nothing of it loads)."""
+    if socket is None:
+        return None
+    from purgatory_server._service.console.listener import start_console  # noqa: PLC0415
+
+    return await start_console(config, registry, socket)
 
 
 def _registry(  # noqa: PLR0917 - the assembly's one call site, names kept apart
@@ -261,7 +305,8 @@ def _registry(  # noqa: PLR0917 - the assembly's one call site, names kept apart
         time=time,
         reaper_enabled=reaper_enabled,
         journal_factory=journal_factory,
-        metrics=telemetry is not None and telemetry.metrics,
+        # The console draws from the same counters (no per-operation cost without either).
+        metrics=(telemetry is not None and telemetry.metrics) or bool(config.console_listen),
         traced=telemetry is not None and telemetry.tracing,
         router=router,
     )
@@ -282,10 +327,11 @@ def _grpc_server(
     *,
     worker: WorkerPlan | None,
     cluster: ClusterNode | None = None,
-) -> tuple[grpc.aio.Server, Any, Authorizer | None, Siblings]:
-    """The grpc.aio server with the purgatory service, health and reflection (not bound).
-    With a plaintext ``cluster`` its listing asks the other servers for the replicated
-    purgatories they own (the questions are plaintext, as the workers' are)."""
+) -> tuple[grpc.aio.Server, Any, Authorizer | None, Siblings, Path | None]:
+    """The grpc.aio server with the purgatory service, health and reflection (bound only
+    to the console's socket, when the console is on). With a plaintext ``cluster`` its
+    listing asks the other servers for the replicated purgatories they own (the questions
+    are plaintext, as the workers' are)."""
     server = grpc.aio.server(
         options=server_options(config, reuseport=worker is not None),
         maximum_concurrent_rpcs=config.max_concurrent_rpcs,
@@ -304,7 +350,8 @@ def _grpc_server(
     reflection.enable_server_reflection(
         (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server
     )
-    return server, health_servicer, authorizer, servicer.siblings
+    console_socket = _console_socket(server, config, worker)
+    return server, health_servicer, authorizer, servicer.siblings, console_socket
 
 
 def _wrap(

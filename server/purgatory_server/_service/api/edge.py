@@ -73,6 +73,7 @@ METHOD_RULES: dict[str, tuple[Permission | None, str | None]] = {
     "ExtendLease": (Permission.SUBSCRIBE, "purgatory"),
     "ListDeadLetters": (Permission.SUBSCRIBE, "purgatory"),
     "Redrive": (Permission.SUBSCRIBE, "purgatory"),
+    "DiscardDeadLetters": (Permission.SUBSCRIBE, "purgatory"),
     "ListGroups": (Permission.SUBSCRIBE, "purgatory"),
     "DeleteGroup": (Permission.ADMIN, "purgatory"),
     "ListOperations": (Permission.WATCH, "purgatory"),

@@ -39,10 +39,12 @@ if TYPE_CHECKING:
 __all__ = [
     "ack",
     "check_ack",
+    "check_discard_dead_letters",
     "check_extend_lease",
     "check_list_dead_letters",
     "check_redrive",
     "delete_group",
+    "discard_dead_letters",
     "extend_lease",
     "list_dead_letters",
     "list_groups",
@@ -52,7 +54,11 @@ __all__ = [
 
 # The requests that name one group of one purgatory.
 _GroupRequest = (
-    pb.AckRequest | pb.ExtendLeaseRequest | pb.ListDeadLettersRequest | pb.RedriveRequest
+    pb.AckRequest
+    | pb.ExtendLeaseRequest
+    | pb.ListDeadLettersRequest
+    | pb.RedriveRequest
+    | pb.DiscardDeadLettersRequest
 )
 
 DEFAULT_PAGE_SIZE = 100
@@ -198,12 +204,18 @@ async def list_dead_letters(
     )
 
 
-def check_redrive(request: pb.RedriveRequest, limits: Limits) -> None:
+def _check_sequences(
+    request: pb.RedriveRequest | pb.DiscardDeadLettersRequest, limits: Limits
+) -> None:
     if len(request.sequences) > limits.max_batch_size:
         raise InvalidArgument(
             "sequences",
             f"{len(request.sequences)} entries exceed max_batch_size ({limits.max_batch_size})",
         )
+
+
+def check_redrive(request: pb.RedriveRequest, limits: Limits) -> None:
+    _check_sequences(request, limits)
 
 
 async def redrive(
@@ -212,6 +224,23 @@ async def redrive(
     group = _group(purgatory, request, service.limits)
     redriven = group.redrive(list(request.sequences) if request.sequences else None)
     return pb.RedriveResponse(redriven=redriven)
+
+
+def check_discard_dead_letters(request: pb.DiscardDeadLettersRequest, limits: Limits) -> None:
+    # Unlike Redrive, "all" is never implied: an empty list must not drop everything.
+    if request.all and request.sequences:
+        raise InvalidArgument("all", "not allowed with sequences (name them, or ask for all)")
+    if not request.all and not request.sequences:
+        raise InvalidArgument("sequences", "name the dead letters to discard, or set all")
+    _check_sequences(request, limits)
+
+
+async def discard_dead_letters(
+    service: Service, purgatory: NamedPurgatory, request: pb.DiscardDeadLettersRequest
+) -> pb.DiscardDeadLettersResponse:
+    group = _group(purgatory, request, service.limits)
+    discarded = group.discard(None if request.all else list(request.sequences))
+    return pb.DiscardDeadLettersResponse(discarded=discarded)
 
 
 async def list_groups(

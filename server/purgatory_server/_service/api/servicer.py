@@ -212,6 +212,16 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
     ) -> pb.RedriveResponse:
         return await answer(self._service, request, groups_rpc.redrive, groups_rpc.check_redrive)
 
+    async def DiscardDeadLetters(
+        self, request: pb.DiscardDeadLettersRequest, context: grpc.aio.ServicerContext
+    ) -> pb.DiscardDeadLettersResponse:
+        return await answer(
+            self._service,
+            request,
+            groups_rpc.discard_dead_letters,
+            groups_rpc.check_discard_dead_letters,
+        )
+
     async def ListGroups(
         self, request: pb.ListGroupsRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListGroupsResponse:

@@ -15,7 +15,7 @@ Permissions (``admin`` implies the others on the same purgatories):
 - a Session frame: ``watch``/``signal``/``force`` for its watches/signals/force-completes
   (checked per frame by the edge);
 - ``subscribe``: Subscribe (a worker group's member too), Ack, ExtendLease,
-  ListDeadLetters, Redrive, ListGroups;
+  ListDeadLetters, Redrive, DiscardDeadLetters, ListGroups;
 - ``admin``: CreatePurgatory, DeletePurgatory, DeleteGroup.
 
 GetPurgatory needs any permission on that purgatory, ListPurgatories any valid token.

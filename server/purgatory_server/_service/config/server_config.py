@@ -169,6 +169,8 @@ class ServerConfig:
     # A server span per RPC, its context carried by the outcomes it registers; on by
     # itself when otlp_endpoint is set.
     tracing: bool = False
+    # host:port of the operator's console (docs/console.md); "" (default) serves none.
+    console_listen: str = ""
     # Replicated purgatories on NATS JetStream (``[cluster]``; docs/scale-out.md).
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     limits: Limits = field(default_factory=Limits)
@@ -196,6 +198,7 @@ class ServerConfig:
             raise ConfigError(f"fsync must be one of {sorted(FSYNC_POLICIES)}, got {self.fsync!r}")
         if self.fsync_interval_ms <= 0:
             raise ConfigError(f"fsync_interval_ms must be positive, got {self.fsync_interval_ms}")
+        self._validate_console()
         names = [p.name for p in self.purgatories]
         if len(set(names)) != len(names):
             raise ConfigError(f"purgatory names must be unique, got {names}")
@@ -212,6 +215,12 @@ class ServerConfig:
                 f"metrics_listen {self.metrics_listen} takes the port of listen {self.listen}: "
                 "the metrics endpoint and the gRPC server need a port each"
             )
+
+    def _validate_console(self) -> None:
+        if self.console_listen:
+            host, _, port = self.console_listen.rpartition(":")
+            if not host or not port.isdigit() or int(port) > 65535:
+                raise ConfigError(f"console_listen must be host:port, got {self.console_listen!r}")
 
     def _validate_limits(self) -> None:
         for f in fields(self.limits):

@@ -10,7 +10,8 @@ lease ends in one of three ways:
 - ``extend``: the same lease gets a new deadline;
 - expiry: READY again (redelivered to whichever member has room, the same one if alone),
   or DEAD once it has had ``max_attempts`` deliveries. Dead letters stay until redriven
-  (READY with a fresh budget of ``max_attempts`` deliveries) or acked (discarded).
+  (READY with a fresh budget of ``max_attempts`` deliveries), or discarded (``discard``,
+  or an ack): they leave the group like an acked entry.
 
 Fencing: every lease is a new attempt number, strictly above every earlier one of the same
 outcome, redrives included (:mod:`.entry`); an ack or extension naming an older attempt is
@@ -301,14 +302,7 @@ class WorkerGroup:
     def redrive(self, sequences: Iterable[int] | None) -> list[int]:
         """Dead letters back to READY with a fresh budget (``None``: all); which were.
         Their attempt numbers go on from where they were (fencing, see :mod:`.entry`)."""
-        if sequences is None:
-            chosen = sorted(s for s, e in self._entries.items() if e.state is EntryState.DEAD)
-        else:
-            chosen = []
-            for s in sequences:
-                entry = self._entries.get(s)
-                if entry is not None and entry.state is EntryState.DEAD and s not in chosen:
-                    chosen.append(s)
+        chosen = self._dead(sequences)
         for s in chosen:
             entry = self._entries[s]
             entry.state = EntryState.READY
@@ -317,6 +311,28 @@ class WorkerGroup:
         if chosen and self._journal is not None:
             self._journal.redriven(self.name, chosen)
         self._dispatch()
+        return chosen
+
+    def discard(self, sequences: Iterable[int] | None) -> list[int]:
+        """Dead letters out of the group for good (``None``: all); which were. Journaled
+        as acks: on replay, as here, the entry is gone (never delivered again)."""
+        chosen = self._dead(sequences)
+        for s in chosen:
+            del self._entries[s]  # a dead entry holds no lease and is not in ``_ready``
+        if chosen and self._journal is not None:
+            self._journal.acked(self.name, chosen)
+        return chosen
+
+    def _dead(self, sequences: Iterable[int] | None) -> list[int]:
+        """The dead letters among ``sequences`` (``None``: all), once each, in the order
+        given (all: sequence order)."""
+        if sequences is None:
+            return sorted(s for s, e in self._entries.items() if e.state is EntryState.DEAD)
+        chosen: list[int] = []
+        for s in sequences:
+            entry = self._entries.get(s)
+            if entry is not None and entry.state is EntryState.DEAD and s not in chosen:
+                chosen.append(s)
         return chosen
 
     def entries(self) -> list[GroupEntry]:

@@ -3,7 +3,8 @@
 The one place that spells a group on disk (docs/journal.md "Worker groups"): creation and
 deletion as ``GroupState``, each lease as ``GroupDelivered`` (so attempt counts survive a
 restart and a poison outcome cannot loop forever across crashes), acks, dead-lettering
-and redrives as ``GroupSettled``; lease extensions as ``GroupDelivered`` again (same
+and redrives as ``GroupSettled`` (a discarded dead letter is an ack: it leaves the group);
+lease extensions as ``GroupDelivered`` again (same
 attempt, new deadline). After a restart a lease whose deadline is still ahead runs to it
 (its holder may still ack), every other entry that is not dead is ready again
 (at-least-once), its attempt numbers going on from the last one recorded (fencing: a

@@ -18,7 +18,7 @@ directory) unless ``cwd`` says otherwise: a server's relative defaults (``--data
 README has filled. :meth:`stop` is SIGTERM (the graceful
 shutdown), then SIGKILL after ``grace_s``. The environment is the caller's without its
 ``PURGATORY_*`` variables (a developer's shell must not change what a test or a benchmark
-runs), plus ``env``.
+runs), plus ``env``, with this checkout last on ``PYTHONPATH`` (see :class:`ServerProcess`).
 
 Thread-safety: none; one thread owns a ServerProcess.
 """
@@ -48,6 +48,7 @@ __all__ = [
 ]
 
 PURGATORY_SERVER: tuple[str, ...] = (sys.executable, "-m", "purgatory_server")
+CHECKOUT = Path(__file__).resolve().parent.parent  # (bench/ and harness/ live here)
 # The port file is polled this often: often enough that a benchmark timing spawn ->
 # serving (recovery) is not rounded up by much, cheap enough (one stat) to not matter.
 POLL_S = 0.005
@@ -98,6 +99,10 @@ class ServerProcess:
         self._argv += args
         self._env = {k: v for k, v in os.environ.items() if not k.startswith("PURGATORY_")}
         self._env.update(env or {})
+        # Run from its own directory, a command that is a module of this checkout
+        # (``-m bench._lateness_server``) still finds it: the checkout goes last on the path.
+        path = [p for p in self._env.get("PYTHONPATH", "").split(os.pathsep) if p]
+        self._env["PYTHONPATH"] = os.pathsep.join([*path, str(CHECKOUT)])
         self._cwd = root if cwd is None else cwd
         self._spawned = 0.0
 

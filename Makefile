@@ -43,9 +43,17 @@ HOT_SRC      := $(shell sed -n 's/^    "purgatory_server\.\(.*\)",$$/\1/p' $(SER
 ENGINE_SRC   := $(wildcard server/purgatory_server/_engine/*.py) $(SERVICE_NATIVE) $(HOT_SRC)
 ENGINE_STAMP := $(VENV)/.engine-stamp
 
+# After `make serve` installed these very sources (its stamp newer than every file the
+# build reads), only the extras' requirements are added: the project, and mypyc's compile
+# of the engine and the hot path, are not built a second time (harness/extras.py).
 $(STAMP): pyproject.toml setup.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[$(EXTRAS)]'
+	if [ -f $(SERVE_STAMP) ] && [ -z "$$(find pyproject.toml setup.py $(ENGINE_SRC) -newer $(SERVE_STAMP))" ]; then \
+	  $(BIN)/python harness/extras.py $(EXTRAS) \
+	    | $(BIN)/python -m pip install --quiet --disable-pip-version-check -r /dev/stdin; \
+	else \
+	  $(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[$(EXTRAS)]'; \
+	fi
 	touch $(STAMP) $(ENGINE_STAMP)
 
 install: $(STAMP)

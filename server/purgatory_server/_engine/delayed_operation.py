@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from _thread import RLock
+from _thread import LockType, RLock
 from abc import abstractmethod
 from collections.abc import Callable, Hashable, Sequence
 from contextlib import AbstractContextManager
@@ -48,11 +48,18 @@ class DelayedOperation(TimerTask):
 
     __slots__ = ("_completed", "_watch_keys", "_watcher", "lock")
 
-    def __init__(self, delay_ms: int, lock: Lock | None = None) -> None:
+    def __init__(
+        self, delay_ms: int, lock: Lock | None = None, completed: LockType | None = None
+    ) -> None:
+        """``completed``: the completion flag to start from (an unlocked ``Lock``), for a
+        subclass that shares one among its operations; a fresh one by default. Pass it here
+        rather than assign it in the subclass's ``__init__``: compiled (mypyc), that
+        assignment took the field for unset and never released the lock created here (one
+        leaked object per operation)."""
         super().__init__(delay_ms)
         # ``_thread.RLock`` is what ``threading.RLock()`` returns, without the factory call.
         self.lock: Lock = lock if lock is not None else RLock()
-        self._completed = threading.Lock()
+        self._completed = completed if completed is not None else threading.Lock()
         # Set by a purgatory that removes completed operations from its watch lists at
         # once (DelayedOperationPurgatory's default); None keeps Kafka's lazy removal.
         self._watcher: WatchRegistry | None = None

@@ -136,8 +136,7 @@ class RemoteOperation(DelayedOperation):
         """``restored``: (create_time_ms, due_time_ms, now_ms) of an operation recovered
         from the journal, which keeps its times and fires at its due time (wall clock,
         read once per recovery batch as ``now_ms``), at once if that has passed."""
-        super().__init__(definition.timeout_ms, slot.lock)
-        self._completed = _PENDING  # see force_complete
+        super().__init__(definition.timeout_ms, slot.lock, _PENDING)  # see force_complete
         self.operation_id = operation_id
         self.definition = definition
         self.progress = progress

@@ -23,6 +23,9 @@ from setuptools.command.build_ext import build_ext
 
 ROOT = Path(__file__).resolve().parent
 ENGINE = Path("server", "purgatory_server", "_engine")
+# The C compiler's optimisation level (mypyc's opt_level, "0" to "3"): a build that only
+# checks what a wheel carries (tests/test_packaging.py) takes "0", a quarter of the time.
+OPT_LEVEL_ENV = "PURGATORY_MYPYC_OPT_LEVEL"
 # The build environment has only the build requirements: the modules the hot path imports
 # for types alone (grpc, protobuf's stubs, the optional extras) are not there to check.
 MYPY_FLAGS = ["--ignore-missing-imports", "--follow-imports=silent"]
@@ -74,7 +77,7 @@ def _engine_extensions() -> list[Extension]:
         return mypycify(
             [*MYPY_FLAGS, *(str(ENGINE / f"{name}.py") for name in modules), *service],
             group_name="purgatory_server._engine._compiled",
-            opt_level="3",
+            opt_level=os.environ.get(OPT_LEVEL_ENV, "3"),
         )
     # mypyc reports a module it cannot compile by exiting; either way the install goes on
     # pure Python, and the test that expects the compiled engine says so.

@@ -41,6 +41,8 @@ def _build_wheel(tmp_path_factory: pytest.TempPathFactory, *, pure: bool) -> Pat
     env = {k: v for k, v in os.environ.items() if k != _native.PURE_PYTHON_ENV}
     if pure:
         env[_native.PURE_PYTHON_ENV] = "1"
+    # What the wheel carries is the point here, not how fast its C runs (setup.py).
+    env["PURGATORY_MYPYC_OPT_LEVEL"] = "0"
     subprocess.run(
         [
             sys.executable,

@@ -68,6 +68,7 @@ async def test_a_taken_metrics_port_fails_start_up_naming_it(tmp_path: Path) -> 
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         address = f"127.0.0.1:{taken.getsockname()[1]}"
-        config = ServerConfig(data_dir=str(tmp_path), metrics_listen=address)
+        # listen as create_server's: the default (50051) may be the port the OS just gave.
+        config = ServerConfig(data_dir=str(tmp_path), listen="127.0.0.1:0", metrics_listen=address)
         with pytest.raises(OSError, match=f"cannot serve metrics on {address}"):
             await create_server("127.0.0.1:0", config)

@@ -137,7 +137,6 @@ class NamedPurgatory:
             subscriber_buffer=limits.subscriber_buffer,
             subscriber_buffer_bytes=limits.subscriber_buffer_bytes,
         )
-        self._attach = self.feed.attach
         self._values = LatestValues(limits.max_tracked_values, self._engine.is_watched)
         # Ended operations -> feed -> listeners (the table retires them first); see
         # .publisher for the loop thread's list and the timer threads' inbox.
@@ -389,7 +388,7 @@ class NamedPurgatory:
     # ----------------------------------------------------------------- waiting for outcomes
     def attach(self, operation_id: str, waiter: Waiter) -> None:
         """Hand ``waiter`` the outcome of pending ``operation_id`` once it is delivered."""
-        self._attach(operation_id, waiter)
+        self.feed.attach(operation_id, waiter)
 
     def detach(self, operation_id: str, waiter: Waiter) -> None:
         """Stop waiting (the caller went away); the operation stays as it is."""

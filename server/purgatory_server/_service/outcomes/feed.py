@@ -200,9 +200,7 @@ class Feed:
     def waiting(self, operation_id: str) -> int:
         """How many calls wait for ``operation_id``'s outcome (tests, diagnostics)."""
         waiting = self._waiters.get(operation_id)
-        if waiting is None:
-            return 0
-        return len(waiting) if isinstance(waiting, list) else 1
+        return 0 if waiting is None else len(_each(waiting))
 
     # ----------------------------------------------------------------- outcomes
     def publish(self, ops: Sequence[Ended]) -> list[Outcome]:
@@ -269,7 +267,7 @@ class Feed:
         for outcome, waiters in delivery:
             if waiters is not None:
                 error = _lost(self.name, outcome, exc)
-                for waiter in waiters if isinstance(waiters, list) else (waiters,):
+                for waiter in _each(waiters):
                     waiter.fail(error)
 
     def _deliver(self, delivery: _Delivery, token: int = 0) -> None:
@@ -391,16 +389,21 @@ class Feed:
         """Fail every waiter and end every subscriber stream with ``error``."""
         waiters, self._waiters = self._waiters, {}
         for attached in waiters.values():
-            for waiter in attached if isinstance(attached, list) else (attached,):
+            for waiter in _each(attached):
                 waiter.fail(error)
         unwritten, self._unwritten = self._unwritten, {}
         for delivery in unwritten.values():  # their outcomes may never be written now
             for _, detached in delivery:
                 if detached is not None:
-                    for waiter in detached if isinstance(detached, list) else (detached,):
+                    for waiter in _each(detached):
                         waiter.fail(error)
         for sub in self._subscribers:
             sub.close(error)
+
+
+def _each(waiting: Waiter | list[Waiter]) -> Sequence[Waiter]:
+    """The waiters an entry of ``Feed._waiters`` holds (one is kept without a list)."""
+    return waiting if isinstance(waiting, list) else (waiting,)
 
 
 def _lost(purgatory: str, outcome: Outcome, exc: BaseException) -> ServiceError:

@@ -4,9 +4,14 @@ Every command runs on ``local[*]`` unless ``--master`` says otherwise; under
 ``spark-submit`` (``spark-submit --master spark://HOST:7077 ... -m``-style entry point
 ``purgatory_pipeline/__main__.py``) the master comes from spark-submit. Errors the user can
 fix (a path without a journal, a corrupt segment, an unreachable server) print one line and
-exit with status 2; Spark's own progress bar shows stage progress on long runs, unless
-``--spark-log FILE`` sends Spark's log there (``make pipeline`` does: its console is one
-line per step).
+exit with status 2.
+
+Quiet by default: Spark's and py4j's logs go to ``OUT/_logs/spark-COMMAND.log``
+(:mod:`purgatory_pipeline.spark_logs`; ``--spark-log FILE`` names another file,
+``--spark-log console`` keeps them on the console), whose path is the first line; the
+console then has the pipeline's own lines, one per step (``HH:MM:SS ingest: ...``), and
+the command's result on stdout. Ctrl-C prints one line and exits with status 130
+(:mod:`purgatory_pipeline.interrupt`).
 """
 
 from __future__ import annotations
@@ -15,11 +20,14 @@ import argparse
 import json
 import logging
 import sys
+import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from purgatory_pipeline import errors
 from purgatory_pipeline.errors import PipelineError
+from purgatory_pipeline.interrupt import EXIT_STATUS, Interrupt, cancel_jobs_in_background
 
 __all__ = ["main"]
 
@@ -42,7 +50,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--spark-log",
         metavar="FILE",
-        help="write Spark's own log here, not to the console (no progress bar either)",
+        help="where Spark's and py4j's logs go (default OUT/_logs/spark-COMMAND.log; "
+        "'console': Spark's console, with its progress bar)",
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -92,9 +101,16 @@ def _conf(pairs: list[str]) -> dict[str, str]:
     return out
 
 
-def run(args: argparse.Namespace) -> Any:
+def _output(args: argparse.Namespace) -> str | None:
+    """The directory the command writes (where its Spark log goes by default)."""
+    out: str | None = args.out
+    return out or getattr(args, "checkpoint", None)
+
+
+def run(args: argparse.Namespace, interrupt: Interrupt | None = None) -> Any:
     from pyspark.sql import SparkSession  # noqa: PLC0415 - pyspark only where it runs
 
+    from purgatory_pipeline import spark_logs  # noqa: PLC0415
     from purgatory_pipeline.session import (  # noqa: PLC0415 - starts a JVM
         get_spark,
         quiet_task_failures,
@@ -103,68 +119,117 @@ def run(args: argparse.Namespace) -> Any:
     # Who starts the session stops it. Left to the JVM's exit hook, the event log was
     # finished only after the command had returned (seen then: one run's log without the
     # application's end, another's still marked in progress). A session the caller
-    # already holds (tests, a notebook) stays up.
+    # already holds (tests, a notebook) stays up, and so do its loggers.
     started = SparkSession.getActiveSession() is None
     conf = _conf(args.conf)
-    if args.spark_log:
-        from purgatory_pipeline.spark_logs import file_log_conf  # noqa: PLC0415
-
-        conf = {**file_log_conf(args.spark_log), **conf}  # --conf still wins
-        log.info("%s: Spark's log is %s", args.command, args.spark_log)
-    spark = get_spark(args.master, **conf)
+    restore = None
+    log_file: Path | None = None
+    if args.spark_log != "console":
+        log_file = Path(args.spark_log or spark_logs.log_path(args.command, _output(args)))
+        conf = {**spark_logs.file_log_conf(log_file), **conf}  # --conf still wins
+        log.info("%s: Spark's log: %s", args.command, log_file)
+        restore = spark_logs.python_logs_to(log_file)
+    elif args.log_level.upper() != "DEBUG":  # py4j's connection notices are not ours
+        logging.getLogger("py4j").setLevel(logging.WARNING)
     try:
-        spark.sparkContext.setLogLevel("WARN")
-        if args.log_level.upper() != "DEBUG":
-            quiet_task_failures(spark)
-        return _command(spark, args)
+        if log_file is not None and started:
+            with spark_logs.jvm_stderr_to(log_file):
+                spark = get_spark(args.master, **conf)
+        else:
+            spark = get_spark(args.master, **conf)
+        try:
+            spark.sparkContext.setLogLevel("WARN")
+            if args.log_level.upper() != "DEBUG":
+                quiet_task_failures(spark)
+            return _command(spark, args, interrupt or Interrupt(""))
+        finally:
+            if started:
+                spark.stop()
     finally:
-        if started:
-            spark.stop()
+        if restore is not None and not started:
+            restore()
 
 
-def _command(spark: Any, args: argparse.Namespace) -> Any:
+def _command(spark: Any, args: argparse.Namespace, interrupt: Interrupt) -> Any:
     if args.command == "ingest":
         from purgatory_pipeline.ingest import ingest  # noqa: PLC0415
 
-        summary = ingest(spark, args.journal, args.out, full=args.full)
+        with interrupt.handling(cancel_jobs_in_background(spark)):
+            summary = ingest(spark, args.journal, args.out, full=args.full)
         print(json.dumps(summary.__dict__, indent=2))  # noqa: T201 - the command's output
         return summary
     if args.command == "report":
         from purgatory_pipeline.outputs import location  # noqa: PLC0415
         from purgatory_pipeline.report import report  # noqa: PLC0415
 
-        report(spark, args.tables, args.out)
+        with interrupt.handling(cancel_jobs_in_background(spark)):
+            report(spark, args.tables, args.out)
         print(f"report written to {location(spark, args.out, 'report.html')}")  # noqa: T201
         return None
     from purgatory_pipeline.watch import watch  # noqa: PLC0415
 
-    watch(
-        spark,
-        args.target,
-        args.purgatory,
-        out=args.out,
-        checkpoint=args.checkpoint,
-        interval_s=args.interval,
-        for_seconds=args.for_seconds,
-        options={"on_reset": args.on_reset, "starting": args.starting},
-        watermark=args.watermark,
-    )
+    stop = threading.Event()
+    with interrupt.handling(stop.set):
+        watch(
+            spark,
+            args.target,
+            args.purgatory,
+            out=args.out,
+            checkpoint=args.checkpoint,
+            interval_s=args.interval,
+            for_seconds=args.for_seconds,
+            options={"on_reset": args.on_reset, "starting": args.starting},
+            watermark=args.watermark,
+            stop=stop,
+        )
     return None
+
+
+class _ConsoleFormat(logging.Formatter):
+    """``HH:MM:SS message`` for progress, ``HH:MM:SS error: message`` above INFO."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        if record.levelno > logging.INFO:
+            return f"{self.formatTime(record, '%H:%M:%S')} {record.levelname.lower()}: {text}"
+        return f"{self.formatTime(record, '%H:%M:%S')} {text}"
+
+
+def _console(level: str) -> logging.Handler:
+    """The pipeline's lines on stderr (its logger only: Spark's and py4j's go to the file)."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_ConsoleFormat("%(message)s"))
+    logger = logging.getLogger("purgatory_pipeline")
+    logger.addHandler(handler)
+    logger.setLevel(level)
+    return handler
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    if args.log_level.upper() != "DEBUG":  # py4j's connection notices are not ours
-        logging.getLogger("py4j").setLevel(logging.WARNING)
+    handler = _console(args.log_level.upper())
+    interrupt = Interrupt(f"{args.command}: interrupted (Ctrl-C): stopping")
     try:
-        run(args)
+        return _main(args, interrupt)
+    except KeyboardInterrupt:  # before the command's handler was in place, or a second one
+        if not interrupt.happened.is_set():
+            log.info("%s", interrupt.message)
+        return EXIT_STATUS
+    finally:
+        logging.getLogger("purgatory_pipeline").removeHandler(handler)
+
+
+def _main(args: argparse.Namespace, interrupt: Interrupt) -> int:
+    try:
+        run(args, interrupt)
     except PipelineError as exc:
+        if interrupt.happened.is_set():
+            return EXIT_STATUS
         log.error("%s", exc)
         return 2
     except Exception as exc:
+        if interrupt.happened.is_set():  # what cancelling the jobs made the command raise
+            return EXIT_STATUS
         # Spark wraps errors raised in workers; show ours as one line when it is one.
         message = str(exc)
         for marker in _MARKERS:
@@ -175,7 +240,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 log.error("%s", line.strip())
                 return 2
         raise
-    return 0
+    return EXIT_STATUS if interrupt.happened.is_set() else 0
 
 
 if __name__ == "__main__":

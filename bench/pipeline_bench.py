@@ -193,6 +193,8 @@ def main() -> None:
             *memory,
             "--log-level",
             "WARNING",
+            "--spark-log",  # Spark's console, where the OutOfMemoryError lines are counted
+            "console",
             "ingest",
             "--journal",
             str(journal),

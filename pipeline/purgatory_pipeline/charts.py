@@ -44,8 +44,8 @@ __all__ = [
 ]
 
 WIDTH = 960
-_HEIGHT = 280
-_LEFT, _RIGHT, _TOP, _BOTTOM = 78, 24, 40, 52
+_HEIGHT = 288
+_LEFT, _RIGHT, _TOP, _BOTTOM = 78, 24, 40, 58
 _GRID = "#e3e3e3"
 _AXIS = "#888"
 _MAX_TIME_TICKS = 8
@@ -56,9 +56,42 @@ GAP = timedelta(minutes=10)
 # The most buckets a time chart has: the report picks the bucket size (bucket_ms) so the
 # whole span fits, from one second to days (1 minute: 1 s; 1 hour: 30 s; 1 week: 1 h).
 MAX_BUCKETS = 200
-_BUCKET_STEPS_S: tuple[int, ...] = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800)
+_BUCKET_STEPS_S: tuple[int, ...] = (
+    1,
+    2,
+    5,
+    10,
+    15,
+    30,
+    60,
+    120,
+    300,
+    600,
+    900,
+    1800,
+    3600,
+    7200,
+    10800,
+)
 _BUCKET_STEPS_S += (21600, 43200, 86400, 172800, 604800)
-_TICK_STEPS_S: tuple[int, ...] = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 14400)
+_TICK_STEPS_S: tuple[int, ...] = (
+    1,
+    2,
+    5,
+    10,
+    15,
+    30,
+    60,
+    120,
+    300,
+    600,
+    900,
+    1800,
+    3600,
+    7200,
+    10800,
+    14400,
+)
 _TICK_STEPS_S += (21600, 43200)
 _DAY = 86400
 _WEEK_STEPS_D = (7, 14)
@@ -414,7 +447,7 @@ def time_chart(
     )
     ordered = sorted(series, key=lambda s: -s[1].width)  # widest first: equal lines nest
     dots = len(starts) <= _DOTS
-    thin = 1.0 if len(starts) <= _DENSE else 0.6
+    thin = 1.0 if len(starts) <= _DENSE else 0.7
     for _, style, values in ordered:
         drawn = replace(style, width=round(style.width * thin, 2))
         if kind == "columns":

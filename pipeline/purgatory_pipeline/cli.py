@@ -27,7 +27,7 @@ from typing import Any
 
 from purgatory_pipeline import errors
 from purgatory_pipeline.errors import PipelineError
-from purgatory_pipeline.interrupt import EXIT_STATUS, Interrupt, cancel_jobs_in_background
+from purgatory_pipeline.interrupt import EXIT_STATUS, Interrupt, stop_spark_in_background
 
 __all__ = ["main"]
 
@@ -141,7 +141,7 @@ def run(args: argparse.Namespace, interrupt: Interrupt | None = None) -> Any:
             spark.sparkContext.setLogLevel("WARN")
             if args.log_level.upper() != "DEBUG":
                 quiet_task_failures(spark)
-            return _command(spark, args, interrupt or Interrupt(""))
+            return _command(spark, args, interrupt or Interrupt(""), started=started)
         finally:
             if started:
                 spark.stop()
@@ -150,19 +150,26 @@ def run(args: argparse.Namespace, interrupt: Interrupt | None = None) -> Any:
             restore()
 
 
-def _command(spark: Any, args: argparse.Namespace, interrupt: Interrupt) -> Any:
+def _command(spark: Any, args: argparse.Namespace, interrupt: Interrupt, *, started: bool) -> Any:
+    stop_spark = stop_spark_in_background(spark, session=started)
     if args.command == "ingest":
         from purgatory_pipeline.ingest import ingest  # noqa: PLC0415
 
-        with interrupt.handling(cancel_jobs_in_background(spark)):
+        with interrupt.handling(stop_spark):
             summary = ingest(spark, args.journal, args.out, full=args.full)
+        log.info(
+            "ingest: done: %s records from %d new segments; rows: %s",
+            f"{sum(summary.records.values()):,}",
+            summary.segments_decoded,
+            ", ".join(f"{name} {count:,}" for name, count in summary.rows.items()),
+        )
         print(json.dumps(summary.__dict__, indent=2))  # noqa: T201 - the command's output
         return summary
     if args.command == "report":
         from purgatory_pipeline.outputs import location  # noqa: PLC0415
         from purgatory_pipeline.report import report  # noqa: PLC0415
 
-        with interrupt.handling(cancel_jobs_in_background(spark)):
+        with interrupt.handling(stop_spark):
             report(spark, args.tables, args.out)
         print(f"report written to {location(spark, args.out, 'report.html')}")  # noqa: T201
         return None

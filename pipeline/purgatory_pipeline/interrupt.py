@@ -6,8 +6,9 @@ py4j: the console then got about 40 lines of py4j tracebacks. :class:`Interrupt`
 while a command runs (installed after the session starts: PySpark installs its own
 then): the first SIGINT logs one line and calls ``on_interrupt`` (a
 ``watch`` sets its stop flag and stops its query between batches; ``ingest`` and
-``report`` cancel Spark's jobs from another thread, with its own connection, so the
-command's call fails and it unwinds); a second SIGINT raises ``KeyboardInterrupt`` at once.
+``report`` cancel Spark's jobs and stop the session they started from another thread,
+with its own connection, so the command's call fails, no later step runs, and it
+unwinds); a second SIGINT raises ``KeyboardInterrupt`` at once.
 The CLI exits with status 130 (128 + SIGINT) after an interrupt, whatever the unwinding
 raised. The JVM ignores SIGINT (PySpark starts it so), so a terminal's Ctrl-C, which goes
 to the whole process group, reaches only this process's handler for Spark's part.
@@ -23,7 +24,7 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Any
 
-__all__ = ["EXIT_STATUS", "Interrupt", "cancel_jobs_in_background"]
+__all__ = ["EXIT_STATUS", "Interrupt", "stop_spark_in_background"]
 
 log = logging.getLogger(__name__)
 
@@ -58,13 +59,18 @@ class Interrupt:
             signal.signal(signal.SIGINT, previous)
 
 
-def cancel_jobs_in_background(spark: Any) -> Callable[[], None]:
-    """An ``on_interrupt`` that cancels every Spark job from a new thread (its own py4j
-    connection; the main thread's is busy with the call being interrupted)."""
+def stop_spark_in_background(spark: Any, *, session: bool) -> Callable[[], None]:
+    """An ``on_interrupt`` for a command that is one long run of Spark calls: from a new
+    thread (its own py4j connection; the main thread's is busy with the interrupted call)
+    cancel every job and, when ``session`` (the command started the session), stop it, so
+    that no later step starts one either. A session the caller holds is left up."""
 
-    def cancel() -> None:
-        threading.Thread(
-            target=spark.sparkContext.cancelAllJobs, name="purgatory-cancel", daemon=True
-        ).start()
+    def stop() -> None:
+        spark.sparkContext.cancelAllJobs()
+        if session:
+            spark.stop()
 
-    return cancel
+    def start() -> None:
+        threading.Thread(target=stop, name="purgatory-interrupt", daemon=True).start()
+
+    return start

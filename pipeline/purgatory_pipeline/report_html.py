@@ -26,11 +26,11 @@ LATE_RELEASE_MS = 500
 # Each series its own colour, width, dash and marker; drawn widest first, so a line equal
 # to another shows inside it (completed equal to arrivals, cancelled equal to forced).
 OUTCOME_STYLES = {
-    "arrivals": Style("#4e79a7", 6.0, "", "circle"),
-    "completed": Style("#59a14f", 4.0, "10 4", "square"),
-    "expired": Style("#e15759", 3.0, "4 3", "triangle"),
-    "force_completed": Style("#f28e2b", 2.2, "12 3 3 3", "diamond"),
-    "cancelled": Style("#6b4c9a", 1.5, "", "cross"),
+    "arrivals": Style("#4e79a7", 7.0, "", "circle"),
+    "completed": Style("#59a14f", 3.0, "8 4", "square"),
+    "expired": Style("#e15759", 3.0, "3 3", "triangle"),
+    "force_completed": Style("#f28e2b", 4.5, "", "diamond"),
+    "cancelled": Style("#6b4c9a", 1.5, "5 3", "cross"),
 }
 WAIT_STYLES = {
     "p50": Style("#4e79a7", 5.0, "", "circle"),

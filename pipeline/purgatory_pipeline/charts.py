@@ -316,9 +316,14 @@ def _legend(entries: list[tuple[str, Style]], y: float = 18) -> list[str]:
     body = []
     x = float(_LEFT)
     for label, style in entries:
-        body.append(
-            f'<line x1="{x:.1f}" y1="{y - 4}" x2="{x + 28:.1f}" y2="{y - 4}" {_stroke(style)}/>'
-        )
+        if style.width:
+            body.append(
+                f'<line x1="{x:.1f}" y1="{y - 4}" x2="{x + 28:.1f}" y2="{y - 4}" {_stroke(style)}/>'
+            )
+        else:  # a series drawn as columns
+            body.append(
+                f'<rect x="{x + 7:.1f}" y="{y - 11}" width="14" height="12" fill="{style.color}"/>'
+            )
         if style.marker:
             body.append(_marker(style.marker, x + 14, y - 4, style))
         body.append(_text(x + 34, y, label, anchor="start", cls="legend"))

@@ -119,35 +119,30 @@ def run(args: argparse.Namespace, interrupt: Interrupt | None = None) -> Any:
     # Who starts the session stops it. Left to the JVM's exit hook, the event log was
     # finished only after the command had returned (seen then: one run's log without the
     # application's end, another's still marked in progress). A session the caller
-    # already holds (tests, a notebook) stays up, and so do its loggers.
+    # already holds (tests, a notebook) stays up, and its logs stay where they go.
     started = SparkSession.getActiveSession() is None
     conf = _conf(args.conf)
-    restore = None
     log_file: Path | None = None
-    if args.spark_log != "console":
+    if started and args.spark_log != "console":
         log_file = Path(args.spark_log or spark_logs.log_path(args.command, _output(args)))
         conf = {**spark_logs.file_log_conf(log_file), **conf}  # --conf still wins
         log.info("%s: Spark's log: %s", args.command, log_file)
-        restore = spark_logs.python_logs_to(log_file)
-    elif args.log_level.upper() != "DEBUG":  # py4j's connection notices are not ours
-        logging.getLogger("py4j").setLevel(logging.WARNING)
-    try:
-        if log_file is not None and started:
-            with spark_logs.jvm_stderr_to(log_file):
-                spark = get_spark(args.master, **conf)
-        else:
+        # Left in place to the end: py4j still logs as the process exits.
+        spark_logs.python_logs_to(log_file)
+        with spark_logs.jvm_stderr_to(log_file):
             spark = get_spark(args.master, **conf)
-        try:
-            spark.sparkContext.setLogLevel("WARN")
-            if args.log_level.upper() != "DEBUG":
-                quiet_task_failures(spark)
-            return _command(spark, args, interrupt or Interrupt(""), started=started)
-        finally:
-            if started:
-                spark.stop()
+    else:
+        if args.log_level.upper() != "DEBUG":  # py4j's connection notices are not ours
+            logging.getLogger("py4j").setLevel(logging.WARNING)
+        spark = get_spark(args.master, **conf)
+    try:
+        spark.sparkContext.setLogLevel("WARN")
+        if args.log_level.upper() != "DEBUG":
+            quiet_task_failures(spark)
+        return _command(spark, args, interrupt or Interrupt(""), started=started)
     finally:
-        if restore is not None and not started:
-            restore()
+        if started:
+            spark.stop()
 
 
 def _command(spark: Any, args: argparse.Namespace, interrupt: Interrupt, *, started: bool) -> Any:

@@ -18,8 +18,9 @@ pipeline's own lines (one per step) and its errors in one line:
 - **py4j and pyspark's Python loggers** write to the same file (:func:`python_logs_to`),
   and not to the console.
 
-Both writers append (``O_APPEND``), so their lines interleave whole. In a process that
-already runs a JVM (a notebook, the tests) the JVM's part changes nothing there.
+Both writers append (``O_APPEND``), so their lines interleave whole. The CLI does all of
+this only when it starts the JVM: in a process that already holds a session (a notebook,
+the tests) the logs stay where that process sends them.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import logging
 import os
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlparse
@@ -99,27 +100,13 @@ def jvm_stderr_to(log: str | Path) -> Iterator[None]:
         os.close(target)
 
 
-def python_logs_to(log: str | Path, level: int = logging.INFO) -> Callable[[], None]:
-    """py4j's and pyspark's loggers write to ``log`` (appending) instead of the console.
-
-    Returns the function that restores their handlers, levels and propagation (a command
-    that started its own JVM leaves the routing in place to the end: py4j still logs as
-    the process exits).
-    """
+def python_logs_to(log: str | Path, level: int = logging.INFO) -> None:
+    """py4j's and pyspark's loggers write to ``log`` (appending) instead of the console, for
+    the rest of the process (a command that started its JVM: py4j logs as it exits)."""
     handler = logging.FileHandler(log, mode="a", encoding="utf-8")
     handler.setFormatter(logging.Formatter(_FORMAT))
-    loggers = [logging.getLogger(name) for name in PYTHON_LOGGERS]
-    saved = [(logger.level, logger.propagate) for logger in loggers]
-    for logger in loggers:
+    for name in PYTHON_LOGGERS:
+        logger = logging.getLogger(name)
         logger.addHandler(handler)
         logger.setLevel(level)
         logger.propagate = False
-
-    def restore() -> None:
-        for logger, (old_level, propagate) in zip(loggers, saved, strict=True):
-            logger.removeHandler(handler)
-            logger.setLevel(old_level)
-            logger.propagate = propagate
-        handler.close()
-
-    return restore

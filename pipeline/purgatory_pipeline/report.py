@@ -288,7 +288,8 @@ def summarise(summaries: dict[str, DataFrame], out: str) -> dict[str, Any]:
         df.write.mode("overwrite").parquet(path)
         written[name] = spark.read.schema(df.schema).parquet(path)
         rows = written[name].count()
-        log.info("report: %d/%d %s: %s rows", number, len(summaries), name, f"{rows:,}")
+        plural = "" if rows == 1 else "s"
+        log.info("report: %d/%d %s: %s row%s", number, len(summaries), name, f"{rows:,}", plural)
     for row in _rows(written["states"]):
         slot(row["purgatory"])["states"][row["state"]] = row["count"]
     for row in _rows(written["wait"]):

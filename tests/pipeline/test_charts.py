@@ -167,6 +167,16 @@ def test_a_bucket_without_a_row_means_zero_no_value_or_the_same_level() -> None:
     assert len(points("samples")) == 2  # breaks
     [levels] = points("levels")  # holds the level, then steps
     assert len(levels) == 7
+    backlog = time_chart(
+        "c",
+        "t",
+        starts[:2],
+        minute,
+        [("a", Style("#000"), [2.0, 1.0])],
+        kind="levels",
+        y_title="n",
+    )
+    assert [label for _, label in _Y_TICK.findall(backlog)] == ["0", "1", "2"]  # whole counts
     svg = time_chart(
         "c", "t", starts, minute, [("a", Style("#000"), [1.0] * 4)], kind="counts", y_title="n"
     )

@@ -43,8 +43,8 @@ STATES = ("COMPLETED", "EXPIRED", "FORCE_COMPLETED", "CANCELLED")
 WAIT_QUANTILES = (0.5, 0.9, 0.99)
 LATENESS_QUANTILES = (0.5, 0.9, 0.99, 0.999)
 TOP_N = 20
-# The HTML chart shows at most this many most recent minutes per purgatory (the Parquet
-# summary keeps all of them).
+# summary.json keeps at most this many most recent minutes per purgatory (the Parquet
+# summary keeps all of them; the HTML charts draw the timeline's buckets instead).
 CHART_MINUTES = 1440
 
 

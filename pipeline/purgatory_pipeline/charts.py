@@ -415,9 +415,7 @@ def time_chart(
 
     plotted = [float(v) for _, _, vs in series for v in vs if v is not None]
     label = duration_ms if unit == "ms" else compact
-    axis = _ValueAxis(
-        plotted, top_px, bottom_px, log=log, label=label, integer=kind != "samples"
-    )
+    axis = _ValueAxis(plotted, top_px, bottom_px, log=log, label=label, integer=kind != "samples")
     body = axis.draw(left, right)
     for tick, text in time_ticks(lo, hi):
         tx = x(tick)

@@ -165,10 +165,10 @@ def watch(
     warned = reported = -1
     try:
         while query.isActive and (deadline is None or time.monotonic() < deadline):
-            if stop is not None and stop.is_set():
-                break
             query.awaitTermination(1)
             progress = query.lastProgress or {}
+            if stop is not None and stop.is_set():
+                break  # before any more progress lines: Ctrl-C's line is the last
             took = progress.get("durationMs", {}).get("triggerExecution", 0)
             batch = progress.get("batchId", -1)
             if batch > reported and progress.get("numInputRows"):

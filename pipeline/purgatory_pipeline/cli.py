@@ -211,6 +211,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     handler = _console(args.log_level.upper())
     interrupt = Interrupt(f"{args.command}: interrupted (Ctrl-C): stopping")
+
+    def until_interrupted(record: logging.LogRecord) -> bool:
+        # After Ctrl-C its own line is the last: a step that was already under way when
+        # it came (its line logged before the stop took hold) stays off the console.
+        return not interrupt.happened.is_set() or record.getMessage() == interrupt.message
+
+    handler.addFilter(until_interrupted)
     try:
         return _main(args, interrupt)
     except KeyboardInterrupt:  # before the command's handler was in place, or a second one

@@ -168,10 +168,9 @@ def run_compaction(
             carried_bytes=carried_bytes,
             skipped_reason=f"carry {carried_bytes} B > {limit:.0f} B allowed",
         )
-    chunk: list[bytes] = []
     for frame in frames:
-        chunk = files.add_frame(chunk, None, frame)
-    files.write(chunk)
+        files.add_frame(None, frame)
+    files.write_pending()  # out of space: nothing deleted, the carry written later
     files.fsync_head()
     files.sealed = False  # rolls caused by the carry need no new pass
     hook("compaction:carried")

@@ -11,7 +11,9 @@ returns it with its bound port. :meth:`PurgatoryServer.stop` is the graceful shu
    threads are stopped.
 
 Durable purgatories, configured or recorded in the data directory's catalog, are opened
-and recovered before the server starts serving. No server state lives in globals.
+and recovered before the server starts serving; one whose data directory fails (full,
+read-only) answers UNAVAILABLE and is opened once it can be, while the others serve.
+No server state lives in globals.
 """
 
 from __future__ import annotations
@@ -382,24 +384,25 @@ def _open_purgatories(
 ) -> None:
     """The configured purgatories, then the catalogued durable ones, then (a worker) those
     created at run time before a restart; replicated ones wait for the cluster, and a
-    worker opens only those placed on it."""
+    worker opens only those placed on it. One whose data directory fails is served as
+    UNAVAILABLE and retried (PurgatoryRegistry.open_or_retry), the others serve."""
     for settings in config.purgatories:
         if cluster is not None and cluster.is_replicated(settings.name):
             continue  # owned or stood by once the cluster starts
         if worker is not None and not worker.owns(settings.name):
             continue
-        registry.create(registry.settings_for(settings.name, settings))
+        registry.open_or_retry(registry.settings_for(settings.name, settings))
     configured = {p.name for p in config.purgatories}
     for settings in read_catalog(Path(config.data_dir), config.limits):
         if worker is not None and not worker.owns(settings.name):
             continue
         if settings.name not in configured and settings.durable:
-            registry.create(settings)
+            registry.open_or_retry(settings)
     if worker is not None and worker.definitions:  # created at run time, kept by the supervisor
         known = {p.name for p in registry.all_purgatories()}
         for settings in KeptPurgatories(worker.definitions).load():
             if worker.owns(settings.name) and settings.name not in known:
-                registry.create(settings)
+                registry.open_or_retry(settings)
 
 
 async def _shutdown_telemetry(telemetry: Telemetry | None) -> None:

@@ -28,7 +28,12 @@ from typing import TYPE_CHECKING, Any
 from purgatory_proto.v1.journal_pb2 import JournalRecord
 
 from purgatory_server._engine.time import SYSTEM_TIME, Time
-from purgatory_server._journal import FsyncPolicy, JournalConfig, JournalError
+from purgatory_server._journal import (
+    FsyncPolicy,
+    JournalConfig,
+    JournalError,
+    JournalNoSpaceError,
+)
 from purgatory_server._journal import Journal as WriteAheadLog
 from purgatory_server._service.config.server_config import PurgatorySettings, ServerConfig
 from purgatory_server._service.core.operation import RemoteOperation
@@ -85,6 +90,12 @@ class DurableHooks:
         self._batch: asyncio.Future[None] | None = None  # the buffered, unsubmitted batch
         self._last: asyncio.Future[None] | None = None  # the latest submitted batch
         self._conditions: dict[ConditionSpec, tuple[Any, bytes]] = {}
+
+    @property
+    def no_space(self) -> str | None:
+        """Why the journal is stalled out of space (None: it writes); written by its
+        writer thread, read here without a lock (one attribute)."""
+        return self._wal.no_space
 
     # -- hooks (loop thread) -----------------------------------------------------------
     def _condition(self, spec: ConditionSpec) -> tuple[Any, bytes]:
@@ -339,7 +350,9 @@ def durable_factory(
 
     Opening recovers the journal (blocking; at start-up, or CreatePurgatory of a new and
     therefore empty journal) and raises :class:`JournalCorruptionError` for a corrupt
-    mid-file record unless ``config.repair_journal``.
+    mid-file record or missing records (:class:`JournalGapError`) unless
+    ``config.repair_journal``, and ``OSError`` when the data directory fails (out of
+    space included).
     """
     data_dir = Path(config.data_dir)
     store_clock = clock if clock is not None else SYSTEM_TIME
@@ -350,11 +363,14 @@ def durable_factory(
         data_dir.mkdir(parents=True, exist_ok=True)
         write_settings(data_dir, settings)
         incarnation = durable_incarnation(data_dir / settings.name)
-        wal = WriteAheadLog.open(
-            journal_dir(data_dir, settings.name),
-            journal_config(config, settings),
-            repair=config.repair_journal,
-        )
+        try:
+            wal = WriteAheadLog.open(
+                journal_dir(data_dir, settings.name),
+                journal_config(config, settings),
+                repair=config.repair_journal,
+            )
+        except JournalNoSpaceError as exc:  # its first segment: a data directory error
+            raise OSError(exc.errno, str(exc)) from exc
         try:
             return DurableStore(data_dir, settings, wal, loop, incarnation, clock=store_clock)
         except BaseException:

@@ -64,11 +64,16 @@ def test_segments_compaction_deleted_are_not_missing_one_more_is(tmp_path: Path)
     assert len(segs) >= 2
     start = int(segs[0].name.removesuffix(".seg"))
     assert start > 0
-    with Journal.open(tmp_path, config):  # compacted: starts where its checkpoint says
+    assert (tmp_path / "START").read_text() == f"{start}\n"
+    with Journal.open(tmp_path, config):  # compacted: starts where START says
         pass
-    segs[0].unlink()  # it held the checkpoint too: the range starts at 0, and says why
+    (tmp_path / "START").unlink()  # compacted before START existed: the checkpoint says
+    with Journal.open(tmp_path, config):
+        pass
+    (tmp_path / "START").write_text(f"{start}\n")
+    segs[0].unlink()  # it held the checkpoint too: START still says where the journal began
     end = int(segs[1].name.removesuffix(".seg"))
-    with pytest.raises(JournalGapError, match=rf"missing records \[0, {end}\).*no compaction"):
+    with pytest.raises(JournalGapError, match=rf"missing records \[{start}, {end}\)"):
         Journal.open(tmp_path, config)
 
 

@@ -223,23 +223,7 @@ class Journal:
         finally:
             if gc_was_enabled:
                 gc.enable()
-        if report.missing is not None:
-            journal._restart_at(report.missing[1])
         return journal
-
-    def _restart_at(self, start: int) -> None:
-        """Repair accepted records missing below ``start``: a checkpoint says the journal
-        starts there now, so the next opening does not refuse it again."""
-        checkpoint = JournalRecord.CompactionCheckpoint(
-            dropped_before_index=start,
-            written_wall_ms=int(time.time() * 1000),
-            last_sequence=self._state.last_sequence,
-        )
-        try:
-            self.append_sync([JournalRecord(compaction=checkpoint)], timeout=30.0)
-        except BaseException:
-            self.close()
-            raise
 
     # -- public API (any thread) ---------------------------------------------------------
 

@@ -8,8 +8,10 @@ acknowledged data changed, and dropping it would lose operations: stop with an e
 naming the file and byte offset, unless the operator asked for ``repair``.
 
 Contiguity. The surviving segments must hold every index from the journal's start on: the
-start is the ``dropped_before_index`` of the last ``CompactionCheckpoint`` (compaction
-appends one before it deletes the segments below it), or 0 when none survives. A first
+start is what the ``START`` file says (compaction writes it before it deletes the
+segments below it) or the ``dropped_before_index`` of the last ``CompactionCheckpoint``,
+whichever is higher (a journal compacted before ``START`` existed has only the latter),
+and 0 when there is neither. A first
 segment that starts above it, or a segment that starts above the end of the one before,
 means records are missing (an operator or a backup lost a file): recovery refuses with
 :class:`JournalGapError` naming the missing range. A first segment *below* the start is a
@@ -19,8 +21,8 @@ compaction that crashed between its deletions: replay is the same.
 bad segment's bytes from that offset are copied to ``<segment>.corrupt-<offset>`` and the
 segment is truncated there; every later segment is renamed to ``<name>.dropped``. Nothing
 is deleted; recovery never reads those files again. A missing first segment is accepted
-under ``repair`` with the lost range logged (``RecoveryReport.missing``); the journal then
-appends a checkpoint that starts it at its first segment, so the next opening accepts it.
+under ``repair`` with the lost range logged (``RecoveryReport.missing``), and ``START``
+moved to the first segment, so the next opening accepts it.
 
 Thread-safety: call before the writer starts; it owns the directory while it runs.
 """
@@ -39,7 +41,13 @@ from purgatory_proto.v1.journal_pb2 import JournalRecord
 
 from purgatory_server._journal.framing import HEADER_BYTES, next_valid_frame
 from purgatory_server._journal.journal_errors import JournalCorruptionError, JournalGapError
-from purgatory_server._journal.segments import SegmentMeta, SegmentScan, list_segments
+from purgatory_server._journal.segments import (
+    SegmentMeta,
+    SegmentScan,
+    list_segments,
+    read_start,
+    write_start,
+)
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +106,7 @@ class _Scanner:
         self.start = 0  # the last checkpoint's dropped_before_index: the journal's start
 
     def run(self) -> RecoveryReport:
+        self.start = read_start(self.directory)
         self._scan(list_segments(self.directory))
         if self.report.segments:
             self._check_start(self.report.segments[0])
@@ -108,9 +117,9 @@ class _Scanner:
         if first.base <= self.start:
             return
         if self.start:
-            why = f"the last compaction checkpoint dropped only the records before {self.start}"
+            why = f"compaction dropped only the records before {self.start}"
         else:
-            why = "no compaction checkpoint says the records before it were dropped"
+            why = "no compaction dropped the records before it"
         why = f"the first segment {first.path.name} starts at index {first.base}, but {why}"
         if not self.repair:
             raise JournalGapError(self.directory, self.start, first.base, why)
@@ -123,6 +132,7 @@ class _Scanner:
         )
         self.report.missing = (self.start, first.base)
         self.report.repaired.append(f"records [{self.start}, {first.base}) missing: {why}")
+        write_start(self.directory, first.base, self.fsync)
 
     def _scan(self, segments: list[tuple[int, Path]]) -> None:
         expected: int | None = None
@@ -176,7 +186,7 @@ class _Scanner:
     def _checkpoint(self, payload: memoryview) -> None:
         record = JournalRecord.FromString(bytes(payload))
         if record.WhichOneof("record") == "compaction":
-            self.start = record.compaction.dropped_before_index
+            self.start = max(self.start, record.compaction.dropped_before_index)
 
     def _keep(self, path: Path, base: int, end: int, size: int) -> None:
         self.report.segments.append(SegmentMeta(base, path, size, end - base))

@@ -33,7 +33,7 @@ from purgatory_proto.v1.journal_pb2 import JournalRecord
 from purgatory_server._journal.framing import FRAME_OVERHEAD, HEADER_BYTES, encode_header
 from purgatory_server._journal.journal_errors import JournalNoSpaceError
 from purgatory_server._journal.recovery import fsync_directory
-from purgatory_server._journal.segments import SegmentMeta, segment_name
+from purgatory_server._journal.segments import SegmentMeta, segment_name, write_start
 from purgatory_server._journal.state import JournalState
 
 __all__ = ["NO_SPACE_ERRNOS", "SegmentWriter"]
@@ -181,6 +181,11 @@ class SegmentWriter:
         self.fsync_count += 1
         self.dirty = False
         self.last_fsync = self._clock()
+
+    def record_start(self, index: int) -> None:
+        """Record ``index`` as the journal's first (``START``), before compaction deletes
+        the segments below it."""
+        write_start(self.directory, index, self._fsync_fn)
 
     def delete(self, segment: SegmentMeta) -> None:
         """Unlink a segment compaction emptied, durably (the directory is fsynced)."""

@@ -69,6 +69,12 @@ CONNECTION_AGE_GRACE_MS = 30_000
 
 SERVICE_NAME: str = pb.DESCRIPTOR.services_by_name["PurgatoryService"].full_name
 
+# gRPC's own transport limits (docs/service.md "Errors"): past them gRPC core answers
+# RESOURCE_EXHAUSTED before any handler runs. Metadata has one limit, soft = hard: between
+# core's defaults (8 KiB soft, 16 KiB hard) it refuses a random share of identical calls.
+MAX_METADATA_BYTES = 16 * 1024
+MAX_RECEIVE_MESSAGE_BYTES = 4 * 1024 * 1024  # core's default, stated
+
 
 def server_options(config: ServerConfig, reuseport: bool = False) -> list[tuple[str, Any]]:
     """gRPC core channel arguments; documented in docs/configuration.md. ``reuseport``:
@@ -94,6 +100,9 @@ def server_options(config: ServerConfig, reuseport: bool = False) -> list[tuple[
         # min_client_ping_interval_ms must stay below that, or they get GOAWAY.
         ("grpc.http2.min_ping_interval_without_data_ms", config.min_client_ping_interval_ms),
         ("grpc.http2.max_ping_strikes", 2),
+        ("grpc.max_metadata_size", MAX_METADATA_BYTES),
+        ("grpc.absolute_max_metadata_size", MAX_METADATA_BYTES),
+        ("grpc.max_receive_message_length", MAX_RECEIVE_MESSAGE_BYTES),
     ]
     if config.max_connection_age_ms:
         options.append(("grpc.max_connection_age_ms", config.max_connection_age_ms))

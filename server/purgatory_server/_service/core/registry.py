@@ -29,7 +29,7 @@ from dataclasses import replace
 from typing import Protocol
 
 from purgatory_server._engine.time import Time
-from purgatory_server._service.config.server_config import Limits, PurgatorySettings
+from purgatory_server._service.config.server_config import ConfigError, Limits, PurgatorySettings
 from purgatory_server._service.core.budget import ServerBudget
 from purgatory_server._service.core.journal_hooks import JournalHooks
 from purgatory_server._service.core.named_purgatory import NamedPurgatory
@@ -169,7 +169,16 @@ class PurgatoryRegistry:
 
     def open_or_retry(self, settings: PurgatorySettings) -> None:
         """Start-up: :meth:`create`, except that a data directory error leaves the name
-        answering UNAVAILABLE while a task retries (module docstring)."""
+        answering UNAVAILABLE while a task retries (module docstring). A name the limits
+        refuse (``max_name_length`` lowered below an existing purgatory's) is a
+        :class:`ConfigError` naming the purgatory: start-up stops, nothing is dropped."""
+        try:
+            self.validate_name(settings.name)
+        except InvalidArgument as exc:
+            raise ConfigError(
+                f"purgatory {quote(settings.name)} ({len(settings.name)} characters): "
+                f"{exc.problem}; raise max_name_length or delete the purgatory"
+            ) from exc
         try:
             self._create(settings)
         except OSError as exc:

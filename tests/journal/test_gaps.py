@@ -83,3 +83,22 @@ def test_a_missing_middle_segment_names_the_range(tmp_path: Path) -> None:
     segs[1].unlink()
     with pytest.raises(Exception, match=rf"records \[{first}, {second}\) are missing"):
         Journal.open(tmp_path, SMALL)
+
+
+def test_every_segment_deleted_after_a_compaction_is_refused(tmp_path: Path) -> None:
+    config = JournalConfig(
+        fsync=FsyncPolicy.NEVER, segment_bytes=4096, auto_compact=False, retain_events=10
+    )
+    with Journal.open(tmp_path, config) as journal:
+        for i in range(200):
+            journal.append_sync([reg(f"op{i}", "k", payload=b"x" * 40), out(f"op{i}", i + 1)])
+        journal.compact(force=True)
+    start = int((tmp_path / "START").read_text())
+    for path in segment_paths(tmp_path):
+        path.unlink()
+    with pytest.raises(JournalGapError, match=f"missing every record from index {start} on"):
+        Journal.open(tmp_path, config)
+    with Journal.open(tmp_path, config, repair=True) as journal:
+        assert journal.append_sync([reg("new", "k")]) == start  # the journal goes on there
+    with Journal.open(tmp_path, config) as journal:
+        assert set(journal.recovered.pending) == {"new"}

@@ -46,19 +46,24 @@ class JournalCorruptionError(JournalError):
 
 
 class JournalGapError(JournalCorruptionError):
-    """Records are missing between the journal's recorded start and its first segment (or
-    between two segments): ``first`` and ``end`` bound the missing indices ``[first,
-    end)``. Opening with ``repair=True`` accepts the loss and logs it."""
+    """Records are missing between the journal's recorded start and its first segment:
+    the indices ``[first, end)``, or every one from ``first`` on when ``end`` is None (no
+    segment is left). Opening with ``repair=True`` accepts the loss and logs it."""
 
-    def __init__(self, path: Path, first: int, end: int, why: str) -> None:
+    def __init__(self, path: Path, first: int, end: int | None, why: str) -> None:
+        missing = (
+            f"missing records [{first}, {end})"
+            if end is not None
+            else f"missing every record from index {first} on"
+        )
         JournalError.__init__(
             self,
-            f"journal {path} is missing records [{first}, {end}): {why}; refusing to start "
+            f"journal {path} is {missing}: {why}; refusing to start "
             "(open with repair=True to accept the loss)",
         )
         self.path = path
         self.offset = 0
-        self.reason = f"missing records [{first}, {end})"
+        self.reason = missing
         self.first = first
         self.end = end
 

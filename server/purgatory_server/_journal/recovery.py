@@ -110,7 +110,23 @@ class _Scanner:
         self._scan(list_segments(self.directory))
         if self.report.segments:
             self._check_start(self.report.segments[0])
+        elif self.start:
+            self._no_segments()
         return self.report
+
+    def _no_segments(self) -> None:
+        """``START`` says the journal begins at an index, and no segment is left."""
+        why = f"no segment is left, but the journal starts at index {self.start}"
+        if not self.repair:
+            raise JournalGapError(self.directory, self.start, None, why)
+        log.error(
+            "journal: repair: %s: %s; every record from index %d on is lost; opening empty",
+            self.directory,
+            why,
+            self.start,
+        )
+        self.report.repaired.append(f"records from {self.start} on missing: {why}")
+        self.report.next_index = self.start  # the new first segment starts there
 
     def _check_start(self, first: SegmentMeta) -> None:
         """Refuse (or, repairing, log) records missing below the first segment."""

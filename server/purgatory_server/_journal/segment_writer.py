@@ -207,7 +207,12 @@ class SegmentWriter:
         """Create the segment starting at ``base`` and make it the head's descriptor; out
         of space, the half-made file is removed."""
         path = self._path(base)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+        except OSError as exc:  # no room for a directory entry or an inode
+            if exc.errno not in NO_SPACE_ERRNOS:
+                raise
+            raise JournalNoSpaceError(path, exc) from exc
         try:
             header = memoryview(encode_header(base))
             while header:

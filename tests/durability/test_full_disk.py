@@ -20,7 +20,12 @@ from typing import Any
 
 import grpc
 import pytest
-from purgatory_client import AsyncPurgatoryClient, ResourceExhaustedError, UnavailableError
+from purgatory_client import (
+    AsyncPurgatoryClient,
+    OperationSpec,
+    ResourceExhaustedError,
+    UnavailableError,
+)
 from purgatory_proto.v1 import purgatory_pb2_grpc as pb_grpc
 from purgatory_server._service import ServerConfig, create_server
 from purgatory_server._service.config.server_config import PurgatorySettings
@@ -111,6 +116,10 @@ async def test_full_disk_refuses_writes_serves_reads_and_resumes(disk: Path) -> 
             assert refused.value.retry_delay == 1.0
             with pytest.raises(ResourceExhaustedError):
                 await client.check_and_complete("k")
+            session = client.session()  # a Session frame: refused, the stream goes on
+            ack = await session.send(watches=[OperationSpec(("k",), 60_000, operation_id="s")])
+            assert isinstance(ack.error, ResourceExhaustedError)
+            await session.close()
             assert (await client.get_operation("before")).operation_id == "before"
             listed = await client.list_operations()
             assert set(acknowledged) <= {op.operation_id for op in listed.operations}
@@ -127,7 +136,7 @@ async def test_full_disk_refuses_writes_serves_reads_and_resumes(disk: Path) -> 
             await client.try_complete_else_watch(["k"], 60_000, operation_id="after")
             acknowledged.append("after")
             ids = {op.operation_id for op in (await client.list_operations()).operations}
-            assert "refused" not in ids  # refused before it changed anything
+            assert not {"refused", "s"} & ids  # refused before they changed anything
     finally:
         for task in stalled.values():
             task.cancel()

@@ -29,6 +29,7 @@ from dataclasses import replace
 from typing import Protocol
 
 from purgatory_server._engine.time import Time
+from purgatory_server._journal import JournalError
 from purgatory_server._service.config.server_config import ConfigError, Limits, PurgatorySettings
 from purgatory_server._service.core.budget import ServerBudget
 from purgatory_server._service.core.journal_hooks import JournalHooks
@@ -130,9 +131,10 @@ class PurgatoryRegistry:
         self.router = router
         # Open Session streams and their cut-offs, for the metrics (telemetry/streams.py).
         self.sessions = SessionFigures()
-        # Start-up purgatories whose data directory failed: name -> the error now, and
-        # the task that retries opening them (open_or_retry).
-        self._unopened: dict[str, tuple[str, float]] = {}  # name -> (why, next delay)
+        # Start-up purgatories whose data directory failed, and the tasks that retry
+        # opening them (open_or_retry).
+        # name -> (why, the delay to the next attempt; None: no more, see the log)
+        self._unopened: dict[str, tuple[str, float | None]] = {}
         self._retries: dict[str, asyncio.Task[None]] = {}
 
     def validate_name(self, name: str, field: str = "name") -> None:
@@ -208,6 +210,10 @@ class PurgatoryRegistry:
             return
         except ServiceError as exc:  # e.g. max_purgatories reached meanwhile
             logger.error("purgatory %s cannot be opened: %s", name, exc.message)
+            return
+        except JournalError as exc:  # corrupt, or records missing: the operator's call
+            self._unopened[name] = (str(exc), None)
+            logger.error("purgatory %s cannot be opened: %s", name, exc)
             return
         logger.info("purgatory %s opened after its data directory recovered", name)
 

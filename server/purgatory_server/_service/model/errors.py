@@ -421,13 +421,16 @@ class JournalFull(LimitExceeded):
 
 class PurgatoryNotOpen(ServiceError):
     """A durable purgatory the server could not open at start-up (its data directory
-    failed: full, read-only, ...); the server retries and serves it once it opens."""
+    failed: full, read-only, ...); the server retries and serves it once it opens
+    (``retry_after_s`` None: a retry found its journal damaged, no more attempts)."""
 
     code = Code.UNAVAILABLE
 
-    def __init__(self, purgatory: str, why: str, retry_after_s: float) -> None:
-        super().__init__(
-            f"purgatory {purgatory!r} is not open yet: {why[:100]}; "
-            f"the server tries again within {retry_after_s:.1f} s"
+    def __init__(self, purgatory: str, why: str, retry_after_s: float | None) -> None:
+        then = (
+            "it needs the operator (the server's log says why)"
+            if retry_after_s is None
+            else f"the server tries again within {retry_after_s:.1f} s"
         )
+        super().__init__(f"purgatory {purgatory!r} is not open yet: {why[:200]}; {then}")
         self.retry_after_s = retry_after_s

@@ -5,7 +5,8 @@ reads are answered from memory and the in-memory purgatory serves; once space is
 the journal writes again by itself (the write stalled at the moment it filled included)
 and nothing acknowledged is lost. A restart with the disk still full serves every
 purgatory it can open; one it cannot answers UNAVAILABLE naming ENOSPC and is opened once
-space is back. Needs a tmpfs mount (root); skipped, saying so, where there is none.
+space is back. The filesystem test needs a tmpfs mount (root; skipped, saying so, where
+there is none); the same outage runs everywhere through the journals' write seam.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import asyncio
 import errno
 import os
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,11 +27,14 @@ from purgatory_client import (
     ResourceExhaustedError,
     UnavailableError,
 )
+from purgatory_proto.v1 import purgatory_pb2 as pb
 from purgatory_proto.v1 import purgatory_pb2_grpc as pb_grpc
 from purgatory_server._service import ServerConfig, create_server
 from purgatory_server._service.config.server_config import PurgatorySettings
+from purgatory_server._service.durable.local_store import durable_factory
 
-from tests.durability.helpers import NAME, watch
+from tests.durability.helpers import NAME, running, watch
+from tests.journal.helpers import Disk
 from tests.service.helpers import until
 
 
@@ -85,10 +89,12 @@ async def ok(stub: Any, op_id: str, purgatory: str = NAME) -> None:
     await stub.TryCompleteElseWatch(request, timeout=10)
 
 
-async def test_full_disk_refuses_writes_serves_reads_and_resumes(disk: Path) -> None:
-    data = disk / "data"
+async def _outage(
+    server: Any, port: int, full: Callable[[], None], free: Callable[[], None]
+) -> list[str]:
+    """Fill the disk (``full``) under a running server, check what it answers, free it
+    (``free``) and check the journal writes again; the ids acknowledged."""
     acknowledged = ["before"]
-    server, port = await create_server("127.0.0.1:0", config(data))
     target = f"127.0.0.1:{port}"
     channel = grpc.aio.insecure_channel(target)
     stalled: dict[str, asyncio.Future[Any]] = {}
@@ -96,7 +102,7 @@ async def test_full_disk_refuses_writes_serves_reads_and_resumes(disk: Path) -> 
         stub = pb_grpc.PurgatoryServiceStub(channel)  # type: ignore[no-untyped-call]
         journal = server.registry.get(NAME).journal
         await ok(stub, "before")
-        filler = fill(disk)
+        full()
         # The head's last page may still take a few records; the write that fills it
         # waits (its records are kept, in order) and the journal says why.
         for i in range(500):
@@ -124,7 +130,7 @@ async def test_full_disk_refuses_writes_serves_reads_and_resumes(disk: Path) -> 
             listed = await client.list_operations()
             assert set(acknowledged) <= {op.operation_id for op in listed.operations}
             await ok(stub, "m1", purgatory="mem")  # the in-memory purgatory writes on
-            filler.unlink()  # space is back: no restart, the journal retries by itself
+            free()  # space is back: no restart, the journal retries by itself
 
             async def writing() -> bool:
                 return journal.no_space is None
@@ -141,8 +147,43 @@ async def test_full_disk_refuses_writes_serves_reads_and_resumes(disk: Path) -> 
         for task in stalled.values():
             task.cancel()
         await channel.close()
+    return acknowledged
+
+
+async def test_full_disk_refuses_writes_serves_reads_and_resumes(disk: Path) -> None:
+    data = disk / "data"
+    server, port = await create_server("127.0.0.1:0", config(data))
+    fillers: list[Path] = []
+    try:
+        acknowledged = await _outage(
+            server, port, lambda: fillers.append(fill(disk)), lambda: fillers.pop().unlink()
+        )
+    finally:
         await server.stop(0.5)
     await _restart_full(disk, data, acknowledged)
+
+
+async def test_the_same_outage_through_the_journal_write_seam(tmp_path: Path) -> None:
+    """Where no tmpfs can be mounted: the journals' ``os.write`` runs out of space."""
+    disk = Disk()
+    loop = asyncio.get_running_loop()
+    settings = config(tmp_path)
+    factory = durable_factory(settings, loop, write=disk)
+    server, port = await create_server("127.0.0.1:0", settings, journal_factory=factory)
+    try:
+
+        def full() -> None:
+            disk.error = errno.ENOSPC
+
+        def free() -> None:
+            disk.error = None
+
+        acknowledged = await _outage(server, port, full, free)
+    finally:
+        await server.stop(0.5)
+    async with running(config(tmp_path)) as stub:  # nothing acknowledged lost
+        listed = await stub.ListOperations(pb.ListOperationsRequest(purgatory=NAME))
+        assert set(acknowledged) <= {op.operation_id for op in listed.operations}
 
 
 async def _restart_full(disk: Path, data: Path, acknowledged: list[str]) -> None:

@@ -4,8 +4,6 @@ in order and are written once space is back; EIO stays fatal."""
 from __future__ import annotations
 
 import errno
-import os
-import threading
 import time
 from pathlib import Path
 
@@ -18,26 +16,7 @@ from purgatory_server._journal import (
     SegmentScan,
 )
 
-from tests.journal.helpers import reg, segment_paths
-
-
-class Disk:
-    """``os.write`` with a switch: full, it writes a few bytes of the first call (a torn
-    frame) and then fails with ``error``."""
-
-    def __init__(self) -> None:
-        self.error: int | None = None
-        self.refused = 0
-        self._lock = threading.Lock()
-
-    def __call__(self, fd: int, data: memoryview) -> int:
-        with self._lock:
-            if self.error is None:
-                return os.write(fd, data)
-            self.refused += 1
-            if self.refused == 1 and len(data) > 5:
-                return os.write(fd, data[:5])
-            raise OSError(self.error, os.strerror(self.error))
+from tests.journal.helpers import Disk, reg, segment_paths
 
 
 def _until(predicate: object, timeout_s: float = 5.0) -> None:

@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import gc
 import logging
+import os
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -344,7 +345,11 @@ def journal_config(config: ServerConfig, settings: PurgatorySettings) -> Journal
 
 
 def durable_factory(
-    config: ServerConfig, loop: asyncio.AbstractEventLoop, clock: Time | None = None
+    config: ServerConfig,
+    loop: asyncio.AbstractEventLoop,
+    clock: Time | None = None,
+    *,
+    write: Callable[[int, memoryview], int] = os.write,
 ) -> Callable[[PurgatorySettings], DurableStore | None]:
     """The registry's journal factory: a :class:`DurableStore` for durable settings.
 
@@ -352,7 +357,8 @@ def durable_factory(
     therefore empty journal) and raises :class:`JournalCorruptionError` for a corrupt
     mid-file record or missing records (:class:`JournalGapError`) unless
     ``config.repair_journal``, and ``OSError`` when the data directory fails (out of
-    space included).
+    space included). ``write`` is the journals' ``os.write`` (a test makes it run out of
+    space; ``create_server(journal_factory=...)`` takes the factory).
     """
     data_dir = Path(config.data_dir)
     store_clock = clock if clock is not None else SYSTEM_TIME
@@ -368,6 +374,7 @@ def durable_factory(
                 journal_dir(data_dir, settings.name),
                 journal_config(config, settings),
                 repair=config.repair_journal,
+                _write=write,
             )
         except JournalNoSpaceError as exc:  # its first segment: a data directory error
             raise OSError(exc.errno, str(exc)) from exc

@@ -16,7 +16,7 @@ from purgatory_server._journal import (
     SegmentScan,
 )
 
-from tests.journal.helpers import Disk, reg, segment_paths
+from tests.journal.helpers import CountingFsync, Disk, reg, segment_paths
 
 
 def _until(predicate: object, timeout_s: float = 5.0) -> None:
@@ -104,3 +104,22 @@ def test_closing_out_of_space_fails_what_is_unwritten(tmp_path: Path) -> None:
     journal.close()
     with pytest.raises(JournalFailedError, match="unwritten"):
         stalled.result(5)
+
+
+def test_what_was_written_still_gets_its_interval_fsync_while_stalled(tmp_path: Path) -> None:
+    disk, fsync, now = Disk(), CountingFsync(), [0.0]
+    config = JournalConfig(fsync=FsyncPolicy.INTERVAL, fsync_interval_ms=20, space_retry_ms=10)
+    journal = Journal.open(tmp_path, config, fsync=fsync, clock=lambda: now[0], _write=disk)
+    try:
+        journal.append_sync([reg("a", "k")])  # written; its fsync is due in 20 ms (clock)
+        disk.refused, disk.error = 1, errno.ENOSPC
+        stalled = journal.submit([reg("b", "k")])
+        _until(lambda: journal.no_space is not None)
+        synced = fsync.calls
+        now[0] += 1.0  # the interval passes while the journal is stalled
+        _until(lambda: fsync.calls > synced)
+        assert not stalled.done()
+        disk.error = None
+        assert stalled.result(5) == 1
+    finally:
+        journal.close()

@@ -327,7 +327,7 @@ class Journal:
         with self._cond:
             while not (
                 self._queue or self._requests or self._closing or self._fsync_due()
-            ) and self._cond.wait(self._wait_s()):
+            ) and self._cond.wait(self._fsync_wait()):
                 pass
             batch, self._queue = self._queue, []
             requests, self._requests = self._held + self._requests, []
@@ -341,6 +341,8 @@ class Journal:
         if unwritten or self._files.pending:
             if not self._write_pending(closing):
                 self._held = requests
+                if self._fsync_due():  # what was written before still gets its fsync
+                    self._files.fsync_head()
                 return True
             if self.config.fsync is FsyncPolicy.ALWAYS or self._fsync_due():
                 self._files.fsync_head()
@@ -386,23 +388,23 @@ class Journal:
             self.no_space = None
         return True
 
-    def _wait_s(self) -> float | None:
-        """How long the writer may sleep: until the next fsync the policy wants, or the
-        next attempt to write while out of space (caller holds self._cond)."""
-        if self.no_space is not None:
-            return self.config.space_retry_ms / 1000
-        return self._fsync_wait()
-
     def _fsync_due(self) -> bool:  # any thread; reads only
         if not self._files.dirty or self.config.fsync is not FsyncPolicy.INTERVAL:
             return False
         return self._clock() - self._files.last_fsync >= self.config.fsync_interval_ms / 1000
 
     def _fsync_wait(self) -> float | None:
-        if not self._files.dirty or self.config.fsync is not FsyncPolicy.INTERVAL:
-            return None
-        elapsed = self._clock() - self._files.last_fsync
-        return max(0.0005, self.config.fsync_interval_ms / 1000 - elapsed)
+        """Seconds until the writer is owed a turn with nothing new queued: the next
+        fsync the interval policy wants, or the next write attempt while out of space;
+        None: no turn owed."""
+        wait = None
+        if self._files.dirty and self.config.fsync is FsyncPolicy.INTERVAL:
+            elapsed = self._clock() - self._files.last_fsync
+            wait = max(0.0005, self.config.fsync_interval_ms / 1000 - elapsed)
+        if self.no_space is not None:
+            retry = self.config.space_retry_ms / 1000
+            return retry if wait is None else min(wait, retry)
+        return wait
 
     def _serve(self, request: _Request) -> None:
         if request.kind == "flush":

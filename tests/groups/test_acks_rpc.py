@@ -152,3 +152,41 @@ def test_each_field_is_checked(client: PurgatoryClient) -> None:
         client.join_group("checked", backoff=RetryBackoff("exponential", 101))
     client.join_group("checked").close()  # unset: the group's
     client.delete_group("checked")
+
+
+def test_cli_nack_batch_ack_and_backoff(
+    server: ServerThread, client: PurgatoryClient, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from purgatory_client.cli import main
+
+    from tests.groups.test_cli import _run
+
+    t = ("--target", server.target)
+    joined = ("subscribe", "--group", "cli", "--visibility-timeout-ms", "60000", "--limit", "2")
+    backoff = ("--backoff", "exponential", "--backoff-delay-ms")
+    client.join_group(
+        "cli", visibility_timeout_ms=60_000, backoff=RetryBackoff("exponential", 50)
+    ).close()
+    _publish(client, "c-1", "c-2")
+    assert main([*t, *joined, *backoff, "60"]) == 1  # not the group's backoff
+    assert "backoff" in capsys.readouterr().err
+    code, out = _run(capsys, *t, *joined, *backoff, "50")
+    assert code == 0 and [d["attempt"] for d in out] == [1, 1]
+    first, second = (d["sequence"] for d in out)
+    code, nacked = _run(capsys, *t, "nack", "cli", str(first), "--attempt", "1", "--delay-ms", "0")
+    assert code == 0 and nacked[0]["nacked"] == first and not nacked[0]["dead_letter"]
+    code, listed = _run(capsys, *t, "group", "list")
+    (group,) = [g for g in listed if g["name"] == "cli"]
+    assert group["backoff"]["type"] == "exponential" and group["backoff"]["delay_ms"] == 50
+    code, out = _run(capsys, *t, *joined[:-1], "1")
+    assert code == 0 and [(d["sequence"], d["attempt"]) for d in out] == [(first, 2)]
+    # One call, each entry answered: first:1 is stale (attempt 2 holds it).
+    code, out = _run(capsys, *t, "ack", "cli", f"{first}:1", f"{second}:1", f"{first}:2")
+    assert code == 1
+    assert [(o.get("acked"), o.get("code")) for o in out] == [
+        (None, FAILED_PRECONDITION),
+        (second, None),
+        (first, None),
+    ]
+    assert main([*t, "nack", "cli", str(first), "--dead-letter"]) == 1  # acked already
+    assert "NOT_FOUND" in capsys.readouterr().err

@@ -109,8 +109,8 @@ class WorkerGroup:
         self._ready: list[int] = []
         self.members: list[GroupMember] = []
         self._turn = 0
-        # Backoff jitter (only drawn for a group with a jittered backoff).
-        self._rng = random.Random()
+        # Backoff jitter, made on first use (a group without a jittered backoff has none).
+        self._rng: random.Random | None = None
 
     # ------------------------------------------------------------------ counters
     def __len__(self) -> int:
@@ -343,6 +343,10 @@ class WorkerGroup:
         backoff = self.config.backoff
         if backoff is None or not entry.attempts:
             return 0
+        if not backoff.jitter:
+            return backoff.longest_ms(entry.failures())
+        if self._rng is None:
+            self._rng = random.Random()
         return backoff.wait_ms(entry.failures(), self._rng)
 
     def _retry(self, entry: GroupEntry, delay_ms: int) -> int:

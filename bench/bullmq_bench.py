@@ -9,9 +9,10 @@ Both consumers are Node.js (``bench/node/purgatory_delayed.js`` through the Node
 the same: ``N`` jobs enqueued in chunks of 1000 (``batchTryCompleteElseWatch`` with
 ``dueTimeMs`` / ``Queue.addBulk`` with ``delay``), due ``--lead-ms`` after the run starts
 and spread evenly over ``spread`` ms; each is delivered when due, its lateness noted
-(received minus due, one host's clock) and acked (Purgatory: the acks of one event-loop
-turn in one ``AckBatch``; BullMQ: the processor returns, the Worker moves the job to
-completed). Two phases per round:
+(received minus due, one host's clock) and acked (Purgatory: a member's acks in one
+``AckBatch`` per half its prefetch, or 10 ms after the first; BullMQ: the processor
+returns, the Worker moves the job to completed and fetches the next in one call). Two
+phases per round:
 
 - **burst**: ``--jobs`` due within ``--spread-ms`` (more than either system delivers in that
   time): deliveries acked per second over the window from the first due time to the last

@@ -190,3 +190,23 @@ def test_cli_nack_batch_ack_and_backoff(
     ]
     assert main([*t, "nack", "cli", str(first), "--dead-letter"]) == 1  # acked already
     assert "NOT_FOUND" in capsys.readouterr().err
+
+
+def test_a_lapsed_lease_waits_out_the_backoff_and_the_next_attempt_is_fenced(
+    client: PurgatoryClient,
+) -> None:
+    stream = client.join_group(
+        "lapses", visibility_timeout_ms=100, backoff=RetryBackoff("fixed", 300)
+    )
+    try:
+        _publish(client, "l-1")
+        first = next(stream)  # never acked: its lease lapses after 100 ms
+        second = next(stream)
+        # Not before the lease's end plus the backoff (the server's and this host's clock).
+        assert time.time() * 1000 >= first.lease_deadline_ms + 300 - 20
+        assert (second.sequence, second.attempt) == (first.sequence, 2)
+        with pytest.raises(FailedPreconditionError, match="lease lost"):
+            first.ack()
+        second.ack()
+    finally:
+        stream.close()

@@ -150,16 +150,3 @@ def test_waits_survive_kill_9(tmp_path: Path) -> None:
             member.close()
     finally:
         server.stop()
-
-
-def test_the_pipeline_reads_group_retry_records() -> None:
-    from purgatory_pipeline.records import KIND_COLUMNS, decode_record
-
-    kind, values = decode_record(retried(4, 2, 9_000).SerializeToString())
-    assert dict(zip(KIND_COLUMNS[kind], values, strict=True)) == {
-        "purgatory": "p",
-        "group_name": "g",
-        "sequence": 4,
-        "attempt": 2,
-        "due_wall_ms": 9_000,
-    }

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from purgatory_proto.v1.journal_pb2 import JournalRecord
 
 from purgatory_server._engine.time import SYSTEM_TIME, Time
-from purgatory_server._journal import FsyncPolicy, JournalConfig, JournalError
+from purgatory_server._journal import FsyncPolicy, JournalConfig, JournalError, WriterPool
 from purgatory_server._journal import Journal as WriteAheadLog
 from purgatory_server._service.config.server_config import PurgatorySettings, ServerConfig
 from purgatory_server._service.core.operation import RemoteOperation
@@ -69,6 +69,9 @@ logger = logging.getLogger("purgatory_server.service")
 RESTORE_BATCH = 4096
 # A recovery of at least this many pending operations freezes them out of the GC (restore).
 FREEZE_AFTER = 10_000
+# Writer threads all durable purgatories of a server share (each journal stays on one):
+# fsyncs of different journals overlap up to this many at once.
+JOURNAL_WRITER_THREADS = 4
 
 
 class DurableHooks:
@@ -337,12 +340,16 @@ def durable_factory(
 ) -> Callable[[PurgatorySettings], DurableStore | None]:
     """The registry's journal factory: a :class:`DurableStore` for durable settings.
 
-    Opening recovers the journal (blocking; at start-up, or CreatePurgatory of a new and
-    therefore empty journal) and raises :class:`JournalCorruptionError` for a corrupt
-    mid-file record unless ``config.repair_journal``.
+    Opening recovers the journal (blocking: at start-up, or on a worker thread for
+    CreatePurgatory of a new and therefore empty journal; any thread) and raises
+    :class:`JournalCorruptionError` for a corrupt mid-file record unless
+    ``config.repair_journal``. Every journal's writes run on the factory's one
+    :class:`WriterPool` (``JOURNAL_WRITER_THREADS`` threads).
     """
     data_dir = Path(config.data_dir)
     store_clock = clock if clock is not None else SYSTEM_TIME
+    # The server's journal writers (their threads run only while a journal is open).
+    writers = WriterPool(JOURNAL_WRITER_THREADS)
 
     def open_store(settings: PurgatorySettings) -> DurableStore | None:
         if not settings.durable:
@@ -354,6 +361,7 @@ def durable_factory(
             journal_dir(data_dir, settings.name),
             journal_config(config, settings),
             repair=config.repair_journal,
+            writers=writers,
         )
         try:
             return DurableStore(data_dir, settings, wal, loop, incarnation, clock=store_clock)

@@ -64,6 +64,11 @@ __all__ = ["NamedPurgatory", "OperationRequest", "PurgatoryStats", "Registration
 
 logger = logging.getLogger("purgatory_server.service")
 
+# The engine's watch lists, in lock stripes: a service purgatory's are touched by its loop
+# thread and the reaper only, so a few stripes do (the engine's 512 would cost ~190 KB of
+# locks per purgatory, idle or not).
+WATCH_SHARDS = 16
+
 
 class NamedPurgatory:
     """The service-side state of one purgatory; loop-confined (see module docstring)."""
@@ -113,6 +118,7 @@ class NamedPurgatory:
             purge_interval=settings.purge_interval,
             reaper_enabled=reaper_enabled,
             time=self._time,
+            shards=WATCH_SHARDS,
             reaper=reaper,
         )
         self._loop = loop

@@ -71,7 +71,7 @@ class TimerReaper:
         self._seq = 0
         self._slots = 0
         self._closed = False
-        self._thread: threading.Thread | None = None
+        self._worker: threading.Thread | None = None
         self._executor = TaskExecutor(f"executor-{name}")
 
     @property
@@ -86,7 +86,7 @@ class TimerReaper:
     @property
     def thread(self) -> threading.Thread | None:
         """The reaper thread (None until the first attach)."""
-        return self._thread
+        return self._worker
 
     def attached(self) -> int:
         """Slots attached and not detached."""
@@ -99,9 +99,9 @@ class TimerReaper:
             if self._closed:
                 raise RuntimeError("the reaper is shut down")
             self._slots += 1
-            if self._thread is None:
+            if self._worker is None:
                 thread = threading.Thread(target=self._run, name=self._name, daemon=True)
-                self._thread = thread
+                self._worker = thread
                 thread.start()
         if wake_at >= 0:
             self.wake(slot, wake_at)
@@ -136,7 +136,7 @@ class TimerReaper:
             self._closed = True
             self._heap.clear()
             self._cond.notify()
-        thread = self._thread
+        thread = self._worker
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout_s)
         self._executor.shutdown(timeout_s)

@@ -8,8 +8,9 @@ connection) measure, in one run:
 2. ``create in memory``: ``--memory`` in-memory purgatories created (``--concurrency``
    CreatePurgatory calls in flight) while the probe runs;
 3. ``idle with them``: the probe again, nothing else happening; meanwhile the server's
-   threads (``/proc``), its CPU over the phase (idle CPU), and RSS per purgatory (RSS
-   after the creates less RSS before, over their number);
+   threads (``/proc``) and its CPU over the phase; before it, RSS per purgatory (RSS
+   after the creates less RSS before, over their number) and the quiet CPU (``--quiet``
+   seconds with not even the probe running; also measured before the creates);
 4. ``create durable``: ``--durable`` durable purgatories created while the probe runs
    (``fsync = always``);
 5. ``restart``: the server stopped (SIGTERM) and started again on the same data
@@ -62,6 +63,13 @@ def _threads(pid: int) -> int:
         if line.startswith("Threads:"):
             return int(line.split()[1])
     return -1
+
+
+async def _quiet_cpu(pid: int, seconds: float) -> float:
+    """The server's CPU (cores) over ``seconds`` with nothing at all running."""
+    cpu0, t0 = cpu_seconds(pid), time.monotonic()
+    await asyncio.sleep(seconds)
+    return (cpu_seconds(pid) - cpu0) / (time.monotonic() - t0)
 
 
 def _start_probe(address: str, seconds: float, out: Path) -> subprocess.Popen[bytes]:
@@ -146,6 +154,7 @@ async def run(args: argparse.Namespace) -> Stats:
         try:
             async with grpc.aio.insecure_channel(server.address, options=OWN_CONNECTION) as ch:
                 stub: Any = pb_grpc.PurgatoryServiceStub(ch)  # type: ignore[no-untyped-call]
+                quiet_before = await _quiet_cpu(server.pid, args.quiet)
                 phases.append(await _phase("idle", server, args, root))
                 rss_before = server.rss_bytes()
                 names = [f"mem-{i}" for i in range(args.memory)]
@@ -153,6 +162,7 @@ async def run(args: argparse.Namespace) -> Stats:
                 phases.append(await _phase("create in memory", server, args, root, create))
                 await asyncio.sleep(2.0)  # settle
                 rss_after = server.rss_bytes()
+                quiet_after = await _quiet_cpu(server.pid, args.quiet)
                 phases.append(await _phase("idle with them", server, args, root))
                 durable = [f"dur-{i}" for i in range(args.durable)]
                 create = _create(stub, durable, True, args.concurrency)
@@ -172,6 +182,8 @@ async def run(args: argparse.Namespace) -> Stats:
         "args": vars(args),
         "phases": phases,
         "rss_per_memory_purgatory_kib": (rss_after - rss_before) / max(1, args.memory) / 1024,
+        "quiet_cpu_before": quiet_before,
+        "quiet_cpu_after": quiet_after,
         "restart_s": restart_s,
         "recovered_durable": recovered,
     }
@@ -204,7 +216,10 @@ def _report(result: Stats) -> str:
     ]
     return (
         markdown_table(headers, rows)
-        + f"\n\nRSS per idle in-memory purgatory: {result['rss_per_memory_purgatory_kib']:.1f}"
+        + f"\n\nquiet server CPU (nothing running, {result['args']['quiet']:g} s): "
+        f"{100 * result['quiet_cpu_before']:.2f}% of a core with only default, "
+        f"{100 * result['quiet_cpu_after']:.2f}% with the in-memory purgatories"
+        + f"\nRSS per idle in-memory purgatory: {result['rss_per_memory_purgatory_kib']:.1f}"
         f" KiB; restart with {result['recovered_durable']} durable purgatories:"
         f" {result['restart_s']:.2f} s"
     )
@@ -215,6 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--memory", type=int, default=10_000, help="in-memory purgatories")
     parser.add_argument("--durable", type=int, default=1_000, help="durable purgatories")
     parser.add_argument("--duration", type=float, default=5.0, help="seconds per idle phase")
+    parser.add_argument("--quiet", type=float, default=3.0, help="seconds of quiet CPU")
     parser.add_argument("--concurrency", type=int, default=16, help="creates in flight")
     parser.add_argument("--server-src", help="run the server of this source tree instead")
     parser.add_argument("--json", help="write the raw numbers here")

@@ -118,6 +118,11 @@ CASES = [
         (r"\| keys \| this tree \|", r"\| payloads \| compared tree \|"),
     ),
     Case("listing_bench", "--quick --rounds 1", (r"first page \(100\) in ms",)),
+    Case(
+        "many_purgatories_bench",
+        "--memory 20 --durable 5 --duration 0.5 --quiet 0.2 --json {tmp}/many.json",
+        ("RSS per idle in-memory purgatory",),
+    ),
     Case("placement_sim", "--quick", (r"\| rendezvous \|",)),
     Case(
         "memory_budget_bench",

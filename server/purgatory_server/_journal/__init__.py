@@ -20,6 +20,7 @@ from purgatory_server._journal.pending import PendingOperation, PendingView
 from purgatory_server._journal.recovery import RecoveryReport, recover
 from purgatory_server._journal.segments import SegmentMeta, SegmentScan, list_segments
 from purgatory_server._journal.state import JournalState, RecoveredState
+from purgatory_server._journal.writers import WriterPool
 
 __all__ = [
     "CompactionResult",
@@ -40,6 +41,7 @@ __all__ = [
     "RecoveryReport",
     "SegmentMeta",
     "SegmentScan",
+    "WriterPool",
     "list_segments",
     "recover",
 ]

@@ -3,7 +3,9 @@
 One writer thread drains a queue: appends land in one order, and everything queued while
 it wrote or fsynced is its next batch (group commit); callers wait on a future. The same
 thread applies each record to the :class:`JournalState` mirror and runs compaction, so the
-mirror matches the file exactly and compaction needs no locks against appends.
+mirror matches the file exactly and compaction needs no locks against appends. That
+thread is one of a :class:`~.writers.WriterPool` shared by every journal opened on it
+(``writers``), or a private one.
 
 Out of space: a write that fails for space (``ENOSPC``, ``EDQUOT``) is undone and kept
 (:mod:`.segment_writer`); the writer then waits for more submissions or
@@ -54,6 +56,7 @@ from purgatory_server._journal.recovery import RecoveryReport, recover
 from purgatory_server._journal.segment_writer import SegmentWriter
 from purgatory_server._journal.segments import SegmentMeta, lock_directory
 from purgatory_server._journal.state import JournalState, RecoveredState
+from purgatory_server._journal.writers import WriterPool
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +107,7 @@ class Journal:
         clock: Callable[[], float],
         fault: Callable[[str], None] | None,
         write: Callable[[int, memoryview], int] = os.write,
+        writers: WriterPool | None = None,
     ) -> None:
         self.directory = directory
         self.config = config
@@ -138,10 +142,10 @@ class Journal:
             lock=self._cond,
             write=write,
         )
-        self._thread = threading.Thread(
-            target=self._run, name=f"journal-writer-{directory.name}", daemon=True
-        )
-        self._thread.start()
+        # Set by the writer thread once this journal is closed and drained, or failed.
+        self._stopped = threading.Event()
+        pool = writers if writers is not None else WriterPool(1, f"journal-writer-{directory.name}")
+        self._writer = pool.assign(self)
 
     @property
     def fsync_count(self) -> int:
@@ -178,6 +182,7 @@ class Journal:
         repair: bool = False,
         fsync: Callable[[int], None] = os.fsync,
         clock: Callable[[], float] = time.monotonic,
+        writers: WriterPool | None = None,
         _fault: Callable[[str], None] | None = None,
         _write: Callable[[int, memoryview], int] = os.write,
     ) -> Journal:
@@ -186,6 +191,7 @@ class Journal:
         ``journal.recovered`` is the state the records on disk imply. Raises
         :class:`JournalCorruptionError` for damage other than a torn tail unless
         ``repair``, and :class:`JournalError` if another journal holds the directory.
+        ``writers`` is the pool whose thread writes it (None: a thread of its own).
         ``fsync`` and ``clock`` (monotonic seconds) are injectable for tests; ``_fault``
         is a test hook called at named points of compaction (it may raise OSError to
         simulate a crash there); ``_write`` (``os.write``'s signature) lets a test make
@@ -216,6 +222,7 @@ class Journal:
                 clock=clock,
                 fault=_fault,
                 write=_write,
+                writers=writers,
             )
         except BaseException:
             os.close(lock_fd)
@@ -244,7 +251,7 @@ class Journal:
         with self._cond:
             self._check_open()
             self._queue.append(_Submission(records, frames, future))
-            self._cond.notify()
+        self._writer.wake(self)
         return future
 
     def append_sync(self, records: Sequence[JournalRecord], timeout: float | None = None) -> int:
@@ -279,9 +286,8 @@ class Journal:
         """
         with self._cond:
             self._closing = True
-            self._cond.notify()
-        self._thread.join(timeout)
-        if self._thread.is_alive():
+        self._writer.wake(self)
+        if not self._stopped.wait(timeout):
             raise JournalError("journal writer did not stop in time")
         self._files.close()
         if self._lock_fd >= 0:
@@ -308,27 +314,26 @@ class Journal:
         with self._cond:
             self._check_open()
             self._requests.append(_Request(kind, force, future))
-            self._cond.notify()
+        self._writer.wake(self)
         return future
 
-    def _run(self) -> None:
+    def _drain(self) -> bool:
+        """One writer turn (the pool's thread calls it when woken); False once this journal
+        is done: closing and drained, or failed (an OSError: no further appends)."""
         try:
-            while self._step():
-                pass
+            return self._step()
         except OSError as exc:
             log.exception("journal writer in %s failed; no further appends", self.directory)
             self._fail(exc)
+            return False
         except BaseException as exc:
             self._fail(exc)
             raise
 
     def _step(self) -> bool:
-        """One writer iteration; False once closing and drained."""
+        """Write what is queued, serve requests, fsync if due; False once closing and
+        drained."""
         with self._cond:
-            while not (
-                self._queue or self._requests or self._closing or self._fsync_due()
-            ) and self._cond.wait(self._fsync_wait()):
-                pass
             batch, self._queue = self._queue, []
             requests, self._requests = self._held + self._requests, []
             closing = self._closing
@@ -361,6 +366,8 @@ class Journal:
             if self._files.dirty:
                 self._files.fsync_head()
             return False
+        if closing:
+            self._writer.wake(self)  # one more turn drains what came in before the close
         return True
 
     def _write_pending(self, closing: bool) -> bool:

@@ -97,7 +97,7 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
         overrides = settings_from_proto(request.name, request.config)
         check_settings("config", overrides, self._limits)
         settings = registry.settings_for(request.name, overrides)
-        purgatory = registry.create(settings)
+        purgatory = await registry.create_async(settings)
         if self._definitions is not None:
             self._definitions.record(settings)
         return pb.CreatePurgatoryResponse(purgatory=purgatory_to_proto(purgatory.stats()))

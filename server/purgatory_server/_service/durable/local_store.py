@@ -34,6 +34,7 @@ from purgatory_server._journal import (
     JournalConfig,
     JournalError,
     JournalNoSpaceError,
+    WriterPool,
 )
 from purgatory_server._journal import Journal as WriteAheadLog
 from purgatory_server._service.config.server_config import PurgatorySettings, ServerConfig
@@ -75,6 +76,9 @@ logger = logging.getLogger("purgatory_server.service")
 RESTORE_BATCH = 4096
 # A recovery of at least this many pending operations freezes them out of the GC (restore).
 FREEZE_AFTER = 10_000
+# Writer threads all durable purgatories of a server share (each journal stays on one):
+# fsyncs of different journals overlap up to this many at once.
+JOURNAL_WRITER_THREADS = 4
 
 
 class DurableHooks:
@@ -353,15 +357,19 @@ def durable_factory(
 ) -> Callable[[PurgatorySettings], DurableStore | None]:
     """The registry's journal factory: a :class:`DurableStore` for durable settings.
 
-    Opening recovers the journal (blocking; at start-up, or CreatePurgatory of a new and
-    therefore empty journal) and raises :class:`JournalCorruptionError` for a corrupt
-    mid-file record or missing records (:class:`JournalGapError`) unless
-    ``config.repair_journal``, and ``OSError`` when the data directory fails (out of
-    space included). ``write`` is the journals' ``os.write`` (a test makes it run out of
-    space; ``create_server(journal_factory=...)`` takes the factory).
+    Opening recovers the journal (blocking: at start-up, or on a worker thread for
+    CreatePurgatory of a new and therefore empty journal; any thread) and raises
+    :class:`JournalCorruptionError` for a corrupt mid-file record or missing records
+    (:class:`JournalGapError`) unless ``config.repair_journal``, and ``OSError`` when
+    the data directory fails (out of space included). ``write`` is the journals'
+    ``os.write`` (a test makes it run out of space; ``create_server(journal_factory=...)``
+    takes the factory). Every journal's writes run on the factory's one
+    :class:`WriterPool` (``JOURNAL_WRITER_THREADS`` threads).
     """
     data_dir = Path(config.data_dir)
     store_clock = clock if clock is not None else SYSTEM_TIME
+    # The server's journal writers (their threads run only while a journal is open).
+    writers = WriterPool(JOURNAL_WRITER_THREADS)
 
     def open_store(settings: PurgatorySettings) -> DurableStore | None:
         if not settings.durable:
@@ -374,6 +382,7 @@ def durable_factory(
                 journal_dir(data_dir, settings.name),
                 journal_config(config, settings),
                 repair=config.repair_journal,
+                writers=writers,
                 _write=write,
             )
         except JournalNoSpaceError as exc:  # its first segment: a data directory error

@@ -367,6 +367,24 @@ class SessionOverflow(LimitExceeded):
         return ((METADATA_SESSION_BUFFER, str(self.bound)),)
 
 
+class SessionOverBudget(LimitExceeded):
+    """The server's held pool stayed full while the stream held ``held`` bytes owed to a
+    client that has read nothing for a while (what it owes is never refused: a stream
+    past the budget is paused, then cut)."""
+
+    def __init__(self, held: int, stalled_s: float) -> None:
+        super().__init__(
+            f"session holds {held} bytes of outcomes and acknowledgements while the "
+            f"server's memory budget is full, and read nothing for {stalled_s:g} s (the "
+            "client is not reading); resume it (session_id, resume_after) "
+            "or re-open it and re-send the watches still wanted"
+        )
+        self.held = held
+
+    def trailing_metadata(self) -> tuple[tuple[str, str], ...]:
+        return ((METADATA_SESSION_BUFFER, str(self.held)),)
+
+
 class SessionEnded(ServiceError):
     """The error that ended a stream, with the number of the last outcome written."""
 

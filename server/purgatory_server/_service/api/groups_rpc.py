@@ -29,6 +29,7 @@ from purgatory_server._service.groups.group_config import (
     MIN_VISIBILITY_TIMEOUT_MS,
 )
 from purgatory_server._service.groups.member import Delivery
+from purgatory_server._service.groups.selection import selection_from_proto, selection_to_proto
 from purgatory_server._service.model.errors import InvalidArgument, NotFound
 from purgatory_server._service.wire.convert import event_to_proto
 
@@ -91,6 +92,10 @@ def delivery_to_proto(delivery: Delivery) -> pb.OperationEvent:
     event.delivery_attempt = delivery.attempt
     event.lease_deadline_ms = delivery.lease_deadline_ms
     event.group = delivery.group
+    if delivery.priority:
+        event.priority = delivery.priority
+    if delivery.ordering_key:
+        event.ordering_key = delivery.ordering_key
     return event
 
 
@@ -131,11 +136,15 @@ async def member_stream(
     )
     _check_range("max_attempts", request.max_attempts, 1, MAX_ATTEMPTS)
     _check_range("prefetch", request.prefetch, 1, MAX_PREFETCH)
+    selection = None
+    if request.HasField("selection"):
+        selection = selection_from_proto(request.selection, limits.max_key_length)
     group, member = purgatory.groups.join(
         request.group,
         request.visibility_timeout_ms,
         request.max_attempts,
         request.prefetch or DEFAULT_PREFETCH,
+        selection,
     )
     try:
         await context.send_initial_metadata(((METADATA_GROUP_SEQUENCE, str(group.last_sequence)),))
@@ -249,8 +258,10 @@ async def list_groups(
     out = []
     for group in purgatory.groups.all():
         ready, leased, dead = group.counts()
+        selection = group.config.selection
         out.append(
             pb.WorkerGroup(
+                selection=None if selection is None else selection_to_proto(selection),
                 name=group.name,
                 visibility_timeout_ms=group.config.visibility_timeout_ms,
                 max_attempts=group.config.max_attempts,

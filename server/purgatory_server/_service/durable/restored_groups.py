@@ -14,6 +14,7 @@ from purgatory_server._service.durable.codec import decode_outcome
 from purgatory_server._service.groups.entry import GroupEntry
 from purgatory_server._service.groups.group_config import GroupConfig
 from purgatory_server._service.groups.records import RestoredGroup
+from purgatory_server._service.groups.selection import selection_from_bytes
 
 __all__ = ["decode_groups"]
 
@@ -29,8 +30,13 @@ def decode_groups(groups: Mapping[str, RecoveredGroup]) -> dict[str, RestoredGro
             entry.lease_deadline_ms = e.lease_deadline_wall_ms
             entries.append(entry)
         out[name] = RestoredGroup(
-            GroupConfig(state.visibility_timeout_ms, state.max_attempts),
+            GroupConfig(
+                state.visibility_timeout_ms,
+                state.max_attempts,
+                selection_from_bytes(state.selection),
+            ),
             group.last_sequence,
             entries,
+            [(w.key, list(w.delivered_wall_ms)) for w in group.rate_windows],
         )
     return out

@@ -1,6 +1,11 @@
 """Worker groups: competing consumers of a purgatory's outcomes (docs/service.md).
 
 - :mod:`.group_config`: a group's settings and their bounds;
+- :mod:`.selection`: its delivery selection (priorities, ordering keys, a rate limit),
+  checked and spelled (wire and journal);
+- :mod:`.priority`: priority rules; :mod:`.ordering`: ordering keys and their queues;
+  :mod:`.rate_limit`: the sliding-window rate limiter;
+- :mod:`.selector`: a selecting group's ready entries and which goes next;
 - :mod:`.entry`: one held outcome and its state (ready, leased, dead);
 - :mod:`.lease`: a lease's expiry as a timing-wheel task;
 - :mod:`.member`: one connected member (a Subscribe stream) and its deliveries;

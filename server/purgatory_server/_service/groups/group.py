@@ -21,6 +21,12 @@ A member that disconnects keeps its leases until they expire (it may still ack o
 unary call); nothing is redelivered early. Delivery is therefore at-least-once: a member
 that acts and dies before acking has its outcome acted on again.
 
+A group created with a :class:`~.selection.Selection` (priorities, ordering keys, a rate
+limit) keeps its ready entries in a :class:`~.selector.Selector` instead of ``_ready``,
+which picks the next one to lease; a group without one never touches it. A rate-limited
+group whose window is full arms a wake-up on the wheel (a ``LeaseTask`` of sequence 0,
+which no outcome has) for when the window has room again.
+
 Invariants: an entry is in ``_entries`` from intake to ack; it is LEASED iff ``lease`` is
 set; a sequence is in ``_ready`` (a heap) at most once while READY (stale heap items, of
 acked entries, are skipped when popped); ``len(_entries)`` is what the backlog limit counts.
@@ -42,6 +48,7 @@ from purgatory_server._service.groups.entry import EntryState, GroupEntry
 from purgatory_server._service.groups.group_config import GroupConfig
 from purgatory_server._service.groups.lease import LeaseTask
 from purgatory_server._service.groups.member import Delivery, GroupMember
+from purgatory_server._service.groups.selector import Selector
 from purgatory_server._service.model.errors import FailedPrecondition, NotFound, ServiceError
 from purgatory_server._service.model.outcome import Outcome
 
@@ -58,8 +65,12 @@ class GroupJournal(Protocol):
         attempt: int,
         deadline_ms: int,
         then: Callable[[], None],
+        *,
+        delivered_ms: int = 0,
+        rate_key: str = "",
     ) -> None:
-        """Record a lease; call ``then`` once the record is written (never if it fails)."""
+        """Record a lease; call ``then`` once the record is written (never if it fails).
+        ``delivered_ms`` (non-zero for a rate-limited group): when, for the rate window."""
         ...
 
     def extended(self, group: str, sequence: int, attempt: int, deadline_ms: int) -> None: ...
@@ -96,6 +107,10 @@ class WorkerGroup:
         self._ready: list[int] = []
         self.members: list[GroupMember] = []
         self._turn = 0
+        selection = config.selection
+        self._selector = Selector(selection) if selection is not None else None
+        self._wake: LeaseTask | None = None
+        self._wake_at = 0
 
     # ------------------------------------------------------------------ counters
     def __len__(self) -> int:
@@ -116,18 +131,34 @@ class WorkerGroup:
         if outcome.sequence <= self.last_sequence:
             return
         self.last_sequence = outcome.sequence
-        self._entries[outcome.sequence] = GroupEntry(outcome)
-        heapq.heappush(self._ready, outcome.sequence)
+        entry = self._entries[outcome.sequence] = GroupEntry(outcome)
+        self._make_ready(entry)
         self._dispatch()
 
-    def restore(self, entries: Iterable[GroupEntry]) -> None:
+    def _make_ready(self, entry: GroupEntry) -> None:
+        selector = self._selector
+        if selector is None:
+            heapq.heappush(self._ready, entry.sequence)
+        else:
+            selector.ready(entry, self._entries)
+
+    def restore(
+        self,
+        entries: Iterable[GroupEntry],
+        rate_windows: Iterable[tuple[str, Iterable[int]]] = (),
+    ) -> None:
         """Entries recovered from the journal (start-up), with their attempts so far.
 
         A lease whose recorded deadline is still ahead (on this server's wall clock)
         stays: the entry is LEASED, held by nobody connected, until that deadline, so
         its holder's ack or extension (same attempt) still counts after the restart and
-        nobody else gets the outcome meanwhile. Every other entry not dead is READY."""
+        nobody else gets the outcome meanwhile. Every other entry not dead is READY.
+        ``rate_windows``: the recorded delivery times of a rate-limited group, per key."""
         now = self._clock.wall_clock_ms()
+        selector = self._selector
+        if selector is not None and selector.limiter is not None:
+            selector.limiter.restore(rate_windows, now)
+        entries = sorted(entries, key=lambda e: e.sequence)  # leases first, per key
         for entry in entries:
             self._entries[entry.sequence] = entry
             if entry.state is EntryState.DEAD:
@@ -138,9 +169,12 @@ class WorkerGroup:
                 task = LeaseTask(left, self.name, entry.sequence, self._expired)
                 entry.lease = task
                 self._timer.add(task)
-            else:
+                if selector is not None:
+                    selector.leased_restored(entry)
+        for entry in entries:
+            if entry.state is not EntryState.DEAD and entry.lease is None:
                 entry.state = EntryState.READY
-                heapq.heappush(self._ready, entry.sequence)
+                self._make_ready(entry)
 
     # ------------------------------------------------------------------ members
     def join(self, member: GroupMember) -> None:
@@ -159,6 +193,9 @@ class WorkerGroup:
 
     def close(self, error: ServiceError) -> None:
         """End every member's stream and cancel every lease (purgatory or group gone)."""
+        if self._wake is not None:
+            self._wake.cancel()
+            self._wake = None
         for member in self.members:
             member.close(error)
         self.members.clear()
@@ -176,6 +213,9 @@ class WorkerGroup:
 
     def _dispatch(self) -> None:
         """Lease READY entries, lowest sequence first, while some member has room."""
+        if self._selector is not None:
+            self._dispatch_selected(self._selector)
+            return
         ready = self._ready
         entries = self._entries
         while ready and self.members:
@@ -187,7 +227,54 @@ class WorkerGroup:
                 continue  # acked while waiting
             self._lease(entry, member)
 
-    def _lease(self, entry: GroupEntry, member: GroupMember) -> None:
+    def _dispatch_selected(self, selector: Selector) -> None:
+        """Lease what the selector picks while some member has room; a full rate
+        window arms the wake-up."""
+        entries = self._entries
+        now = self._clock.wall_clock_ms()
+        while self.members:
+            member = self._next_member()
+            if member is None:
+                break
+            entry = selector.next(entries, now)
+            if entry is None:
+                break
+            rate_key = selector.leased(entry, now)
+            self._lease(
+                entry,
+                member,
+                priority=selector.priority(entry),
+                ordering_key=selector.ordering_key(entry) or "",
+                delivered_ms=now if selector.limiter is not None else 0,
+                rate_key=rate_key,
+            )
+        at = selector.wake_at(now)
+        if not at or (self._wake is not None and self._wake_at <= at):
+            return
+        if self._wake is not None:
+            self._wake.cancel()
+        self._wake = task = LeaseTask(max(1, at - now), self.name, 0, self._expired)
+        self._wake_at = at
+        self._timer.add(task)
+
+    def _woken(self, task: LeaseTask) -> None:
+        """The rate window has room again (the wake-up armed by a full one)."""
+        if task is not self._wake or self._selector is None:
+            return
+        self._wake = None
+        self._selector.unpark(self._clock.wall_clock_ms())
+        self._dispatch()
+
+    def _lease(
+        self,
+        entry: GroupEntry,
+        member: GroupMember,
+        *,
+        priority: int = 0,
+        ordering_key: str = "",
+        delivered_ms: int = 0,
+        rate_key: str = "",
+    ) -> None:
         timeout = self.config.visibility_timeout_ms
         entry.attempts += 1
         entry.state = EntryState.LEASED
@@ -197,7 +284,9 @@ class WorkerGroup:
         task = LeaseTask(timeout, self.name, entry.sequence, self._expired)
         entry.lease = task
         self._timer.add(task)
-        delivery = Delivery(entry.outcome, self.name, entry.attempts, deadline)
+        delivery = Delivery(
+            entry.outcome, self.name, entry.attempts, deadline, priority, ordering_key
+        )
         journal = self._journal
         if journal is None:
             member.push(delivery)
@@ -213,6 +302,8 @@ class WorkerGroup:
             entry.attempts,
             deadline,
             partial(self._send, entry, task, member, delivery),
+            delivered_ms=delivered_ms,
+            rate_key=rate_key,
         )
 
     @staticmethod
@@ -247,6 +338,8 @@ class WorkerGroup:
             )
         entry.drop_lease()
         del self._entries[sequence]
+        if self._selector is not None:
+            self._selector.settled(entry, self._entries)
         if self._journal is not None:
             self._journal.acked(self.name, [sequence])
         self._dispatch()
@@ -274,6 +367,9 @@ class WorkerGroup:
 
     def expire(self, task: LeaseTask) -> None:
         """A lease's timer fired (loop thread): redeliver, or dead-letter at the limit."""
+        if task.sequence == 0:
+            self._woken(task)
+            return
         entry = self._entries.get(task.sequence)
         if entry is None or entry.lease is not task:
             return  # acked, extended or redelivered meanwhile
@@ -281,11 +377,13 @@ class WorkerGroup:
         entry.drop_lease()
         if entry.budget_spent(self.config.max_attempts):
             entry.state = EntryState.DEAD
+            if self._selector is not None:
+                self._selector.settled(entry, self._entries)
             if self._journal is not None:
                 self._journal.dead_lettered(self.name, [entry.sequence])
         else:
             entry.state = EntryState.READY
-            heapq.heappush(self._ready, entry.sequence)
+            self._make_ready(entry)
         self._dispatch()
 
     # ------------------------------------------------------------------ dead letters
@@ -307,7 +405,7 @@ class WorkerGroup:
             entry = self._entries[s]
             entry.state = EntryState.READY
             entry.redriven_at = entry.attempts
-            heapq.heappush(self._ready, s)
+            self._make_ready(entry)
         if chosen and self._journal is not None:
             self._journal.redriven(self.name, chosen)
         self._dispatch()

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from purgatory_server._service.groups.selection import Selection
 
 __all__ = [
     "DEFAULT_MAX_ATTEMPTS",
@@ -32,3 +36,5 @@ class GroupConfig:
 
     visibility_timeout_ms: int = DEFAULT_VISIBILITY_TIMEOUT_MS
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    # Priorities, ordering keys, a rate limit (None: sequence order, unlimited).
+    selection: Selection | None = None

@@ -1,0 +1,246 @@
+"""Delivery selection of worker groups on MockTime: priorities, ordering keys, rate
+limits, and their edges (priority with ordering keys, a dead head, a redriven one, a
+per-key limit), with explicit clock steps.
+
+A real NamedPurgatory as in test_leases (timer, inbox, publish path, reaper off).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+from purgatory_proto.v1 import purgatory_pb2 as pb
+from purgatory_server import MockTime
+from purgatory_server._service.config.server_config import Limits, PurgatorySettings
+from purgatory_server._service.core.named_purgatory import NamedPurgatory
+from purgatory_server._service.groups import GroupMember, WorkerGroup
+from purgatory_server._service.groups.member import Delivery
+from purgatory_server._service.groups.ordering import KeySource
+from purgatory_server._service.groups.priority import PriorityRule
+from purgatory_server._service.groups.rate_limit import RateLimit
+from purgatory_server._service.groups.selection import (
+    Selection,
+    selection_from_bytes,
+    selection_from_proto,
+    selection_to_proto,
+)
+from purgatory_server._service.model.errors import FailedPrecondition, InvalidArgument
+from purgatory_server._service.wire.validation import operation_request
+
+LIMITS = Limits(max_groups=4, max_group_backlog=100)
+VISIBILITY = 1_000
+URGENT = PriorityRule("urgent/", "", 10)
+
+
+@pytest.fixture
+def clock() -> MockTime:
+    return MockTime()
+
+
+@pytest.fixture
+async def purgatory(clock: MockTime) -> AsyncIterator[NamedPurgatory]:
+    settings = PurgatorySettings(name="p", tick_ms=1, wheel_size=20, max_pending=200)
+    loop = asyncio.get_running_loop()
+    p = NamedPurgatory(settings, LIMITS, loop, time=clock, reaper_enabled=False)
+    yield p
+    p.shutdown_engine()
+
+
+def end(p: NamedPurgatory, *ops: str | tuple[str, str]) -> None:
+    """Each op (an id, or (id, key)) becomes one published outcome, in the order given."""
+    reqs = []
+    for op in ops:
+        op_id, keys = (op, []) if isinstance(op, str) else (op[0], [op[1]])
+        msg = pb.TryCompleteElseWatchRequest(operation_id=op_id, keys=keys, timeout_ms=60_000)
+        reqs.append(operation_request("", msg, LIMITS))
+    p.register(reqs, [""] * len(reqs))
+    for op in ops:
+        p.force_complete(op if isinstance(op, str) else op[0])
+
+
+def taken(member: GroupMember) -> list[Delivery]:
+    out = list(member._queue)
+    member._queue.clear()
+    return out
+
+
+def ids(deliveries: list[Delivery]) -> list[str]:
+    return [d.outcome.operation_id for d in deliveries]
+
+
+def step(p: NamedPurgatory, clock: MockTime, ms: int) -> None:
+    clock.sleep(ms)
+    p.advance_clock(0)
+
+
+def join(
+    p: NamedPurgatory, selection: Selection, prefetch: int = 16, attempts: int = 3
+) -> tuple[WorkerGroup, GroupMember]:
+    return p.groups.join("workers", VISIBILITY, attempts, prefetch, selection)
+
+
+def ack_all(group: WorkerGroup, deliveries: list[Delivery]) -> None:
+    for d in deliveries:
+        group.ack(d.outcome.sequence, d.attempt)
+
+
+async def test_an_urgent_outcome_overtakes_the_routine_backlog(purgatory: NamedPurgatory) -> None:
+    group, member = join(purgatory, Selection(priorities=(URGENT,)), prefetch=1)
+    end(purgatory, *(f"routine/{i}" for i in range(50)), "urgent/1")
+    first = taken(member)
+    # routine/0 went out at once (the member had room); the urgent one is next.
+    assert ids(first) == ["routine/0"]
+    ack_all(group, first)
+    (urgent,) = taken(member)
+    assert (urgent.outcome.operation_id, urgent.priority) == ("urgent/1", 10)
+    ack_all(group, [urgent])
+    # Equal priorities: sequence order.
+    order = []
+    while delivered := taken(member):
+        order += ids(delivered)
+        ack_all(group, delivered)
+    assert order == [f"routine/{i}" for i in range(1, 50)]
+
+
+async def test_a_key_rule_and_the_first_matching_rule_wins(purgatory: NamedPurgatory) -> None:
+    rules = (PriorityRule("", "vip", 5), PriorityRule("bulk/", "", 1), URGENT)
+    group, member = join(purgatory, Selection(priorities=rules), prefetch=1)
+    group.leave(member)  # everything waits in the group, then one member takes it
+    end(purgatory, "bulk/1", "plain", ("bulk/2", "vip"), "urgent/1")
+    _, member = join(purgatory, Selection(priorities=rules), prefetch=1)
+    order = []
+    while delivered := taken(member):
+        order += [(d.outcome.operation_id, d.priority) for d in delivered]
+        ack_all(group, delivered)
+    assert order == [("urgent/1", 10), ("bulk/2", 5), ("bulk/1", 1), ("plain", 0)]
+
+
+async def test_one_key_in_flight_at_a_time_other_keys_in_parallel(
+    purgatory: NamedPurgatory, clock: MockTime
+) -> None:
+    group, member = join(purgatory, Selection(ordering=KeySource("/")), attempts=2)
+    end(purgatory, "o1/a", "o1/b", "o2/a", "o1/c", "loose")
+    first = taken(member)
+    # Each key's head, and the outcome without a key; o1/b and o1/c wait behind o1/a.
+    assert ids(first) == ["o1/a", "o2/a", "loose"]
+    assert [d.ordering_key for d in first] == ["o1", "o2", ""]
+    ack_all(group, first[1:])
+    assert taken(member) == []
+    # o1/a's lease runs out: it comes back before o1/b (still the key's head) ...
+    step(purgatory, clock, VISIBILITY)
+    assert [(d.outcome.operation_id, d.attempt) for d in taken(member)] == [("o1/a", 2)]
+    # ... and once it is dead (max_attempts 2) the key moves on.
+    step(purgatory, clock, VISIBILITY)
+    assert ids(taken(member)) == ["o1/b"]
+    assert group.counts() == (1, 1, 1)  # o1/c ready (blocked), o1/b leased, o1/a dead
+
+
+async def test_a_redriven_head_goes_first_once_the_key_is_free(
+    purgatory: NamedPurgatory, clock: MockTime
+) -> None:
+    group, member = join(purgatory, Selection(ordering=KeySource()), attempts=1)
+    end(purgatory, ("a1", "k"), ("a2", "k"), ("a3", "k"))
+    (a1,) = taken(member)
+    step(purgatory, clock, VISIBILITY)  # a1 dead after its one attempt
+    (a2,) = taken(member)
+    assert group.redrive(None) == [a1.outcome.sequence]
+    assert taken(member) == []  # a2 is in flight: a1 waits for it
+    ack_all(group, [a2])
+    assert [(d.outcome.operation_id, d.attempt) for d in taken(member)] == [("a1", 2)]
+
+
+async def test_priority_decides_between_keys_sequence_within_one(
+    purgatory: NamedPurgatory,
+) -> None:
+    selection = Selection(priorities=(URGENT,), ordering=KeySource())
+    group, member = join(purgatory, selection, prefetch=1)
+    group.leave(member)
+    end(purgatory, ("r1", "k1"), ("urgent/1", "k1"), ("urgent/2", "k2"), ("r2", "k3"))
+    _, member = join(purgatory, selection, prefetch=1)
+    order = []
+    while delivered := taken(member):
+        order += ids(delivered)
+        ack_all(group, delivered)
+    # urgent/1 outranks everything but waits behind r1, its key's older outcome.
+    assert order == ["urgent/2", "r1", "urgent/1", "r2"]
+
+
+async def test_rate_limit_bounds_deliveries_per_window(
+    purgatory: NamedPurgatory, clock: MockTime
+) -> None:
+    group, member = join(purgatory, Selection(rate_limit=RateLimit(3, 1_000)))
+    end(purgatory, *(f"o{i}" for i in range(7)))
+    first = taken(member)
+    assert ids(first) == ["o0", "o1", "o2"]
+    ack_all(group, first)  # acks free no window place: the window counts deliveries
+    step(purgatory, clock, 999)
+    assert taken(member) == []
+    step(purgatory, clock, 1)
+    second = taken(member)
+    assert ids(second) == ["o3", "o4", "o5"]
+    ack_all(group, second)
+    step(purgatory, clock, 1_000)
+    assert ids(taken(member)) == ["o6"]
+
+
+async def test_a_redelivery_counts_against_the_window(
+    purgatory: NamedPurgatory, clock: MockTime
+) -> None:
+    group, member = join(purgatory, Selection(rate_limit=RateLimit(1, 5_000)))
+    end(purgatory, "o1", "o2")
+    assert ids(taken(member)) == ["o1"]
+    step(purgatory, clock, VISIBILITY)  # o1's lease runs out inside the window
+    assert taken(member) == []
+    step(purgatory, clock, 5_000 - VISIBILITY)
+    assert [(d.outcome.operation_id, d.attempt) for d in taken(member)] == [("o1", 2)]
+
+
+async def test_per_key_rate_limit(purgatory: NamedPurgatory, clock: MockTime) -> None:
+    limit = RateLimit(1, 500, KeySource())
+    group, member = join(purgatory, Selection(rate_limit=limit))
+    end(purgatory, ("a1", "a"), ("a2", "a"), ("b1", "b"), ("b2", "b"), "n1", "n2")
+    first = taken(member)
+    # One per key at once; outcomes without a key share one window.
+    assert ids(first) == ["a1", "b1", "n1"]
+    ack_all(group, first)
+    step(purgatory, clock, 499)
+    assert taken(member) == []
+    step(purgatory, clock, 1)
+    assert sorted(ids(taken(member))) == ["a2", "b2", "n2"]
+
+
+async def test_settings_are_fixed_and_spelled_both_ways(purgatory: NamedPurgatory) -> None:
+    selection = Selection((URGENT,), KeySource("/"), RateLimit(5, 100, KeySource()))
+    join(purgatory, selection)
+    assert selection_from_bytes(selection_to_proto(selection).SerializeToString()) == selection
+    purgatory.groups.join("workers", 0, 0, 1)  # unset: the group's
+    with pytest.raises(FailedPrecondition, match="another selection"):
+        join(purgatory, Selection(priorities=(URGENT,)))
+
+
+@pytest.mark.parametrize(
+    ("selection", "field"),
+    [
+        (pb.GroupSelection(priorities=[pb.GroupPriority(priority=1)]), "selection.priorities[0]"),
+        (
+            pb.GroupSelection(priorities=[pb.GroupPriority(key="k", priority=1_000_001)]),
+            "selection.priorities[0].priority",
+        ),
+        (
+            pb.GroupSelection(ordering_key=pb.GroupKeySource(operation_id_separator="x" * 17)),
+            "selection.ordering_key.operation_id_separator",
+        ),
+        (pb.GroupSelection(ordering_key=pb.GroupKeySource()), "selection.ordering_key"),
+        (pb.GroupSelection(rate_limit=pb.GroupRateLimit(window_ms=10)), "selection.rate_limit.max"),
+        (
+            pb.GroupSelection(rate_limit=pb.GroupRateLimit(max=1, window_ms=3_600_001)),
+            "selection.rate_limit.window_ms",
+        ),
+    ],
+)
+def test_invalid_settings_name_their_field(selection: pb.GroupSelection, field: str) -> None:
+    with pytest.raises(InvalidArgument) as raised:
+        selection_from_proto(selection, 256)
+    assert raised.value.field == field

@@ -19,7 +19,17 @@ from purgatory_client._batcher import (
     TaskOverflowError,
 )
 from purgatory_client._dispatch_tasks import ForceCompleteTask, SignalTask, WatchTask
-from purgatory_client._groups_base import AsyncDelivery, DeadLetterPage, Delivery, GroupInfo
+from purgatory_client._groups_base import (
+    AsyncDelivery,
+    DeadLetterPage,
+    Delivery,
+    FirstKey,
+    GroupInfo,
+    GroupPriority,
+    GroupRateLimit,
+    GroupSelection,
+    IdPrefix,
+)
 from purgatory_client._listing import OperationPage
 from purgatory_client._models import (
     BatchSignalResult,
@@ -79,9 +89,14 @@ __all__ = [
     "DispatcherCounters",
     "Event",
     "FailedPreconditionError",
+    "FirstKey",
     "ForceCompleteResult",
     "ForceCompleteTask",
     "GroupInfo",
+    "GroupPriority",
+    "GroupRateLimit",
+    "GroupSelection",
+    "IdPrefix",
     "InvalidArgumentError",
     "NotFoundError",
     "OperationPage",

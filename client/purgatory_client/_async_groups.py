@@ -33,6 +33,7 @@ class AsyncGroupMethods(ClientBase):
         purgatory: str | None = None,
         heartbeat_interval_ms: int = 0,
         resume: ResumePolicy | None = None,
+        selection: gb.GroupSelection | None = None,
     ) -> AsyncGroupStream:
         """Join ``group`` (created on first join with the given settings; 0: the
         group's, or the defaults) and return the stream of deliveries leased to this
@@ -40,7 +41,9 @@ class AsyncGroupMethods(ClientBase):
         then on reaches the group. ``prefetch``: leases held at once. A stream dropped by
         UNAVAILABLE (a server restart) is re-joined under the client's ResumePolicy;
         other errors are raised. Leases held when a stream drops run out and are
-        redelivered (at-least-once). ``close()`` leaves the group."""
+        redelivered (at-least-once). ``close()`` leaves the group. ``selection``:
+        priorities, an ordering key and a rate limit, for a group this join creates
+        (None: the group's; another one than the group's: FailedPreconditionError)."""
         req = gb.group_subscribe_request(
             self._name(purgatory),
             group,
@@ -48,6 +51,7 @@ class AsyncGroupMethods(ClientBase):
             max_attempts=max_attempts,
             prefetch=prefetch,
             heartbeat_interval_ms=heartbeat_interval_ms,
+            selection=selection,
         )
         stream = AsyncGroupStream(self, req, Backoff(resume or self._resume))
         await stream._open()

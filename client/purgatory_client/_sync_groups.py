@@ -35,6 +35,7 @@ class GroupMethods(ClientBase):
         purgatory: str | None = None,
         heartbeat_interval_ms: int = 0,
         resume: ResumePolicy | None = None,
+        selection: gb.GroupSelection | None = None,
     ) -> GroupStream:
         """Join ``group`` (created on first join with the given settings; 0: the
         group's, or the defaults) and return the stream of deliveries leased to this
@@ -42,7 +43,9 @@ class GroupMethods(ClientBase):
         then on reaches the group. ``prefetch``: leases held at once. A stream dropped by
         UNAVAILABLE (a server restart) is re-joined under the client's ResumePolicy;
         other errors are raised. Leases held when a stream drops run out and are
-        redelivered (at-least-once). ``close()`` leaves the group."""
+        redelivered (at-least-once). ``close()`` leaves the group. ``selection``:
+        priorities, an ordering key and a rate limit, for a group this join creates
+        (None: the group's; another one than the group's: FailedPreconditionError)."""
         req = gb.group_subscribe_request(
             self._name(purgatory),
             group,
@@ -50,6 +53,7 @@ class GroupMethods(ClientBase):
             max_attempts=max_attempts,
             prefetch=prefetch,
             heartbeat_interval_ms=heartbeat_interval_ms,
+            selection=selection,
         )
         stream = GroupStream(self, req, Backoff(resume or self._resume))
         stream._open()

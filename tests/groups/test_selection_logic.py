@@ -188,7 +188,7 @@ async def test_rate_limit_bounds_deliveries_per_window(
 async def test_a_redelivery_counts_against_the_window(
     purgatory: NamedPurgatory, clock: MockTime
 ) -> None:
-    group, member = join(purgatory, Selection(rate_limit=RateLimit(1, 5_000)))
+    _group, member = join(purgatory, Selection(rate_limit=RateLimit(1, 5_000)))
     end(purgatory, "o1", "o2")
     assert ids(taken(member)) == ["o1"]
     step(purgatory, clock, VISIBILITY)  # o1's lease runs out inside the window

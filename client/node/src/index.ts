@@ -44,7 +44,11 @@ export {
   type DeadLetterPage,
   type Delivery,
   type GroupInfo,
+  type GroupPriority,
+  type GroupRateLimit,
+  type GroupSelection,
   type JoinOptions,
+  type KeySource,
 } from "./groups.js";
 export {
   Condition,

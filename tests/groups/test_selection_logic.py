@@ -19,7 +19,7 @@ from purgatory_server._service.groups import GroupMember, WorkerGroup
 from purgatory_server._service.groups.member import Delivery
 from purgatory_server._service.groups.ordering import KeySource
 from purgatory_server._service.groups.priority import PriorityRule
-from purgatory_server._service.groups.rate_limit import RateLimit
+from purgatory_server._service.groups.rate_limit import RateLimit, RateLimiter
 from purgatory_server._service.groups.selection import (
     Selection,
     selection_from_bytes,
@@ -244,3 +244,16 @@ def test_invalid_settings_name_their_field(selection: pb.GroupSelection, field: 
     with pytest.raises(InvalidArgument) as raised:
         selection_from_proto(selection, 256)
     assert raised.value.field == field
+
+
+def test_a_per_key_limit_tracks_at_most_max_keys() -> None:
+    """Past ``max_keys`` windows a new key waits until one empties: memory is bounded and
+    the per-key bound is never broken to make room."""
+    limiter = RateLimiter(RateLimit(2, 100, KeySource()), max_keys=2)
+    limiter.record("a", 1_000)
+    limiter.record("b", 1_050)
+    assert limiter.free_at("c", 1_060) == 1_100  # a's window empties first
+    assert limiter.free_at("c", 1_100) == 0
+    limiter.record("c", 1_100)
+    assert limiter.free_at("a", 1_100) == 1_150  # a is gone now: b empties next
+    assert [key for key, _ in limiter.windows(1_100)] == ["b", "c"]

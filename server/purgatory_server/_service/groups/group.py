@@ -95,6 +95,7 @@ class WorkerGroup:
         clock: Time,
         expired: Callable[[LeaseTask], None],
         journal: GroupJournal | None = None,
+        max_rate_keys: int = 100_000,
     ) -> None:
         self.name = name
         self.config = config
@@ -108,7 +109,7 @@ class WorkerGroup:
         self.members: list[GroupMember] = []
         self._turn = 0
         selection = config.selection
-        self._selector = Selector(selection) if selection is not None else None
+        self._selector = None if selection is None else Selector(selection, max_rate_keys)
         self._wake: LeaseTask | None = None
         self._wake_at = 0
 
@@ -132,7 +133,10 @@ class WorkerGroup:
             return
         self.last_sequence = outcome.sequence
         entry = self._entries[outcome.sequence] = GroupEntry(outcome)
-        self._make_ready(entry)
+        if self._selector is None:  # inline: the plain group's per-outcome path
+            heapq.heappush(self._ready, outcome.sequence)
+        else:
+            self._selector.ready(entry, self._entries)
         self._dispatch()
 
     def _make_ready(self, entry: GroupEntry) -> None:

@@ -91,6 +91,7 @@ class GroupSet:
             clock=self._clock,
             expired=self._inbox.put,
             journal=self._records,
+            max_rate_keys=self._limits.max_group_backlog,
         )
         self._groups[name] = group
         return group

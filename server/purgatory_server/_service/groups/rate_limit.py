@@ -10,7 +10,10 @@ redeliveries count alike. The times are journaled with each delivery
 window (:meth:`RateLimiter.restore`) and the bound holds across it.
 
 Memory: at most ``max`` times per key, and a key is dropped once its times have all left
-the window (a sweep whenever the number of keys doubles).
+the window (a sweep whenever the number of keys doubles). At most ``max_keys`` keys have
+a window at once (the group's ``max_group_backlog``): past that, a key without one waits
+as if full, until some key's window empties (capacity that frees up; the bound is never
+broken to make room).
 
 Thread safety: loop-confined, like the group.
 """
@@ -43,10 +46,11 @@ class RateLimit:
 class RateLimiter:
     """The delivery times inside the window, per rate key (see module docstring)."""
 
-    __slots__ = ("_limit", "_sweep_at", "_windows")
+    __slots__ = ("_limit", "_max_keys", "_sweep_at", "_windows")
 
-    def __init__(self, limit: RateLimit) -> None:
+    def __init__(self, limit: RateLimit, max_keys: int = 100_000) -> None:
         self._limit = limit
+        self._max_keys = max_keys
         self._windows: dict[str, deque[int]] = {}
         self._sweep_at = _FIRST_SWEEP
 
@@ -75,9 +79,20 @@ class RateLimiter:
     def free_at(self, key: str, now: int) -> int:
         """0 when a delivery under ``key`` may go at ``now``; else when it may (wall ms)."""
         window = self._window(key, now)
-        if window is None or len(window) < self._limit.max:
+        if window is None:
+            return self._room_for_a_key(now)
+        if len(window) < self._limit.max:
             return 0
         return window[0] + self._limit.window_ms
+
+    def _room_for_a_key(self, now: int) -> int:
+        """0 while a new key may have a window; else when the first one empties."""
+        if len(self._windows) < self._max_keys:
+            return 0
+        self._sweep(now)
+        if len(self._windows) < self._max_keys:
+            return 0
+        return min(w[-1] for w in self._windows.values()) + self._limit.window_ms
 
     def record(self, key: str, now: int) -> None:
         """A delivery under ``key`` at ``now`` (after :meth:`free_at` said yes)."""

@@ -34,13 +34,13 @@ class Selector:
 
     __slots__ = ("_heap", "_keys", "_parked", "_rules", "limiter", "selection")
 
-    def __init__(self, selection: Selection) -> None:
+    def __init__(self, selection: Selection, max_rate_keys: int = 100_000) -> None:
         self.selection = selection
         self._rules = selection.priorities
         self._heap: list[tuple[int, int]] = []
         self._keys = KeyQueues() if selection.ordering is not None else None
         rate = selection.rate_limit
-        self.limiter = RateLimiter(rate) if rate is not None else None
+        self.limiter = None if rate is None else RateLimiter(rate, max_rate_keys)
         self._parked: dict[str, list[tuple[int, int]]] = {}
 
     def priority(self, entry: GroupEntry) -> int:

@@ -240,18 +240,21 @@ class WorkerGroup:
             member = self._next_member()
             if member is None:
                 break
-            entry = selector.next(entries, now)
-            if entry is None:
+            picked = selector.next(entries, now)
+            if picked is None:
                 break
+            entry, priority = picked
             rate_key = selector.leased(entry, now)
             self._lease(
                 entry,
                 member,
-                priority=selector.priority(entry),
+                priority=priority,
                 ordering_key=selector.ordering_key(entry) or "",
                 delivered_ms=now if selector.limiter is not None else 0,
                 rate_key=rate_key,
             )
+        if selector.limiter is None:
+            return
         at = selector.wake_at(now)
         if not at or (self._wake is not None and self._wake_at <= at):
             return

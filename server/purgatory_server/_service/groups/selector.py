@@ -89,8 +89,9 @@ class Selector:
             keys.remove(key, entry.sequence)
             self._push_head(key, entries)
 
-    def next(self, entries: Mapping[int, GroupEntry], now: int) -> GroupEntry | None:
-        """The entry to lease now, taken out of the ready set; None when none may go."""
+    def next(self, entries: Mapping[int, GroupEntry], now: int) -> tuple[GroupEntry, int] | None:
+        """The entry to lease now and its priority, taken out of the ready set; None when
+        none may go."""
         heap = self._heap
         keys = self._keys
         limiter = self.limiter
@@ -112,7 +113,7 @@ class Selector:
                 if limiter.free_at(rate_key, now):
                     self._parked.setdefault(rate_key, []).append(item)
                     continue
-            return entry
+            return entry, -item[0]
         return None
 
     def leased(self, entry: GroupEntry, now: int) -> str:

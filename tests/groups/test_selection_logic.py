@@ -11,6 +11,8 @@ import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from purgatory_proto.v1 import purgatory_pb2 as pb
 from purgatory_server import MockTime
 from purgatory_server._service.config.server_config import Limits, PurgatorySettings
@@ -257,3 +259,165 @@ def test_a_per_key_limit_tracks_at_most_max_keys() -> None:
     limiter.record("c", 1_100)
     assert limiter.free_at("a", 1_100) == 1_150  # a is gone now: b empties next
     assert [key for key, _ in limiter.windows(1_100)] == ["b", "c"]
+
+
+# ------------------------------------------------------------------ a model check
+MODEL_ATTEMPTS = 2
+
+
+class _Model:
+    """What a group with priorities and ordering keys owes, and the checks on what it
+    delivers (see the test below)."""
+
+    def __init__(self, ops: list[tuple[str | None, bool]]) -> None:
+        # sequence -> (ordering key, priority): outcome i is sequence i + 1
+        self.info = {i + 1: (key, 10 if urgent else 0) for i, (key, urgent) in enumerate(ops)}
+        self.owed = set(self.info)  # delivered next or in flight: not acked, not dead
+        self.held: dict[int, Delivery] = {}
+        self.dead: set[int] = set()
+        self.spent = dict.fromkeys(self.info, 0)  # deliveries since intake or redrive
+
+    def eligible(self) -> list[tuple[int, int]]:
+        """(-priority, sequence) of what may go next: keyless outcomes and the oldest owed
+        outcome of each key with nothing in flight, best first."""
+        info = self.info
+        busy = {info[s][0] for s in self.held} - {None}
+        seen: set[str] = set()
+        out = []
+        for s in sorted(self.owed - set(self.held)):
+            key = info[s][0]
+            if key is None or (key not in busy and key not in seen):
+                out.append((-info[s][1], s))
+            if key is not None:
+                seen.add(key)
+        return sorted(out)
+
+    def receive(self, deliveries: list[Delivery], check_best: bool) -> None:
+        info = self.info
+        for d in deliveries:
+            seq = d.outcome.sequence
+            key = info[seq][0]
+            assert d.ordering_key == (key or "")
+            if check_best:
+                assert (-info[seq][1], seq) == self.eligible()[0], "not the best eligible"
+            if key is not None:
+                assert all(info[s][0] != key for s in self.held), "two of a key in flight"
+                assert seq == min(s for s in self.owed if info[s][0] == key), "out of order"
+            self.held[seq] = d
+            self.spent[seq] += 1
+
+    def expired(self) -> None:
+        """Every lease held ran out: back to owed, or dead once out of attempts."""
+        for seq in self.held:
+            if self.spent[seq] >= MODEL_ATTEMPTS:
+                self.owed.discard(seq)
+                self.dead.add(seq)
+        self.held.clear()
+
+    def redrive(self, group: WorkerGroup) -> None:
+        assert sorted(group.redrive(None)) == sorted(self.dead)
+        for seq in self.dead:
+            self.spent[seq] = 0
+        self.owed |= self.dead
+        self.dead.clear()
+
+    def ack(self, group: WorkerGroup, seq: int) -> None:
+        group.ack(seq, self.held.pop(seq).attempt)
+        self.owed.discard(seq)
+
+
+def _run_model(ops: list[tuple[str | None, bool]], actions: list[str], prefetch: int) -> None:
+    """Outcomes with random keys and priorities, then acks and lease expiries at random:
+    every delivery is its key's oldest owed outcome (dead letters, and redriven ones,
+    included) with nothing else of the key in flight; the first fill, the one delivery
+    that fills the place an ack freed, and those after a redrive are the best eligible
+    (highest priority, then oldest); in the end all is delivered."""
+    loop = asyncio.new_event_loop()
+    clock = MockTime()
+    settings = PurgatorySettings(name="p", tick_ms=1, wheel_size=20, max_pending=200)
+    p = NamedPurgatory(settings, LIMITS, loop, time=clock, reaper_enabled=False)
+    try:
+        selection = Selection(priorities=(URGENT,), ordering=KeySource())
+        group, member = join(p, selection, prefetch=prefetch, attempts=MODEL_ATTEMPTS)
+        group.leave(member)
+        named = [(f"{'urgent/' if urgent else ''}{i}", key) for i, (key, urgent) in enumerate(ops)]
+        end(p, *((op_id, key) if key else op_id for op_id, key in named))
+        model = _Model(ops)
+        _, member = join(p, selection, prefetch=prefetch, attempts=MODEL_ATTEMPTS)
+        for d in taken(member):  # the first fill goes one by one, best first
+            model.receive([d], check_best=True)
+        for action in actions:
+            if action == "ack" and model.held:
+                model.ack(group, min(model.held))
+                model.receive(taken(member), check_best=True)
+            elif action == "expire":
+                step(p, clock, VISIBILITY)
+                model.expired()
+                model.receive(taken(member), check_best=False)
+            elif action == "redrive":
+                model.redrive(group)  # all made ready, then one dispatch: best first
+                model.receive(taken(member), check_best=True)
+        while model.held or model.dead:
+            model.redrive(group)
+            model.receive(taken(member), check_best=False)
+            for seq in sorted(model.held):
+                model.ack(group, seq)
+                model.receive(taken(member), check_best=False)
+        assert not model.owed and len(group) == 0
+    finally:
+        p.shutdown_engine()
+        loop.close()
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    ops=st.lists(
+        st.tuples(st.sampled_from(["a", "b", "c", None]), st.booleans()), min_size=1, max_size=20
+    ),
+    actions=st.lists(st.sampled_from(["ack", "ack", "ack", "expire", "redrive"]), max_size=25),
+    prefetch=st.integers(1, 4),
+)
+def test_ordering_and_priority_hold_under_acks_and_expiries(
+    ops: list[tuple[str | None, bool]], actions: list[str], prefetch: int
+) -> None:
+    _run_model(ops, actions, prefetch)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.builds(
+        pb.GroupSelection,
+        priorities=st.lists(
+            st.builds(
+                pb.GroupPriority,
+                operation_id_prefix=st.sampled_from(["", "urgent/", "é"]),
+                key=st.sampled_from(["", "k", "x" * 257]),
+                priority=st.integers(0, 2_000_000),
+            ),
+            max_size=3,
+        ),
+        ordering_key=st.one_of(
+            st.none(),
+            st.builds(pb.GroupKeySource, first_key=st.booleans()),
+            st.builds(
+                pb.GroupKeySource, operation_id_separator=st.sampled_from(["", "/", "x" * 17])
+            ),
+        ),
+        rate_limit=st.one_of(
+            st.none(),
+            st.builds(
+                pb.GroupRateLimit,
+                max=st.integers(0, 200_000),
+                window_ms=st.integers(0, 4_000_000),
+            ),
+        ),
+    )
+)
+def test_any_selection_is_refused_by_field_or_spelled_back(msg: pb.GroupSelection) -> None:
+    try:
+        selection = selection_from_proto(msg, 256)
+    except InvalidArgument as refused:
+        assert refused.field.startswith("selection")
+        return
+    if selection is not None:
+        assert selection_from_bytes(selection_to_proto(selection).SerializeToString()) == selection

@@ -421,3 +421,44 @@ def test_any_selection_is_refused_by_field_or_spelled_back(msg: pb.GroupSelectio
         return
     if selection is not None:
         assert selection_from_bytes(selection_to_proto(selection).SerializeToString()) == selection
+
+
+def _run_rate_model(keys: list[str | None], steps: list[int], per_key: bool) -> None:
+    """Outcomes under a rate limit (2 per 100 ms, maybe per key), the clock moved in
+    random steps, every delivery acked at once: no window holds more than 2 deliveries
+    (of one key, per key), and every outcome goes out."""
+    loop = asyncio.new_event_loop()
+    clock = MockTime()
+    settings = PurgatorySettings(name="p", tick_ms=1, wheel_size=20, max_pending=200)
+    p = NamedPurgatory(settings, LIMITS, loop, time=clock, reaper_enabled=False)
+    try:
+        limit = RateLimit(2, 100, KeySource() if per_key else None)
+        group, member = join(p, Selection(rate_limit=limit))
+        end(p, *((f"o{i}", k) if k else f"o{i}" for i, k in enumerate(keys)))
+        times: dict[str, list[int]] = {}
+        got = 0
+        for ms in [*steps, *([100] * (len(keys) // 2 + 1))]:  # then enough to finish
+            for d in taken(member):
+                group.ack(d.outcome.sequence, d.attempt)
+                key = (d.outcome.keys[0] if d.outcome.keys else "") if per_key else ""
+                times.setdefault(key, []).append(d.lease_deadline_ms - VISIBILITY)
+                got += 1
+            step(p, clock, ms)
+        assert got == len(keys)
+        for ts in times.values():
+            assert all(b - a >= 100 for a, b in zip(ts[:-2], ts[2:], strict=True)), ts
+    finally:
+        p.shutdown_engine()
+        loop.close()
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    keys=st.lists(st.sampled_from(["a", "b", None]), min_size=1, max_size=12),
+    steps=st.lists(st.integers(1, 120), max_size=15),
+    per_key=st.booleans(),
+)
+def test_rate_limit_holds_at_any_step(
+    keys: list[str | None], steps: list[int], per_key: bool
+) -> None:
+    _run_rate_model(keys, steps, per_key)

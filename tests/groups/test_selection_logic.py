@@ -462,3 +462,15 @@ def test_rate_limit_holds_at_any_step(
     keys: list[str | None], steps: list[int], per_key: bool
 ) -> None:
     _run_rate_model(keys, steps, per_key)
+
+
+def test_all_windows_together_hold_at_most_max_times() -> None:
+    limiter = RateLimiter(RateLimit(3, 100, KeySource()), max_times=4)
+    for key, at in (("a", 1_000), ("a", 1_010), ("b", 1_020), ("b", 1_030)):
+        assert limiter.free_at(key, at) == 0
+        limiter.record(key, at)
+    # a and b each have room, but the windows are full together: the oldest time leaves
+    # first (a's at 1_000), then there is room for one more, under any key.
+    assert limiter.free_at("a", 1_040) == 1_100
+    assert limiter.free_at("c", 1_040) == 1_100
+    assert limiter.free_at("b", 1_100) == 0

@@ -11,9 +11,10 @@ window (:meth:`RateLimiter.restore`) and the bound holds across it.
 
 Memory: at most ``max`` times per key, and a key is dropped once its times have all left
 the window (a sweep whenever the number of keys doubles). At most ``max_keys`` keys have
-a window at once (the group's ``max_group_backlog``): past that, a key without one waits
-as if full, until some key's window empties (capacity that frees up; the bound is never
-broken to make room).
+a window at once (the group's ``max_group_backlog``), and all windows together hold at
+most :data:`MAX_RATE_TIMES` times: past either, a delivery that would add one waits as if
+its window were full, until some window frees room (capacity that frees up; the bound is
+never broken to make room).
 
 Thread safety: loop-confined, like the group.
 """
@@ -27,9 +28,11 @@ from dataclasses import dataclass
 from purgatory_server._service.groups.ordering import KeySource
 from purgatory_server._service.model.outcome import Outcome
 
-__all__ = ["MAX_RATE", "MAX_RATE_WINDOW_MS", "RateLimit", "RateLimiter"]
+__all__ = ["MAX_RATE", "MAX_RATE_TIMES", "MAX_RATE_WINDOW_MS", "RateLimit", "RateLimiter"]
 
 MAX_RATE = 100_000
+# Delivery times kept by one group's windows together (a few tens of MB at most).
+MAX_RATE_TIMES = 1_000_000
 MAX_RATE_WINDOW_MS = 3_600_000
 _FIRST_SWEEP = 64
 
@@ -46,11 +49,15 @@ class RateLimit:
 class RateLimiter:
     """The delivery times inside the window, per rate key (see module docstring)."""
 
-    __slots__ = ("_limit", "_max_keys", "_sweep_at", "_windows")
+    __slots__ = ("_limit", "_max_keys", "_max_times", "_sweep_at", "_times", "_windows")
 
-    def __init__(self, limit: RateLimit, max_keys: int = 100_000) -> None:
+    def __init__(
+        self, limit: RateLimit, max_keys: int = 100_000, max_times: int = MAX_RATE_TIMES
+    ) -> None:
         self._limit = limit
         self._max_keys = max_keys
+        self._max_times = max_times
+        self._times = 0  # in all windows together
         self._windows: dict[str, deque[int]] = {}
         self._sweep_at = _FIRST_SWEEP
 
@@ -71,6 +78,7 @@ class RateLimiter:
         cutoff = now - self._limit.window_ms
         while window and window[0] <= cutoff:
             window.popleft()
+            self._times -= 1
         if not window:
             del self._windows[key]
             return None
@@ -80,19 +88,23 @@ class RateLimiter:
         """0 when a delivery under ``key`` may go at ``now``; else when it may (wall ms)."""
         window = self._window(key, now)
         if window is None:
-            return self._room_for_a_key(now)
-        if len(window) < self._limit.max:
-            return 0
-        return window[0] + self._limit.window_ms
+            return self._room(now, new_key=True)
+        if len(window) >= self._limit.max:
+            return window[0] + self._limit.window_ms
+        return self._room(now, new_key=False)
 
-    def _room_for_a_key(self, now: int) -> int:
-        """0 while a new key may have a window; else when the first one empties."""
-        if len(self._windows) < self._max_keys:
+    def _room(self, now: int, new_key: bool) -> int:
+        """0 while the windows may hold one more time (under a new key: and one more
+        key); else when the first time (or key) leaves them."""
+        if self._times < self._max_times and (not new_key or len(self._windows) < self._max_keys):
             return 0
         self._sweep(now)
-        if len(self._windows) < self._max_keys:
+        if self._times < self._max_times and (not new_key or len(self._windows) < self._max_keys):
             return 0
-        return min(w[-1] for w in self._windows.values()) + self._limit.window_ms
+        windows = self._windows.values()
+        if self._times >= self._max_times:
+            return min(w[0] for w in windows) + self._limit.window_ms
+        return min(w[-1] for w in windows) + self._limit.window_ms
 
     def record(self, key: str, now: int) -> None:
         """A delivery under ``key`` at ``now`` (after :meth:`free_at` said yes)."""
@@ -101,6 +113,8 @@ class RateLimiter:
             window = self._windows[key] = deque(maxlen=self._limit.max)
             if len(self._windows) > self._sweep_at:
                 self._sweep(now)
+        if len(window) < self._limit.max:
+            self._times += 1  # else the deque drops its oldest
         window.append(now)
 
     def _sweep(self, now: int) -> None:
@@ -114,8 +128,9 @@ class RateLimiter:
         cutoff = now - self._limit.window_ms
         for key, times in windows:
             kept = sorted(t for t in times if t > cutoff)[-self._limit.max :]
-            if kept:
+            if kept and key not in self._windows:
                 self._windows[key] = deque(kept, maxlen=self._limit.max)
+                self._times += len(kept)
 
     def windows(self, now: int) -> list[tuple[str, list[int]]]:
         """The times still inside the window, per key (tests, diagnostics)."""

@@ -12,6 +12,8 @@ from purgatory_server._journal.journal_errors import (
     JournalCorruptionError,
     JournalError,
     JournalFailedError,
+    JournalGapError,
+    JournalNoSpaceError,
 )
 from purgatory_server._journal.options import FsyncPolicy, JournalConfig
 from purgatory_server._journal.pending import PendingOperation, PendingView
@@ -28,6 +30,8 @@ __all__ = [
     "JournalCorruptionError",
     "JournalError",
     "JournalFailedError",
+    "JournalGapError",
+    "JournalNoSpaceError",
     "JournalState",
     "PendingOperation",
     "PendingView",

@@ -153,7 +153,7 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
     async def GetOperation(
         self, request: pb.GetOperationRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetOperationResponse:
-        return await answer(self._service, request, operations_rpc.get_operation)
+        return await answer(self._service, request, operations_rpc.get_operation, reads=True)
 
     # ------------------------------------------------------------------ delayed messages
     async def Cancel(
@@ -169,7 +169,7 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
     async def ListOperations(
         self, request: pb.ListOperationsRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListOperationsResponse:
-        return await answer(self._service, request, listing_rpc.list_operations)
+        return await answer(self._service, request, listing_rpc.list_operations, reads=True)
 
     # ------------------------------------------------------------------ recurring schedules
     async def UpsertSchedule(
@@ -185,7 +185,7 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
     async def ListSchedules(
         self, request: pb.ListSchedulesRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListSchedulesResponse:
-        return await answer(self._service, request, schedules_rpc.list_schedules)
+        return await answer(self._service, request, schedules_rpc.list_schedules, reads=True)
 
     # ------------------------------------------------------------------ worker groups
     async def Ack(
@@ -204,7 +204,11 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
         self, request: pb.ListDeadLettersRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListDeadLettersResponse:
         return await answer(
-            self._service, request, groups_rpc.list_dead_letters, groups_rpc.check_list_dead_letters
+            self._service,
+            request,
+            groups_rpc.list_dead_letters,
+            groups_rpc.check_list_dead_letters,
+            reads=True,
         )
 
     async def Redrive(
@@ -225,7 +229,7 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
     async def ListGroups(
         self, request: pb.ListGroupsRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListGroupsResponse:
-        return await answer(self._service, request, groups_rpc.list_groups)
+        return await answer(self._service, request, groups_rpc.list_groups, reads=True)
 
     async def DeleteGroup(
         self, request: pb.DeleteGroupRequest, context: grpc.aio.ServicerContext

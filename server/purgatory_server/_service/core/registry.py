@@ -5,6 +5,14 @@ with ``durable = true``; the registry builds the purgatory on its journal and ev
 has it restore the recovered operations before anyone can reach it, and closes (server
 stop) or destroys (DeletePurgatory) it after the purgatory's engine has stopped.
 
+A durable purgatory that cannot be opened at start-up because its data directory fails
+(an ``OSError``: a full disk, a read-only or unreachable directory) does not stop the
+server: :meth:`PurgatoryRegistry.open_or_retry` keeps its name answering UNAVAILABLE
+(:class:`PurgatoryNotOpen`, naming the error) and tries again with a doubling delay
+(``OPEN_RETRY_S`` up to ``OPEN_RETRY_MAX_S``), opening it once the directory allows.
+Created by RPC, the same error is RESOURCE_EXHAUSTED for space and FAILED_PRECONDITION
+otherwise.
+
 Thread safety: loop-confined like the purgatories it holds; the only blocking steps,
 stopping a purgatory's engine threads and closing journals, are pushed to worker threads
 so the loop keeps serving while a purgatory is deleted or the server stops.
@@ -13,6 +21,7 @@ so the loop keeps serving while a purgatory is deleted or the server stops.
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import re
 from collections.abc import Callable
@@ -20,7 +29,8 @@ from dataclasses import replace
 from typing import Protocol
 
 from purgatory_server._engine.time import Time
-from purgatory_server._service.config.server_config import Limits, PurgatorySettings
+from purgatory_server._journal import JournalError
+from purgatory_server._service.config.server_config import ConfigError, Limits, PurgatorySettings
 from purgatory_server._service.core.budget import ServerBudget
 from purgatory_server._service.core.journal_hooks import JournalHooks
 from purgatory_server._service.core.named_purgatory import NamedPurgatory
@@ -30,6 +40,7 @@ from purgatory_server._service.model.errors import (
     InvalidArgument,
     LimitExceeded,
     NotFound,
+    PurgatoryNotOpen,
     ServiceError,
     ShuttingDown,
 )
@@ -43,6 +54,17 @@ __all__ = ["PurgatoryRegistry"]
 logger = logging.getLogger("purgatory_server.service")
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+# Start-up opening retried after a data directory error: first delay, doubling to the cap.
+OPEN_RETRY_S = 0.5
+OPEN_RETRY_MAX_S = 30.0
+_NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+def _why(exc: OSError) -> str:
+    name = errno.errorcode.get(exc.errno or 0, "")
+    text = exc.strerror or type(exc).__name__
+    return f"{text} ({name})" if name else text
 
 
 class Durability(Protocol):
@@ -109,6 +131,11 @@ class PurgatoryRegistry:
         self.router = router
         # Open Session streams and their cut-offs, for the metrics (telemetry/streams.py).
         self.sessions = SessionFigures()
+        # Start-up purgatories whose data directory failed, and the tasks that retry
+        # opening them (open_or_retry).
+        # name -> (why, the delay to the next attempt; None: no more, see the log)
+        self._unopened: dict[str, tuple[str, float | None]] = {}
+        self._retries: dict[str, asyncio.Task[None]] = {}
 
     def validate_name(self, name: str, field: str = "name") -> None:
         if not name:
@@ -128,11 +155,78 @@ class PurgatoryRegistry:
         return replace(overrides, name=name).over(base)
 
     def create(self, settings: PurgatorySettings) -> NamedPurgatory:
+        """A new purgatory (CreatePurgatory, start-up); a data directory error is
+        RESOURCE_EXHAUSTED when out of space, FAILED_PRECONDITION otherwise."""
+        try:
+            return self._create(settings)
+        except OSError as exc:
+            # The server's state (a read-only or full data directory), not the request.
+            message = (
+                f"cannot store durable purgatory {settings.name!r} in the data "
+                f"directory: {_why(exc)}"
+            )
+            if exc.errno in _NO_SPACE:
+                raise LimitExceeded(message) from exc
+            raise FailedPrecondition(message) from exc
+
+    def open_or_retry(self, settings: PurgatorySettings) -> None:
+        """Start-up: :meth:`create`, except that a data directory error leaves the name
+        answering UNAVAILABLE while a task retries (module docstring). A name the limits
+        refuse (``max_name_length`` lowered below an existing purgatory's) is a
+        :class:`ConfigError` naming the purgatory: start-up stops, nothing is dropped."""
+        try:
+            self.validate_name(settings.name)
+        except InvalidArgument as exc:
+            raise ConfigError(
+                f"purgatory {quote(settings.name)} ({len(settings.name)} characters): "
+                f"{exc.problem}; raise max_name_length or delete the purgatory"
+            ) from exc
+        try:
+            self._create(settings)
+        except OSError as exc:
+            self._defer(settings, exc, OPEN_RETRY_S)
+
+    def _defer(self, settings: PurgatorySettings, exc: OSError, delay: float) -> None:
+        name = settings.name
+        self._unopened[name] = (_why(exc), delay)
+        logger.error(
+            "purgatory %s cannot be opened: %s; serving the others, trying again in %.1f s",
+            name,
+            _why(exc),
+            delay,
+        )
+        self._retries[name] = self._loop.create_task(self._retry(settings, delay))
+
+    async def _retry(self, settings: PurgatorySettings, delay: float) -> None:
+        await asyncio.sleep(delay)
+        if self._closed is not None:
+            return
+        name = settings.name
+        del self._unopened[name], self._retries[name]
+        try:
+            self._create(settings)
+        except OSError as exc:
+            self._defer(settings, exc, min(2 * delay, OPEN_RETRY_MAX_S))
+            return
+        except ServiceError as exc:  # e.g. max_purgatories reached meanwhile
+            logger.error("purgatory %s cannot be opened: %s", name, exc.message)
+            return
+        except JournalError as exc:  # corrupt, or records missing: the operator's call
+            self._unopened[name] = (str(exc), None)
+            logger.error("purgatory %s cannot be opened: %s", name, exc)
+            return
+        logger.info("purgatory %s opened after its data directory recovered", name)
+
+    def _create(self, settings: PurgatorySettings) -> NamedPurgatory:
+        """:meth:`create` with a data directory error raised as the ``OSError``."""
         if self._closed is not None:
             raise self._closed
         self.validate_name(settings.name)
         if settings.name in self._purgatories:
             raise AlreadyExists(f"purgatory {settings.name!r} already exists")
+        unopened = self._unopened.get(settings.name)
+        if unopened is not None:
+            raise PurgatoryNotOpen(settings.name, *unopened)
         if self.router is not None:
             self.router(settings.name, True)  # a replicated name: only its takeover creates it
         if len(self._purgatories) >= self.limits.max_purgatories:
@@ -153,14 +247,7 @@ class PurgatoryRegistry:
     def _build(self, settings: PurgatorySettings) -> NamedPurgatory:
         store = None
         if self._journal_factory is not None:
-            try:
-                store = self._journal_factory(settings)
-            except OSError as exc:
-                # The server's state (a read-only or full data directory), not the request.
-                raise FailedPrecondition(
-                    f"cannot store durable purgatory {settings.name!r} in the data "
-                    f"directory: {exc.strerror or type(exc).__name__}"
-                ) from exc
+            store = self._journal_factory(settings)  # OSError: see create, open_or_retry
         purgatory = NamedPurgatory(
             settings,
             self.limits,
@@ -193,6 +280,9 @@ class PurgatoryRegistry:
             raise self._closed
         purgatory = self._purgatories.get(name)
         if purgatory is None:
+            unopened = self._unopened.get(name)
+            if unopened is not None:
+                raise PurgatoryNotOpen(name, *unopened)
             # A name no purgatory can have is INVALID_ARGUMENT, as CreatePurgatory says.
             self.validate_name(name, field)
             if self.router is not None:
@@ -247,6 +337,10 @@ class PurgatoryRegistry:
         error = error if error is not None else ShuttingDown()
         if self._closed is None:
             self._closed = error
+        for task in self._retries.values():
+            task.cancel()
+        self._retries.clear()
+        self._unopened.clear()
         for purgatory in self._purgatories.values():
             purgatory.close(error)
 

@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import gc
 import logging
+import os
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -28,7 +29,12 @@ from typing import TYPE_CHECKING, Any
 from purgatory_proto.v1.journal_pb2 import JournalRecord
 
 from purgatory_server._engine.time import SYSTEM_TIME, Time
-from purgatory_server._journal import FsyncPolicy, JournalConfig, JournalError
+from purgatory_server._journal import (
+    FsyncPolicy,
+    JournalConfig,
+    JournalError,
+    JournalNoSpaceError,
+)
 from purgatory_server._journal import Journal as WriteAheadLog
 from purgatory_server._service.config.server_config import PurgatorySettings, ServerConfig
 from purgatory_server._service.core.operation import RemoteOperation
@@ -85,6 +91,12 @@ class DurableHooks:
         self._batch: asyncio.Future[None] | None = None  # the buffered, unsubmitted batch
         self._last: asyncio.Future[None] | None = None  # the latest submitted batch
         self._conditions: dict[ConditionSpec, tuple[Any, bytes]] = {}
+
+    @property
+    def no_space(self) -> str | None:
+        """Why the journal is stalled out of space (None: it writes); written by its
+        writer thread, read here without a lock (one attribute)."""
+        return self._wal.no_space
 
     # -- hooks (loop thread) -----------------------------------------------------------
     def _condition(self, spec: ConditionSpec) -> tuple[Any, bytes]:
@@ -333,13 +345,20 @@ def journal_config(config: ServerConfig, settings: PurgatorySettings) -> Journal
 
 
 def durable_factory(
-    config: ServerConfig, loop: asyncio.AbstractEventLoop, clock: Time | None = None
+    config: ServerConfig,
+    loop: asyncio.AbstractEventLoop,
+    clock: Time | None = None,
+    *,
+    write: Callable[[int, memoryview], int] = os.write,
 ) -> Callable[[PurgatorySettings], DurableStore | None]:
     """The registry's journal factory: a :class:`DurableStore` for durable settings.
 
     Opening recovers the journal (blocking; at start-up, or CreatePurgatory of a new and
     therefore empty journal) and raises :class:`JournalCorruptionError` for a corrupt
-    mid-file record unless ``config.repair_journal``.
+    mid-file record or missing records (:class:`JournalGapError`) unless
+    ``config.repair_journal``, and ``OSError`` when the data directory fails (out of
+    space included). ``write`` is the journals' ``os.write`` (a test makes it run out of
+    space; ``create_server(journal_factory=...)`` takes the factory).
     """
     data_dir = Path(config.data_dir)
     store_clock = clock if clock is not None else SYSTEM_TIME
@@ -350,11 +369,15 @@ def durable_factory(
         data_dir.mkdir(parents=True, exist_ok=True)
         write_settings(data_dir, settings)
         incarnation = durable_incarnation(data_dir / settings.name)
-        wal = WriteAheadLog.open(
-            journal_dir(data_dir, settings.name),
-            journal_config(config, settings),
-            repair=config.repair_journal,
-        )
+        try:
+            wal = WriteAheadLog.open(
+                journal_dir(data_dir, settings.name),
+                journal_config(config, settings),
+                repair=config.repair_journal,
+                _write=write,
+            )
+        except JournalNoSpaceError as exc:  # its first segment: a data directory error
+            raise OSError(exc.errno, str(exc)) from exc
         try:
             return DurableStore(data_dir, settings, wal, loop, incarnation, clock=store_clock)
         except BaseException:

@@ -149,8 +149,9 @@ def test_rate_windows_replay_and_carry(tmp_path: Path) -> None:
                 [reg(f"s{i}", "k"), out(f"s{i}", i + 1), at(i + 1, 1_000 + 10 * i, "ab"[i % 2])]
             )
             journal.append_sync([settled("g", Settled.DISPOSITION_ACKED, i + 1)])
-        # An extension (no delivery time) is no delivery.
-        journal.append_sync([delivered("g", 150, 1, 99_999)])
+        # An extension (no delivery time) is no delivery; a time recorded out of order
+        # (the wall clock stepped back) and already out of the window is dropped.
+        journal.append_sync([delivered("g", 150, 1, 99_999), at(150, 5, "c")])
         expected = windows(journal._state.snapshot(0).groups)
         assert journal.compact().deleted_segments >= 3
     last = 1_000 + 10 * 149

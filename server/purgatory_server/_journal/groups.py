@@ -30,6 +30,7 @@ Thread-safety: none; owned by the :class:`~.state.JournalState` that owns it.
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 
 from purgatory_proto.v1.journal_pb2 import JournalRecord
@@ -59,18 +60,22 @@ class _LiveGroup:
     entries: dict[int, _Item]
     anchor: int
     # A rate-limited group's delivery times per rate key, oldest first.
-    windows: dict[str, list[int]] = field(default_factory=dict)
+    windows: dict[str, deque[int]] = field(default_factory=dict)
     latest_delivery: int = 0
     sweep_at: int = _FIRST_SWEEP
 
     def add_delivery(self, key: str, at: int) -> None:
         window_ms = self.state.rate_window_ms
         self.latest_delivery = max(self.latest_delivery, at)
-        times = self.windows.setdefault(key, [])
+        times = self.windows.get(key)
+        if times is None:
+            times = self.windows[key] = deque()
         times.append(at)
         cutoff = self.latest_delivery - window_ms
-        if times[0] <= cutoff:
-            times[:] = [t for t in times if t > cutoff]
+        while times and times[0] <= cutoff:  # O(1) amortized
+            times.popleft()
+        if not times:  # a time recorded out of order, already out of the window
+            del self.windows[key]
         if len(self.windows) > self.sweep_at:
             self.rate_windows()
             self.sweep_at = max(_FIRST_SWEEP, 2 * len(self.windows))
@@ -82,7 +87,7 @@ class _LiveGroup:
         for key in list(self.windows):
             kept = [t for t in self.windows[key] if t > cutoff]
             if kept:
-                self.windows[key] = kept
+                self.windows[key] = deque(kept)
                 out.append(RateWindow(key=key, delivered_wall_ms=kept))
             else:
                 del self.windows[key]

@@ -250,8 +250,8 @@ class WorkerGroup:
                 member,
                 priority=priority,
                 ordering_key=selector.ordering_key(entry) or "",
-                delivered_ms=now if selector.limiter is not None else 0,
-                rate_key=rate_key,
+                now=now,
+                rate_key=rate_key if selector.limiter is not None else None,
             )
         if selector.limiter is None:
             return
@@ -279,14 +279,18 @@ class WorkerGroup:
         *,
         priority: int = 0,
         ordering_key: str = "",
-        delivered_ms: int = 0,
-        rate_key: str = "",
+        now: int = 0,
+        rate_key: str | None = None,
     ) -> None:
+        """``now``: the wall clock the selector judged at (0: read it), so the lease
+        starts when the rate window counts it; ``rate_key`` set: a rate-limited
+        group's delivery, journaled with its time."""
         timeout = self.config.visibility_timeout_ms
         entry.attempts += 1
         entry.state = EntryState.LEASED
         entry.holder = member
-        deadline = self._clock.wall_clock_ms() + timeout
+        now = now or self._clock.wall_clock_ms()
+        deadline = now + timeout
         entry.lease_deadline_ms = deadline
         task = LeaseTask(timeout, self.name, entry.sequence, self._expired)
         entry.lease = task
@@ -309,8 +313,8 @@ class WorkerGroup:
             entry.attempts,
             deadline,
             partial(self._send, entry, task, member, delivery),
-            delivered_ms=delivered_ms,
-            rate_key=rate_key,
+            delivered_ms=0 if rate_key is None else now,
+            rate_key=rate_key or "",
         )
 
     @staticmethod

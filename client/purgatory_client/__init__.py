@@ -20,6 +20,8 @@ from purgatory_client._batcher import (
 )
 from purgatory_client._dispatch_tasks import ForceCompleteTask, SignalTask, WatchTask
 from purgatory_client._groups_base import (
+    AckEntry,
+    AckResult,
     AsyncDelivery,
     DeadLetterPage,
     Delivery,
@@ -29,6 +31,8 @@ from purgatory_client._groups_base import (
     GroupRateLimit,
     GroupSelection,
     IdPrefix,
+    NackResult,
+    RetryBackoff,
 )
 from purgatory_client._listing import OperationPage
 from purgatory_client._models import (
@@ -71,6 +75,8 @@ from purgatory_client.errors import (
 )
 
 __all__ = [
+    "AckEntry",
+    "AckResult",
     "AlreadyExistsError",
     "AsyncBatchingDispatcher",
     "AsyncDelivery",
@@ -98,6 +104,7 @@ __all__ = [
     "GroupSelection",
     "IdPrefix",
     "InvalidArgumentError",
+    "NackResult",
     "NotFoundError",
     "OperationPage",
     "OperationResult",
@@ -113,6 +120,7 @@ __all__ = [
     "PurgatoryInfo",
     "ResourceExhaustedError",
     "ResumePolicy",
+    "RetryBackoff",
     "Schedule",
     "ScheduleUpsert",
     "ServerError",

@@ -80,7 +80,7 @@ def step(p: NamedPurgatory, clock: MockTime, ms: int) -> None:
 def join(
     p: NamedPurgatory, selection: Selection, prefetch: int = 16, attempts: int = 3
 ) -> tuple[WorkerGroup, GroupMember]:
-    return p.groups.join("workers", VISIBILITY, attempts, prefetch, selection)
+    return p.groups.join("workers", VISIBILITY, attempts, prefetch, selection=selection)
 
 
 def ack_all(group: WorkerGroup, deliveries: list[Delivery]) -> None:

@@ -31,7 +31,7 @@ import {
   SlowSubscriberError,
   UnavailableError,
 } from "./errors.js";
-import { GroupStream, selectionToWire, type JoinOptions } from "./groups.js";
+import { backoffToWire, GroupStream, selectionToWire, type JoinOptions } from "./groups.js";
 import { deadAfter, deadStream, Watchdog } from "./liveness.js";
 import { UnaryMethods } from "./methods.js";
 import type { Event, OperationSpec, OperationState, RetryPolicy } from "./models.js";
@@ -232,6 +232,7 @@ export class PurgatoryClient extends UnaryMethods {
       prefetch: options.prefetch ?? 0,
       heartbeatIntervalMs,
       selection: options.selection ? selectionToWire(options.selection) : undefined,
+      ...(options.backoff ? { backoff: backoffToWire(options.backoff, invalidArgument) } : {}),
     };
     const open = (): Stream => {
       const stub = this.stubFor(purgatory);

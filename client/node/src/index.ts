@@ -41,6 +41,8 @@ export type { ErrorDetails } from "./details.js";
 export * from "./errors.js";
 export {
   GroupStream,
+  type AckEntry,
+  type AckResult,
   type DeadLetterPage,
   type Delivery,
   type GroupInfo,
@@ -49,6 +51,8 @@ export {
   type GroupSelection,
   type JoinOptions,
   type KeySource,
+  type NackResult,
+  type RetryBackoff,
 } from "./groups.js";
 export {
   Condition,

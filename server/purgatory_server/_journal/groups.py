@@ -13,6 +13,9 @@ Replay rules (docs/journal.md "Worker groups"), applied in journal order:
   REDRIVEN makes them live again with a fresh budget: ``redriven_at`` becomes
   ``attempts``, which stays (attempt numbers never repeat: they fence stale acks). Dead
   letters and redriven entries hold no lease (deadline 0).
+- ``group_retry`` (a nack, or a lapsed lease of a group with backoff): the entry's
+  attempts become at least ``attempt``, its lease ends, and it waits until
+  ``retry_at_wall_ms``. A later lease (``group_delivered``) or settlement clears the wait.
   Unknown groups or sequences are ignored.
 - a rate-limited group (``rate_window_ms`` set): each ``group_delivered`` with a
   ``delivered_wall_ms`` adds that time to its ``rate_key``'s window, and a key keeps
@@ -51,6 +54,7 @@ class _Item:
     dead: bool
     redriven_at: int = 0
     lease_deadline: int = 0
+    retry_at: int = 0
 
 
 @dataclass(slots=True)
@@ -120,7 +124,12 @@ class GroupTracker:
         del settings.rate_windows[:]
         entries = {
             e.outcome.sequence: _Item(
-                e.outcome, e.attempts, e.dead, e.redriven_at, e.lease_deadline_wall_ms
+                e.outcome,
+                e.attempts,
+                e.dead,
+                e.redriven_at,
+                e.lease_deadline_wall_ms,
+                e.retry_at_wall_ms,
             )
             for e in record.entries
         }
@@ -143,8 +152,17 @@ class GroupTracker:
         if item is not None:
             item.attempts = record.attempt
             item.lease_deadline = record.lease_deadline_wall_ms
+            item.retry_at = 0
         if group is not None and record.delivered_wall_ms and group.state.rate_window_ms:
             group.add_delivery(record.rate_key, record.delivered_wall_ms)
+
+    def apply_retry(self, record: JournalRecord.GroupRetry) -> None:
+        group = self.groups.get(record.group)
+        item = group.entries.get(record.sequence) if group is not None else None
+        if item is not None:
+            item.attempts = max(item.attempts, record.attempt)
+            item.lease_deadline = 0
+            item.retry_at = record.retry_at_wall_ms
 
     def apply_settled(self, record: JournalRecord.GroupSettled) -> None:
         group = self.groups.get(record.group)
@@ -160,6 +178,7 @@ class GroupTracker:
             if item is None:
                 continue
             item.lease_deadline = 0
+            item.retry_at = 0
             if disposition == Settled.DISPOSITION_DEAD_LETTERED:
                 item.dead = True
             elif disposition == Settled.DISPOSITION_REDRIVEN:
@@ -200,4 +219,5 @@ def _entry(item: _Item) -> Entry:
         dead=item.dead,
         redriven_at=item.redriven_at,
         lease_deadline_wall_ms=item.lease_deadline,
+        retry_at_wall_ms=item.retry_at,
     )

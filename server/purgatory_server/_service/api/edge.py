@@ -72,6 +72,8 @@ METHOD_RULES: dict[str, tuple[Permission | None, str | None]] = {
     # Worker groups: consumers' calls need SUBSCRIBE, deleting a group ADMIN.
     "Ack": (Permission.SUBSCRIBE, "purgatory"),
     "ExtendLease": (Permission.SUBSCRIBE, "purgatory"),
+    "Nack": (Permission.SUBSCRIBE, "purgatory"),
+    "AckBatch": (Permission.SUBSCRIBE, "purgatory"),
     "ListDeadLetters": (Permission.SUBSCRIBE, "purgatory"),
     "Redrive": (Permission.SUBSCRIBE, "purgatory"),
     "DiscardDeadLetters": (Permission.SUBSCRIBE, "purgatory"),

@@ -16,7 +16,13 @@ import grpc
 from purgatory_proto.v1 import purgatory_pb2 as pb
 from purgatory_proto.v1 import purgatory_pb2_grpc as pb_grpc
 
-from purgatory_server._service.api import groups_rpc, listing_rpc, operations_rpc, schedules_rpc
+from purgatory_server._service.api import (
+    group_acks_rpc,
+    groups_rpc,
+    listing_rpc,
+    operations_rpc,
+    schedules_rpc,
+)
 from purgatory_server._service.api.admission import NO_ADMISSION, Admission
 from purgatory_server._service.api.answer import Service, answer
 from purgatory_server._service.api.event_cache import EncodedEvents
@@ -198,6 +204,18 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
     ) -> pb.ExtendLeaseResponse:
         return await answer(
             self._service, request, groups_rpc.extend_lease, groups_rpc.check_extend_lease
+        )
+
+    async def Nack(
+        self, request: pb.NackRequest, context: grpc.aio.ServicerContext
+    ) -> pb.NackResponse:
+        return await answer(self._service, request, group_acks_rpc.nack, group_acks_rpc.check_nack)
+
+    async def AckBatch(
+        self, request: pb.AckBatchRequest, context: grpc.aio.ServicerContext
+    ) -> pb.AckBatchResponse:
+        return await answer(
+            self._service, request, group_acks_rpc.ack_batch, group_acks_rpc.check_ack_batch
         )
 
     async def ListDeadLetters(

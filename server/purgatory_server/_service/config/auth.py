@@ -16,7 +16,7 @@ Permissions (``admin`` implies the others on the same purgatories):
   its armed occurrence);
 - a Session frame: ``watch``/``signal``/``force`` for its watches/signals/force-completes
   (checked per frame by the edge);
-- ``subscribe``: Subscribe (a worker group's member too), Ack, ExtendLease,
+- ``subscribe``: Subscribe (a worker group's member too), Ack, Nack, AckBatch, ExtendLease,
   ListDeadLetters, Redrive, DiscardDeadLetters, ListGroups;
 - ``admin``: CreatePurgatory, DeletePurgatory, DeleteGroup.
 

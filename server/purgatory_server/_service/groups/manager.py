@@ -24,6 +24,7 @@ from purgatory_proto.v1.journal_pb2 import JournalRecord
 from purgatory_server._engine.time import Time
 from purgatory_server._engine.timer import Timer
 from purgatory_server._service.config.server_config import Limits
+from purgatory_server._service.groups.backoff import RetryBackoff
 from purgatory_server._service.groups.group import WorkerGroup
 from purgatory_server._service.groups.group_config import GroupConfig
 from purgatory_server._service.groups.lease import LeaseTask
@@ -113,15 +114,17 @@ class GroupSet:
         visibility_timeout_ms: int,
         max_attempts: int,
         prefetch: int,
+        *,
         selection: Selection | None = None,
+        backoff: RetryBackoff | None = None,
     ) -> tuple[WorkerGroup, GroupMember]:
         """A new member of group ``name``, creating the group (zero settings: defaults).
 
         An existing group keeps its settings: a non-zero setting that differs from them
         is FailedPrecondition (the caller expects a group that is not there); so is a
-        ``selection`` that differs from the group's (None: the group's). Members of
-        all groups together are bounded by ``max_subscribers`` (counted apart from the
-        purgatory's broadcast subscribers).
+        ``selection`` or a ``backoff`` that differs from the group's (None: the group's).
+        Members of all groups together are bounded by ``max_subscribers`` (counted apart
+        from the purgatory's broadcast subscribers).
         """
         members = sum(len(g.members) for g in self._groups.values())
         if members >= self._limits.max_subscribers:
@@ -140,7 +143,8 @@ class GroupSet:
             config = GroupConfig(
                 visibility_timeout_ms or defaults.visibility_timeout_ms,
                 max_attempts or defaults.max_attempts,
-                selection,
+                selection=selection,
+                backoff=backoff,
             )
             group = self._new(name, config, self._log.last_sequence)
             if self._records is not None:
@@ -160,6 +164,11 @@ class GroupSet:
                     f"group {quote(name)} exists with another selection (priorities, "
                     "ordering key, rate limit); leave it unset to use the group's, or "
                     "delete the group to change it"
+                )
+            if backoff is not None and backoff != config.backoff:
+                raise FailedPrecondition(
+                    f"group {quote(name)} exists with backoff {config.backoff}; "
+                    "leave backoff unset to use it, or delete the group to change it"
                 )
         member = GroupMember(prefetch)
         group.join(member)

@@ -34,6 +34,7 @@ class AsyncGroupMethods(ClientBase):
         purgatory: str | None = None,
         heartbeat_interval_ms: int = 0,
         resume: ResumePolicy | None = None,
+        selection: gb.GroupSelection | None = None,
         backoff: gb.RetryBackoff | None = None,
     ) -> AsyncGroupStream:
         """Join ``group`` (created on first join with the given settings; 0: the
@@ -43,7 +44,9 @@ class AsyncGroupMethods(ClientBase):
         group's retry backoff (creation; None: none, or the group's). A stream dropped by
         UNAVAILABLE (a server restart) is re-joined under the client's ResumePolicy;
         other errors are raised. Leases held when a stream drops run out and are
-        redelivered (at-least-once). ``close()`` leaves the group."""
+        redelivered (at-least-once). ``close()`` leaves the group. ``selection``:
+        priorities, an ordering key and a rate limit, for a group this join creates
+        (None: the group's; another one than the group's: FailedPreconditionError)."""
         req = gb.group_subscribe_request(
             self._name(purgatory),
             group,
@@ -51,6 +54,7 @@ class AsyncGroupMethods(ClientBase):
             max_attempts=max_attempts,
             prefetch=prefetch,
             heartbeat_interval_ms=heartbeat_interval_ms,
+            selection=selection,
             backoff=backoff,
         )
         stream = AsyncGroupStream(self, req, Backoff(resume or self._resume))

@@ -18,7 +18,16 @@ from purgatory_client._bounds import (
     MIN_VISIBILITY_TIMEOUT_MS,
 )
 from purgatory_client._cli_common import Context, count, default_or
-from purgatory_client._groups_base import AckEntry, RetryBackoff
+from purgatory_client._groups_base import (
+    AckEntry,
+    FirstKey,
+    GroupPriority,
+    GroupRateLimit,
+    GroupSelection,
+    IdPrefix,
+    KeySource,
+    RetryBackoff,
+)
 from purgatory_client._resume import ResumePolicy
 
 __all__ = ["add_group_subscribe_args", "register", "run_group_subscribe"]
@@ -127,6 +136,44 @@ def add_group_subscribe_args(subscribe: argparse.ArgumentParser) -> None:
         default=0,
         help="with --group: leases held at once (16)",
     )
+    # A new group's selection (docs/service.md "Priorities, ordering keys and rate
+    # limits"); both --priority forms append to one list, so the rules keep their order.
+    subscribe.add_argument(
+        "--priority",
+        dest="priorities",
+        action="append",
+        type=_rule("operation_id_prefix"),
+        metavar="PREFIX=N",
+        help="with --group, creating it: operation ids starting with PREFIX get priority N "
+        "(higher first; the first matching rule wins; repeatable)",
+    )
+    subscribe.add_argument(
+        "--priority-key",
+        dest="priorities",
+        action="append",
+        type=_rule("key"),
+        metavar="KEY=N",
+        help="with --group, creating it: operations watching KEY get priority N",
+    )
+    subscribe.add_argument(
+        "--ordering-key",
+        type=_key_source,
+        metavar="first-key|SEP",
+        help="with --group, creating it: one outcome per key in flight, in order; the key "
+        "is the first watched key, or the operation id up to separator SEP",
+    )
+    subscribe.add_argument(
+        "--rate-limit",
+        type=_rate,
+        metavar="MAX/WINDOW_MS",
+        help="with --group, creating it: at most MAX deliveries in any WINDOW_MS",
+    )
+    subscribe.add_argument(
+        "--rate-limit-per-key",
+        type=_key_source,
+        metavar="first-key|SEP",
+        help="with --rate-limit: the bound holds per key (as for --ordering-key)",
+    )
     subscribe.add_argument(
         "--backoff",
         choices=["fixed", "exponential"],
@@ -150,6 +197,41 @@ def add_group_subscribe_args(subscribe: argparse.ArgumentParser) -> None:
         default=0.0,
         help="with --backoff: the random share of each wait, 0 to 1 (0)",
     )
+
+
+def _rule(field: str) -> Any:
+    def parse(text: str) -> GroupPriority:
+        name, sep, number = text.rpartition("=")
+        if not sep or not name or not number.isdigit():
+            raise argparse.ArgumentTypeError(f"expected NAME=N, got {text!r}")
+        return GroupPriority(int(number), **{field: name})
+
+    return parse
+
+
+def _key_source(text: str) -> KeySource:
+    if not text:
+        raise argparse.ArgumentTypeError("expected first-key or a separator")
+    return FirstKey() if text == "first-key" else IdPrefix(text)
+
+
+def _rate(text: str) -> tuple[int, int]:
+    most, sep, window = text.partition("/")
+    if not sep or not most.isdigit() or not window.isdigit():
+        raise argparse.ArgumentTypeError(f"expected MAX/WINDOW_MS, got {text!r}")
+    return int(most), int(window)
+
+
+def _selection(args: argparse.Namespace) -> GroupSelection | None:
+    """The selection the options give (None: none; the group's, if it exists)."""
+    rate = None
+    if args.rate_limit is not None:
+        most, window = args.rate_limit
+        rate = GroupRateLimit(most, window, args.rate_limit_per_key)
+    priorities = tuple(args.priorities or ())
+    if not priorities and args.ordering_key is None and rate is None:
+        return None
+    return GroupSelection(priorities, args.ordering_key, rate)
 
 
 def _share(text: str) -> float:
@@ -178,12 +260,16 @@ def _delivery(value: Any) -> dict[str, Any]:
 
 
 def run_group_subscribe(args: argparse.Namespace, ctx: Context, resume: ResumePolicy) -> int:
+    if args.rate_limit_per_key is not None and args.rate_limit is None:
+        sys.stderr.write("purgatory: subscribe --rate-limit-per-key needs --rate-limit\n")
+        return 2
     stream = ctx.client.join_group(
         args.group,
         visibility_timeout_ms=args.visibility_timeout_ms,
         max_attempts=args.max_attempts,
         prefetch=args.prefetch,
         resume=resume,
+        selection=_selection(args),
         backoff=None
         if args.backoff is None
         else RetryBackoff(

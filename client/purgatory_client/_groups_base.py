@@ -4,6 +4,12 @@ A group member's stream yields :class:`Delivery` (sync) or :class:`AsyncDelivery
 (asyncio) events: an :class:`~purgatory_client.Event` plus the delivery's attempt number,
 lease deadline and group, with ``ack()`` / ``nack()`` / ``extend()`` bound to the client
 that received it. Semantics: docs/service.md "Worker groups".
+
+A group's delivery selection (:class:`GroupSelection`: :class:`GroupPriority` rules, an
+ordering key, a :class:`GroupRateLimit`) is given on the join that creates the group;
+keys come from :class:`FirstKey` (the operation's first watched key) or
+:class:`IdPrefix` (its id up to a separator). Semantics: docs/service.md "Priorities,
+ordering keys and rate limits".
 """
 
 from __future__ import annotations
@@ -23,7 +29,12 @@ __all__ = [
     "AsyncDelivery",
     "DeadLetterPage",
     "Delivery",
+    "FirstKey",
     "GroupInfo",
+    "GroupPriority",
+    "GroupRateLimit",
+    "GroupSelection",
+    "IdPrefix",
     "NackResult",
     "RetryBackoff",
     "group_subscribe_request",
@@ -83,6 +94,93 @@ class AckResult:
 
 
 @dataclass(frozen=True)
+class FirstKey:
+    """An outcome's key is the first key its operation watched (none: no key)."""
+
+
+@dataclass(frozen=True)
+class IdPrefix:
+    """An outcome's key is its operation id up to ``separator`` (absent: no key)."""
+
+    separator: str = "/"
+
+
+KeySource = FirstKey | IdPrefix
+
+
+@dataclass(frozen=True)
+class GroupPriority:
+    """Outcomes matching every non-empty field get ``priority`` (higher goes first)."""
+
+    priority: int
+    operation_id_prefix: str = ""
+    key: str = ""
+
+
+@dataclass(frozen=True)
+class GroupRateLimit:
+    """At most ``max`` deliveries in any ``window_ms``; per key when ``per_key`` is set."""
+
+    max: int
+    window_ms: int
+    per_key: KeySource | None = None
+
+
+@dataclass(frozen=True)
+class GroupSelection:
+    """Which ready outcome a group delivers next (fixed at the group's creation)."""
+
+    priorities: tuple[GroupPriority, ...] = ()
+    ordering_key: KeySource | None = None
+    rate_limit: GroupRateLimit | None = None
+
+
+def _source_to_proto(source: KeySource) -> Any:
+    if isinstance(source, IdPrefix):
+        return pb.GroupKeySource(operation_id_separator=source.separator)
+    return pb.GroupKeySource(first_key=True)
+
+
+def _source_from_proto(msg: Any) -> KeySource:
+    if msg.WhichOneof("source") == "operation_id_separator":
+        return IdPrefix(msg.operation_id_separator)
+    return FirstKey()
+
+
+def selection_to_proto(selection: GroupSelection) -> Any:
+    msg = pb.GroupSelection(
+        priorities=[
+            pb.GroupPriority(
+                priority=p.priority, operation_id_prefix=p.operation_id_prefix, key=p.key
+            )
+            for p in selection.priorities
+        ]
+    )
+    if selection.ordering_key is not None:
+        msg.ordering_key.CopyFrom(_source_to_proto(selection.ordering_key))
+    rate = selection.rate_limit
+    if rate is not None:
+        msg.rate_limit.max = rate.max
+        msg.rate_limit.window_ms = rate.window_ms
+        if rate.per_key is not None:
+            msg.rate_limit.per_key.CopyFrom(_source_to_proto(rate.per_key))
+    return msg
+
+
+def selection_from_proto(msg: Any) -> GroupSelection:
+    rate = None
+    if msg.HasField("rate_limit"):
+        r = msg.rate_limit
+        per_key = _source_from_proto(r.per_key) if r.HasField("per_key") else None
+        rate = GroupRateLimit(r.max, r.window_ms, per_key)
+    return GroupSelection(
+        tuple(GroupPriority(p.priority, p.operation_id_prefix, p.key) for p in msg.priorities),
+        _source_from_proto(msg.ordering_key) if msg.HasField("ordering_key") else None,
+        rate,
+    )
+
+
+@dataclass(frozen=True)
 class Delivery(Event):
     """An outcome leased to this member: ``ack()`` when done, ``extend()`` for more time.
 
@@ -96,6 +194,9 @@ class Delivery(Event):
     group: str = ""
     # True for an entry of list_dead_letters (its attempt: the deliveries it got).
     dead_letter: bool = False
+    # From a group with a selection: the outcome's priority and ordering key ("": none).
+    priority: int = 0
+    ordering_key: str = ""
     _ops: Any = field(default=None, repr=False, compare=False)
 
     def ack(self) -> None:
@@ -138,6 +239,9 @@ class AsyncDelivery(Event):
     group: str = ""
     # True for an entry of list_dead_letters (its attempt: the deliveries it got).
     dead_letter: bool = False
+    # From a group with a selection: the outcome's priority and ordering key ("": none).
+    priority: int = 0
+    ordering_key: str = ""
     _ops: Any = field(default=None, repr=False, compare=False)
 
     async def ack(self) -> None:
@@ -177,6 +281,7 @@ class GroupInfo:
     dead_letters: int
     members: int
     last_sequence: int
+    selection: GroupSelection | None = None
     # Outcomes waiting out a backoff or a nack's delay; the group's backoff (None: none).
     retrying: int = 0
     backoff: RetryBackoff | None = None
@@ -199,6 +304,7 @@ def group_subscribe_request(
     max_attempts: int,
     prefetch: int,
     heartbeat_interval_ms: int,
+    selection: GroupSelection | None = None,
     backoff: RetryBackoff | None = None,
 ) -> Any:
     req = pb.SubscribeRequest(
@@ -208,6 +314,7 @@ def group_subscribe_request(
         max_attempts=max_attempts,
         prefetch=prefetch,
         heartbeat_interval_ms=heartbeat_interval_ms,
+        selection=None if selection is None else selection_to_proto(selection),
     )
     if backoff is not None:
         kind = _BACKOFF_TYPES.get(backoff.type)
@@ -232,6 +339,8 @@ def delivery_from_proto(msg: Any, ops: Any, cls: type[Delivery] | type[AsyncDeli
         lease_deadline_ms=msg.lease_deadline_ms,
         group=msg.group,
         dead_letter=msg.dead_letter,
+        priority=msg.priority,
+        ordering_key=msg.ordering_key,
         _ops=ops,
     )
 
@@ -246,6 +355,7 @@ def group_from_proto(msg: Any) -> GroupInfo:
         dead_letters=msg.dead_letters,
         members=msg.members,
         last_sequence=msg.last_sequence,
+        selection=selection_from_proto(msg.selection) if msg.HasField("selection") else None,
         retrying=msg.retrying,
         backoff=_backoff_from_proto(msg.backoff) if msg.HasField("backoff") else None,
     )

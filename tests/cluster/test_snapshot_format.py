@@ -301,3 +301,38 @@ def test_a_snapshot_carries_the_dedup_window() -> None:
         expected
     )
     assert rebuilt.events == owner_state.events
+
+
+def test_a_snapshot_carries_a_groups_selection_and_rate_windows() -> None:
+    """A takeover keeps a worker group's delivery selection and its rate windows (the
+    delivery times per rate key, those before the snapshot included)."""
+    owner = Owner(7)
+    group = JournalRecord()
+    state = group.group_state
+    state.purgatory, state.group, state.max_attempts = "p", "g", 3
+    state.selection = b"\x1a\x06\x08\x02\x10\xe8\x07"  # opaque here (a GroupSelection)
+    state.rate_window_ms = 300  # times more than 300 ms before the latest one leave
+    owner.submit([group])
+
+    def delivered(n: int) -> JournalRecord:
+        record = JournalRecord()
+        d = record.group_delivered
+        d.purgatory, d.group, d.sequence, d.attempt = "p", "g", 1, n
+        d.delivered_wall_ms, d.rate_key = 10**12 + 100 * n, "ab"[n % 2]
+        return record
+
+    for n in range(1, 6):
+        owner.random_submission()
+        owner.submit([delivered(n)])
+    begin = owner.snapshot("1.1", interleave=2, chunk_bytes=600)
+    owner.submit([delivered(6)])
+
+    def windows(replay: SubjectReplay) -> tuple[bytes, dict[str, list[int]]]:
+        (g,) = replay.state.snapshot(replay.next_index).groups.values()
+        return g.state.selection, {w.key: list(w.delivered_wall_ms) for w in g.rate_windows}
+
+    expected = windows(owner.replay)
+    t = 10**12
+    assert expected == (state.selection, {"a": [t + 400, t + 600], "b": [t + 500]})
+    assert windows(read(owner.subject[begin:])) == expected
+    assert windows(read(owner.subject)) == expected

@@ -88,7 +88,9 @@ async def test_a_lease_that_lapsed_while_down_waits_out_the_backoff() -> None:
         lapsed.lease_deadline_ms = now - 100
         waiting.retry_at_ms = now + 50
         backoff = ServerBackoff(BackoffType.EXPONENTIAL, 100, jitter=0.9)
-        p.groups.restore({"g": RestoredGroup(GroupConfig(1_000, 5, backoff), 2, [lapsed, waiting])})
+        p.groups.restore(
+            {"g": RestoredGroup(GroupConfig(1_000, 5, backoff=backoff), 2, [lapsed, waiting])}
+        )
         group, member = p.groups.join("g", 0, 0, 16)
         assert group.tally()[EntryState.WAITING] == 2
         step(p, clock, 50)

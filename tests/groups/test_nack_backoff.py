@@ -43,7 +43,7 @@ async def purgatory(clock: MockTime) -> AsyncIterator[NamedPurgatory]:
 def join(
     p: NamedPurgatory, backoff: RetryBackoff | None = None, attempts: int = 5
 ) -> tuple[WorkerGroup, GroupMember]:
-    return p.groups.join("workers", VISIBILITY, attempts, 16, backoff)
+    return p.groups.join("workers", VISIBILITY, attempts, 16, backoff=backoff)
 
 
 def attempts_of(member: GroupMember) -> list[tuple[int, int]]:

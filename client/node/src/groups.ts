@@ -11,7 +11,9 @@
  * letter (`listDeadLetters`, `redrive`, `discardDeadLetters`). A stream dropped by
  * UNAVAILABLE (a server restart) is re-joined with the client's `resume` back-off; other
  * errors are thrown. Leases held when a stream drops run out and are redelivered
- * (at-least-once). `close()` leaves.
+ * (at-least-once). `close()` leaves. `selection` (priorities, an ordering key, a rate
+ * limit) is given on the join that creates a group (docs/service.md "Priorities, ordering
+ * keys and rate limits").
  */
 import type { ClientReadableStream, Metadata } from "@grpc/grpc-js";
 
@@ -31,6 +33,10 @@ export interface Delivery extends Event {
   readonly group: string;
   /** True for an entry of listDeadLetters. */
   readonly deadLetter: boolean;
+  /** From a group with a selection: the outcome's priority (higher first; 0: none). */
+  readonly priority: number;
+  /** From a group with an ordering key: the outcome's key ("": none). */
+  readonly orderingKey: string;
   /** End the delivery (a dead letter: discard it); FailedPreconditionError if the lease
    * was lost meanwhile (delivered again). */
   ack(): Promise<void>;
@@ -125,10 +131,90 @@ export interface GroupInfo {
   /** Connected members. */
   readonly members: number;
   readonly lastSequence: number;
+  /** The group's selection (undefined: none). */
+  readonly selection?: GroupSelection;
   /** Outcomes waiting out a backoff or a nack's delay. */
   readonly retrying: number;
   /** The group's retry backoff; null: none. */
   readonly backoff: RetryBackoff | null;
+}
+
+/** Where an outcome's key comes from: its operation's first watched key, or its
+ * operation id up to a separator ("order-17/ship" with "/": "order-17"). */
+export type KeySource = { readonly firstKey: true } | { readonly operationIdSeparator: string };
+
+/** Outcomes matching every non-empty field get `priority` (0 to 1000000, higher first). */
+export interface GroupPriority {
+  readonly priority: number;
+  readonly operationIdPrefix?: string;
+  readonly key?: string;
+}
+
+/** At most `max` deliveries in any `windowMs`; per key with `perKey`. */
+export interface GroupRateLimit {
+  readonly max: number;
+  readonly windowMs: number;
+  readonly perKey?: KeySource;
+}
+
+/** Which ready outcome a group delivers next (fixed at the group's creation). */
+export interface GroupSelection {
+  /** The first matching rule gives an outcome's priority (none: 0). */
+  readonly priorities?: readonly GroupPriority[];
+  /** One outcome per key in flight, in sequence order. */
+  readonly orderingKey?: KeySource;
+  readonly rateLimit?: GroupRateLimit;
+}
+
+function sourceToWire(source: KeySource): Record<string, unknown> {
+  return "operationIdSeparator" in source
+    ? { operationIdSeparator: source.operationIdSeparator }
+    : { firstKey: true };
+}
+
+function sourceFromWire(m: wire.WireMessage): KeySource {
+  return m.source === "operationIdSeparator"
+    ? { operationIdSeparator: m.operationIdSeparator }
+    : { firstKey: true };
+}
+
+export function selectionToWire(selection: GroupSelection): Record<string, unknown> {
+  const rate = selection.rateLimit;
+  return {
+    priorities: (selection.priorities ?? []).map((p) => ({
+      priority: p.priority,
+      operationIdPrefix: p.operationIdPrefix ?? "",
+      key: p.key ?? "",
+    })),
+    orderingKey: selection.orderingKey ? sourceToWire(selection.orderingKey) : undefined,
+    rateLimit: rate
+      ? {
+          max: rate.max,
+          windowMs: rate.windowMs,
+          perKey: rate.perKey ? sourceToWire(rate.perKey) : undefined,
+        }
+      : undefined,
+  };
+}
+
+function selectionFromWire(m: wire.WireMessage): GroupSelection {
+  const rate = m.rateLimit;
+  const priorities = (m.priorities as wire.WireMessage[]).map((p) =>
+    Object.freeze({ priority: p.priority, operationIdPrefix: p.operationIdPrefix, key: p.key }),
+  );
+  return Object.freeze({
+    priorities: Object.freeze(priorities),
+    ...(m.orderingKey ? { orderingKey: sourceFromWire(m.orderingKey) } : {}),
+    ...(rate
+      ? {
+          rateLimit: Object.freeze({
+            max: rate.max,
+            windowMs: rate.windowMs,
+            ...(rate.perKey ? { perKey: sourceFromWire(rate.perKey) } : {}),
+          }),
+        }
+      : {}),
+  });
 }
 
 export interface DeadLetterPage {
@@ -149,6 +235,9 @@ export interface JoinOptions {
   heartbeatIntervalMs?: number;
   /** Needs heartbeats: a stream silent that long is re-joined like a dropped one. */
   deadAfterMs?: number;
+  /** Priorities, an ordering key, a rate limit: for a group this join creates (unset:
+   * the group's; another one than the group's: FailedPreconditionError). */
+  selection?: GroupSelection;
   /** The group's retry backoff (creation; unset: none, or the group's). */
   backoff?: RetryBackoff;
 }
@@ -181,6 +270,8 @@ export function deliveryFromWire(m: wire.WireMessage, ops: LeaseOps): Delivery {
     leaseDeadlineMs: m.leaseDeadlineMs,
     group: m.group,
     deadLetter: m.deadLetter,
+    priority: m.priority,
+    orderingKey: m.orderingKey,
     ack: () => ops.ack(delivery.group, delivery.sequence, {
       attempt: delivery.attempt,
       purgatory: delivery.purgatory,
@@ -210,6 +301,7 @@ export function groupFromWire(m: wire.WireMessage): GroupInfo {
     deadLetters: m.deadLetters,
     members: m.members,
     lastSequence: m.lastSequence,
+    ...(m.selection ? { selection: selectionFromWire(m.selection) } : {}),
     retrying: m.retrying,
     backoff: backoffFromWire(m.backoff),
   });

@@ -46,7 +46,11 @@ export {
   type DeadLetterPage,
   type Delivery,
   type GroupInfo,
+  type GroupPriority,
+  type GroupRateLimit,
+  type GroupSelection,
   type JoinOptions,
+  type KeySource,
   type NackResult,
   type RetryBackoff,
 } from "./groups.js";

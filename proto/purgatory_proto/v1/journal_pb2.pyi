@@ -149,7 +149,7 @@ class JournalRecord(_message.Message):
         deleted_wall_ms: int
         def __init__(self, purgatory: _Optional[str] = ..., schedule_id: _Optional[str] = ..., deleted_wall_ms: _Optional[int] = ...) -> None: ...
     class GroupState(_message.Message):
-        __slots__ = ("purgatory", "group", "visibility_timeout_ms", "max_attempts", "last_sequence", "entries", "source_index", "deleted", "backoff_type", "backoff_delay_ms", "backoff_max_delay_ms", "backoff_jitter")
+        __slots__ = ("purgatory", "group", "visibility_timeout_ms", "max_attempts", "last_sequence", "entries", "source_index", "deleted", "backoff_type", "backoff_delay_ms", "backoff_max_delay_ms", "backoff_jitter", "selection", "rate_window_ms", "rate_windows")
         class Entry(_message.Message):
             __slots__ = ("outcome", "attempts", "dead", "redriven_at", "lease_deadline_wall_ms", "retry_at_wall_ms")
             OUTCOME_FIELD_NUMBER: _ClassVar[int]
@@ -177,6 +177,9 @@ class JournalRecord(_message.Message):
         BACKOFF_DELAY_MS_FIELD_NUMBER: _ClassVar[int]
         BACKOFF_MAX_DELAY_MS_FIELD_NUMBER: _ClassVar[int]
         BACKOFF_JITTER_FIELD_NUMBER: _ClassVar[int]
+        SELECTION_FIELD_NUMBER: _ClassVar[int]
+        RATE_WINDOW_MS_FIELD_NUMBER: _ClassVar[int]
+        RATE_WINDOWS_FIELD_NUMBER: _ClassVar[int]
         purgatory: str
         group: str
         visibility_timeout_ms: int
@@ -189,20 +192,34 @@ class JournalRecord(_message.Message):
         backoff_delay_ms: int
         backoff_max_delay_ms: int
         backoff_jitter: float
-        def __init__(self, purgatory: _Optional[str] = ..., group: _Optional[str] = ..., visibility_timeout_ms: _Optional[int] = ..., max_attempts: _Optional[int] = ..., last_sequence: _Optional[int] = ..., entries: _Optional[_Iterable[_Union[JournalRecord.GroupState.Entry, _Mapping]]] = ..., source_index: _Optional[int] = ..., deleted: _Optional[bool] = ..., backoff_type: _Optional[int] = ..., backoff_delay_ms: _Optional[int] = ..., backoff_max_delay_ms: _Optional[int] = ..., backoff_jitter: _Optional[float] = ...) -> None: ...
+        selection: bytes
+        rate_window_ms: int
+        rate_windows: _containers.RepeatedCompositeFieldContainer[JournalRecord.RateWindow]
+        def __init__(self, purgatory: _Optional[str] = ..., group: _Optional[str] = ..., visibility_timeout_ms: _Optional[int] = ..., max_attempts: _Optional[int] = ..., last_sequence: _Optional[int] = ..., entries: _Optional[_Iterable[_Union[JournalRecord.GroupState.Entry, _Mapping]]] = ..., source_index: _Optional[int] = ..., deleted: _Optional[bool] = ..., backoff_type: _Optional[int] = ..., backoff_delay_ms: _Optional[int] = ..., backoff_max_delay_ms: _Optional[int] = ..., backoff_jitter: _Optional[float] = ..., selection: _Optional[bytes] = ..., rate_window_ms: _Optional[int] = ..., rate_windows: _Optional[_Iterable[_Union[JournalRecord.RateWindow, _Mapping]]] = ...) -> None: ...
+    class RateWindow(_message.Message):
+        __slots__ = ("key", "delivered_wall_ms")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        DELIVERED_WALL_MS_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        delivered_wall_ms: _containers.RepeatedScalarFieldContainer[int]
+        def __init__(self, key: _Optional[str] = ..., delivered_wall_ms: _Optional[_Iterable[int]] = ...) -> None: ...
     class GroupDelivered(_message.Message):
-        __slots__ = ("purgatory", "group", "sequence", "attempt", "lease_deadline_wall_ms")
+        __slots__ = ("purgatory", "group", "sequence", "attempt", "lease_deadline_wall_ms", "delivered_wall_ms", "rate_key")
         PURGATORY_FIELD_NUMBER: _ClassVar[int]
         GROUP_FIELD_NUMBER: _ClassVar[int]
         SEQUENCE_FIELD_NUMBER: _ClassVar[int]
         ATTEMPT_FIELD_NUMBER: _ClassVar[int]
         LEASE_DEADLINE_WALL_MS_FIELD_NUMBER: _ClassVar[int]
+        DELIVERED_WALL_MS_FIELD_NUMBER: _ClassVar[int]
+        RATE_KEY_FIELD_NUMBER: _ClassVar[int]
         purgatory: str
         group: str
         sequence: int
         attempt: int
         lease_deadline_wall_ms: int
-        def __init__(self, purgatory: _Optional[str] = ..., group: _Optional[str] = ..., sequence: _Optional[int] = ..., attempt: _Optional[int] = ..., lease_deadline_wall_ms: _Optional[int] = ...) -> None: ...
+        delivered_wall_ms: int
+        rate_key: str
+        def __init__(self, purgatory: _Optional[str] = ..., group: _Optional[str] = ..., sequence: _Optional[int] = ..., attempt: _Optional[int] = ..., lease_deadline_wall_ms: _Optional[int] = ..., delivered_wall_ms: _Optional[int] = ..., rate_key: _Optional[str] = ...) -> None: ...
     class GroupSettled(_message.Message):
         __slots__ = ("purgatory", "group", "sequences", "disposition")
         class Disposition(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):

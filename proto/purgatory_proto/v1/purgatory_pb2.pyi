@@ -381,7 +381,7 @@ class SubscribeFilter(_message.Message):
     def __init__(self, states: _Optional[_Iterable[_Union[OperationState, str]]] = ..., keys: _Optional[_Iterable[str]] = ..., operation_id_prefix: _Optional[str] = ...) -> None: ...
 
 class SubscribeRequest(_message.Message):
-    __slots__ = ("purgatory", "after_sequence", "filter", "incarnation", "heartbeat_interval_ms", "group", "visibility_timeout_ms", "max_attempts", "prefetch", "backoff")
+    __slots__ = ("purgatory", "after_sequence", "filter", "incarnation", "heartbeat_interval_ms", "group", "visibility_timeout_ms", "max_attempts", "prefetch", "selection", "backoff")
     PURGATORY_FIELD_NUMBER: _ClassVar[int]
     AFTER_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     FILTER_FIELD_NUMBER: _ClassVar[int]
@@ -391,6 +391,7 @@ class SubscribeRequest(_message.Message):
     VISIBILITY_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     MAX_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     PREFETCH_FIELD_NUMBER: _ClassVar[int]
+    SELECTION_FIELD_NUMBER: _ClassVar[int]
     BACKOFF_FIELD_NUMBER: _ClassVar[int]
     purgatory: str
     after_sequence: int
@@ -401,8 +402,47 @@ class SubscribeRequest(_message.Message):
     visibility_timeout_ms: int
     max_attempts: int
     prefetch: int
+    selection: GroupSelection
     backoff: RetryBackoff
-    def __init__(self, purgatory: _Optional[str] = ..., after_sequence: _Optional[int] = ..., filter: _Optional[_Union[SubscribeFilter, _Mapping]] = ..., incarnation: _Optional[str] = ..., heartbeat_interval_ms: _Optional[int] = ..., group: _Optional[str] = ..., visibility_timeout_ms: _Optional[int] = ..., max_attempts: _Optional[int] = ..., prefetch: _Optional[int] = ..., backoff: _Optional[_Union[RetryBackoff, _Mapping]] = ...) -> None: ...
+    def __init__(self, purgatory: _Optional[str] = ..., after_sequence: _Optional[int] = ..., filter: _Optional[_Union[SubscribeFilter, _Mapping]] = ..., incarnation: _Optional[str] = ..., heartbeat_interval_ms: _Optional[int] = ..., group: _Optional[str] = ..., visibility_timeout_ms: _Optional[int] = ..., max_attempts: _Optional[int] = ..., prefetch: _Optional[int] = ..., selection: _Optional[_Union[GroupSelection, _Mapping]] = ..., backoff: _Optional[_Union[RetryBackoff, _Mapping]] = ...) -> None: ...
+
+class GroupSelection(_message.Message):
+    __slots__ = ("priorities", "ordering_key", "rate_limit")
+    PRIORITIES_FIELD_NUMBER: _ClassVar[int]
+    ORDERING_KEY_FIELD_NUMBER: _ClassVar[int]
+    RATE_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    priorities: _containers.RepeatedCompositeFieldContainer[GroupPriority]
+    ordering_key: GroupKeySource
+    rate_limit: GroupRateLimit
+    def __init__(self, priorities: _Optional[_Iterable[_Union[GroupPriority, _Mapping]]] = ..., ordering_key: _Optional[_Union[GroupKeySource, _Mapping]] = ..., rate_limit: _Optional[_Union[GroupRateLimit, _Mapping]] = ...) -> None: ...
+
+class GroupPriority(_message.Message):
+    __slots__ = ("operation_id_prefix", "key", "priority")
+    OPERATION_ID_PREFIX_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    operation_id_prefix: str
+    key: str
+    priority: int
+    def __init__(self, operation_id_prefix: _Optional[str] = ..., key: _Optional[str] = ..., priority: _Optional[int] = ...) -> None: ...
+
+class GroupKeySource(_message.Message):
+    __slots__ = ("first_key", "operation_id_separator")
+    FIRST_KEY_FIELD_NUMBER: _ClassVar[int]
+    OPERATION_ID_SEPARATOR_FIELD_NUMBER: _ClassVar[int]
+    first_key: bool
+    operation_id_separator: str
+    def __init__(self, first_key: _Optional[bool] = ..., operation_id_separator: _Optional[str] = ...) -> None: ...
+
+class GroupRateLimit(_message.Message):
+    __slots__ = ("max", "window_ms", "per_key")
+    MAX_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_MS_FIELD_NUMBER: _ClassVar[int]
+    PER_KEY_FIELD_NUMBER: _ClassVar[int]
+    max: int
+    window_ms: int
+    per_key: GroupKeySource
+    def __init__(self, max: _Optional[int] = ..., window_ms: _Optional[int] = ..., per_key: _Optional[_Union[GroupKeySource, _Mapping]] = ...) -> None: ...
 
 class RetryBackoff(_message.Message):
     __slots__ = ("type", "delay_ms", "max_delay_ms", "jitter")
@@ -425,7 +465,7 @@ class RetryBackoff(_message.Message):
     def __init__(self, type: _Optional[_Union[RetryBackoff.Type, str]] = ..., delay_ms: _Optional[int] = ..., max_delay_ms: _Optional[int] = ..., jitter: _Optional[float] = ...) -> None: ...
 
 class OperationEvent(_message.Message):
-    __slots__ = ("sequence", "purgatory", "operation_id", "state", "keys", "payload", "result", "create_time_ms", "due_time_ms", "complete_time_ms", "traceparent", "heartbeat", "caught_up_sequence", "delivery_attempt", "lease_deadline_ms", "group", "dead_letter")
+    __slots__ = ("sequence", "purgatory", "operation_id", "state", "keys", "payload", "result", "create_time_ms", "due_time_ms", "complete_time_ms", "traceparent", "heartbeat", "caught_up_sequence", "delivery_attempt", "lease_deadline_ms", "group", "dead_letter", "priority", "ordering_key")
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     PURGATORY_FIELD_NUMBER: _ClassVar[int]
     OPERATION_ID_FIELD_NUMBER: _ClassVar[int]
@@ -443,6 +483,8 @@ class OperationEvent(_message.Message):
     LEASE_DEADLINE_MS_FIELD_NUMBER: _ClassVar[int]
     GROUP_FIELD_NUMBER: _ClassVar[int]
     DEAD_LETTER_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    ORDERING_KEY_FIELD_NUMBER: _ClassVar[int]
     sequence: int
     purgatory: str
     operation_id: str
@@ -460,7 +502,9 @@ class OperationEvent(_message.Message):
     lease_deadline_ms: int
     group: str
     dead_letter: bool
-    def __init__(self, sequence: _Optional[int] = ..., purgatory: _Optional[str] = ..., operation_id: _Optional[str] = ..., state: _Optional[_Union[OperationState, str]] = ..., keys: _Optional[_Iterable[str]] = ..., payload: _Optional[bytes] = ..., result: _Optional[_Union[OperationResult, _Mapping]] = ..., create_time_ms: _Optional[int] = ..., due_time_ms: _Optional[int] = ..., complete_time_ms: _Optional[int] = ..., traceparent: _Optional[str] = ..., heartbeat: _Optional[bool] = ..., caught_up_sequence: _Optional[int] = ..., delivery_attempt: _Optional[int] = ..., lease_deadline_ms: _Optional[int] = ..., group: _Optional[str] = ..., dead_letter: _Optional[bool] = ...) -> None: ...
+    priority: int
+    ordering_key: str
+    def __init__(self, sequence: _Optional[int] = ..., purgatory: _Optional[str] = ..., operation_id: _Optional[str] = ..., state: _Optional[_Union[OperationState, str]] = ..., keys: _Optional[_Iterable[str]] = ..., payload: _Optional[bytes] = ..., result: _Optional[_Union[OperationResult, _Mapping]] = ..., create_time_ms: _Optional[int] = ..., due_time_ms: _Optional[int] = ..., complete_time_ms: _Optional[int] = ..., traceparent: _Optional[str] = ..., heartbeat: _Optional[bool] = ..., caught_up_sequence: _Optional[int] = ..., delivery_attempt: _Optional[int] = ..., lease_deadline_ms: _Optional[int] = ..., group: _Optional[str] = ..., dead_letter: _Optional[bool] = ..., priority: _Optional[int] = ..., ordering_key: _Optional[str] = ...) -> None: ...
 
 class JournaledOutcome(_message.Message):
     __slots__ = ("event", "condition", "timeout_ms", "requested_due_time_ms")
@@ -737,7 +781,7 @@ class DiscardDeadLettersResponse(_message.Message):
     def __init__(self, discarded: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class WorkerGroup(_message.Message):
-    __slots__ = ("name", "visibility_timeout_ms", "max_attempts", "ready", "leased", "dead_letters", "members", "last_sequence", "backoff", "retrying")
+    __slots__ = ("name", "visibility_timeout_ms", "max_attempts", "ready", "leased", "dead_letters", "members", "last_sequence", "backoff", "retrying", "selection")
     NAME_FIELD_NUMBER: _ClassVar[int]
     VISIBILITY_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     MAX_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
@@ -748,6 +792,7 @@ class WorkerGroup(_message.Message):
     LAST_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     BACKOFF_FIELD_NUMBER: _ClassVar[int]
     RETRYING_FIELD_NUMBER: _ClassVar[int]
+    SELECTION_FIELD_NUMBER: _ClassVar[int]
     name: str
     visibility_timeout_ms: int
     max_attempts: int
@@ -758,7 +803,8 @@ class WorkerGroup(_message.Message):
     last_sequence: int
     backoff: RetryBackoff
     retrying: int
-    def __init__(self, name: _Optional[str] = ..., visibility_timeout_ms: _Optional[int] = ..., max_attempts: _Optional[int] = ..., ready: _Optional[int] = ..., leased: _Optional[int] = ..., dead_letters: _Optional[int] = ..., members: _Optional[int] = ..., last_sequence: _Optional[int] = ..., backoff: _Optional[_Union[RetryBackoff, _Mapping]] = ..., retrying: _Optional[int] = ...) -> None: ...
+    selection: GroupSelection
+    def __init__(self, name: _Optional[str] = ..., visibility_timeout_ms: _Optional[int] = ..., max_attempts: _Optional[int] = ..., ready: _Optional[int] = ..., leased: _Optional[int] = ..., dead_letters: _Optional[int] = ..., members: _Optional[int] = ..., last_sequence: _Optional[int] = ..., backoff: _Optional[_Union[RetryBackoff, _Mapping]] = ..., retrying: _Optional[int] = ..., selection: _Optional[_Union[GroupSelection, _Mapping]] = ...) -> None: ...
 
 class ListGroupsRequest(_message.Message):
     __slots__ = ("purgatory",)

@@ -30,6 +30,7 @@ from purgatory_server._service.groups.group_config import (
     MIN_VISIBILITY_TIMEOUT_MS,
 )
 from purgatory_server._service.groups.member import Delivery
+from purgatory_server._service.groups.selection import selection_from_proto, selection_to_proto
 from purgatory_server._service.model.errors import InvalidArgument, NotFound
 from purgatory_server._service.wire.convert import event_to_proto
 
@@ -93,6 +94,10 @@ def delivery_to_proto(delivery: Delivery) -> pb.OperationEvent:
     event.delivery_attempt = delivery.attempt
     event.lease_deadline_ms = delivery.lease_deadline_ms
     event.group = delivery.group
+    if delivery.priority:
+        event.priority = delivery.priority
+    if delivery.ordering_key:
+        event.ordering_key = delivery.ordering_key
     return event
 
 
@@ -133,6 +138,9 @@ async def member_stream(
     )
     _check_range("max_attempts", request.max_attempts, 1, MAX_ATTEMPTS)
     _check_range("prefetch", request.prefetch, 1, MAX_PREFETCH)
+    selection = None
+    if request.HasField("selection"):
+        selection = selection_from_proto(request.selection, limits.max_key_length)
     backoff = (
         backoff_from_proto("backoff", request.backoff) if request.HasField("backoff") else None
     )
@@ -141,7 +149,8 @@ async def member_stream(
         request.visibility_timeout_ms,
         request.max_attempts,
         request.prefetch or DEFAULT_PREFETCH,
-        backoff,
+        selection=selection,
+        backoff=backoff,
     )
     try:
         await context.send_initial_metadata(((METADATA_GROUP_SEQUENCE, str(group.last_sequence)),))
@@ -269,6 +278,9 @@ async def list_groups(
         backoff = group.config.backoff
         if backoff is not None:
             info.backoff.CopyFrom(backoff_to_proto(backoff))
+        selection = group.config.selection
+        if selection is not None:
+            info.selection.CopyFrom(selection_to_proto(selection))
         out.append(info)
     return pb.ListGroupsResponse(groups=out)
 

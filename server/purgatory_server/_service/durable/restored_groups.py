@@ -14,6 +14,7 @@ from purgatory_server._service.durable.codec import decode_outcome
 from purgatory_server._service.groups.entry import GroupEntry
 from purgatory_server._service.groups.group_config import GroupConfig
 from purgatory_server._service.groups.records import RestoredGroup, backoff_from_state
+from purgatory_server._service.groups.selection import selection_from_bytes
 
 __all__ = ["decode_groups"]
 
@@ -30,8 +31,14 @@ def decode_groups(groups: Mapping[str, RecoveredGroup]) -> dict[str, RestoredGro
             entry.retry_at_ms = e.retry_at_wall_ms
             entries.append(entry)
         out[name] = RestoredGroup(
-            GroupConfig(state.visibility_timeout_ms, state.max_attempts, backoff_from_state(state)),
+            GroupConfig(
+                state.visibility_timeout_ms,
+                state.max_attempts,
+                selection=selection_from_bytes(state.selection),
+                backoff=backoff_from_state(state),
+            ),
             group.last_sequence,
             entries,
+            [(w.key, list(w.delivered_wall_ms)) for w in group.rate_windows],
         )
     return out

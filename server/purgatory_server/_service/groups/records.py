@@ -10,7 +10,9 @@ end). After a restart a lease whose deadline is still ahead runs to it
 (its holder may still ack), every other entry that is not dead is ready again
 (at-least-once), its attempt numbers going on from the last one recorded (fencing: a
 number is never handed out twice; that is why a delivery is sent only once its
-``GroupDelivered`` record is written, ``delivered(then=)``).
+``GroupDelivered`` record is written, ``delivered(then=)``). A group's selection
+(:mod:`.selection`) is spelled in its ``GroupState``; a rate-limited group's deliveries
+carry their time and rate key, from which replay rebuilds the rate window.
 
 Thread safety: loop-confined (called by the groups, on the purgatory's loop).
 """
@@ -24,6 +26,7 @@ from purgatory_proto.v1.journal_pb2 import JournalRecord
 from purgatory_server._service.groups.backoff import BackoffType, RetryBackoff
 from purgatory_server._service.groups.entry import GroupEntry
 from purgatory_server._service.groups.group_config import GroupConfig
+from purgatory_server._service.groups.selection import selection_to_proto
 
 __all__ = ["GroupRecords", "RestoredGroup", "backoff_from_state"]
 
@@ -60,6 +63,11 @@ class GroupRecords:
             max_attempts=config.max_attempts,
             last_sequence=last_sequence,
         )
+        selection = config.selection
+        if selection is not None:
+            state.selection = selection_to_proto(selection).SerializeToString()
+            if selection.rate_limit is not None:
+                state.rate_window_ms = selection.rate_limit.window_ms
         backoff = config.backoff
         if backoff is not None:
             state.backoff_type = int(backoff.type)
@@ -84,6 +92,9 @@ class GroupRecords:
         attempt: int,
         deadline_ms: int,
         then: Callable[[], None],
+        *,
+        delivered_ms: int = 0,
+        rate_key: str = "",
     ) -> None:
         self._write(
             JournalRecord(
@@ -93,6 +104,8 @@ class GroupRecords:
                     sequence=sequence,
                     attempt=attempt,
                     lease_deadline_wall_ms=deadline_ms,
+                    delivered_wall_ms=delivered_ms,
+                    rate_key=rate_key,
                 )
             )
         )
@@ -165,9 +178,17 @@ def backoff_from_state(state: JournalRecord.GroupState) -> RetryBackoff | None:
 class RestoredGroup:
     """A group as the journal left it, decoded for the service."""
 
-    __slots__ = ("config", "entries", "last_sequence")
+    __slots__ = ("config", "entries", "last_sequence", "rate_windows")
 
-    def __init__(self, config: GroupConfig, last_sequence: int, entries: list[GroupEntry]):
+    def __init__(
+        self,
+        config: GroupConfig,
+        last_sequence: int,
+        entries: list[GroupEntry],
+        rate_windows: list[tuple[str, list[int]]] | None = None,
+    ):
         self.config = config
         self.last_sequence = last_sequence
         self.entries = entries
+        # A rate-limited group's recorded delivery times, per rate key.
+        self.rate_windows = rate_windows or []

@@ -109,7 +109,13 @@ check-sync-client: $(STAMP)
 PYTEST_WORKERS ?= 2
 PYTEST_PARALLEL := -n $(PYTEST_WORKERS) --dist loadfile
 
-unit: $(ENGINE_STAMP)
+# bench/node: BullMQ and ioredis for bench.bullmq_bench (its smoke run is in tests/).
+BENCH_NODE_STAMP := bench/node/node_modules/.ci-stamp
+$(BENCH_NODE_STAMP): bench/node/package-lock.json
+	cd bench/node && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+unit: $(ENGINE_STAMP) $(BENCH_NODE_STAMP)
 	$(BIN)/python -m pytest $(PYTEST_PARALLEL)
 
 # The engine and the service on the pure-Python engine too (the fallback where no C

@@ -10,7 +10,7 @@ Parts that need a tool run when it is there and say so when it is not, never a s
 pass: a skip with the reason for NATS (``nats-server`` from the ``cluster`` extra),
 Node.js (``node`` and client/node's packages, which ``make test`` installs before the
 Python tests; the client is built here, a fraction of a second), BullMQ for
-``bullmq_bench`` (``npm ci --prefix bench/node``, not installed by ``make test``, and
+``bullmq_bench`` (``npm ci --prefix bench/node``, which ``make unit`` runs, and
 ``redis-server``), py-spy (the ``dev``
 extra, allowed to attach: root or ptrace_scope 0) and the compiled engine; a warning in
 pytest's summary for Redis (service_bench runs without its Redis baselines; ``make test``

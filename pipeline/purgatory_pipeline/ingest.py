@@ -38,11 +38,12 @@ import logging
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from pyarrow import fs as pafs
 from pyspark.sql import DataFrame, DataFrameReader
 from pyspark.sql import functions as F
 
 from purgatory_pipeline import checkpoint
-from purgatory_pipeline.decode_job import Piece, decode_pieces
+from purgatory_pipeline.decode_job import Piece, decode_pieces, finished
 from purgatory_pipeline.errors import TablesNotFoundError, UnsupportedLocationError
 from purgatory_pipeline.id_lookup import ArrowTables, IdLookup
 from purgatory_pipeline.incremental import (
@@ -87,6 +88,8 @@ class IngestSummary:
     torn_bytes: int = 0
     torn_segments: list[str] = field(default_factory=list)
     segments_decoded: int = 0
+    # Segments a killed run had decoded whole, taken from _records instead of decoded again.
+    segments_resumed: int = 0
     journals: list[str] = field(default_factory=list)
 
 
@@ -143,7 +146,13 @@ def _step(spark: Any, text: str) -> None:
 
 
 def decode(
-    spark: Any, journals: list[str], out: str, parts: list[SegmentPartition], keys: dict[str, str]
+    spark: Any,
+    journals: list[str],
+    out: str,
+    parts: list[SegmentPartition],
+    keys: dict[str, str],
+    *,
+    marks: dict[str, checkpoint.Fingerprint] | None = None,
 ) -> dict[str, checkpoint.Entry]:
     """Decode the segments ``parts`` into ``out/_records``; their ``records`` and ``torn``.
 
@@ -152,7 +161,9 @@ def decode(
     changed: the journal's last one grows), instead of once per table from a cached copy.
     Each segment's partition is deleted first, then written whole. The workers write the
     Parquet files themselves (:mod:`purgatory_pipeline.decode_job`) wherever pyarrow's file
-    systems reach ``out``; elsewhere (a scheme only Hadoop knows) Spark's writer does.
+    systems reach ``out``, each with a marker carrying its segment's fingerprint from
+    ``marks`` (what makes a killed run resumable); elsewhere (a scheme only Hadoop knows)
+    Spark's writer does.
     """
     records = _out(out, RECORDS)
     _make_dir(spark, records)
@@ -170,7 +181,9 @@ def decode(
     return decode_pieces(
         spark,
         [
-            Piece(piece, f"{target}/{KEY}={keys[piece.uri]}", number)
+            Piece(
+                piece, f"{target}/{KEY}={keys[piece.uri]}", number, (marks or {}).get(piece.uri, {})
+            )
             for number, piece in enumerate(pieces)
         ],
     )
@@ -224,7 +237,11 @@ def read_records(spark: Any, out: str) -> DataFrame:
 
 
 def _start(spark: Any, out: str, full: bool) -> dict[str, checkpoint.Entry]:
-    """The checkpoint to build on: empty for a full run (after clearing what it replaces)."""
+    """The checkpoint to build on: empty for a full run (after clearing what it replaces).
+
+    A first run (no current checkpoint) keeps ``_records``: segments a killed run had
+    decoded completely are taken from there (:func:`_resume`); ``--full`` clears it.
+    """
     done = checkpoint.load(spark, out)
     present = [name for name in TABLES if exists(spark, out, name)]
     if done is None and present:
@@ -234,11 +251,51 @@ def _start(spark: Any, out: str, full: bool) -> dict[str, checkpoint.Entry]:
     elif done and len(present) < len(TABLES):
         log.warning("ingest: %s lacks some of its tables; decoding everything again", out)
         done = None
-    if done is None or full:
+    if full:
         _drop(spark, _out(out, RECORDS))
+    if done is None or full:
         _drop(spark, _out(out, checkpoint.CHECKPOINT))
         return {}
     return done
+
+
+def _resume(
+    spark: Any,
+    out: str,
+    todo: list[str],
+    marks: dict[str, checkpoint.Fingerprint],
+    keys: dict[str, str],
+    *,
+    first: bool,
+) -> dict[str, checkpoint.Entry]:
+    """Of the segments ``todo``, those ``_records`` already holds whole for their fingerprint.
+
+    A killed run leaves a marker per piece it decoded (:func:`decode_job.finished`); those
+    segments are not decoded again, but still count as changed for the tables. A first
+    run also deletes every other partition of ``_records`` (a killed run's half-decoded
+    segments, segments no longer in the journal), so it builds from the journal alone.
+    """
+    try:
+        filesystem, records = open_uri(location(spark, out, RECORDS))
+    except (UnsupportedLocationError, OSError):
+        if first:  # no markers without pyarrow (Spark's writer decodes): start afresh
+            _drop(spark, _out(out, RECORDS))
+        return {}
+    found: dict[str, checkpoint.Entry] = {}
+    for uri in todo:
+        entry = finished(filesystem, f"{records}/{KEY}={keys[uri]}", uri, marks[uri])
+        if entry is not None:
+            found[uri] = entry
+    if first:
+        kept = {f"{KEY}={keys[uri]}" for uri in found}
+        try:
+            infos = filesystem.get_file_info(pafs.FileSelector(records, allow_not_found=True))
+        except OSError:
+            infos = []
+        for info in infos:
+            if info.type == pafs.FileType.Directory and info.base_name not in kept:
+                filesystem.delete_dir(info.path)
+    return found
 
 
 def _write_all(spark: Any, out: str, records: DataFrame) -> None:
@@ -318,6 +375,11 @@ def _count(records: DataFrame, keys: dict[str, str], todo: list[str]) -> dict[st
     return entries
 
 
+def _decode_line(decoding: int, segments: int, resumed: int) -> str:
+    line = f"ingest: decode {decoding} of {segments} segments"
+    return f"{line} ({resumed} decoded by an earlier run)" if resumed else line
+
+
 def _summarize(summary: IngestSummary, entries: dict[str, checkpoint.Entry]) -> None:
     """Every ingested segment's counts, added up (deleted segments' rows stay in _records)."""
     for uri, entry in sorted(entries.items()):
@@ -345,9 +407,13 @@ def ingest(spark: Any, journals: list[str], out: str, *, full: bool = False) -> 
     parts = plan(journals)
     todo, marks = checkpoint.to_decode(parts, done)
     keys = {part.uri: segment_key(part.journal, part.uri) for part in parts}
-    _step(spark, f"ingest: decode {len(todo)} of {len(parts)} segments")
-    wanted = set(todo)
-    counted = decode(spark, journals, out, [part for part in parts if part.uri in wanted], keys)
+    resumed = _resume(spark, out, todo, marks, keys, first=first)
+    wanted = set(todo) - set(resumed)
+    _step(spark, _decode_line(len(wanted), len(parts), len(resumed)))
+    counted = decode(
+        spark, journals, out, [part for part in parts if part.uri in wanted], keys, marks=marks
+    )
+    counted.update(resumed)
     records = read_records(spark, out)
     for uri, entry in counted.items():
         for offset, dropped in entry["torn"]:
@@ -364,7 +430,9 @@ def ingest(spark: Any, journals: list[str], out: str, *, full: bool = False) -> 
         _merge(spark, out, records, {keys[uri] for uri in todo}, forget=done, keys=keys)
     entries = {**done, **{uri: {**marks[uri], **counted[uri]} for uri in todo}}
     checkpoint.save(spark, out, entries)
-    summary = IngestSummary(segments_decoded=len(todo), journals=list(journals))
+    summary = IngestSummary(
+        segments_decoded=len(wanted), segments_resumed=len(resumed), journals=list(journals)
+    )
     _summarize(summary, entries)
     _step(spark, "ingest: count operations")
     summary.rows = {

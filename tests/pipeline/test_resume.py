@@ -1,0 +1,137 @@
+"""A first ingest killed with SIGKILL part-way is resumed: the rerun decodes only what was left.
+
+The first run is a real ``purgatory-pipeline ingest`` subprocess (``local[1]``: one segment
+at a time), killed with its whole process group (driver, JVM, Python workers) as soon as
+``_records`` holds one segment decoded whole. The segments it finished are counted after it
+died (a few more may have finished between the look and the kill); the rerun must decode
+exactly the others and give the tables every record once.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from purgatory_pipeline.checkpoint import fingerprint
+from purgatory_pipeline.decode_job import finished
+from purgatory_pipeline.incremental import segment_key
+from purgatory_pipeline.ingest import ingest, read_records, read_table
+from purgatory_pipeline.source import open_uri, plan
+from purgatory_proto.v1 import purgatory_pb2
+from purgatory_proto.v1.journal_pb2 import JournalRecord as JR
+from purgatory_server._journal.framing import encode_frame, encode_header
+
+SEGMENTS = 4
+OPERATIONS_PER_SEGMENT = 3_000  # 3 records each: a registration, a signal, an outcome
+T0 = 1_790_000_000_000
+ANY = purgatory_pb2.Condition(any_key=purgatory_pb2.AnyKeyCondition()).SerializeToString()
+
+
+def _operation(op: str, at: int, sequence: int) -> list[JR]:
+    registered = JR.OperationRegistered(
+        purgatory="r",
+        operation_id=op,
+        keys=[f"k-{op}"],
+        timeout_ms=1_000,
+        condition=ANY,
+        created_wall_ms=T0 + at,
+        due_wall_ms=T0 + at + 1_000,
+    )
+    signal_applied = JR.SignalApplied(
+        purgatory="r", key=f"k-{op}", source="s", applied_wall_ms=T0 + at + 1
+    )
+    outcome = JR.Outcome(
+        purgatory="r",
+        operation_id=op,
+        state=JR.Outcome.STATE_COMPLETED,
+        sequence=sequence,
+        completed_wall_ms=T0 + at + 1,
+    )
+    return [JR(registered=registered), JR(signal=signal_applied), JR(outcome=outcome)]
+
+
+def _write_journal(directory: Path) -> None:
+    directory.mkdir(parents=True)
+    index = 0
+    for segment in range(SEGMENTS):
+        frames = [encode_header(index)]
+        for n in range(OPERATIONS_PER_SEGMENT):
+            number = segment * OPERATIONS_PER_SEGMENT + n
+            for record in _operation(f"op-{number}", number, number + 1):
+                frames.append(encode_frame(record.SerializeToString()))
+                index += 1
+        (directory / f"{index - 3 * OPERATIONS_PER_SEGMENT:020d}.seg").write_bytes(b"".join(frames))
+
+
+def _decoded_whole(journal: Path, out: Path) -> int:
+    """How many segments ``out/_records`` holds whole, by their markers."""
+    filesystem, records = open_uri(str(out / "_records"))
+    count = 0
+    for part in plan([str(journal)]):
+        key = segment_key(part.journal, part.uri)
+        directory = f"{records}/segment_key={key}"
+        if finished(filesystem, directory, part.uri, fingerprint(part.uri)) is not None:
+            count += 1
+    return count
+
+
+def _kill_after_first_segment(journal: Path, out: Path) -> None:
+    command = [
+        sys.executable,
+        "-m",
+        "purgatory_pipeline",
+        "--master",
+        "local[1]",
+        "--conf",
+        "spark.ui.enabled=false",
+        "--spark-log",
+        str(out.parent / "spark.log"),
+        "ingest",
+        "--journal",
+        str(journal),
+        "--out",
+        str(out),
+    ]
+    proc = subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    try:
+        deadline = time.monotonic() + 240
+        while _decoded_whole(journal, out) < 1:
+            assert proc.poll() is None, f"ingest exited ({proc.returncode}) before one segment"
+            assert time.monotonic() < deadline, "no segment decoded in time"
+            time.sleep(0.01)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+
+
+def test_a_killed_first_ingest_is_resumed_decoding_only_the_rest(
+    spark: Any, tmp_path: Path
+) -> None:
+    journal = tmp_path / "r" / "journal"
+    _write_journal(journal)
+    out = tmp_path / "tables"
+    _kill_after_first_segment(journal, out)
+    done = _decoded_whole(journal, out)
+    assert 1 <= done < SEGMENTS, done
+    assert not (out / "_segments.json").exists()  # killed before its checkpoint: a first run
+
+    summary = ingest(spark, [str(journal)], str(out))
+
+    assert (summary.segments_decoded, summary.segments_resumed) == (SEGMENTS - done, done)
+    operations = SEGMENTS * OPERATIONS_PER_SEGMENT
+    assert summary.records == {
+        "outcome": operations,
+        "registered": operations,
+        "signal": operations,
+    }
+    records = read_records(spark, str(out))
+    assert records.count() == records.select("index").distinct().count() == 3 * operations
+    assert read_table(spark, str(out), "operations").count() == operations
+    assert read_table(spark, str(out), "events").select("index").distinct().count() == operations

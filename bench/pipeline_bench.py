@@ -188,6 +188,9 @@ def main() -> None:
     parser.add_argument("--dir", default="/tmp/pipeline-bench")
     parser.add_argument("--segment-mb", type=int, default=64)
     parser.add_argument("--driver-memory", default="", help="spark.driver.memory (default 1g)")
+    parser.add_argument(
+        "--conf", action="append", default=[], metavar="KEY=VALUE", help="Spark setting (ingests)"
+    )
     parser.add_argument("--only", default="plain,duckdb,scan1,scan2,ingest1,ingest2,incr2")
     args = parser.parse_args()
     base = Path(args.dir)
@@ -206,6 +209,8 @@ def main() -> None:
     )
     py = sys.executable
     memory = ["--conf", f"spark.driver.memory={args.driver_memory}"] if args.driver_memory else []
+    for pair in args.conf:
+        memory += ["--conf", pair]
     runs = {"plain": ("plain python, 1 process", [py, "-c", PLAIN, str(journal)])}
     duck = [py, "-m", "bench._pipeline_duckdb", str(journal), str(base / "tables-duckdb")]
     runs["duckdb"] = ("decoder + DuckDB tables, 1 process", duck)

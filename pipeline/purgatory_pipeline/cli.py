@@ -60,6 +60,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         action="store_true",
         help="decode every segment again (default: only those not ingested into --out yet)",
     )
+    ingest.add_argument(
+        "--follow",
+        action="store_true",
+        help="keep the tables up to date as the journals grow (a streaming query)",
+    )
+    ingest.add_argument("--checkpoint", help="Spark checkpoint directory (with --follow)")
+    ingest.add_argument(
+        "--interval", type=float, default=10.0, help="seconds between updates (with --follow)"
+    )
+    ingest.add_argument("--for-seconds", type=float, help="stop following after this long")
 
     report = sub.add_parser("report", help="tables -> Parquet/JSON summaries and HTML report")
     report.add_argument("--tables", required=True, help="what ingest wrote")
@@ -123,6 +133,8 @@ def run(args: argparse.Namespace) -> Any:
 
 
 def _command(spark: Any, args: argparse.Namespace) -> Any:
+    if args.command == "ingest" and args.follow:
+        return _follow(spark, args)
     if args.command == "ingest":
         from purgatory_pipeline.ingest import ingest  # noqa: PLC0415
 
@@ -150,6 +162,18 @@ def _command(spark: Any, args: argparse.Namespace) -> Any:
         watermark=args.watermark,
     )
     return None
+
+
+def _follow(spark: Any, args: argparse.Namespace) -> None:
+    from purgatory_pipeline.follow import follow  # noqa: PLC0415
+
+    if not args.checkpoint:
+        raise PipelineError("ingest --follow needs --checkpoint DIR (Spark's checkpoint)")
+    query = follow(spark, args.journal, args.out, args.checkpoint, interval_s=args.interval)
+    try:
+        query.awaitTermination(args.for_seconds)
+    finally:
+        query.stop()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

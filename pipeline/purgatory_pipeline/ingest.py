@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -298,35 +299,39 @@ def _resume(
     return found
 
 
-def _write_all(spark: Any, out: str, records: DataFrame) -> None:
+def write_all(spark: Any, out: str, records: DataFrame) -> None:
     """A full build: every table from all of ``records``, replacing their purgatories."""
-    _step(spark, "ingest: list purgatories")
-    names = [row[0] for row in records.select("purgatory").distinct().collect() if row[0]]
-    for name in TABLES:
-        drop_purgatories(spark, _out(out, name), names)
+    present = [name for name in TABLES if exists(spark, out, name)]
+    if present:  # a first run found none (_start dropped them): nothing to list
+        _step(spark, "ingest: list purgatories")
+        names = [row[0] for row in records.select("purgatory").distinct().collect() if row[0]]
+        for name in present:
+            drop_purgatories(spark, _out(out, name), names)
     _write_tables(
         spark, out, signals_table(records), events_table(records), operations_table(records)
     )
 
 
-def _merge(
+def merge(
     spark: Any,
     out: str,
     records: DataFrame,
     changed: set[str],
     *,
-    forget: dict[str, checkpoint.Entry],
-    keys: dict[str, str],
+    before_drop: Callable[[set[str]], None],
 ) -> None:
-    """An incremental build: rewrite only the partitions ``changed`` segments change."""
+    """An incremental build: rewrite only the partitions ``changed`` segments change.
+
+    ``before_drop(rebuilt)`` runs before any partition is deleted: it must make a run that
+    fails after it rebuild ``rebuilt`` again (the batch ingest forgets those segments in
+    its checkpoint; the stream notes them as pending).
+    """
     new = records.filter(F.col(KEY).isin(sorted(changed)))
     old = read_table(spark, out, "operations").select("purgatory", "operation_id", HOME)
     lookup = IdLookup(spark, SparkLookups(old, records), _arrow_tables(spark, out))
     _step(spark, f"ingest: find the operations {len(changed)} new segments touch")
     rebuilt = changed | lookup.homes(changed)
-    # Forget the rebuilt segments before deleting their partitions: if this run fails
-    # part-way, the next one decodes them again and rebuilds what was deleted.
-    checkpoint.save(spark, out, {u: m for u, m in forget.items() if keys.get(u) not in rebuilt})
+    before_drop(rebuilt)
     scope = rebuild_scope(records, rebuilt)
     operations = operations_table(scope)
     operations = operations.filter(F.col(HOME).isin(sorted(rebuilt)))
@@ -425,9 +430,15 @@ def ingest(spark: Any, journals: list[str], out: str, *, full: bool = False) -> 
             )
     records = records.filter(F.col("kind") != "torn_tail")
     if first:
-        _write_all(spark, out, records)
+        write_all(spark, out, records)
     elif todo:
-        _merge(spark, out, records, {keys[uri] for uri in todo}, forget=done, keys=keys)
+        # Forget the rebuilt segments before deleting their partitions: if this run fails
+        # part-way, the next one decodes them again and rebuilds what was deleted.
+        def forget(rebuilt: set[str]) -> None:
+            kept = {u: m for u, m in done.items() if keys.get(u) not in rebuilt}
+            checkpoint.save(spark, out, kept)
+
+        merge(spark, out, records, {keys[uri] for uri in todo}, before_drop=forget)
     entries = {**done, **{uri: {**marks[uri], **counted[uri]} for uri in todo}}
     checkpoint.save(spark, out, entries)
     summary = IngestSummary(
@@ -435,10 +446,15 @@ def ingest(spark: Any, journals: list[str], out: str, *, full: bool = False) -> 
     )
     _summarize(summary, entries)
     _step(spark, "ingest: count operations")
+    arrow = _arrow_tables(spark, out)
     summary.rows = {
         "signals": summary.records.get("signal", 0),
         "events": summary.records.get("outcome", 0),
-        "operations": read_table(spark, out, "operations").count(),
+        "operations": (
+            arrow.operation_rows()
+            if arrow is not None
+            else read_table(spark, out, "operations").count()
+        ),
     }
     spark.sparkContext.setJobDescription(None)
     write_text(spark, out, "_ingest.json", json.dumps(asdict(summary), indent=2) + "\n")

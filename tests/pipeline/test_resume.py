@@ -14,9 +14,12 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
+from purgatory_pipeline import ingest as ingest_module
 from purgatory_pipeline.checkpoint import fingerprint
 from purgatory_pipeline.decode_job import finished
 from purgatory_pipeline.incremental import segment_key
@@ -111,19 +114,31 @@ def _kill_after_first_segment(journal: Path, out: Path) -> None:
         proc.wait(30)
 
 
-def test_a_killed_first_ingest_is_resumed_decoding_only_the_rest(
-    spark: Any, tmp_path: Path
-) -> None:
-    journal = tmp_path / "r" / "journal"
+@dataclass
+class Resumed:
+    journal: Path
+    out: Path
+    done: int  # segments the killed run had decoded whole
+    summary: Any
+
+
+@pytest.fixture(scope="module")
+def resumed(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Resumed:
+    root = tmp_path_factory.mktemp("resume")
+    journal = root / "r" / "journal"
     _write_journal(journal)
-    out = tmp_path / "tables"
+    out = root / "tables"
     _kill_after_first_segment(journal, out)
-    done = _decoded_whole(journal, out)
-    assert 1 <= done < SEGMENTS, done
+    done = _decoded_whole(journal, out)  # the group is dead: what the rerun finds
     assert not (out / "_segments.json").exists()  # killed before its checkpoint: a first run
+    return Resumed(journal, out, done, ingest(spark, [str(journal)], str(out)))
 
-    summary = ingest(spark, [str(journal)], str(out))
 
+def test_a_killed_first_ingest_is_resumed_decoding_only_the_rest(
+    spark: Any, resumed: Resumed
+) -> None:
+    summary, done, out = resumed.summary, resumed.done, str(resumed.out)
+    assert 1 <= done < SEGMENTS, done
     assert (summary.segments_decoded, summary.segments_resumed) == (SEGMENTS - done, done)
     operations = SEGMENTS * OPERATIONS_PER_SEGMENT
     assert summary.records == {
@@ -131,7 +146,40 @@ def test_a_killed_first_ingest_is_resumed_decoding_only_the_rest(
         "registered": operations,
         "signal": operations,
     }
-    records = read_records(spark, str(out))
+    records = read_records(spark, out)
     assert records.count() == records.select("index").distinct().count() == 3 * operations
-    assert read_table(spark, str(out), "operations").count() == operations
-    assert read_table(spark, str(out), "events").select("index").distinct().count() == operations
+    assert read_table(spark, out, "operations").count() == operations
+    assert read_table(spark, out, "events").select("index").distinct().count() == operations
+
+
+def test_readers_see_every_partition_an_ingest_does_not_rewrite(
+    spark: Any, resumed: Resumed, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/pipeline.md, "Reading while an ingest runs": what a reader sees mid-rewrite."""
+    operations = SEGMENTS * OPERATIONS_PER_SEGMENT
+    index = 3 * operations
+    moved = JR(rescheduled=JR.OperationRescheduled(purgatory="r", operation_id="op-0"))
+    later = _operation("op-new", operations, operations + 1)
+    frames = [encode_frame(r.SerializeToString()) for r in [moved, *later]]
+    (resumed.journal / f"{index:020d}.seg").write_bytes(encode_header(index) + b"".join(frames))
+    out = str(resumed.out)
+    seen: list[tuple[str, int, dict[str, int]]] = []
+    real_drop = ingest_module.drop_partitions
+
+    def drop_and_read(spark_: Any, table: str, keys: Any) -> int:
+        dropped = real_drop(spark_, table, keys)
+        counts = {name: read_table(spark, out, name).count() for name in ("signals", "operations")}
+        seen.append((table.rsplit("/", 1)[-1], len(set(keys)), counts))
+        return dropped
+
+    monkeypatch.setattr(ingest_module, "drop_partitions", drop_and_read)
+    summary = ingest(spark, [str(resumed.journal)], out)
+    assert summary.segments_decoded == 1
+    old = {"signals": operations, "operations": operations}
+    # The new segment's partitions are dropped first (it had none): every old row reads.
+    assert seen[:2] == [("signals", 1, old), ("events", 1, old)]
+    # Then operations' partitions of op-0's home and of the new segment: while they are
+    # rewritten the home's rows are missing; every other segment's rows are there, whole.
+    assert seen[2] == ("operations", 2, {**old, "operations": operations - OPERATIONS_PER_SEGMENT})
+    assert read_table(spark, out, "operations").count() == operations + 1
+    assert read_table(spark, out, "signals").count() == operations + 1

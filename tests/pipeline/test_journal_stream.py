@@ -48,6 +48,14 @@ def _wait_batches(query: Any, at_least: int, timeout_s: float = 240.0) -> None:
         time.sleep(0.1)
 
 
+def _wait_planned(checkpoint: Path, batch: int, timeout_s: float = 240.0) -> None:
+    """Until Spark has logged the offsets of micro-batch ``batch`` (it runs it next)."""
+    deadline = time.monotonic() + timeout_s
+    while not (checkpoint / "offsets" / str(batch)).exists():
+        assert time.monotonic() < deadline, f"batch {batch} was not planned"
+        time.sleep(0.05)
+
+
 def test_a_followed_journal_survives_killed_query_and_server(spark: Any, tmp_path: Path) -> None:
     data = tmp_path / "data"
     journal = data / NAME / "journal"
@@ -60,15 +68,14 @@ def test_a_followed_journal_survives_killed_query_and_server(spark: Any, tmp_pat
         try:
             _wait_batches(query, 1)
             _operations(client, 20, 20)  # the head segment grows under the running query
-            _wait_batches(query, 2)
-            _operations(client, 40, 10)
+            _wait_planned(checkpoint, 1)  # the next batch has its offsets: it is running
         finally:
             query.stop()  # wherever it is: between batches or inside one (not committed)
         server.kill()
         client.close()
         server.start()
         client = Client(server.target)
-        _operations(client, 50, 10)
+        _operations(client, 40, 20)
         client.signal("k-0", source="late")  # an operation pending since before the kill
     finally:
         client.close()

@@ -89,7 +89,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="how late an outcome may complete and still count (bounds the state)",
     )
     watch.add_argument("--starting", choices=("earliest", "latest"), default="earliest")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.command == "ingest" and args.follow and not args.checkpoint:
+        parser.error("ingest --follow needs --checkpoint DIR (Spark's checkpoint)")
+    return args
 
 
 def _conf(pairs: list[str]) -> dict[str, str]:
@@ -167,8 +170,6 @@ def _command(spark: Any, args: argparse.Namespace) -> Any:
 def _follow(spark: Any, args: argparse.Namespace) -> None:
     from purgatory_pipeline.follow import follow  # noqa: PLC0415
 
-    if not args.checkpoint:
-        raise PipelineError("ingest --follow needs --checkpoint DIR (Spark's checkpoint)")
     query = follow(spark, args.journal, args.out, args.checkpoint, interval_s=args.interval)
     try:
         query.awaitTermination(args.for_seconds)

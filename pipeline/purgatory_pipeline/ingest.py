@@ -39,6 +39,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import pyarrow as pa
 from pyarrow import fs as pafs
 from pyspark.sql import DataFrame, DataFrameReader
 from pyspark.sql import functions as F
@@ -380,6 +381,17 @@ def _count(records: DataFrame, keys: dict[str, str], todo: list[str]) -> dict[st
     return entries
 
 
+def _operation_rows(spark: Any, out: str) -> int:
+    """Rows of ``out``'s operations table: its Parquet footers where pyarrow reaches it."""
+    arrow = _arrow_tables(spark, out)
+    if arrow is not None:
+        try:
+            return arrow.operation_rows()
+        except (OSError, pa.ArrowInvalid) as exc:
+            log.info("ingest: pyarrow cannot count %s's operations (%s); Spark does", out, exc)
+    return int(read_table(spark, out, "operations").count())
+
+
 def _decode_line(decoding: int, segments: int, resumed: int) -> str:
     line = f"ingest: decode {decoding} of {segments} segments"
     return f"{line} ({resumed} decoded by an earlier run)" if resumed else line
@@ -446,15 +458,10 @@ def ingest(spark: Any, journals: list[str], out: str, *, full: bool = False) -> 
     )
     _summarize(summary, entries)
     _step(spark, "ingest: count operations")
-    arrow = _arrow_tables(spark, out)
     summary.rows = {
         "signals": summary.records.get("signal", 0),
         "events": summary.records.get("outcome", 0),
-        "operations": (
-            arrow.operation_rows()
-            if arrow is not None
-            else read_table(spark, out, "operations").count()
-        ),
+        "operations": _operation_rows(spark, out),
     }
     spark.sparkContext.setJobDescription(None)
     write_text(spark, out, "_ingest.json", json.dumps(asdict(summary), indent=2) + "\n")

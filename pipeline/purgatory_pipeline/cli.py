@@ -67,6 +67,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     ingest.add_argument("--checkpoint", help="Spark checkpoint directory (with --follow)")
     ingest.add_argument(
+        "--catalog",
+        metavar="DATABASE",
+        help="register the tables in Spark's catalog as DATABASE.operations, ... "
+        "(a local metastore under --out unless --conf spark.sql.catalogImplementation says)",
+    )
+    ingest.add_argument(
         "--interval", type=float, default=10.0, help="seconds between updates (with --follow)"
     )
     ingest.add_argument("--for-seconds", type=float, help="stop following after this long")
@@ -124,6 +130,10 @@ def run(args: argparse.Namespace) -> Any:
 
         conf = {**file_log_conf(args.spark_log), **conf}  # --conf still wins
         log.info("%s: Spark's log is %s", args.command, args.spark_log)
+    if args.command == "ingest" and args.catalog:
+        from purgatory_pipeline.catalog import metastore_conf  # noqa: PLC0415
+
+        conf = {**metastore_conf(args.out), **conf}
     spark = get_spark(args.master, **conf)
     try:
         spark.sparkContext.setLogLevel("WARN")
@@ -142,6 +152,11 @@ def _command(spark: Any, args: argparse.Namespace) -> Any:
         from purgatory_pipeline.ingest import ingest  # noqa: PLC0415
 
         summary = ingest(spark, args.journal, args.out, full=args.full)
+        if args.catalog:
+            from purgatory_pipeline.catalog import register_tables  # noqa: PLC0415
+
+            names = register_tables(spark, args.out, args.catalog)
+            log.info("ingest: registered %s", ", ".join(names))
         print(json.dumps(summary.__dict__, indent=2))  # noqa: T201 - the command's output
         return summary
     if args.command == "report":

@@ -1,5 +1,8 @@
 """A first ingest killed with SIGKILL part-way is resumed: the rerun decodes only what was left.
 
+Then, over the same tables: what a reader sees while an incremental run rewrites
+partitions, and the tables registered in Spark's catalog.
+
 The first run is a real ``purgatory-pipeline ingest`` subprocess (``local[1]``: one segment
 at a time), killed with its whole process group (driver, JVM, Python workers) as soon as
 ``_records`` holds one segment decoded whole. The segments it finished are counted after it
@@ -20,6 +23,7 @@ from typing import Any
 
 import pytest
 from purgatory_pipeline import ingest as ingest_module
+from purgatory_pipeline.catalog import register_tables
 from purgatory_pipeline.checkpoint import fingerprint
 from purgatory_pipeline.decode_job import finished
 from purgatory_pipeline.incremental import segment_key
@@ -183,3 +187,17 @@ def test_readers_see_every_partition_an_ingest_does_not_rewrite(
     assert seen[2] == ("operations", 2, {**old, "operations": operations - OPERATIONS_PER_SEGMENT})
     assert read_table(spark, out, "operations").count() == operations + 1
     assert read_table(spark, out, "signals").count() == operations + 1
+
+
+def test_tables_registered_in_the_catalog_read_as_the_files(spark: Any, resumed: Resumed) -> None:
+    out = str(resumed.out)
+    names = register_tables(spark, out, "resumed")
+    assert names == ["resumed.operations", "resumed.signals", "resumed.events"]
+    for name in ("operations", "signals", "events"):
+        table = spark.table(f"resumed.{name}")
+        files = read_table(spark, out, name)
+        assert sorted(table.columns) == sorted(files.columns)
+        assert table.count() == files.count() > 0
+    partitions = spark.sql("SHOW PARTITIONS resumed.operations").collect()
+    assert len(partitions) == len(list((resumed.out / "operations").glob("*/*/segment_key=*")))
+    assert register_tables(spark, out, "resumed") == names  # again: replaced, not refused

@@ -35,6 +35,7 @@ from pyspark.sql.datasource import (
     GreaterThanOrEqual,
     In,
     InputPartition,
+    IsNotNull,
     LessThan,
     LessThanOrEqual,
 )
@@ -260,10 +261,13 @@ _BOUNDS: dict[type[Filter], tuple[int, int]] = {
 
 
 def _time_range(item: Filter) -> tuple[str, int | None, int | None] | None:
-    """``(column, lowest, highest)`` kept by a comparison of a time column with an integer."""
+    """``(column, lowest, highest)`` kept by a comparison of a time column with an integer
+    (or by ``IS NOT NULL`` on one: no bound)."""
     value = getattr(item, "value", None)
     shift = _BOUNDS.get(type(item))
     attribute: tuple[str, ...] = tuple(getattr(item, "attribute", ()))
+    if isinstance(item, IsNotNull) and len(attribute) == 1 and attribute[0] in TIME_COLUMNS:
+        return attribute[0], None, None  # what Spark adds beside every comparison
     if shift is None or not isinstance(value, int) or isinstance(value, bool):
         return None
     if len(attribute) != 1 or attribute[0] not in TIME_COLUMNS:
@@ -276,11 +280,14 @@ def _time_range(item: Filter) -> tuple[str, int | None, int | None] | None:
 def _in_ranges(
     batches: Iterator[pa.RecordBatch], ranges: dict[str, tuple[int | None, int | None]]
 ) -> Iterator[pa.RecordBatch]:
-    """Only the rows whose time columns lie in ``ranges`` (a null time is outside)."""
+    """Only the rows whose time columns lie in ``ranges`` (a null time is outside; a range
+    with no bound is ``IS NOT NULL``)."""
     for batch in batches:
         keep = None
         for column, (low, high) in ranges.items():
             values = batch.column(column)
+            valid = pc.is_valid(values)
+            keep = valid if keep is None else pc.and_(keep, valid)
             for bound, compare in ((low, pc.greater_equal), (high, pc.less_equal)):
                 if bound is not None:
                     test = pc.fill_null(compare(values, bound), False)

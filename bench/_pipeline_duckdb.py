@@ -15,16 +15,11 @@ thread; DuckDB uses its default threads (every core).
 
 from __future__ import annotations
 
+import argparse
 import json
 import shutil
-import sys
 import time
 from pathlib import Path
-
-import duckdb
-import pyarrow.parquet as pq
-from purgatory_pipeline.incremental import segment_key
-from purgatory_pipeline.records import decode_segment
 
 _DEFINITION = (
     "keys",
@@ -118,7 +113,17 @@ FROM found f LEFT JOIN moves m USING (purgatory, operation_id)
 
 
 def main() -> None:
-    journal, out = Path(sys.argv[1]), Path(sys.argv[2])
+    parser = argparse.ArgumentParser(description="The DuckDB baseline of bench.pipeline_bench.")
+    parser.add_argument("journal", type=Path, help="a journal directory (*.seg)")
+    parser.add_argument("out", type=Path, help="where the tables go (replaced)")
+    args = parser.parse_args()
+    # Imported here: --help answers without the pipeline's and the dev extra's packages.
+    import duckdb
+    import pyarrow.parquet as pq
+    from purgatory_pipeline.incremental import segment_key
+    from purgatory_pipeline.records import decode_segment
+
+    journal, out = args.journal, args.out
     shutil.rmtree(out, ignore_errors=True)
     records = out / "_records"
     start = time.perf_counter()

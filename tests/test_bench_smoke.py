@@ -16,8 +16,9 @@ extra, allowed to attach: root or ptrace_scope 0) and the compiled engine; a war
 pytest's summary for Redis (service_bench runs without its Redis baselines; ``make test``
 installs the Debian package redis-server).
 
-The Spark pipeline's benchmarks (bench/pipeline_bench.py, pipeline_journal.py, pipeline_watch.py)
-are not run here: tests/pipeline covers the pipeline.
+The Spark pipeline's benchmarks (bench/pipeline_bench.py, pipeline_journal.py, pipeline_watch.py,
+and _pipeline_duckdb.py, pipeline_bench's DuckDB baseline) are not run here: tests/pipeline
+covers the pipeline.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
 NODE_DIR = ROOT / "client" / "node"
-PIPELINE = {"pipeline_bench", "pipeline_journal", "pipeline_watch"}
+PIPELINE = {"pipeline_bench", "pipeline_journal", "pipeline_watch", "_pipeline_duckdb"}
 
 
 def _missing_node() -> str | None:

@@ -60,6 +60,22 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         action="store_true",
         help="decode every segment again (default: only those not ingested into --out yet)",
     )
+    ingest.add_argument(
+        "--follow",
+        action="store_true",
+        help="keep the tables up to date as the journals grow (a streaming query)",
+    )
+    ingest.add_argument("--checkpoint", help="Spark checkpoint directory (with --follow)")
+    ingest.add_argument(
+        "--catalog",
+        metavar="DATABASE",
+        help="register the tables in Spark's catalog as DATABASE.operations, ... "
+        "(a local metastore under --out unless --conf spark.sql.catalogImplementation says)",
+    )
+    ingest.add_argument(
+        "--interval", type=float, default=10.0, help="seconds between updates (with --follow)"
+    )
+    ingest.add_argument("--for-seconds", type=float, help="stop following after this long")
 
     report = sub.add_parser("report", help="tables -> Parquet/JSON summaries and HTML report")
     report.add_argument("--tables", required=True, help="what ingest wrote")
@@ -79,7 +95,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="how late an outcome may complete and still count (bounds the state)",
     )
     watch.add_argument("--starting", choices=("earliest", "latest"), default="earliest")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.command == "ingest" and args.follow and not args.checkpoint:
+        parser.error("ingest --follow needs --checkpoint DIR (Spark's checkpoint)")
+    return args
 
 
 def _conf(pairs: list[str]) -> dict[str, str]:
@@ -111,6 +130,10 @@ def run(args: argparse.Namespace) -> Any:
 
         conf = {**file_log_conf(args.spark_log), **conf}  # --conf still wins
         log.info("%s: Spark's log is %s", args.command, args.spark_log)
+    if args.command == "ingest" and args.catalog:
+        from purgatory_pipeline.catalog import metastore_conf  # noqa: PLC0415
+
+        conf = {**metastore_conf(args.out), **conf}
     spark = get_spark(args.master, **conf)
     try:
         spark.sparkContext.setLogLevel("WARN")
@@ -123,10 +146,17 @@ def run(args: argparse.Namespace) -> Any:
 
 
 def _command(spark: Any, args: argparse.Namespace) -> Any:
+    if args.command == "ingest" and args.follow:
+        return _follow(spark, args)
     if args.command == "ingest":
         from purgatory_pipeline.ingest import ingest  # noqa: PLC0415
 
         summary = ingest(spark, args.journal, args.out, full=args.full)
+        if args.catalog:
+            from purgatory_pipeline.catalog import register_tables  # noqa: PLC0415
+
+            names = register_tables(spark, args.out, args.catalog)
+            log.info("ingest: registered %s", ", ".join(names))
         print(json.dumps(summary.__dict__, indent=2))  # noqa: T201 - the command's output
         return summary
     if args.command == "report":
@@ -150,6 +180,16 @@ def _command(spark: Any, args: argparse.Namespace) -> Any:
         watermark=args.watermark,
     )
     return None
+
+
+def _follow(spark: Any, args: argparse.Namespace) -> None:
+    from purgatory_pipeline.follow import follow  # noqa: PLC0415
+
+    query = follow(spark, args.journal, args.out, args.checkpoint, interval_s=args.interval)
+    try:
+        query.awaitTermination(args.for_seconds)
+    finally:
+        query.stop()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

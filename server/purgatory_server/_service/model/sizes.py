@@ -9,6 +9,7 @@ charging more than is held:
   plus per key the string and its watch entry in the engine (``KEY_BYTES`` + the key's
   length), plus its payload and id;
 - a condition that accumulates (every kind but ``ANY_KEY``): its progress object;
+- a condition's gate (expressions, attributes, match keys): :func:`gate_bytes`;
 - a retained outcome (the retained window, the finished-id memory): the outcome tuple,
   its keys (string + tuple slot each), payload, result data and sources.
 
@@ -21,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from operator import itemgetter
 from typing import TYPE_CHECKING
 
-from purgatory_server._service.model.conditions import ConditionKind, ResultSnapshot
+from purgatory_server._service.model.conditions import ConditionKind, Gate, ResultSnapshot
 
 if TYPE_CHECKING:
     from purgatory_server._service.model.definitions import OperationDefinition
@@ -32,6 +33,7 @@ __all__ = [
     "OPERATION_BYTES",
     "OUTCOME_BYTES",
     "PROGRESS_BYTES",
+    "gate_bytes",
     "operation_bytes",
     "outcome_bytes",
     "outcomes_bytes",
@@ -53,6 +55,11 @@ OUTCOME_BYTES = 512
 RETAINED_KEY_BYTES = 64
 # Per (key, value) pair of a result's values: the pair, the int, the tuple slot.
 VALUE_BYTES = 112
+# Attributes: the decoded value (dicts, strings, numbers) against its encoding's bytes.
+ATTRIBUTES_FACTOR = 4
+# A match key (core.match_index) beyond the engine's watch entry: the tuple, the
+# canonical value string, the index's counters.
+MATCH_KEY_BYTES = 256
 _ANY_KEY = ConditionKind.ANY_KEY
 _NBYTES = itemgetter(11)  # Outcome.nbytes
 
@@ -70,6 +77,21 @@ def operation_bytes(operation_id: str, definition: OperationDefinition) -> int:
     condition = definition[2]
     if condition.kind is not _ANY_KEY:
         size += PROGRESS_BYTES + len(condition.targets) * RETAINED_KEY_BYTES
+    gate = condition.gate
+    if gate is not None:
+        size += gate_bytes(gate, keys)
+    return size
+
+
+def gate_bytes(gate: Gate, keys: Sequence[str]) -> int:
+    """What a condition's gate holds: its progress, its texts (the compiled programs are
+    shared per text), the attributes (encoding and value) and, with ``match``, a match
+    key per key (a tuple, its value string, its watch entry)."""
+    size = PROGRESS_BYTES + len(gate.filter) + len(gate.predicate) + len(gate.match)
+    if gate.attributes is not None:
+        size += ATTRIBUTES_FACTOR * len(gate.attributes.raw)
+    if gate.match:
+        size += len(keys) * (KEY_BYTES + MATCH_KEY_BYTES)
     return size
 
 
@@ -100,4 +122,6 @@ def result_bytes(
             size += keys_bytes(result.sources, RETAINED_KEY_BYTES)
     if result.values:
         size += VALUE_BYTES * len(result.values)
+    if result.matched is not None:
+        size += ATTRIBUTES_FACTOR * len(result.matched.raw)
     return size

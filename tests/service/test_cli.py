@@ -95,7 +95,9 @@ def test_batch_modes_read_stdin(
     assert "line 2" in capsys.readouterr().err
 
 
-def test_watch_if_and_match(server_thread: ServerThread, capsys: pytest.CaptureFixture[str]) -> None:
+def test_watch_if_and_match(
+    server_thread: ServerThread, capsys: pytest.CaptureFixture[str]
+) -> None:
     t = ["--target", server_thread.target]
     watch = [*t, "watch", "paid", "--timeout-ms", "60000", "--no-wait"]
     code, out = _run(

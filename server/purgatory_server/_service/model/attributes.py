@@ -7,7 +7,8 @@ Python mapping expressions are evaluated on. Numbers arrive as doubles; an integ
 within 2**53 is kept as an ``int`` (so ``attributes.count + 1`` is an int expression).
 
 :func:`canonical` spells one JSON value as a string, equal for equal values (a double
-and the int it equals spell alike): the key of the ``match`` index.
+and the int it equals spell alike): the key of the ``match`` index. (Containers inside a
+container are spelled by ``json``, where 2.0 and 2 differ: Structs decoded here hold ints.)
 
 Immutable and thread-safe: nothing here changes after construction.
 """
@@ -74,10 +75,22 @@ def normalize(value: object) -> JsonValue:
 
 
 def canonical(value: JsonValue) -> str:
-    """One spelling per JSON value (sorted keys, no spaces; 2.0 spelled as 2)."""
-    if isinstance(value, float) and value.is_integer() and -_EXACT <= value <= _EXACT:
-        value = int(value)
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    """One spelling per JSON value, a different one for different values (2.0 and 2
+    alike): a type letter and the scalar, or the sorted JSON text of a container. An
+    index key, never parsed back."""
+    if isinstance(value, str):
+        return "s" + value
+    if isinstance(value, bool):
+        return "t" if value else "f"
+    if isinstance(value, int):
+        return "i" + str(value)
+    if isinstance(value, float):
+        if value.is_integer() and -_EXACT <= value <= _EXACT:
+            return "i" + str(int(value))
+        return "d" + repr(value)
+    if value is None:
+        return "n"
+    return "j" + json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def split_path(path: str) -> tuple[str, ...]:

@@ -44,13 +44,19 @@ CONTEXT = {
 
 
 def _per_call_us(fn: Any, n: int) -> float:
+    n = max(1, int(n * _SCALE[0]))
     started = time.perf_counter()
     for _ in range(n):
         fn()
     return (time.perf_counter() - started) / n * 1e6
 
 
-def library() -> None:
+# The share of each library measurement's repetitions to run (--quick: a twentieth).
+_SCALE = [1.0]
+
+
+def library(scale: float) -> None:
+    _SCALE[0] = scale
     import cel
     import celpy
 
@@ -158,7 +164,7 @@ def service(rounds: int, seconds: float, clients: int, batch: int) -> None:
     results: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
     try:
         for filtered in (False, True):  # warm-up
-            asyncio.run(_pairs(address, filtered, 1.0, clients, batch))
+            asyncio.run(_pairs(address, filtered, min(1.0, seconds), clients, batch))
         for r in range(rounds):
             for filtered in (False, True) if r % 2 == 0 else (True, False):
                 cpu = server.cpu_seconds()
@@ -254,10 +260,11 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--batch", type=int, default=100)
     parser.add_argument("--match-sizes", default="100,100000")
+    parser.add_argument("--quick", action="store_true", help="a twentieth of the library runs")
     args = parser.parse_args()
     parts = args.parts.split(",")
     if "library" in parts:
-        library()
+        library(0.05 if args.quick else 1.0)
     if "service" in parts:
         service(args.rounds, args.seconds, args.clients, args.batch)
     if "match" in parts:

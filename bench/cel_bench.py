@@ -30,6 +30,8 @@ from purgatory_proto.v1 import purgatory_pb2_grpc as pb_grpc
 
 from bench._common import bench_server
 
+# The service part's simple filter (--filter), and the library part's expression.
+SIMPLE = "signal.attributes.approved"
 FILTER = "signal.attributes.approved && signal.attributes.invoice_id == op.attributes.invoice_id"
 CONTEXT = {
     "signal": {
@@ -99,12 +101,12 @@ def library(scale: float) -> None:
             print(f"cel-python {name}: line {exc.line} column {exc.column}")
 
 
-def _specs(batch: int, prefix: str, filtered: bool) -> list[Any]:
+def _specs(batch: int, prefix: str, filtered: bool, text: str = SIMPLE) -> list[Any]:
     specs = []
     for j in range(batch):
         condition = None
         if filtered:
-            condition = pb.Condition(any_key=pb.AnyKeyCondition(), filter=FILTER)
+            condition = pb.Condition(any_key=pb.AnyKeyCondition(), filter=text)
             condition.attributes.update({"invoice_id": j})
         specs.append(
             pb.OperationSpec(keys=[f"{prefix}{j}"], timeout_ms=60_000, condition=condition)
@@ -121,7 +123,9 @@ def _signals(batch: int, prefix: str) -> list[Any]:
     return out
 
 
-async def _pairs(address: str, filtered: bool, seconds: float, clients: int, batch: int) -> float:
+async def _pairs(
+    address: str, filtered: bool, seconds: float, clients: int, batch: int, *, text: str
+) -> float:
     channel = grpc.aio.insecure_channel(address)
     stub: Any = pb_grpc.PurgatoryServiceStub(channel)  # type: ignore[no-untyped-call]
     done = 0
@@ -136,7 +140,7 @@ async def _pairs(address: str, filtered: bool, seconds: float, clients: int, bat
             prefix = f"{tag}{w}-{n}-{time.perf_counter_ns()}-"
             await stub.BatchTryCompleteElseWatch(
                 pb.BatchTryCompleteElseWatchRequest(
-                    purgatory="default", operations=_specs(batch, prefix, filtered)
+                    purgatory="default", operations=_specs(batch, prefix, filtered, text)
                 )
             )
             answer = await stub.BatchCheckAndComplete(
@@ -155,7 +159,7 @@ async def _pairs(address: str, filtered: bool, seconds: float, clients: int, bat
         await channel.close()
 
 
-def service(rounds: int, seconds: float, clients: int, batch: int) -> None:
+def service(rounds: int, seconds: float, clients: int, batch: int, text: str) -> None:
     root = Path(tempfile.mkdtemp(prefix="cel-bench-"))
     server = bench_server(root, "cel")
     server.start()
@@ -164,15 +168,16 @@ def service(rounds: int, seconds: float, clients: int, batch: int) -> None:
     results: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
     try:
         for filtered in (False, True):  # warm-up
-            asyncio.run(_pairs(address, filtered, min(1.0, seconds), clients, batch))
+            asyncio.run(_pairs(address, filtered, min(1.0, seconds), clients, batch, text=text))
         for r in range(rounds):
             for filtered in (False, True) if r % 2 == 0 else (True, False):
                 cpu = server.cpu_seconds()
-                rate = asyncio.run(_pairs(address, filtered, seconds, clients, batch))
+                rate = asyncio.run(_pairs(address, filtered, seconds, clients, batch, text=text))
                 used = server.cpu_seconds() - cpu
                 results[filtered].append((rate, used / (rate * seconds) * 1e6))
     finally:
         server.stop()
+    print(f"filter: {text}")
     print("| workload | pairs/s (median) | per round | server CPU µs/pair (median) |")
     print("| --- | ---: | --- | ---: |")
     for filtered in (False, True):
@@ -260,13 +265,14 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--batch", type=int, default=100)
     parser.add_argument("--match-sizes", default="100,100000")
+    parser.add_argument("--filter", default=SIMPLE, help=f"the service part's filter ({SIMPLE!r})")
     parser.add_argument("--quick", action="store_true", help="a twentieth of the library runs")
     args = parser.parse_args()
     parts = args.parts.split(",")
     if "library" in parts:
         library(0.05 if args.quick else 1.0)
     if "service" in parts:
-        service(args.rounds, args.seconds, args.clients, args.batch)
+        service(args.rounds, args.seconds, args.clients, args.batch, args.filter)
     if "match" in parts:
         match(tuple(int(s) for s in args.match_sizes.split(",")), 100)
 

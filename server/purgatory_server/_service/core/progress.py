@@ -36,7 +36,16 @@ from purgatory_server._service.model.conditions import (
     SignalRecord,
 )
 from purgatory_server._service.model.errors import LimitExceeded
-from purgatory_server._service.model.expressions import holds, program
+from purgatory_server._service.model.expressions import (
+    WHOLE,
+    Reads,
+    Whole,
+    bind,
+    holds_with,
+    program,
+    project,
+    reads,
+)
 
 __all__ = [
     "FirstSignal",
@@ -234,22 +243,29 @@ class Gated:
     """
 
     __slots__ = (
+        "_bound",
         "_filter",
         "_inner",
         "_judged",
         "_match",
-        "_op",
         "_path",
         "_predicate",
+        "_reads",
+        "_result_reads",
         "matched",
         "matched_key",
     )
 
     def __init__(self, inner: Progress, gate: Gate, op: dict[str, JsonValue]) -> None:
         self._inner = inner
-        self._op = op
+        # The ``op`` variable (what the expressions read of it), converted into the
+        # library's values once: conversion is most of an evaluation (.expressions).
+        op_reads = reads(gate.filter + " " + gate.predicate, "op")
+        self._bound = bind({"op": project(op, op_reads)} if op_reads else {})
         self._filter = program(gate.filter) if gate.filter else None
+        self._reads = reads(gate.filter, "signal")
         self._predicate = program(gate.predicate) if gate.predicate else None
+        self._result_reads = reads(gate.predicate, "result")
         self._path: tuple[str, ...] | None = None
         self._match: str | None = None
         if gate.match:
@@ -272,8 +288,8 @@ class Gated:
             if attributes is None or attributes.canonical_at(path) != self._match:
                 return self
         check = self._filter
-        if check is not None and not holds(
-            check, {"signal": signal_context(key, signal), "op": self._op}
+        if check is not None and not holds_with(
+            check, self._bound, "signal", signal_context(key, signal, self._reads)
         ):
             return self
         self._inner.add(key, signal)
@@ -288,7 +304,8 @@ class Gated:
             judged = self._inner.satisfied()
             predicate = self._predicate
             if judged and predicate is not None:
-                judged = holds(predicate, {"result": self._inner.context(), "op": self._op})
+                result = project(self._inner.context(), self._result_reads)
+                judged = holds_with(predicate, self._bound, "result", result)
             self._judged = judged
         return judged
 
@@ -299,16 +316,32 @@ class Gated:
         return snapshot._replace(matched_key=self.matched_key, matched=self.matched)
 
 
-def signal_context(key: str, signal: SignalRecord) -> dict[str, JsonValue]:
-    """The ``signal`` variable of a filter."""
-    attributes = signal.attributes
-    return {
-        "key": key,
-        "amount": signal.amount,
-        "value": signal.value,
-        "source": signal.source,
-        "attributes": {} if attributes is None else attributes.value,
-    }
+def signal_context(
+    key: str, signal: SignalRecord, read: Reads | Whole = WHOLE
+) -> dict[str, JsonValue]:
+    """The ``signal`` variable of a filter: what ``read`` names of it."""
+    attributes = {} if signal.attributes is None else signal.attributes.value
+    if isinstance(read, Whole):
+        return {
+            "key": key,
+            "amount": signal.amount,
+            "value": signal.value,
+            "source": signal.source,
+            "attributes": attributes,
+        }
+    out: dict[str, JsonValue] = {}
+    for field, sub in read.items():
+        if field == "attributes":
+            out[field] = project(attributes, sub)
+        elif field == "key":
+            out[field] = key
+        elif field == "amount":
+            out[field] = signal.amount
+        elif field == "value":
+            out[field] = signal.value
+        elif field == "source":
+            out[field] = signal.source
+    return out
 
 
 def operation_context(

@@ -16,9 +16,9 @@ Immutable and thread-safe: nothing here changes after construction.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
-__all__ = ["Attributes", "JsonValue", "canonical", "normalize", "split_path"]
+__all__ = ["Attributes", "JsonValue", "canonical", "split_path"]
 
 # A JSON value as the expressions see it.
 JsonValue = None | bool | int | float | str | list["JsonValue"] | dict[str, "JsonValue"]
@@ -56,22 +56,6 @@ class Attributes:
                 return None
             node = node[part]
         return canonical(node)
-
-
-def normalize(value: object) -> JsonValue:
-    """``value`` (from a decoded Struct) with integral doubles as ints, containers copied
-    as plain lists and dicts."""
-    if isinstance(value, float):
-        if value.is_integer() and -_EXACT <= value <= _EXACT:
-            return int(value)
-        return value
-    if isinstance(value, bool | int | str) or value is None:
-        return value
-    if isinstance(value, Mapping):
-        return {str(k): normalize(v) for k, v in value.items()}
-    if isinstance(value, Sequence):
-        return [normalize(v) for v in value]
-    raise TypeError(f"not a JSON value: {type(value).__name__}")
 
 
 def canonical(value: JsonValue) -> str:

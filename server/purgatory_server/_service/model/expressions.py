@@ -12,15 +12,20 @@ naming the field and, where the library gives one, the line:column):
   another (whose cost would multiply) or more than :data:`MAX_COMPREHENSIONS` of them is
   refused, so one evaluation is linear in its inputs. The library has no ``cel.bind``;
 - a name outside the documented variables, a type error or a non-bool result found by a
-  **probe** evaluation (empty signal attributes, the operation's own attributes), where
-  that evaluation is not cut short by an absent attribute.
+  **probe** evaluation (empty attributes, zero numbers, empty strings: :data:`PROBES`),
+  where that evaluation is not cut short by an absent attribute. The verdict depends on
+  the text alone, so it is cached with the program.
 
 The library's programs have no side effects (no I/O, no clock, no host functions: none
 is registered) and read only the context they are given. :func:`holds` is the one way
-to evaluate: an error or a non-bool counts as false.
+to evaluate: an error or a non-bool counts as false. Converting Python values into the
+library's is most of an evaluation's cost, so an operation binds its own variable once
+(:func:`bind`), each evaluation adds only the variable that changes, and each variable
+holds only the fields the text reads (:func:`reads`, :func:`project`).
 
-The compile cache (:func:`program`) is a bounded memo of a pure function, like ``re``'s:
-the same text always compiles to an equivalent program. Thread-safe (``lru_cache``).
+The compile cache (:func:`program`, and :func:`_verdict` for the checks) is a bounded
+memo of a pure function, like ``re``'s: the same text always compiles to an equivalent
+program. Thread-safe (``lru_cache``).
 """
 
 from __future__ import annotations
@@ -35,24 +40,48 @@ from purgatory_server._service.model.errors import InvalidArgument
 
 __all__ = [
     "CACHE_SIZE",
-    "FILTER_VARIABLES",
     "MAX_COMPREHENSIONS",
-    "PREDICATE_VARIABLES",
+    "PROBES",
+    "WHOLE",
     "Context",
+    "Reads",
+    "Whole",
+    "bind",
     "check",
     "holds",
+    "holds_with",
     "program",
+    "project",
+    "reads",
 ]
 
 # Distinct expression texts kept compiled.
 CACHE_SIZE = 4096
 # Comprehension macros per expression (none may nest in another).
 MAX_COMPREHENSIONS = 4
-FILTER_VARIABLES = ("signal", "op")
-PREDICATE_VARIABLES = ("result", "op")
+# The probe contexts (module docstring): representative values of the documented
+# variables, none of them the operation's own, so a verdict holds for every operation.
+_PROBE_OP: dict[str, JsonValue] = {"id": "", "keys": [], "attributes": {}}
+PROBES: dict[str, Context] = {
+    "filter": {
+        "signal": {"key": "", "amount": 0, "value": 0, "source": "", "attributes": {}},
+        "op": _PROBE_OP,
+    },
+    "predicate": {
+        "result": {
+            "signal_count": 0,
+            "sources": [],
+            "signalled_keys": [],
+            "amount_sum": 0,
+            "values": {},
+        },
+        "op": _PROBE_OP,
+    },
+}
 _MACROS = frozenset({"all", "exists", "exists_one", "map", "filter"})
 # What a failed evaluation raises (the library's errors are these builtins).
 _EVAL_ERRORS = (ValueError, TypeError, KeyError, IndexError, RuntimeError, ArithmeticError)
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _POSITION = re.compile(r"<input>:(\d+):(\d+): (.*)")
 _UNDEFINED = re.compile(r"Undefined variable or function: '([^']*)'")
 
@@ -73,15 +102,121 @@ def holds(compiled: cel.Program, context: Context) -> bool:
         return False
 
 
-def check(field: str, text: str, max_length: int, probe: Context) -> cel.Program:
+class Whole:
+    """The marker of a value an expression may read as a whole (see :func:`reads`)."""
+
+    __slots__ = ()
+
+
+WHOLE = Whole()
+# What an expression reads of a variable: field -> what it reads of that field.
+Reads = dict[str, "Reads | Whole"]
+
+
+@functools.lru_cache(maxsize=CACHE_SIZE)
+def reads(text: str, variable: str) -> Reads | Whole:
+    """What ``text`` may read of ``variable``: the tree of the field paths it names
+    (``signal.attributes.id`` -> {"attributes": {"id": WHOLE}}), or WHOLE where it uses
+    the variable otherwise (alone, indexed, a method on it). Conservative: a name in a
+    string literal or a comprehension variable of the same name only reads more."""
+    tree: Reads = {}
+    for found in _IDENTIFIER.finditer(text):
+        start = found.start()
+        if found.group() != variable:
+            continue
+        if start and (text[start - 1] == "." or text[start - 1].isalnum()):
+            continue  # a field or part of another name, not the variable
+        path: list[str] = []
+        i = found.end()
+        while True:
+            j = _skip_spaces(text, i)
+            if text[j : j + 1] != ".":
+                break
+            field = _IDENTIFIER.match(text, _skip_spaces(text, j + 1))
+            if field is None:
+                break
+            if text[_skip_spaces(text, field.end()) : _skip_spaces(text, field.end()) + 1] == "(":
+                break  # a method on the value read so far
+            path.append(field.group())
+            i = field.end()
+        if not path:
+            return WHOLE
+        node = tree
+        for name in path[:-1]:
+            child = node.get(name)
+            if isinstance(child, Whole):
+                break
+            if child is None:
+                child = node[name] = {}
+            node = child
+        else:
+            node[path[-1]] = WHOLE
+    return tree
+
+
+def project(value: JsonValue, read: Reads | Whole) -> JsonValue:
+    """The part of ``value`` that ``read`` names (absent fields stay absent)."""
+    if isinstance(read, Whole) or not isinstance(value, dict):
+        return value
+    return {name: project(value[name], sub) for name, sub in read.items() if name in value}
+
+
+def _skip_spaces(text: str, i: int) -> int:
+    while i < len(text) and text[i] in " \t\r\n":
+        i += 1
+    return i
+
+
+def bind(variables: Context) -> cel.Context:
+    """A library context holding ``variables``, converted once (JSON values only: the
+    library would register a callable as a function)."""
+    bound = cel.Context()
+    for name, value in variables.items():
+        bound.add_variable(name, value)
+    return bound
+
+
+def holds_with(compiled: cel.Program, bound: cel.Context, name: str, value: JsonValue) -> bool:
+    """:func:`holds` on ``bound`` with ``name`` set to ``value`` for this evaluation
+    (cleared after it, so ``bound`` keeps nothing of it)."""
+    bound.add_variable(name, value)
+    try:
+        return compiled.execute(bound) is True
+    except _EVAL_ERRORS:
+        return False
+    finally:
+        bound.add_variable(name, None)
+
+
+def check(field: str, text: str, max_length: int, kind: str) -> cel.Program:
     """``text`` compiled, or InvalidArgument naming ``field`` (see the module docstring).
 
-    ``probe`` is a context of the documented variables with representative values.
+    ``kind`` is "filter" or "predicate": which variables the probe binds
+    (:data:`PROBES`). The verdict depends on the text and the kind alone, so it is kept
+    with the compiled programs (:func:`_verdict`).
     """
     if len(text) > max_length:
         raise InvalidArgument(
             field, f"{len(text)} characters exceed max_expression_length ({max_length})"
         )
+    verdict = _verdict(text, kind)
+    if isinstance(verdict, str):
+        raise InvalidArgument(field, verdict)
+    return verdict
+
+
+@functools.lru_cache(maxsize=CACHE_SIZE)
+def _verdict(text: str, kind: str) -> cel.Program | str:
+    """The program for ``text``, or why it is refused (the message after the field)."""
+    try:
+        return _checked(text, PROBES[kind])
+    except InvalidArgument as exc:
+        return exc.problem
+
+
+def _checked(text: str, probe: Context) -> cel.Program:
+    """The checks past the length; InvalidArgument (its field unused) on a refusal."""
+    field = ""
     _check_cost(field, text)
     try:
         compiled = program(text)

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from purgatory_server._service.model.outcome import Outcome
 
 __all__ = [
+    "CONTEXT_BYTES",
     "KEY_BYTES",
     "OPERATION_BYTES",
     "OUTCOME_BYTES",
@@ -55,6 +56,9 @@ OUTCOME_BYTES = 512
 RETAINED_KEY_BYTES = 64
 # Per (key, value) pair of a result's values: the pair, the int, the tuple slot.
 VALUE_BYTES = 112
+# An operation's bound expression context (cel.Context) beyond its values: 1.6 KB
+# measured for one attribute (docs/benchmarks.md §23).
+CONTEXT_BYTES = 2048
 # Attributes: the decoded value (dicts, strings, numbers) against its encoding's bytes.
 ATTRIBUTES_FACTOR = 4
 # A match key (core.match_index) beyond the engine's watch entry: the tuple, the
@@ -85,11 +89,13 @@ def operation_bytes(operation_id: str, definition: OperationDefinition) -> int:
 
 def gate_bytes(gate: Gate, keys: Sequence[str]) -> int:
     """What a condition's gate holds: its progress, its texts (the compiled programs are
-    shared per text), the attributes (encoding and value) and, with ``match``, a match
-    key per key (a tuple, its value string, its watch entry)."""
+    shared per text), its bound context, the attributes (encoding and value) and, with
+    ``match``, a match key per key (a tuple, its value string, its watch entry)."""
     size = PROGRESS_BYTES + len(gate.filter) + len(gate.predicate) + len(gate.match)
+    size += CONTEXT_BYTES  # the operation's bound expression context (model.expressions)
     if gate.attributes is not None:
-        size += ATTRIBUTES_FACTOR * len(gate.attributes.raw)
+        # The encoding, the value, and the value again in the bound context.
+        size += (ATTRIBUTES_FACTOR + 2) * len(gate.attributes.raw)
     if gate.match:
         size += len(keys) * (KEY_BYTES + MATCH_KEY_BYTES)
     return size

@@ -8,7 +8,6 @@ which builds on these.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Sequence
 from typing import TypedDict, TypeVar, cast
 
@@ -119,7 +118,15 @@ def condition_from_proto(field: str, msg: pb.Condition) -> ConditionSpec:
     if msg.filter or msg.predicate or msg.match or has_attributes:
         attributes = attributes_from_struct(msg.attributes) if has_attributes else None
         gate = Gate(msg.filter, msg.predicate, msg.match, attributes)
-        return dataclasses.replace(spec, gate=gate)
+        return ConditionSpec(
+            spec.kind,
+            spec.count,
+            spec.distinct_sources,
+            spec.threshold,
+            spec.targets,
+            spec.default_target,
+            gate,
+        )
     return spec
 
 

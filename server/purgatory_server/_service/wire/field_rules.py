@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from purgatory_server._service.config.server_config import Limits, PurgatorySettings, setting_bounds
-from purgatory_server._service.model.attributes import Attributes, JsonValue
+from purgatory_server._service.model.attributes import Attributes
 from purgatory_server._service.model.conditions import ConditionKind, ConditionSpec, Gate
 from purgatory_server._service.model.errors import InvalidArgument
 from purgatory_server._service.model.expressions import check as check_expression
@@ -131,7 +131,7 @@ def check_condition(field: str, spec: ConditionSpec, keys: Sequence[str], limits
                 f"({limits.max_result_sources})",
             )
     if spec.gate is not None:
-        check_gate(field, spec.gate, keys, limits)
+        check_gate(field, spec.gate, limits)
     if kind is ConditionKind.VALUES_AT_LEAST:
         known = set(keys)
         for key, _ in spec.targets:
@@ -151,15 +151,12 @@ def check_attributes(field: str, attributes: Attributes, limits: Limits) -> None
         )
 
 
-def check_gate(field: str, gate: Gate, keys: Sequence[str], limits: Limits) -> None:
+def check_gate(field: str, gate: Gate, limits: Limits) -> None:
     """A condition's expressions and attributes (docs/conditions.md): each expression
     compiles within the cost limit and types on a probe; ``match`` names an attribute
     the operation has."""
-    own: dict[str, JsonValue] = {}
     if gate.attributes is not None:
         check_attributes(f"{field}.attributes", gate.attributes, limits)
-        own = gate.attributes.value
-    op: dict[str, JsonValue] = {"id": "", "keys": list(keys), "attributes": own}
     if gate.match:
         path = gate.match.split(".")
         if len(gate.match) > limits.max_key_length or "" in path:
@@ -171,34 +168,11 @@ def check_gate(field: str, gate: Gate, keys: Sequence[str], limits: Limits) -> N
                 f"{field}.match",
                 f"the operation's attributes have no {quote(gate.match)} (set {field}.attributes)",
             )
+    length = limits.max_expression_length
     if gate.filter:
-        signal: dict[str, JsonValue] = {
-            "key": keys[0] if keys else "",
-            "amount": 0,
-            "value": 0,
-            "source": "",
-            "attributes": {},
-        }
-        check_expression(
-            f"{field}.filter",
-            gate.filter,
-            limits.max_expression_length,
-            {"signal": signal, "op": op},
-        )
+        check_expression(f"{field}.filter", gate.filter, length, "filter")
     if gate.predicate:
-        result: dict[str, JsonValue] = {
-            "signal_count": 0,
-            "sources": [],
-            "signalled_keys": [],
-            "amount_sum": 0,
-            "values": {},
-        }
-        check_expression(
-            f"{field}.predicate",
-            gate.predicate,
-            limits.max_expression_length,
-            {"result": result, "op": op},
-        )
+        check_expression(f"{field}.predicate", gate.predicate, length, "predicate")
 
 
 def check_filter(field: str, keys: Sequence[str], operation_id_prefix: str, limits: Limits) -> None:

@@ -9,19 +9,17 @@ from __future__ import annotations
 
 from google.protobuf import struct_pb2
 
-from purgatory_server._service.model.attributes import Attributes, JsonValue, normalize
+from purgatory_server._service.model.attributes import Attributes, JsonValue
 
 __all__ = ["attributes_from_raw", "attributes_from_struct", "attributes_to_struct"]
 
 _EMPTY_ATTRIBUTES = struct_pb2.Struct()
+_EXACT = 2**53
 
 
 def attributes_from_struct(msg: struct_pb2.Struct) -> Attributes:
     """The attributes a Struct spells (its size is the caller's to check: ``raw``)."""
-    value = normalize(_object(msg))
-    if not isinstance(value, dict):  # pragma: no cover - a Struct is an object
-        raise TypeError("a Struct decodes to an object")
-    return Attributes(msg.SerializeToString(deterministic=True), value)
+    return Attributes(msg.SerializeToString(deterministic=True), _object(msg))
 
 
 def attributes_from_raw(raw: bytes) -> Attributes:
@@ -41,11 +39,16 @@ def _object(msg: struct_pb2.Struct) -> dict[str, JsonValue]:
 
 
 def _value(msg: struct_pb2.Value) -> JsonValue:
+    """One Value as a JSON value, an integral number within 2**53 as an int (what
+    :class:`~..model.attributes.Attributes` holds)."""
     kind = msg.WhichOneof("kind")
+    if kind == "number_value":
+        number = msg.number_value
+        if number.is_integer() and -_EXACT <= number <= _EXACT:
+            return int(number)
+        return number
     if kind == "string_value":
         return msg.string_value
-    if kind == "number_value":
-        return msg.number_value
     if kind == "bool_value":
         return msg.bool_value
     if kind == "struct_value":

@@ -179,7 +179,7 @@ CASES = [
         "console_bench",
         "--rounds 1 --duration 0.3 --warmup 0.05 --batch-workers 1 --batch-size 5"
         " --poll-interval 0.05 --json {tmp}/cb.json",
-        ("pairs/s ratio to closed", r"\| every page \|", "acceptance: page p99"),
+        ("pairs/s to elsewhere", r"\| elsewhere \|", r"\| every page \|", "acceptance: page p99"),
     ),
     Case(
         "workers_bench",

@@ -224,3 +224,23 @@ async def test_match_index_tries_only_matching_operations() -> None:
     finally:
         p.close(ShuttingDown())
         p.shutdown_engine()
+
+
+async def test_what_an_expression_reads_is_all_it_sees(client: AsyncPurgatoryClient) -> None:
+    """Variables hold only the paths a text names (docs/conditions.md): an expression that
+    reads a map whole (size, in, a method, an index) sees all of it, has() sees a path."""
+    texts = [
+        "size(signal.attributes) == 3",
+        "'b' in signal.attributes && signal.attributes.a == 1",
+        "has(signal.attributes.a) && !has(signal.attributes.c)",
+        "signal.attributes['b'] == 'x' && signal.key == 'reads'",
+        "signal.attributes.all(k, k in ['a', 'b', 'd']) && op.attributes.n.size() == 2",
+    ]
+    for i, text in enumerate(texts):
+        cond = Condition.any_key().where(text, attributes={"n": [1, 2]})
+        await client.try_complete_else_watch(
+            ["reads"], 60_000, condition=cond, operation_id=f"reads-{i}"
+        )
+    assert await client.check_and_complete("reads", Signal(attributes={"a": 1, "c": 0})) == 0
+    every = Signal(attributes={"a": 1, "b": "x", "d": 2})
+    assert await client.check_and_complete("reads", every) == 5

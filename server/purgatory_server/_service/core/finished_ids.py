@@ -112,7 +112,7 @@ def pack(definition: OperationDefinition, outcome: Outcome, size: int) -> Packed
         )
     c = definition.condition
     condition: _Condition | None = None
-    if c is not DEFAULT_CONDITION and c != DEFAULT_CONDITION:
+    if c is not DEFAULT_CONDITION and (c.gate is not None or c != DEFAULT_CONDITION):
         condition = (
             c.kind.value,
             c.count,

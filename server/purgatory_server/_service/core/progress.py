@@ -256,7 +256,7 @@ class Gated:
         "matched_key",
     )
 
-    def __init__(self, inner: Progress, gate: Gate, op: dict[str, JsonValue]) -> None:
+    def __init__(self, inner: Progress | FirstSignal, gate: Gate, op: dict[str, JsonValue]) -> None:
         self._inner = inner
         # The ``op`` variable (what the expressions read of it), converted into the
         # library's values once: conversion is most of an evaluation (.expressions).
@@ -277,10 +277,6 @@ class Gated:
         self.matched_key = ""
         self.matched: Attributes | None = None
 
-    @property
-    def spec(self) -> ConditionSpec:
-        return self._inner.spec
-
     def add(self, key: str, signal: SignalRecord) -> Gated:
         path = self._path
         if path is not None:
@@ -292,7 +288,7 @@ class Gated:
             check, self._bound, "signal", signal_context(key, signal, self._reads)
         ):
             return self
-        self._inner.add(key, signal)
+        self._inner = self._inner.add(key, signal)
         self._judged = None
         self.matched_key = key
         self.matched = signal.attributes
@@ -303,8 +299,9 @@ class Gated:
         if judged is None:
             judged = self._inner.satisfied()
             predicate = self._predicate
-            if judged and predicate is not None:
-                result = project(self._inner.context(), self._result_reads)
+            inner = self._inner
+            if judged and predicate is not None and isinstance(inner, Progress):
+                result = project(inner.context(), self._result_reads)
                 judged = holds_with(predicate, self._bound, "result", result)
             self._judged = judged
         return judged
@@ -377,14 +374,19 @@ def make_progress(
     variable names ``operation_id``). Callers keep what ``add`` returns."""
     gate = spec.gate
     if gate is not None:
-        inner = Progress(
-            spec,
-            keys,
-            known_values,
-            data_limit=data_limit,
-            sources_limit=sources_limit,
-            data_root=data_root,
-        )
+        inner: Progress | FirstSignal
+        if spec.kind is ConditionKind.ANY_KEY and not gate.predicate:
+            # The first signal that passes decides: nothing to accumulate.
+            inner = FirstSignal(data_limit=data_limit, sources_limit=sources_limit)
+        else:
+            inner = Progress(
+                spec,
+                keys,
+                known_values,
+                data_limit=data_limit,
+                sources_limit=sources_limit,
+                data_root=data_root,
+            )
         return Gated(inner, gate, operation_context(operation_id, keys, gate.attributes))
     if spec.kind is ConditionKind.ANY_KEY:
         shared = _UNSIGNALLED.get((data_limit, sources_limit))

@@ -35,7 +35,10 @@ def attributes_to_struct(attributes: Attributes | None) -> struct_pb2.Struct:
 
 
 def _object(msg: struct_pb2.Struct) -> dict[str, JsonValue]:
-    return {key: _value(value) for key, value in msg.fields.items()}
+    # Iterating the map's keys and indexing it are C calls; its ``items()`` is the
+    # pure-Python Mapping mixin's (several times slower).
+    fields = msg.fields
+    return {key: _value(fields[key]) for key in fields}
 
 
 def _value(msg: struct_pb2.Value) -> JsonValue:

@@ -41,6 +41,7 @@ from purgatory_server._service.model.expressions import (
     Reads,
     Whole,
     bind,
+    holds,
     holds_with,
     program,
     project,
@@ -261,7 +262,7 @@ class Gated:
         # The ``op`` variable (what the expressions read of it), converted into the
         # library's values once: conversion is most of an evaluation (.expressions).
         op_reads = reads(gate.filter + " " + gate.predicate, "op")
-        self._bound = bind({"op": project(op, op_reads)} if op_reads else {})
+        self._bound = bind({"op": project(op, op_reads)}) if op_reads else None
         self._filter = program(gate.filter) if gate.filter else None
         self._reads = reads(gate.filter, "signal")
         self._predicate = program(gate.predicate) if gate.predicate else None
@@ -284,10 +285,15 @@ class Gated:
             if attributes is None or attributes.canonical_at(path) != self._match:
                 return self
         check = self._filter
-        if check is not None and not holds_with(
-            check, self._bound, "signal", signal_context(key, signal, self._reads)
-        ):
-            return self
+        if check is not None:
+            context = signal_context(key, signal, self._reads)
+            bound = self._bound
+            if not (
+                holds(check, {"signal": context})
+                if bound is None
+                else holds_with(check, bound, "signal", context)
+            ):
+                return self
         self._inner = self._inner.add(key, signal)
         self._judged = None
         self.matched_key = key
@@ -302,7 +308,12 @@ class Gated:
             inner = self._inner
             if judged and predicate is not None and isinstance(inner, Progress):
                 result = project(inner.context(), self._result_reads)
-                judged = holds_with(predicate, self._bound, "result", result)
+                bound = self._bound
+                judged = (
+                    holds(predicate, {"result": result})
+                    if bound is None
+                    else holds_with(predicate, bound, "result", result)
+                )
             self._judged = judged
         return judged
 

@@ -281,7 +281,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--batch", type=int, default=100)
-    parser.add_argument("--match-sizes", default="100,100000")
+    parser.add_argument("--match-sizes", default="1000,100000")
     parser.add_argument("--filter", default=SIMPLE, help=f"the service part's filter ({SIMPLE!r})")
     parser.add_argument("--quick", action="store_true", help="a twentieth of the library runs")
     args = parser.parse_args()
@@ -291,7 +291,7 @@ def main() -> None:
     if "service" in parts:
         service(args.rounds, args.seconds, args.clients, args.batch, args.filter)
     if "match" in parts:
-        match(tuple(int(s) for s in args.match_sizes.split(",")), 100)
+        match(tuple(int(s) for s in args.match_sizes.split(",")), 1000)
 
 
 if __name__ == "__main__":

@@ -60,7 +60,11 @@ _Values = tuple[tuple[str, int], ...]
 # by many outcomes, see core.signal_data, and marshal would copy it into each).
 # An Attributes as (raw, value): marshal keeps JSON values as they are.
 _Attrs = tuple[bytes, dict[str, JsonValue]] | None
-_Result = tuple[int, tuple[str, ...], tuple[str, ...], int, _Values, bool, str, _Attrs]
+# The result's fields; an operation with a gate adds its matched key and attributes.
+_Result = (
+    tuple[int, tuple[str, ...], tuple[str, ...], int, _Values, bool]
+    | tuple[int, tuple[str, ...], tuple[str, ...], int, _Values, bool, str, _Attrs]
+)
 _Gate = tuple[str, str, str, _Attrs] | None
 _Condition = tuple[str, int, bool, int, _Values, int, _Gate]
 # The nested parts, marshalled: the outcome's and the definition's keys, the result's
@@ -107,9 +111,9 @@ def pack(definition: OperationDefinition, outcome: Outcome, size: int) -> Packed
             r.amount_sum,
             r.values,
             r.data_truncated,
-            r.matched_key,
-            _attrs(r.matched),
         )
+        if r.matched_key:  # an operation with a gate: which signal matched
+            result = (*result, r.matched_key, _attrs(r.matched))
     c = definition.condition
     condition: _Condition | None = None
     if c is not DEFAULT_CONDITION and (c.gate is not None or c != DEFAULT_CONDITION):
@@ -149,7 +153,9 @@ def unpack(op_id: str, p: Packed) -> Entry:
     keys, definition_keys, r, c = _nested(p)
     result = EMPTY_RESULT
     if r is not None:
-        result = ResultSnapshot(r[0], r[1], r[2], r[3], r[4], p[15], r[5], r[6], _attributes(r[7]))
+        result = ResultSnapshot(r[0], r[1], r[2], r[3], r[4], p[15], r[5])
+        if len(r) > 6:
+            result = result._replace(matched_key=r[6], matched=_attributes(r[7]))
     state = OperationState(p[2])
     outcome = Outcome(p[4], p[5], op_id, state, keys, p[6], result, p[7], p[3], p[0], p[8], p[9])
     condition = DEFAULT_CONDITION
@@ -185,13 +191,14 @@ def entry_bytes(definition: OperationDefinition, outcome: Outcome) -> int:
     size = ENTRY_OVERHEAD + len(outcome.operation_id) + len(definition.payload)
     result = outcome.result
     size += len(result.data)
-    if result.matched is not None:  # the encoding and the value: about twice its bytes
-        size += 2 * len(result.matched.raw) + len(result.matched_key)
-    gate = definition.condition.gate
-    if gate is not None:
+    condition = definition.condition
+    if condition is not DEFAULT_CONDITION and condition.gate is not None:
+        gate = condition.gate
         size += len(gate.filter) + len(gate.predicate) + len(gate.match)
-        if gate.attributes is not None:
+        if gate.attributes is not None:  # the encoding and the value: about twice its bytes
             size += 2 * len(gate.attributes.raw)
+        if result.matched is not None:
+            size += 2 * len(result.matched.raw) + len(result.matched_key)
     for key in definition.keys:
         size += len(key) + 8
     return size

@@ -277,7 +277,7 @@ class NamedPurgatory:
         counts: list[int] = []
         # Operations with ``match`` wait on match keys (.match_index): empty, no signal
         # pays for them.
-        matches = self._table.matches if self._table.matches else None
+        matches = self._table.matches if self._table.matching else None
         for key, sig in signals:
             if on_signal is not None:
                 on_signal(name, key, sig)

@@ -28,7 +28,11 @@ from purgatory_server._service.core.operation import RemoteOperation, SignalSlot
 from purgatory_server._service.core.progress import FirstSignal, Gated, Progress, make_progress
 from purgatory_server._service.core.signal_data import DataLink
 from purgatory_server._service.core.sorted_ids import SortedIds
-from purgatory_server._service.model.conditions import ConditionKind, ConditionSpec
+from purgatory_server._service.model.conditions import (
+    DEFAULT_CONDITION,
+    ConditionKind,
+    ConditionSpec,
+)
 from purgatory_server._service.model.definitions import (
     OperationDefinition,
     OperationRequest,
@@ -72,12 +76,12 @@ class OperationTable:
         "_id_prefix",
         "_ids",
         "_limits",
-        "_matching",
         "_max_pending",
         "_slot",
         "_unsignalled",
         "finished",
         "matches",
+        "matching",
         "name",
         "pending",
         "pending_ids",
@@ -122,7 +126,7 @@ class OperationTable:
         # Pending operations whose condition has ``match``, by key (.match_index), and
         # how many there are (0: retire skips them).
         self.matches = MatchIndex()
-        self._matching = 0
+        self.matching = 0
 
     def __len__(self) -> int:
         return len(self.pending)
@@ -242,8 +246,11 @@ class OperationTable:
                 op = create(step, definition)
                 if on_registered is not None:
                     on_registered(name, op)
-                gate = definition.condition.gate
-                created.append((op, definition.keys if gate is None else self._watched(op)))
+                condition = definition.condition
+                if condition is DEFAULT_CONDITION or condition.gate is None:
+                    created.append((op, definition.keys))
+                else:
+                    created.append((op, self._watched(op)))
                 out.append((op, True))
             else:
                 resent = step[0]
@@ -302,7 +309,7 @@ class OperationTable:
         if gate is None or not gate.match:
             return definition.keys
         value = _match_value(op)
-        self._matching += 1
+        self.matching += 1
         return self.matches.add(definition.keys, gate.match, value)
 
     def _new_progress(
@@ -311,7 +318,9 @@ class OperationTable:
         """Fresh progress for a new or recovered operation; VALUES_AT_LEAST starts from the
         latest values known, since a value signalled before registration counts."""
         cond = definition.condition
-        if cond.kind is _ANY_KEY and cond.gate is None:  # the shared unsignalled progress
+        if cond is DEFAULT_CONDITION:  # the shared unsignalled progress (make_progress's)
+            return self._unsignalled
+        if cond.kind is _ANY_KEY and cond.gate is None:
             return self._unsignalled
         keys = definition.keys
         known = self.values.known(keys) if cond.kind is ConditionKind.VALUES_AT_LEAST else {}
@@ -336,7 +345,7 @@ class OperationTable:
         pending = self.pending
         pending_ids = self.pending_ids
         traces = self._slot.traces  # (RemoteOperation.traceparent)
-        matching = self._matching
+        matching = self.matching
         released = released_payload = released_bytes = 0
         for op in ops:
             op_id = op.operation_id
@@ -354,7 +363,7 @@ class OperationTable:
                     gate = definition.condition.gate
                     if gate is not None and gate.match:
                         self.matches.remove(definition.keys, gate.match, _match_value(op))
-                        self._matching -= 1
+                        self.matching -= 1
         if released:
             self._budget.release_many(released, released_payload, released_bytes)
         finished = self.finished

@@ -22,7 +22,12 @@ from collections.abc import Iterable, Sequence
 from operator import itemgetter
 from typing import TYPE_CHECKING
 
-from purgatory_server._service.model.conditions import ConditionKind, Gate, ResultSnapshot
+from purgatory_server._service.model.conditions import (
+    DEFAULT_CONDITION,
+    ConditionKind,
+    Gate,
+    ResultSnapshot,
+)
 
 if TYPE_CHECKING:
     from purgatory_server._service.model.definitions import OperationDefinition
@@ -79,6 +84,8 @@ def operation_bytes(operation_id: str, definition: OperationDefinition) -> int:
     size = OPERATION_BYTES + len(operation_id) + len(definition[3]) + KEY_BYTES * len(keys)
     size += len(keys[0]) if len(keys) == 1 else sum(map(len, keys))
     condition = definition[2]
+    if condition is DEFAULT_CONDITION:
+        return size
     if condition.kind is not _ANY_KEY:
         size += PROGRESS_BYTES + len(condition.targets) * RETAINED_KEY_BYTES
     gate = condition.gate

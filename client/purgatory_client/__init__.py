@@ -19,7 +19,16 @@ from purgatory_client._batcher import (
     TaskOverflowError,
 )
 from purgatory_client._dispatch_tasks import ForceCompleteTask, SignalTask, WatchTask
-from purgatory_client._groups_base import AsyncDelivery, DeadLetterPage, Delivery, GroupInfo
+from purgatory_client._groups_base import (
+    AckEntry,
+    AckResult,
+    AsyncDelivery,
+    DeadLetterPage,
+    Delivery,
+    GroupInfo,
+    NackResult,
+    RetryBackoff,
+)
 from purgatory_client._listing import OperationPage
 from purgatory_client._models import (
     BatchSignalResult,
@@ -61,6 +70,8 @@ from purgatory_client.errors import (
 )
 
 __all__ = [
+    "AckEntry",
+    "AckResult",
     "AlreadyExistsError",
     "AsyncBatchingDispatcher",
     "AsyncDelivery",
@@ -83,6 +94,7 @@ __all__ = [
     "ForceCompleteTask",
     "GroupInfo",
     "InvalidArgumentError",
+    "NackResult",
     "NotFoundError",
     "OperationPage",
     "OperationResult",
@@ -98,6 +110,7 @@ __all__ = [
     "PurgatoryInfo",
     "ResourceExhaustedError",
     "ResumePolicy",
+    "RetryBackoff",
     "Schedule",
     "ScheduleUpsert",
     "ServerError",

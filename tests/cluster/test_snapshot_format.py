@@ -117,7 +117,19 @@ class Owner:
         group.group_state.purgatory, group.group_state.group = "p", "g"
         group.group_state.last_sequence = self.sequence
         group.group_state.max_attempts = 3
+        group.group_state.backoff_type = 2
+        group.group_state.backoff_delay_ms = 250
         self.submit([deleted, group])
+
+    def group_waits(self) -> None:
+        """Nacks (or backoff waits) of the group's first entries: a takeover keeps them."""
+        held = sorted(self.replay.state.groups.groups["g"].entries)[:2]
+        for n, sequence in enumerate(held, 1):
+            record = JournalRecord()
+            wait = record.group_retry
+            wait.purgatory, wait.group, wait.sequence = "p", "g", sequence
+            wait.attempt, wait.retry_at_wall_ms = n, 1_000_000 + n
+            self.submit([record])
 
     def snapshot(self, snapshot_id: str, interleave: int, chunk_bytes: int) -> int:
         """Write a snapshot with up to ``interleave`` submissions between its parts; the
@@ -147,7 +159,8 @@ def comparable(state: RecoveredState) -> dict[str, object]:
     carried) and the ended ids (a snapshot keeps those of the window only)."""
     schedules = {sid: (u.definition, u.purgatory) for sid, u in state.schedules.items()}
     groups = {
-        name: (g.state.max_attempts, g.last_sequence, g.entries) for name, g in state.groups.items()
+        name: (g.state.max_attempts, g.state.backoff_delay_ms, g.last_sequence, g.entries)
+        for name, g in state.groups.items()
     }
     return {
         "pending": dict(state.pending),
@@ -170,6 +183,8 @@ def test_snapshot_between_submissions_rebuilds_the_owner_state(seed: int) -> Non
         owner.random_submission()
         if i == 100:
             owner.side_records()
+        if i == 200:
+            owner.group_waits()
     begin = owner.snapshot("1.1", interleave=3, chunk_bytes=600)
     for _ in range(50):
         owner.random_submission()
@@ -177,6 +192,8 @@ def test_snapshot_between_submissions_rebuilds_the_owner_state(seed: int) -> Non
     assert parts >= 3, "the snapshot should have been chunked"
     expected = snap(owner.replay)
     assert expected["pending"] and expected["events"] and expected["groups"]
+    waits = [e.retry_at_wall_ms for e in owner.replay.state.snapshot(0).groups["g"].entries]
+    assert waits[:2] == [1_000_001, 1_000_002]
 
     after_purge = read(owner.subject[begin:])
     assert after_purge.snapshots == 1

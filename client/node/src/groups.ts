@@ -4,7 +4,8 @@
  *
  * `client.joinGroup(group)` resolves once the member has joined (every outcome published
  * from then on reaches the group) to a GroupStream: an async iterable of Delivery, each an
- * Event leased to this member with `ack()` and `extendLease()` bound to the client. A
+ * Event leased to this member with `ack()`, `nack()` and `extendLease()` bound to the
+ * client (`client.nack` / `client.ackBatch`: one, or many acks and nacks in one call). A
  * lease that is neither acked nor extended runs out and the outcome goes to another member
  * (`attempt` grows: act idempotently); after the group's max attempts it becomes a dead
  * letter (`listDeadLetters`, `redrive`, `discardDeadLetters`). A stream dropped by
@@ -33,9 +34,84 @@ export interface Delivery extends Event {
   /** End the delivery (a dead letter: discard it); FailedPreconditionError if the lease
    * was lost meanwhile (delivered again). */
   ack(): Promise<void>;
+  /** End the delivery unacked: offered again after `delayMs` (unset: the group's backoff,
+   * or at once), or a dead letter now (`deadLetter`). A dead letter stays one. */
+  nack(options?: { delayMs?: number; deadLetter?: boolean }): Promise<NackResult>;
   /** Push the lease's deadline to now + `visibilityTimeoutMs` (0: the group's); resolves
    * to the new deadline (epoch ms). */
   extendLease(visibilityTimeoutMs?: number): Promise<number>;
+}
+
+/** A group's retry backoff (BullMQ's `backoff`): after the n-th delivery that ended
+ * unacked, `delayMs` ("fixed") or `delayMs * 2^(n-1)` ("exponential"), at most
+ * `maxDelayMs` (0: 12 h), the share `jitter` (0..1) of it drawn at random. */
+export interface RetryBackoff {
+  readonly type: "fixed" | "exponential";
+  readonly delayMs: number;
+  readonly maxDelayMs?: number;
+  readonly jitter?: number;
+}
+
+/** What a nack did: a dead letter now, or offered again at `redeliverAtMs` (server clock). */
+export interface NackResult {
+  readonly deadLetter: boolean;
+  readonly redeliverAtMs: number;
+}
+
+/** One entry of ackBatch: an ack, or with `nack` a nack (as Delivery.nack's options). */
+export interface AckEntry {
+  readonly sequence: number;
+  readonly attempt?: number;
+  readonly nack?: boolean;
+  readonly delayMs?: number;
+  readonly deadLetter?: boolean;
+}
+
+/** One entry's answer: `code` 0 (`ok`), or its gRPC status code (5 NOT_FOUND: not held;
+ * 9 FAILED_PRECONDITION: lease lost) with `message`; a nack's outcome. */
+export interface AckResult extends NackResult {
+  readonly sequence: number;
+  readonly ok: boolean;
+  readonly code: number;
+  readonly message: string;
+}
+
+const BACKOFF_TYPES = { fixed: 1, exponential: 2 } as const;
+
+/** A join's backoff as the wire spells it (an unknown type: InvalidArgumentError). */
+export function backoffToWire(
+  backoff: RetryBackoff,
+  invalid: (field: string, problem: string) => Error,
+): Record<string, number> {
+  const type = BACKOFF_TYPES[backoff.type];
+  if (type === undefined) throw invalid("backoff.type", "must be 'fixed' or 'exponential'");
+  return {
+    type,
+    delayMs: backoff.delayMs,
+    maxDelayMs: backoff.maxDelayMs ?? 0,
+    jitter: backoff.jitter ?? 0,
+  };
+}
+
+function backoffFromWire(m: wire.WireMessage | null | undefined): RetryBackoff | null {
+  if (!m || !m.type) return null;
+  return Object.freeze({
+    type: m.type === 1 ? "fixed" : "exponential",
+    delayMs: m.delayMs,
+    maxDelayMs: m.maxDelayMs,
+    jitter: m.jitter,
+  });
+}
+
+export function ackResultFromWire(m: wire.WireMessage): AckResult {
+  return Object.freeze({
+    sequence: m.sequence,
+    ok: m.code === 0,
+    code: m.code,
+    message: m.message,
+    deadLetter: m.deadLetter,
+    redeliverAtMs: m.redeliverAtMs,
+  });
 }
 
 export interface GroupInfo {
@@ -49,6 +125,10 @@ export interface GroupInfo {
   /** Connected members. */
   readonly members: number;
   readonly lastSequence: number;
+  /** Outcomes waiting out a backoff or a nack's delay. */
+  readonly retrying: number;
+  /** The group's retry backoff; null: none. */
+  readonly backoff: RetryBackoff | null;
 }
 
 export interface DeadLetterPage {
@@ -69,6 +149,8 @@ export interface JoinOptions {
   heartbeatIntervalMs?: number;
   /** Needs heartbeats: a stream silent that long is re-joined like a dropped one. */
   deadAfterMs?: number;
+  /** The group's retry backoff (creation; unset: none, or the group's). */
+  backoff?: RetryBackoff;
 }
 
 /** What a Delivery's ack()/extendLease() call: the client's unary methods. */
@@ -84,6 +166,11 @@ export interface LeaseOps {
     attempt: number,
     options: { visibilityTimeoutMs: number; purgatory: string },
   ): Promise<number>;
+  nack(
+    group: string,
+    sequence: number,
+    options: { attempt: number; purgatory: string; delayMs?: number; deadLetter?: boolean },
+  ): Promise<NackResult>;
 }
 
 export function deliveryFromWire(m: wire.WireMessage, ops: LeaseOps): Delivery {
@@ -98,6 +185,12 @@ export function deliveryFromWire(m: wire.WireMessage, ops: LeaseOps): Delivery {
       attempt: delivery.attempt,
       purgatory: delivery.purgatory,
     }),
+    nack: (options = {}) =>
+      ops.nack(delivery.group, delivery.sequence, {
+        ...options,
+        attempt: delivery.attempt,
+        purgatory: delivery.purgatory,
+      }),
     extendLease: (visibilityTimeoutMs = 0) =>
       ops.extendLease(delivery.group, delivery.sequence, delivery.attempt, {
         visibilityTimeoutMs,
@@ -117,6 +210,8 @@ export function groupFromWire(m: wire.WireMessage): GroupInfo {
     deadLetters: m.deadLetters,
     members: m.members,
     lastSequence: m.lastSequence,
+    retrying: m.retrying,
+    backoff: backoffFromWire(m.backoff),
   });
 }
 

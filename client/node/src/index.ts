@@ -41,10 +41,14 @@ export type { ErrorDetails } from "./details.js";
 export * from "./errors.js";
 export {
   GroupStream,
+  type AckEntry,
+  type AckResult,
   type DeadLetterPage,
   type Delivery,
   type GroupInfo,
   type JoinOptions,
+  type NackResult,
+  type RetryBackoff,
 } from "./groups.js";
 export {
   Condition,

@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class JournalRecord(_message.Message):
-    __slots__ = ("registered", "signal", "outcome", "carried_operation", "carried_key_value", "compaction", "rescheduled", "group_state", "group_delivered", "group_settled", "schedule_upserted", "schedule_deleted")
+    __slots__ = ("registered", "signal", "outcome", "carried_operation", "carried_key_value", "compaction", "rescheduled", "group_state", "group_delivered", "group_settled", "schedule_upserted", "schedule_deleted", "group_retry")
     class OperationRegistered(_message.Message):
         __slots__ = ("purgatory", "operation_id", "keys", "timeout_ms", "condition", "payload", "due_wall_ms", "created_wall_ms", "requested_due_wall_ms", "extend_on_resend", "max_extend_ms")
         PURGATORY_FIELD_NUMBER: _ClassVar[int]
@@ -151,20 +151,22 @@ class JournalRecord(_message.Message):
         deleted_wall_ms: int
         def __init__(self, purgatory: _Optional[str] = ..., schedule_id: _Optional[str] = ..., deleted_wall_ms: _Optional[int] = ...) -> None: ...
     class GroupState(_message.Message):
-        __slots__ = ("purgatory", "group", "visibility_timeout_ms", "max_attempts", "last_sequence", "entries", "source_index", "deleted")
+        __slots__ = ("purgatory", "group", "visibility_timeout_ms", "max_attempts", "last_sequence", "entries", "source_index", "deleted", "backoff_type", "backoff_delay_ms", "backoff_max_delay_ms", "backoff_jitter")
         class Entry(_message.Message):
-            __slots__ = ("outcome", "attempts", "dead", "redriven_at", "lease_deadline_wall_ms")
+            __slots__ = ("outcome", "attempts", "dead", "redriven_at", "lease_deadline_wall_ms", "retry_at_wall_ms")
             OUTCOME_FIELD_NUMBER: _ClassVar[int]
             ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
             DEAD_FIELD_NUMBER: _ClassVar[int]
             REDRIVEN_AT_FIELD_NUMBER: _ClassVar[int]
             LEASE_DEADLINE_WALL_MS_FIELD_NUMBER: _ClassVar[int]
+            RETRY_AT_WALL_MS_FIELD_NUMBER: _ClassVar[int]
             outcome: JournalRecord.Outcome
             attempts: int
             dead: bool
             redriven_at: int
             lease_deadline_wall_ms: int
-            def __init__(self, outcome: _Optional[_Union[JournalRecord.Outcome, _Mapping]] = ..., attempts: _Optional[int] = ..., dead: _Optional[bool] = ..., redriven_at: _Optional[int] = ..., lease_deadline_wall_ms: _Optional[int] = ...) -> None: ...
+            retry_at_wall_ms: int
+            def __init__(self, outcome: _Optional[_Union[JournalRecord.Outcome, _Mapping]] = ..., attempts: _Optional[int] = ..., dead: _Optional[bool] = ..., redriven_at: _Optional[int] = ..., lease_deadline_wall_ms: _Optional[int] = ..., retry_at_wall_ms: _Optional[int] = ...) -> None: ...
         PURGATORY_FIELD_NUMBER: _ClassVar[int]
         GROUP_FIELD_NUMBER: _ClassVar[int]
         VISIBILITY_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
@@ -173,6 +175,10 @@ class JournalRecord(_message.Message):
         ENTRIES_FIELD_NUMBER: _ClassVar[int]
         SOURCE_INDEX_FIELD_NUMBER: _ClassVar[int]
         DELETED_FIELD_NUMBER: _ClassVar[int]
+        BACKOFF_TYPE_FIELD_NUMBER: _ClassVar[int]
+        BACKOFF_DELAY_MS_FIELD_NUMBER: _ClassVar[int]
+        BACKOFF_MAX_DELAY_MS_FIELD_NUMBER: _ClassVar[int]
+        BACKOFF_JITTER_FIELD_NUMBER: _ClassVar[int]
         purgatory: str
         group: str
         visibility_timeout_ms: int
@@ -181,7 +187,11 @@ class JournalRecord(_message.Message):
         entries: _containers.RepeatedCompositeFieldContainer[JournalRecord.GroupState.Entry]
         source_index: int
         deleted: bool
-        def __init__(self, purgatory: _Optional[str] = ..., group: _Optional[str] = ..., visibility_timeout_ms: _Optional[int] = ..., max_attempts: _Optional[int] = ..., last_sequence: _Optional[int] = ..., entries: _Optional[_Iterable[_Union[JournalRecord.GroupState.Entry, _Mapping]]] = ..., source_index: _Optional[int] = ..., deleted: _Optional[bool] = ...) -> None: ...
+        backoff_type: int
+        backoff_delay_ms: int
+        backoff_max_delay_ms: int
+        backoff_jitter: float
+        def __init__(self, purgatory: _Optional[str] = ..., group: _Optional[str] = ..., visibility_timeout_ms: _Optional[int] = ..., max_attempts: _Optional[int] = ..., last_sequence: _Optional[int] = ..., entries: _Optional[_Iterable[_Union[JournalRecord.GroupState.Entry, _Mapping]]] = ..., source_index: _Optional[int] = ..., deleted: _Optional[bool] = ..., backoff_type: _Optional[int] = ..., backoff_delay_ms: _Optional[int] = ..., backoff_max_delay_ms: _Optional[int] = ..., backoff_jitter: _Optional[float] = ...) -> None: ...
     class GroupDelivered(_message.Message):
         __slots__ = ("purgatory", "group", "sequence", "attempt", "lease_deadline_wall_ms")
         PURGATORY_FIELD_NUMBER: _ClassVar[int]
@@ -216,6 +226,19 @@ class JournalRecord(_message.Message):
         sequences: _containers.RepeatedScalarFieldContainer[int]
         disposition: JournalRecord.GroupSettled.Disposition
         def __init__(self, purgatory: _Optional[str] = ..., group: _Optional[str] = ..., sequences: _Optional[_Iterable[int]] = ..., disposition: _Optional[_Union[JournalRecord.GroupSettled.Disposition, str]] = ...) -> None: ...
+    class GroupRetry(_message.Message):
+        __slots__ = ("purgatory", "group", "sequence", "attempt", "retry_at_wall_ms")
+        PURGATORY_FIELD_NUMBER: _ClassVar[int]
+        GROUP_FIELD_NUMBER: _ClassVar[int]
+        SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+        ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+        RETRY_AT_WALL_MS_FIELD_NUMBER: _ClassVar[int]
+        purgatory: str
+        group: str
+        sequence: int
+        attempt: int
+        retry_at_wall_ms: int
+        def __init__(self, purgatory: _Optional[str] = ..., group: _Optional[str] = ..., sequence: _Optional[int] = ..., attempt: _Optional[int] = ..., retry_at_wall_ms: _Optional[int] = ...) -> None: ...
     REGISTERED_FIELD_NUMBER: _ClassVar[int]
     SIGNAL_FIELD_NUMBER: _ClassVar[int]
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
@@ -228,6 +251,7 @@ class JournalRecord(_message.Message):
     GROUP_SETTLED_FIELD_NUMBER: _ClassVar[int]
     SCHEDULE_UPSERTED_FIELD_NUMBER: _ClassVar[int]
     SCHEDULE_DELETED_FIELD_NUMBER: _ClassVar[int]
+    GROUP_RETRY_FIELD_NUMBER: _ClassVar[int]
     registered: JournalRecord.OperationRegistered
     signal: JournalRecord.SignalApplied
     outcome: JournalRecord.Outcome
@@ -240,4 +264,5 @@ class JournalRecord(_message.Message):
     group_settled: JournalRecord.GroupSettled
     schedule_upserted: JournalRecord.ScheduleUpserted
     schedule_deleted: JournalRecord.ScheduleDeleted
-    def __init__(self, registered: _Optional[_Union[JournalRecord.OperationRegistered, _Mapping]] = ..., signal: _Optional[_Union[JournalRecord.SignalApplied, _Mapping]] = ..., outcome: _Optional[_Union[JournalRecord.Outcome, _Mapping]] = ..., carried_operation: _Optional[_Union[JournalRecord.CarriedOperation, _Mapping]] = ..., carried_key_value: _Optional[_Union[JournalRecord.CarriedKeyValue, _Mapping]] = ..., compaction: _Optional[_Union[JournalRecord.CompactionCheckpoint, _Mapping]] = ..., rescheduled: _Optional[_Union[JournalRecord.OperationRescheduled, _Mapping]] = ..., group_state: _Optional[_Union[JournalRecord.GroupState, _Mapping]] = ..., group_delivered: _Optional[_Union[JournalRecord.GroupDelivered, _Mapping]] = ..., group_settled: _Optional[_Union[JournalRecord.GroupSettled, _Mapping]] = ..., schedule_upserted: _Optional[_Union[JournalRecord.ScheduleUpserted, _Mapping]] = ..., schedule_deleted: _Optional[_Union[JournalRecord.ScheduleDeleted, _Mapping]] = ...) -> None: ...
+    group_retry: JournalRecord.GroupRetry
+    def __init__(self, registered: _Optional[_Union[JournalRecord.OperationRegistered, _Mapping]] = ..., signal: _Optional[_Union[JournalRecord.SignalApplied, _Mapping]] = ..., outcome: _Optional[_Union[JournalRecord.Outcome, _Mapping]] = ..., carried_operation: _Optional[_Union[JournalRecord.CarriedOperation, _Mapping]] = ..., carried_key_value: _Optional[_Union[JournalRecord.CarriedKeyValue, _Mapping]] = ..., compaction: _Optional[_Union[JournalRecord.CompactionCheckpoint, _Mapping]] = ..., rescheduled: _Optional[_Union[JournalRecord.OperationRescheduled, _Mapping]] = ..., group_state: _Optional[_Union[JournalRecord.GroupState, _Mapping]] = ..., group_delivered: _Optional[_Union[JournalRecord.GroupDelivered, _Mapping]] = ..., group_settled: _Optional[_Union[JournalRecord.GroupSettled, _Mapping]] = ..., schedule_upserted: _Optional[_Union[JournalRecord.ScheduleUpserted, _Mapping]] = ..., schedule_deleted: _Optional[_Union[JournalRecord.ScheduleDeleted, _Mapping]] = ..., group_retry: _Optional[_Union[JournalRecord.GroupRetry, _Mapping]] = ...) -> None: ...

@@ -396,7 +396,7 @@ class SubscribeFilter(_message.Message):
     def __init__(self, states: _Optional[_Iterable[_Union[OperationState, str]]] = ..., keys: _Optional[_Iterable[str]] = ..., operation_id_prefix: _Optional[str] = ...) -> None: ...
 
 class SubscribeRequest(_message.Message):
-    __slots__ = ("purgatory", "after_sequence", "filter", "incarnation", "heartbeat_interval_ms", "group", "visibility_timeout_ms", "max_attempts", "prefetch")
+    __slots__ = ("purgatory", "after_sequence", "filter", "incarnation", "heartbeat_interval_ms", "group", "visibility_timeout_ms", "max_attempts", "prefetch", "backoff")
     PURGATORY_FIELD_NUMBER: _ClassVar[int]
     AFTER_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     FILTER_FIELD_NUMBER: _ClassVar[int]
@@ -406,6 +406,7 @@ class SubscribeRequest(_message.Message):
     VISIBILITY_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     MAX_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     PREFETCH_FIELD_NUMBER: _ClassVar[int]
+    BACKOFF_FIELD_NUMBER: _ClassVar[int]
     purgatory: str
     after_sequence: int
     filter: SubscribeFilter
@@ -415,7 +416,28 @@ class SubscribeRequest(_message.Message):
     visibility_timeout_ms: int
     max_attempts: int
     prefetch: int
-    def __init__(self, purgatory: _Optional[str] = ..., after_sequence: _Optional[int] = ..., filter: _Optional[_Union[SubscribeFilter, _Mapping]] = ..., incarnation: _Optional[str] = ..., heartbeat_interval_ms: _Optional[int] = ..., group: _Optional[str] = ..., visibility_timeout_ms: _Optional[int] = ..., max_attempts: _Optional[int] = ..., prefetch: _Optional[int] = ...) -> None: ...
+    backoff: RetryBackoff
+    def __init__(self, purgatory: _Optional[str] = ..., after_sequence: _Optional[int] = ..., filter: _Optional[_Union[SubscribeFilter, _Mapping]] = ..., incarnation: _Optional[str] = ..., heartbeat_interval_ms: _Optional[int] = ..., group: _Optional[str] = ..., visibility_timeout_ms: _Optional[int] = ..., max_attempts: _Optional[int] = ..., prefetch: _Optional[int] = ..., backoff: _Optional[_Union[RetryBackoff, _Mapping]] = ...) -> None: ...
+
+class RetryBackoff(_message.Message):
+    __slots__ = ("type", "delay_ms", "max_delay_ms", "jitter")
+    class Type(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        TYPE_UNSPECIFIED: _ClassVar[RetryBackoff.Type]
+        TYPE_FIXED: _ClassVar[RetryBackoff.Type]
+        TYPE_EXPONENTIAL: _ClassVar[RetryBackoff.Type]
+    TYPE_UNSPECIFIED: RetryBackoff.Type
+    TYPE_FIXED: RetryBackoff.Type
+    TYPE_EXPONENTIAL: RetryBackoff.Type
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    DELAY_MS_FIELD_NUMBER: _ClassVar[int]
+    MAX_DELAY_MS_FIELD_NUMBER: _ClassVar[int]
+    JITTER_FIELD_NUMBER: _ClassVar[int]
+    type: RetryBackoff.Type
+    delay_ms: int
+    max_delay_ms: int
+    jitter: float
+    def __init__(self, type: _Optional[_Union[RetryBackoff.Type, str]] = ..., delay_ms: _Optional[int] = ..., max_delay_ms: _Optional[int] = ..., jitter: _Optional[float] = ...) -> None: ...
 
 class OperationEvent(_message.Message):
     __slots__ = ("sequence", "purgatory", "operation_id", "state", "keys", "payload", "result", "create_time_ms", "due_time_ms", "complete_time_ms", "traceparent", "heartbeat", "caught_up_sequence", "delivery_attempt", "lease_deadline_ms", "group", "dead_letter")
@@ -730,7 +752,7 @@ class DiscardDeadLettersResponse(_message.Message):
     def __init__(self, discarded: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class WorkerGroup(_message.Message):
-    __slots__ = ("name", "visibility_timeout_ms", "max_attempts", "ready", "leased", "dead_letters", "members", "last_sequence")
+    __slots__ = ("name", "visibility_timeout_ms", "max_attempts", "ready", "leased", "dead_letters", "members", "last_sequence", "backoff", "retrying")
     NAME_FIELD_NUMBER: _ClassVar[int]
     VISIBILITY_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     MAX_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
@@ -739,6 +761,8 @@ class WorkerGroup(_message.Message):
     DEAD_LETTERS_FIELD_NUMBER: _ClassVar[int]
     MEMBERS_FIELD_NUMBER: _ClassVar[int]
     LAST_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    BACKOFF_FIELD_NUMBER: _ClassVar[int]
+    RETRYING_FIELD_NUMBER: _ClassVar[int]
     name: str
     visibility_timeout_ms: int
     max_attempts: int
@@ -747,7 +771,9 @@ class WorkerGroup(_message.Message):
     dead_letters: int
     members: int
     last_sequence: int
-    def __init__(self, name: _Optional[str] = ..., visibility_timeout_ms: _Optional[int] = ..., max_attempts: _Optional[int] = ..., ready: _Optional[int] = ..., leased: _Optional[int] = ..., dead_letters: _Optional[int] = ..., members: _Optional[int] = ..., last_sequence: _Optional[int] = ...) -> None: ...
+    backoff: RetryBackoff
+    retrying: int
+    def __init__(self, name: _Optional[str] = ..., visibility_timeout_ms: _Optional[int] = ..., max_attempts: _Optional[int] = ..., ready: _Optional[int] = ..., leased: _Optional[int] = ..., dead_letters: _Optional[int] = ..., members: _Optional[int] = ..., last_sequence: _Optional[int] = ..., backoff: _Optional[_Union[RetryBackoff, _Mapping]] = ..., retrying: _Optional[int] = ...) -> None: ...
 
 class ListGroupsRequest(_message.Message):
     __slots__ = ("purgatory",)
@@ -774,6 +800,74 @@ class DeleteGroupResponse(_message.Message):
     DROPPED_FIELD_NUMBER: _ClassVar[int]
     dropped: int
     def __init__(self, dropped: _Optional[int] = ...) -> None: ...
+
+class NackRequest(_message.Message):
+    __slots__ = ("purgatory", "group", "sequence", "attempt", "delay_ms", "dead_letter")
+    PURGATORY_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    DELAY_MS_FIELD_NUMBER: _ClassVar[int]
+    DEAD_LETTER_FIELD_NUMBER: _ClassVar[int]
+    purgatory: str
+    group: str
+    sequence: int
+    attempt: int
+    delay_ms: int
+    dead_letter: bool
+    def __init__(self, purgatory: _Optional[str] = ..., group: _Optional[str] = ..., sequence: _Optional[int] = ..., attempt: _Optional[int] = ..., delay_ms: _Optional[int] = ..., dead_letter: _Optional[bool] = ...) -> None: ...
+
+class NackResponse(_message.Message):
+    __slots__ = ("dead_letter", "redeliver_at_ms")
+    DEAD_LETTER_FIELD_NUMBER: _ClassVar[int]
+    REDELIVER_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    dead_letter: bool
+    redeliver_at_ms: int
+    def __init__(self, dead_letter: _Optional[bool] = ..., redeliver_at_ms: _Optional[int] = ...) -> None: ...
+
+class AckBatchEntry(_message.Message):
+    __slots__ = ("sequence", "attempt", "nack", "delay_ms", "dead_letter")
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    NACK_FIELD_NUMBER: _ClassVar[int]
+    DELAY_MS_FIELD_NUMBER: _ClassVar[int]
+    DEAD_LETTER_FIELD_NUMBER: _ClassVar[int]
+    sequence: int
+    attempt: int
+    nack: bool
+    delay_ms: int
+    dead_letter: bool
+    def __init__(self, sequence: _Optional[int] = ..., attempt: _Optional[int] = ..., nack: _Optional[bool] = ..., delay_ms: _Optional[int] = ..., dead_letter: _Optional[bool] = ...) -> None: ...
+
+class AckBatchRequest(_message.Message):
+    __slots__ = ("purgatory", "group", "entries")
+    PURGATORY_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    purgatory: str
+    group: str
+    entries: _containers.RepeatedCompositeFieldContainer[AckBatchEntry]
+    def __init__(self, purgatory: _Optional[str] = ..., group: _Optional[str] = ..., entries: _Optional[_Iterable[_Union[AckBatchEntry, _Mapping]]] = ...) -> None: ...
+
+class AckBatchResult(_message.Message):
+    __slots__ = ("sequence", "code", "message", "dead_letter", "redeliver_at_ms")
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    DEAD_LETTER_FIELD_NUMBER: _ClassVar[int]
+    REDELIVER_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    sequence: int
+    code: int
+    message: str
+    dead_letter: bool
+    redeliver_at_ms: int
+    def __init__(self, sequence: _Optional[int] = ..., code: _Optional[int] = ..., message: _Optional[str] = ..., dead_letter: _Optional[bool] = ..., redeliver_at_ms: _Optional[int] = ...) -> None: ...
+
+class AckBatchResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[AckBatchResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[AckBatchResult, _Mapping]]] = ...) -> None: ...
 
 class ListOperationsFilter(_message.Message):
     __slots__ = ("key", "operation_id_prefix", "states", "due_after_ms", "due_before_ms")

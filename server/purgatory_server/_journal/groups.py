@@ -13,6 +13,9 @@ Replay rules (docs/journal.md "Worker groups"), applied in journal order:
   REDRIVEN makes them live again with a fresh budget: ``redriven_at`` becomes
   ``attempts``, which stays (attempt numbers never repeat: they fence stale acks). Dead
   letters and redriven entries hold no lease (deadline 0).
+- ``group_retry`` (a nack, or a lapsed lease of a group with backoff): the entry's
+  attempts become at least ``attempt``, its lease ends, and it waits until
+  ``retry_at_wall_ms``. A later lease (``group_delivered``) or settlement clears the wait.
   Unknown groups or sequences are ignored.
 
 Compaction carries every group whose ``group_state`` lies below the cutoff as a new
@@ -43,6 +46,7 @@ class _Item:
     dead: bool
     redriven_at: int = 0
     lease_deadline: int = 0
+    retry_at: int = 0
 
 
 @dataclass(slots=True)
@@ -77,7 +81,12 @@ class GroupTracker:
         del settings.entries[:]
         entries = {
             e.outcome.sequence: _Item(
-                e.outcome, e.attempts, e.dead, e.redriven_at, e.lease_deadline_wall_ms
+                e.outcome,
+                e.attempts,
+                e.dead,
+                e.redriven_at,
+                e.lease_deadline_wall_ms,
+                e.retry_at_wall_ms,
             )
             for e in record.entries
         }
@@ -96,6 +105,15 @@ class GroupTracker:
         if item is not None:
             item.attempts = record.attempt
             item.lease_deadline = record.lease_deadline_wall_ms
+            item.retry_at = 0
+
+    def apply_retry(self, record: JournalRecord.GroupRetry) -> None:
+        group = self.groups.get(record.group)
+        item = group.entries.get(record.sequence) if group is not None else None
+        if item is not None:
+            item.attempts = max(item.attempts, record.attempt)
+            item.lease_deadline = 0
+            item.retry_at = record.retry_at_wall_ms
 
     def apply_settled(self, record: JournalRecord.GroupSettled) -> None:
         group = self.groups.get(record.group)
@@ -111,6 +129,7 @@ class GroupTracker:
             if item is None:
                 continue
             item.lease_deadline = 0
+            item.retry_at = 0
             if disposition == Settled.DISPOSITION_DEAD_LETTERED:
                 item.dead = True
             elif disposition == Settled.DISPOSITION_REDRIVEN:
@@ -149,4 +168,5 @@ def _entry(item: _Item) -> Entry:
         dead=item.dead,
         redriven_at=item.redriven_at,
         lease_deadline_wall_ms=item.lease_deadline,
+        retry_at_wall_ms=item.retry_at,
     )

@@ -60,6 +60,9 @@ Target = RemoteOperation | Outcome
 Registration = tuple[Target, bool]
 _ANY_KEY = ConditionKind.ANY_KEY
 _DEFINITION = attrgetter("definition")
+# Ended ids the listing index may hold beyond as many as are pending, and the fewest
+# created ids it collects between two listings before it is dropped (:meth:`view`).
+STALE_SLACK = 4096
 
 # An operation and the keys it watches, as the engine's batch calls take them.
 Armed = tuple[RemoteOperation, tuple[Hashable, ...]]
@@ -78,6 +81,8 @@ class OperationTable:
         "_limits",
         "_max_pending",
         "_slot",
+        "_unindexed",
+        "_unindexed_limit",
         "_unsignalled",
         "finished",
         "matches",
@@ -119,8 +124,16 @@ class OperationTable:
         )
         self._ids = itertools.count(1)
         # Pending ids in order, for ListOperations (:mod:`.listing`): built by the first
-        # listing (a purgatory never listed pays nothing), then kept up to date here.
+        # listing (a purgatory never listed pays nothing) and brought up to date by the
+        # next (:meth:`view`), so an operation pays one append, not two sorted updates.
+        # Invariant while it exists: every pending id is in it or in ``_unindexed``; it
+        # may still hold ids that have ended since (a listing skips those).
         self.pending_ids: SortedIds | None = None
+        # Ids created since the index was last brought up to date; None without an index.
+        # Past ``_unindexed_limit`` the index is dropped (the next listing builds it
+        # again), so a purgatory listed once and never again holds no growing list.
+        self._unindexed: list[str] | None = None
+        self._unindexed_limit = 0
         # Worker groups refuse new registrations while one is full (capacity).
         self._groups = groups
         # Pending operations whose condition has ``match``, by key (.match_index), and
@@ -132,11 +145,27 @@ class OperationTable:
         return len(self.pending)
 
     def view(self, watchers: Callable[[str], list[RemoteOperation]]) -> OperationsView:
-        """The tables one ListOperations page reads (:mod:`.listing`); builds the ordered
-        index of pending ids on first use (kept up to date by create and retire)."""
-        if self.pending_ids is None:
-            self.pending_ids = SortedIds(self.pending)
-        return OperationsView(self.pending_ids, self.pending, self.finished, watchers)
+        """The tables one ListOperations page reads (:mod:`.listing`), with the ordered
+        index of pending ids up to date: built when there is none, else the ids created
+        since the last listing that are still pending are added to it. Ended ids are
+        left in it until they outnumber the pending ones, then it is built anew (each
+        build is paid for by as many ends as the index holds ids)."""
+        pending = self.pending
+        index = self.pending_ids
+        unindexed = self._unindexed
+        if index is not None and unindexed is not None:
+            for op_id in unindexed:
+                if op_id in pending:
+                    index.add(op_id)
+            unindexed.clear()
+            # Every pending id is in the index now: the rest of it has ended.
+            if len(index) - len(pending) > len(pending) + STALE_SLACK:
+                index = None
+        if index is None:
+            index = self.pending_ids = SortedIds(pending)
+            self._unindexed = []
+        self._unindexed_limit = max(STALE_SLACK, 2 * len(pending))
+        return OperationsView(index, pending, self.finished, watchers)
 
     # ----------------------------------------------------------------- lookups
     def find(self, op_id: str) -> tuple[OperationDefinition, Target] | None:
@@ -282,8 +311,12 @@ class OperationTable:
             restored=restored,
         )
         self.pending[op_id] = op
-        if self.pending_ids is not None:
-            self.pending_ids.add(op_id)
+        unindexed = self._unindexed
+        if unindexed is not None:
+            if len(unindexed) < self._unindexed_limit:
+                unindexed.append(op_id)
+            else:  # no listing for a long while: drop the index (the next builds it)
+                self.pending_ids = self._unindexed = None
         return op
 
     def restore(
@@ -343,16 +376,13 @@ class OperationTable:
         once for the batch, not per operation.
         """
         pending = self.pending
-        pending_ids = self.pending_ids
         traces = self._slot.traces  # (RemoteOperation.traceparent)
         matching = self.matching
         released = released_payload = released_bytes = 0
         for op in ops:
             op_id = op.operation_id
             if pending.get(op_id) is op:
-                del pending[op_id]
-                if pending_ids is not None:
-                    pending_ids.discard(op_id)
+                del pending[op_id]  # (the listing index keeps it until rebuilt: view)
                 if traces:
                     traces.pop(op_id, None)
                 released += 1

@@ -1,10 +1,12 @@
 """Worker groups: competing consumers of a purgatory's outcomes (docs/service.md).
 
 - :mod:`.group_config`: a group's settings and their bounds;
+- :mod:`.backoff`: a group's retry backoff (the wait before an unacked outcome's next offer);
+- :mod:`.batch`: one entry of a batch of acks and nacks, and its answer;
 - :mod:`.entry`: one held outcome and its state (ready, leased, dead);
 - :mod:`.lease`: a lease's expiry as a timing-wheel task;
 - :mod:`.member`: one connected member (a Subscribe stream) and its deliveries;
-- :mod:`.group`: one group: intake, dispatch, ack, extend, expiry, dead letters;
+- :mod:`.group`: one group: intake, dispatch, ack, nack, extend, expiry, dead letters;
 - :mod:`.manager`: a purgatory's groups, their limits and the expiry hand-off;
 - :mod:`.records`: a group's changes as journal records (rebuilt by
   :mod:`purgatory_server._service.durable.restored_groups`).

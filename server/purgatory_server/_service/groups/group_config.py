@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from purgatory_server._service.groups.backoff import RetryBackoff
+
 __all__ = [
     "DEFAULT_MAX_ATTEMPTS",
     "DEFAULT_PREFETCH",
@@ -32,3 +34,5 @@ class GroupConfig:
 
     visibility_timeout_ms: int = DEFAULT_VISIBILITY_TIMEOUT_MS
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    # None: an outcome whose delivery ended unacked is offered again at once.
+    backoff: RetryBackoff | None = None

@@ -24,6 +24,7 @@ from purgatory_proto.v1.journal_pb2 import JournalRecord
 from purgatory_server._engine.time import Time
 from purgatory_server._engine.timer import Timer
 from purgatory_server._service.config.server_config import Limits
+from purgatory_server._service.groups.backoff import RetryBackoff
 from purgatory_server._service.groups.group import WorkerGroup
 from purgatory_server._service.groups.group_config import GroupConfig
 from purgatory_server._service.groups.lease import LeaseTask
@@ -106,12 +107,18 @@ class GroupSet:
         return [self._groups[name] for name in sorted(self._groups)]
 
     def join(
-        self, name: str, visibility_timeout_ms: int, max_attempts: int, prefetch: int
+        self,
+        name: str,
+        visibility_timeout_ms: int,
+        max_attempts: int,
+        prefetch: int,
+        backoff: RetryBackoff | None = None,
     ) -> tuple[WorkerGroup, GroupMember]:
         """A new member of group ``name``, creating the group (zero settings: defaults).
 
         An existing group keeps its settings: a non-zero setting that differs from them
-        is FailedPrecondition (the caller expects a group that is not there). Members of
+        is FailedPrecondition (the caller expects a group that is not there), and so is a
+        ``backoff`` (None: the group's) that differs from the group's. Members of
         all groups together are bounded by ``max_subscribers`` (counted apart from the
         purgatory's broadcast subscribers).
         """
@@ -132,6 +139,7 @@ class GroupSet:
             config = GroupConfig(
                 visibility_timeout_ms or defaults.visibility_timeout_ms,
                 max_attempts or defaults.max_attempts,
+                backoff,
             )
             group = self._new(name, config, self._log.last_sequence)
             if self._records is not None:
@@ -145,6 +153,11 @@ class GroupSet:
                     f"group {quote(name)} exists with visibility_timeout_ms "
                     f"{config.visibility_timeout_ms} and max_attempts {config.max_attempts}; "
                     "pass 0 to use them, or delete the group to change them"
+                )
+            if backoff is not None and backoff != config.backoff:
+                raise FailedPrecondition(
+                    f"group {quote(name)} exists with backoff {config.backoff}; "
+                    "leave backoff unset to use it, or delete the group to change it"
                 )
         member = GroupMember(prefetch)
         group.join(member)

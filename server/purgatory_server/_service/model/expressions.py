@@ -1,7 +1,7 @@
 """Conditions' CEL expressions: compiled once per distinct text, checked, evaluated.
 
 The library is ``common-expression-language`` (the ``cel`` module: Rust bindings; chosen
-by measurement against ``cel-python``, docs/benchmarks.md §23). Expressions are untrusted
+by measurement against ``cel-python``, docs/benchmarks.md §25). Expressions are untrusted
 input, so :func:`check` refuses at registration (:class:`~.errors.InvalidArgument`
 naming the field and, where the library gives one, the line:column):
 

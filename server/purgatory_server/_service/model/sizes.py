@@ -62,7 +62,7 @@ RETAINED_KEY_BYTES = 64
 # Per (key, value) pair of a result's values: the pair, the int, the tuple slot.
 VALUE_BYTES = 112
 # An operation's bound expression context (cel.Context) beyond its values: 1.6 KB
-# measured for one attribute (docs/benchmarks.md §23).
+# measured for one attribute (docs/benchmarks.md §25).
 CONTEXT_BYTES = 2048
 # Attributes: the decoded value (dicts, strings, numbers) against its encoding's bytes.
 ATTRIBUTES_FACTOR = 4

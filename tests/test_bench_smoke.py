@@ -107,6 +107,11 @@ CASES = [
     ),
     Case("watch_lists", "--quick", ("prompt / lazy",)),
     Case(
+        "cel_bench",
+        "--quick --rounds 1 --seconds 0.2 --clients 1 --batch 5 --match-sizes 10,50",
+        ("throughput cost", "operations tried per signal", r"\| compile"),
+    ),
+    Case(
         "abuse_bench",
         "--duration 0.3 --streams 1 --subscribers 3 --signal-ops 10 --key-ops 50"
         " --purgatories 1 --connections 5 --bulk-batch 20 --json {tmp}/abuse.json"

@@ -35,7 +35,7 @@ class JournalRecord(_message.Message):
         max_extend_ms: int
         def __init__(self, purgatory: _Optional[str] = ..., operation_id: _Optional[str] = ..., keys: _Optional[_Iterable[str]] = ..., timeout_ms: _Optional[int] = ..., condition: _Optional[bytes] = ..., payload: _Optional[bytes] = ..., due_wall_ms: _Optional[int] = ..., created_wall_ms: _Optional[int] = ..., requested_due_wall_ms: _Optional[int] = ..., extend_on_resend: _Optional[bool] = ..., max_extend_ms: _Optional[int] = ...) -> None: ...
     class SignalApplied(_message.Message):
-        __slots__ = ("purgatory", "key", "amount", "value", "source", "data", "applied_wall_ms")
+        __slots__ = ("purgatory", "key", "amount", "value", "source", "data", "applied_wall_ms", "attributes")
         PURGATORY_FIELD_NUMBER: _ClassVar[int]
         KEY_FIELD_NUMBER: _ClassVar[int]
         AMOUNT_FIELD_NUMBER: _ClassVar[int]
@@ -43,6 +43,7 @@ class JournalRecord(_message.Message):
         SOURCE_FIELD_NUMBER: _ClassVar[int]
         DATA_FIELD_NUMBER: _ClassVar[int]
         APPLIED_WALL_MS_FIELD_NUMBER: _ClassVar[int]
+        ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
         purgatory: str
         key: str
         amount: int
@@ -50,7 +51,8 @@ class JournalRecord(_message.Message):
         source: str
         data: bytes
         applied_wall_ms: int
-        def __init__(self, purgatory: _Optional[str] = ..., key: _Optional[str] = ..., amount: _Optional[int] = ..., value: _Optional[int] = ..., source: _Optional[str] = ..., data: _Optional[bytes] = ..., applied_wall_ms: _Optional[int] = ...) -> None: ...
+        attributes: bytes
+        def __init__(self, purgatory: _Optional[str] = ..., key: _Optional[str] = ..., amount: _Optional[int] = ..., value: _Optional[int] = ..., source: _Optional[str] = ..., data: _Optional[bytes] = ..., applied_wall_ms: _Optional[int] = ..., attributes: _Optional[bytes] = ...) -> None: ...
     class Outcome(_message.Message):
         __slots__ = ("operation_id", "state", "result", "sequence", "completed_wall_ms", "lateness_ms", "purgatory")
         class State(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):

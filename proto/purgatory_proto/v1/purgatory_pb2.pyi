@@ -1,3 +1,4 @@
+from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
@@ -107,18 +108,26 @@ class GetPurgatoryResponse(_message.Message):
     def __init__(self, purgatory: _Optional[_Union[Purgatory, _Mapping]] = ...) -> None: ...
 
 class Condition(_message.Message):
-    __slots__ = ("any_key", "all_keys", "min_signals", "sum_at_least", "values_at_least")
+    __slots__ = ("any_key", "all_keys", "min_signals", "sum_at_least", "values_at_least", "filter", "predicate", "match", "attributes")
     ANY_KEY_FIELD_NUMBER: _ClassVar[int]
     ALL_KEYS_FIELD_NUMBER: _ClassVar[int]
     MIN_SIGNALS_FIELD_NUMBER: _ClassVar[int]
     SUM_AT_LEAST_FIELD_NUMBER: _ClassVar[int]
     VALUES_AT_LEAST_FIELD_NUMBER: _ClassVar[int]
+    FILTER_FIELD_NUMBER: _ClassVar[int]
+    PREDICATE_FIELD_NUMBER: _ClassVar[int]
+    MATCH_FIELD_NUMBER: _ClassVar[int]
+    ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
     any_key: AnyKeyCondition
     all_keys: AllKeysCondition
     min_signals: MinSignalsCondition
     sum_at_least: SumAtLeastCondition
     values_at_least: ValuesAtLeastCondition
-    def __init__(self, any_key: _Optional[_Union[AnyKeyCondition, _Mapping]] = ..., all_keys: _Optional[_Union[AllKeysCondition, _Mapping]] = ..., min_signals: _Optional[_Union[MinSignalsCondition, _Mapping]] = ..., sum_at_least: _Optional[_Union[SumAtLeastCondition, _Mapping]] = ..., values_at_least: _Optional[_Union[ValuesAtLeastCondition, _Mapping]] = ...) -> None: ...
+    filter: str
+    predicate: str
+    match: str
+    attributes: _struct_pb2.Struct
+    def __init__(self, any_key: _Optional[_Union[AnyKeyCondition, _Mapping]] = ..., all_keys: _Optional[_Union[AllKeysCondition, _Mapping]] = ..., min_signals: _Optional[_Union[MinSignalsCondition, _Mapping]] = ..., sum_at_least: _Optional[_Union[SumAtLeastCondition, _Mapping]] = ..., values_at_least: _Optional[_Union[ValuesAtLeastCondition, _Mapping]] = ..., filter: _Optional[str] = ..., predicate: _Optional[str] = ..., match: _Optional[str] = ..., attributes: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class AnyKeyCondition(_message.Message):
     __slots__ = ()
@@ -158,19 +167,21 @@ class ValuesAtLeastCondition(_message.Message):
     def __init__(self, targets: _Optional[_Mapping[str, int]] = ..., default_target: _Optional[int] = ...) -> None: ...
 
 class Signal(_message.Message):
-    __slots__ = ("amount", "value", "source", "data")
+    __slots__ = ("amount", "value", "source", "data", "attributes")
     AMOUNT_FIELD_NUMBER: _ClassVar[int]
     VALUE_FIELD_NUMBER: _ClassVar[int]
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     DATA_FIELD_NUMBER: _ClassVar[int]
+    ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
     amount: int
     value: int
     source: str
     data: bytes
-    def __init__(self, amount: _Optional[int] = ..., value: _Optional[int] = ..., source: _Optional[str] = ..., data: _Optional[bytes] = ...) -> None: ...
+    attributes: _struct_pb2.Struct
+    def __init__(self, amount: _Optional[int] = ..., value: _Optional[int] = ..., source: _Optional[str] = ..., data: _Optional[bytes] = ..., attributes: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class OperationResult(_message.Message):
-    __slots__ = ("signal_count", "sources", "signalled_keys", "amount_sum", "values", "data", "data_truncated")
+    __slots__ = ("signal_count", "sources", "signalled_keys", "amount_sum", "values", "data", "data_truncated", "matched_attributes", "matched_key")
     class ValuesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -185,6 +196,8 @@ class OperationResult(_message.Message):
     VALUES_FIELD_NUMBER: _ClassVar[int]
     DATA_FIELD_NUMBER: _ClassVar[int]
     DATA_TRUNCATED_FIELD_NUMBER: _ClassVar[int]
+    MATCHED_ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
+    MATCHED_KEY_FIELD_NUMBER: _ClassVar[int]
     signal_count: int
     sources: _containers.RepeatedScalarFieldContainer[str]
     signalled_keys: _containers.RepeatedScalarFieldContainer[str]
@@ -192,7 +205,9 @@ class OperationResult(_message.Message):
     values: _containers.ScalarMap[str, int]
     data: bytes
     data_truncated: bool
-    def __init__(self, signal_count: _Optional[int] = ..., sources: _Optional[_Iterable[str]] = ..., signalled_keys: _Optional[_Iterable[str]] = ..., amount_sum: _Optional[int] = ..., values: _Optional[_Mapping[str, int]] = ..., data: _Optional[bytes] = ..., data_truncated: _Optional[bool] = ...) -> None: ...
+    matched_attributes: _struct_pb2.Struct
+    matched_key: str
+    def __init__(self, signal_count: _Optional[int] = ..., sources: _Optional[_Iterable[str]] = ..., signalled_keys: _Optional[_Iterable[str]] = ..., amount_sum: _Optional[int] = ..., values: _Optional[_Mapping[str, int]] = ..., data: _Optional[bytes] = ..., data_truncated: _Optional[bool] = ..., matched_attributes: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., matched_key: _Optional[str] = ...) -> None: ...
 
 class OperationSpec(_message.Message):
     __slots__ = ("operation_id", "keys", "timeout_ms", "condition", "payload", "due_time_ms", "extend_on_resend", "max_extend_ms")

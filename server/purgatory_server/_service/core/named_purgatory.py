@@ -285,12 +285,19 @@ class NamedPurgatory:
         self._settle()  # expiries the reaper handed over go out before more intake
         check_data_room(self.account, signals, self._engine.watchers)  # (.signal_data)
         counts: list[int] = []
+        # Operations with ``match`` wait on match keys (.match_index): empty, no signal
+        # pays for them.
+        matches = self._table.matches if self._table.matching else None
         for key, sig in signals:
             if on_signal is not None:
                 on_signal(name, key, sig)
             if sig.value is not None:
                 self._values.update(key, sig.value)
-            counts.append(slot.deliver(key, sig, engine.check_and_complete))
+            count = slot.deliver(key, sig, engine.check_and_complete)
+            if matches is not None and sig.attributes is not None:
+                for target in matches.targets(key, sig.attributes):
+                    count += slot.deliver_to(key, target, sig, engine.check_and_complete)
+            counts.append(count)
         self._settle()
         metrics = self.metrics
         if metrics is not None:
@@ -320,6 +327,8 @@ class NamedPurgatory:
         self._check_open()
         if key is not None:
             targets = self._engine.cancel_for_key(key)
+            for match_key in self._table.matches.keys_of(key):  # (.match_index)
+                targets.extend(self._engine.cancel_for_key(match_key))
         elif prefix is not None:
             targets = [op for i, op in self._active.items() if i.startswith(prefix)]
         else:

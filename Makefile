@@ -103,15 +103,27 @@ sync-client: $(STAMP)
 check-sync-client: $(STAMP)
 	$(BIN)/python client/generate_sync.py --check
 
-unit: $(ENGINE_STAMP)
-	$(BIN)/python -m pytest
+# The tests run in PYTEST_WORKERS processes (pytest-xdist), whole modules per process
+# (--dist loadfile), so a module's shared server, Spark session or wheel is built once.
+# Most tests wait on servers they start, so two processes fill a 2-core machine.
+PYTEST_WORKERS ?= 2
+PYTEST_PARALLEL := -n $(PYTEST_WORKERS) --dist loadfile
+
+# bench/node: BullMQ and ioredis for bench.bullmq_bench (its smoke run is in tests/).
+BENCH_NODE_STAMP := bench/node/node_modules/.ci-stamp
+$(BENCH_NODE_STAMP): bench/node/package-lock.json
+	cd bench/node && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+unit: $(ENGINE_STAMP) $(BENCH_NODE_STAMP)
+	$(BIN)/python -m pytest $(PYTEST_PARALLEL)
 
 # The engine and the service on the pure-Python engine too (the fallback where no C
 # compiler exists), from the same installation: the variable makes the engine load its
 # sources (server/purgatory_server/_engine/_native.py). test_build.py is left out: it runs
 # both builds itself, in child processes, from `make unit`.
 unit-pure: $(ENGINE_STAMP)
-	PURGATORY_PURE_PYTHON=1 $(BIN)/python -m pytest -q tests/engine tests/service \
+	PURGATORY_PURE_PYTHON=1 $(BIN)/python -m pytest $(PYTEST_PARALLEL) -q tests/engine tests/service \
 	  --ignore=tests/engine/test_build.py
 
 .PHONY: engine unit-pure

@@ -93,6 +93,11 @@ async def many_subscribers(load: Load, stop: float) -> None:
 
 
 async def slow_session(load: Load, stop: float) -> None:
+    """``--sessions`` non-reading Sessions side by side, each on its own connection."""
+    await asyncio.gather(*(_one_slow_session(load, stop) for _ in range(load.args.sessions)))
+
+
+async def _one_slow_session(load: Load, stop: float) -> None:
     async with grpc.aio.insecure_channel(load.server.address, options=OWN_CONNECTION) as ch:
         stub: Any = pb_grpc.PurgatoryServiceStub(ch)  # type: ignore[no-untyped-call]
         queue: asyncio.Queue[pb.SessionRequest | None] = asyncio.Queue(maxsize=4)

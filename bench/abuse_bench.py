@@ -68,6 +68,7 @@ PROBE_INTERVAL_S = 0.020
 CONFIG = """
 shed_lag_ms = {shed_lag_ms}
 [limits]
+memory_budget_bytes = {budget_bytes}
 subscriber_buffer_bytes = {buffer_bytes}
 session_buffer_bytes = {buffer_bytes}
 max_subscribers = 2048
@@ -180,7 +181,11 @@ async def _phase(
 async def run(args: argparse.Namespace) -> Stats:
     root = Path(tempfile.mkdtemp(prefix="abuse-bench-"))
     config_path = root / "abuse.toml"
-    config = CONFIG.format(buffer_bytes=args.buffer_bytes, shed_lag_ms=args.shed_lag_ms)
+    config = CONFIG.format(
+        buffer_bytes=args.buffer_bytes,
+        shed_lag_ms=args.shed_lag_ms,
+        budget_bytes=args.budget_bytes,
+    )
     config_path.write_text(config)
     env = {"PYTHONPATH": tree_pythonpath(args.server_src)} if args.server_src else None
     server = bench_server(root, "abuse", "--config", str(config_path), env=env)
@@ -242,6 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--patterns", nargs="*", default=[], help="numbers, e.g. 1 6 7")
     parser.add_argument("--streams", type=int, default=4, help="pattern 1's non-readers")
     parser.add_argument("--payload", type=int, default=16 * 1024, help="patterns 1, 2 bytes")
+    parser.add_argument("--sessions", type=int, default=1, help="pattern 2's Sessions")
     parser.add_argument("--subscribers", type=int, default=200, help="pattern 6's streams")
     parser.add_argument("--signal-ops", type=int, default=2000, help="pattern 3's")
     parser.add_argument("--key-ops", type=int, default=2000, help="pattern 4's operations")
@@ -253,6 +259,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--buffer-bytes", type=int, default=4 << 20, help="per Subscribe and Session stream"
+    )
+    parser.add_argument(
+        "--budget-bytes",
+        type=int,
+        default=0,
+        help="the server's memory_budget_bytes (0: its default, a share of the machine's)",
     )
     parser.add_argument("--server-src", help="run the server of this source tree instead")
     parser.add_argument("--probe", metavar="ADDRESS", help=argparse.SUPPRESS)

@@ -5,6 +5,9 @@ Same run, same files, one after the other:
 - ``plain``: one Python process decodes every segment with the pipeline's decoder
   (``purgatory_pipeline.records.decode_segment``: frame checks, protobuf parse, Arrow
   batches), no Spark: the single-process baseline.
+- ``duckdb``: what a user would pick instead on one machine: the same decoder writing each
+  segment's records to Parquet, then DuckDB building the same three tables
+  (``bench._pipeline_duckdb``; its rows equal ``ingest``'s, checked in benchmarks §10.1h).
 - ``scan local[N]``: ``spark.read.format("purgatory-journal")`` grouped by kind (decode only).
 - ``ingest local[N]``: the whole ``purgatory-pipeline ingest --full`` (decode into
   ``_records``, three tables, Parquet) into a fresh directory.
@@ -17,20 +20,27 @@ Same run, same files, one after the other:
 Spark runs with its default driver memory (1 GiB) unless ``--driver-memory`` says
 otherwise; each run's stderr is searched for ``OutOfMemoryError``.
 
+The ingest runs log their steps (``--log-level INFO``); the time from one step's line to
+the next is printed per step (``decode``, ``write signals``, ``write events``, ``write
+operations``, ...): where a run's time goes. The ratios the targets are about are printed
+last (same run).
+
 Each runs in a fresh subprocess; wall time is end to end (including the JVM start for
 Spark). Peak RSS is sampled from /proc every 0.2 s: ``driver`` is the Python driver plus
 its JVM (which in local mode also hosts the executor threads); ``workers`` is the sum of the
 Python worker processes Spark forks to decode.
 
 ``python -m bench.pipeline_bench [--records 10000000] [--dir /tmp/pipeline-bench]
-[--segment-mb 64] [--only plain,scan1,scan2,ingest1,ingest2,incr2]``
+[--segment-mb 64] [--only plain,duckdb,scan1,scan2,ingest1,ingest2,incr2]``
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -121,8 +131,33 @@ class Sampler(threading.Thread):
             time.sleep(0.2)
 
 
+# The CLI's console line: HH:MM:SS.mmm (local time) and the step.
+_STEP = re.compile(r"^(\d\d):(\d\d):(\d\d)\.(\d{3}) (ingest: .*)$")
+
+
+def _steps(err: str, started: float, ended: float) -> dict[str, float]:
+    """Seconds from each logged step to the next (the first from the process start)."""
+    marks: list[tuple[float, str]] = [(started, "start (JVM, session)")]
+    for line in err.splitlines():
+        match = _STEP.match(line)
+        if match:
+            hours, minutes, seconds, millis = (int(g) for g in match.groups()[:4])
+            day = time.localtime(started)
+            stamp = time.mktime((*day[:3], hours, minutes, seconds, 0, 0, -1)) + millis / 1000
+            if stamp < started - 1:  # the run crossed midnight
+                stamp += 86400
+            marks.append((stamp, match.group(5)))
+    marks.append((ended, "end"))
+    steps: dict[str, float] = {}
+    for (at, name), (until, _) in itertools.pairwise(marks):
+        key = re.sub(r"\d+", "N", name)
+        steps[key] = round(steps.get(key, 0.0) + until - at, 1)
+    return steps if len(marks) > 2 else {}
+
+
 def measure(label: str, args: list[str], records: int) -> dict[str, object]:
     start = time.perf_counter()
+    start_wall = time.time()
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     sampler = Sampler(proc.pid)
     sampler.start()
@@ -136,7 +171,7 @@ def measure(label: str, args: list[str], records: int) -> dict[str, object]:
     try:
         summary = json.loads(out)
         shown = f"decoded {summary['segments_decoded']} segments"
-    except (ValueError, TypeError, KeyError):
+    except (ValueError, TypeError, KeyError):  # not ingest's summary: its last line
         shown = out.strip().splitlines()[-1][:80] if out.strip() else ""
     result = {
         "label": label,
@@ -146,6 +181,7 @@ def measure(label: str, args: list[str], records: int) -> dict[str, object]:
         "workers_peak_mb": round(sampler.workers_kb / 1024),
         "oom_lines": err.count("OutOfMemoryError"),
         "output": shown,
+        "steps": _steps(err, start_wall, time.time()),
     }
     print(result, flush=True)
     return result
@@ -157,7 +193,10 @@ def main() -> None:
     parser.add_argument("--dir", default="/tmp/pipeline-bench")
     parser.add_argument("--segment-mb", type=int, default=64)
     parser.add_argument("--driver-memory", default="", help="spark.driver.memory (default 1g)")
-    parser.add_argument("--only", default="plain,scan1,scan2,ingest1,ingest2,incr2")
+    parser.add_argument(
+        "--conf", action="append", default=[], metavar="KEY=VALUE", help="Spark setting (ingests)"
+    )
+    parser.add_argument("--only", default="plain,duckdb,scan1,scan2,ingest1,ingest2,incr2")
     args = parser.parse_args()
     base = Path(args.dir)
     journal = base / "data" / "bench" / "journal"
@@ -175,7 +214,11 @@ def main() -> None:
     )
     py = sys.executable
     memory = ["--conf", f"spark.driver.memory={args.driver_memory}"] if args.driver_memory else []
+    for pair in args.conf:
+        memory += ["--conf", pair]
     runs = {"plain": ("plain python, 1 process", [py, "-c", PLAIN, str(journal)])}
+    duck = [py, "-m", "bench._pipeline_duckdb", str(journal), str(base / "tables-duckdb")]
+    runs["duckdb"] = ("decoder + DuckDB tables, 1 process", duck)
     for n in (1, 2):
         scan = [py, "-c", SCAN, str(journal), f"local[{n}]", args.driver_memory]
         runs[f"scan{n}"] = (f"spark scan local[{n}]", scan)
@@ -192,7 +235,7 @@ def main() -> None:
             "spark.ui.enabled=false",
             *memory,
             "--log-level",
-            "WARNING",
+            "INFO",
             "--spark-log",  # Spark's console, where the OutOfMemoryError lines are counted
             "console",
             "ingest",
@@ -227,6 +270,25 @@ def main() -> None:
             f"| {r['label']} | {r['wall_s']} | {r['records_per_s']:,} | "
             f"{r['driver_peak_mb']} | {r['workers_peak_mb']} | {r['oom_lines']} |"
         )
+    for r in results:
+        if r["steps"]:
+            print(f"\n{r['label']}: " + ", ".join(f"{k} {v} s" for k, v in r["steps"].items()))
+    _ratios({key: r for key, r in zip(args.only.split(","), results, strict=True)})
+
+
+def _ratios(by_key: dict[str, dict[str, object]]) -> None:
+    """The targets' ratios, where this run measured both sides."""
+    wall = {key: float(str(r["wall_s"])) for key, r in by_key.items()}
+    pairs = [
+        ("ingest local[2] pace / plain decoder's (target >= 1.0)", "plain", "ingest2"),
+        ("ingest local[2] pace / DuckDB baseline's (target >= 1.0)", "duckdb", "ingest2"),
+        ("local[1] wall / local[2] wall (target >= 1.6)", "ingest1", "ingest2"),
+        ("incremental / full local[2] wall (target <= 0.20)", "incr2", "ingest2"),
+    ]
+    print()
+    for text, top, bottom in pairs:
+        if top in wall and bottom in wall:
+            print(f"{text}: {wall[top] / wall[bottom]:.2f}")
 
 
 if __name__ == "__main__":

@@ -9,13 +9,16 @@ directory, not bench/results/. Every module with a command line also answers ``-
 Parts that need a tool run when it is there and say so when it is not, never a silent
 pass: a skip with the reason for NATS (``nats-server`` from the ``cluster`` extra),
 Node.js (``node`` and client/node's packages, which ``make test`` installs before the
-Python tests; the client is built here, a fraction of a second), py-spy (the ``dev``
+Python tests; the client is built here, a fraction of a second), BullMQ for
+``bullmq_bench`` (``npm ci --prefix bench/node``, which ``make unit`` runs, and
+``redis-server``), py-spy (the ``dev``
 extra, allowed to attach: root or ptrace_scope 0) and the compiled engine; a warning in
 pytest's summary for Redis (service_bench runs without its Redis baselines; ``make test``
 installs the Debian package redis-server).
 
-The Spark pipeline's benchmarks (bench/pipeline_bench.py, pipeline_journal.py, pipeline_watch.py)
-are not run here: tests/pipeline covers the pipeline.
+The Spark pipeline's benchmarks (bench/pipeline_bench.py, pipeline_journal.py, pipeline_watch.py,
+and _pipeline_duckdb.py, pipeline_bench's DuckDB baseline) are not run here: tests/pipeline
+covers the pipeline.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
 NODE_DIR = ROOT / "client" / "node"
-PIPELINE = {"pipeline_bench", "pipeline_journal", "pipeline_watch"}
+PIPELINE = {"pipeline_bench", "pipeline_journal", "pipeline_watch", "_pipeline_duckdb"}
 
 
 def _missing_node() -> str | None:
@@ -46,6 +49,17 @@ def _missing_node() -> str | None:
         return "node is not installed"
     if not (NODE_DIR / "node_modules").is_dir():
         return "client/node has no node_modules (make node-deps)"
+    return None
+
+
+def _missing_bullmq() -> str | None:
+    missing = _missing_node()
+    if missing is not None:
+        return missing
+    if not (BENCH / "node" / "node_modules" / "bullmq").is_dir():
+        return "bench/node has no node_modules (npm ci --prefix bench/node)"
+    if shutil.which("redis-server") is None:
+        return "redis-server is not on PATH"
     return None
 
 
@@ -93,6 +107,11 @@ CASES = [
     ),
     Case("watch_lists", "--quick", ("prompt / lazy",)),
     Case(
+        "cel_bench",
+        "--quick --rounds 1 --seconds 0.2 --clients 1 --batch 5 --match-sizes 10,50",
+        ("throughput cost", "operations tried per signal", r"\| compile"),
+    ),
+    Case(
         "abuse_bench",
         "--duration 0.3 --streams 1 --subscribers 3 --signal-ops 10 --key-ops 50"
         " --purgatories 1 --connections 5 --bulk-batch 20 --json {tmp}/abuse.json"
@@ -105,6 +124,11 @@ CASES = [
         (r"\| keys \| this tree \|", r"\| payloads \| compared tree \|"),
     ),
     Case("listing_bench", "--quick --rounds 1", (r"first page \(100\) in ms",)),
+    Case(
+        "many_purgatories_bench",
+        "--memory 20 --durable 5 --duration 0.5 --quiet 0.2 --json {tmp}/many.json",
+        ("RSS per idle in-memory purgatory",),
+    ),
     Case("placement_sim", "--quick", (r"\| rendezvous \|",)),
     Case(
         "memory_budget_bench",
@@ -174,7 +198,7 @@ CASES = [
         "console_bench",
         "--rounds 1 --duration 0.3 --warmup 0.05 --batch-workers 1 --batch-size 5"
         " --poll-interval 0.05 --json {tmp}/cb.json",
-        ("pairs/s ratio to closed", r"\| every page \|", "acceptance: page p99"),
+        ("pairs/s to elsewhere", r"\| elsewhere \|", r"\| every page \|", "acceptance: page p99"),
     ),
     Case(
         "workers_bench",
@@ -194,6 +218,13 @@ CASES = [
             "Node/Python dispatcher ops/s",
         ),
         _missing_node,
+    ),
+    Case(
+        "bullmq_bench",
+        "--rounds 1 --jobs 200 --spread-ms 100 --paced-jobs 100 --paced-spread-ms 200"
+        " --lead-ms 1500 --workers 2 --concurrency 4 --json {tmp}/b.json",
+        (r"\| burst \| purgatory \|", r"\| paced \| bullmq \|", "purgatory/bullmq acked/s"),
+        _missing_bullmq,
     ),
     Case(
         "scale_out_bench",
@@ -220,7 +251,7 @@ def _env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("PURGATORY_")}
 
 
-def _bench(module: str, *args: str, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
+def _bench(module: str, *args: str, timeout_s: float = 360) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", f"bench.{module}", *args],
         cwd=ROOT,
@@ -232,12 +263,16 @@ def _bench(module: str, *args: str, timeout_s: float = 120) -> subprocess.Comple
     )
 
 
+# A smoke run is seconds on a quiet machine; on a loaded 2-core one the bench's own servers
+# (a cluster of three nats-servers and four purgatory servers, for scale_out_bench) can
+# take minutes to start. The run's own limit (_bench) decides, not pytest's default.
+@pytest.mark.timeout(420)
 @pytest.mark.parametrize("case", CASES, ids=lambda case: case.name or case.module)
 def test_entry_point_runs_and_reports(case: Case, tmp_path: Path) -> None:
     reason = case.missing()
     if reason is not None:
         pytest.skip(f"bench.{case.module} not run: {reason}")
-    if case.module == "node_client_bench":
+    if case.module in {"node_client_bench", "bullmq_bench"}:
         # The current client: building it takes a fraction of a second (tsc).
         subprocess.run(["npm", "run", "--silent", "build"], cwd=NODE_DIR, check=True, timeout=120)
     args = shlex.split(case.args.format(tmp=tmp_path, root=ROOT))

@@ -18,6 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from purgatory_client import PurgatoryClient, PurgatoryConfig
 
 from harness import ServerProcess
@@ -32,6 +33,9 @@ GUARDED = (
 )
 
 
+# A child pytest of five modules: a minute on a quiet 2-core machine, several on a loaded
+# one; its own subprocess limit (600 s) decides, not pytest's per-test default.
+@pytest.mark.timeout(660)
 def test_the_tests_pass_beside_a_populated_and_served_data_directory(tmp_path: Path) -> None:
     beside = tmp_path / "checkout"
     data = beside / "data"

@@ -18,6 +18,10 @@ import pytest
 from purgatory_server._engine import _native
 from purgatory_server._service.native_modules import MODULES
 
+# The wheel's mypyc build is minutes on a loaded 2-core machine; it runs in the setup of
+# the module's first test, which pytest's per-test limit (120 s) would cut.
+pytestmark = pytest.mark.timeout(420)
+
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE_PACKAGES = {
     "purgatory_server": ROOT / "server" / "purgatory_server",

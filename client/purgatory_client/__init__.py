@@ -19,7 +19,21 @@ from purgatory_client._batcher import (
     TaskOverflowError,
 )
 from purgatory_client._dispatch_tasks import ForceCompleteTask, SignalTask, WatchTask
-from purgatory_client._groups_base import AsyncDelivery, DeadLetterPage, Delivery, GroupInfo
+from purgatory_client._groups_base import (
+    AckEntry,
+    AckResult,
+    AsyncDelivery,
+    DeadLetterPage,
+    Delivery,
+    FirstKey,
+    GroupInfo,
+    GroupPriority,
+    GroupRateLimit,
+    GroupSelection,
+    IdPrefix,
+    NackResult,
+    RetryBackoff,
+)
 from purgatory_client._listing import OperationPage
 from purgatory_client._models import (
     BatchSignalResult,
@@ -61,6 +75,8 @@ from purgatory_client.errors import (
 )
 
 __all__ = [
+    "AckEntry",
+    "AckResult",
     "AlreadyExistsError",
     "AsyncBatchingDispatcher",
     "AsyncDelivery",
@@ -79,10 +95,16 @@ __all__ = [
     "DispatcherCounters",
     "Event",
     "FailedPreconditionError",
+    "FirstKey",
     "ForceCompleteResult",
     "ForceCompleteTask",
     "GroupInfo",
+    "GroupPriority",
+    "GroupRateLimit",
+    "GroupSelection",
+    "IdPrefix",
     "InvalidArgumentError",
+    "NackResult",
     "NotFoundError",
     "OperationPage",
     "OperationResult",
@@ -98,6 +120,7 @@ __all__ = [
     "PurgatoryInfo",
     "ResourceExhaustedError",
     "ResumePolicy",
+    "RetryBackoff",
     "Schedule",
     "ScheduleUpsert",
     "ServerError",

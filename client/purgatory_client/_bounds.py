@@ -12,6 +12,7 @@ from __future__ import annotations
 __all__ = [
     "MAX_ATTEMPTS",
     "MAX_PREFETCH",
+    "MAX_RETRY_DELAY_MS",
     "MAX_TIMEOUT_MS",
     "MAX_VISIBILITY_TIMEOUT_MS",
     "MIN_EVERY_MS",
@@ -30,3 +31,5 @@ MIN_VISIBILITY_TIMEOUT_MS = 10
 MAX_VISIBILITY_TIMEOUT_MS = 12 * 3600 * 1000
 MAX_ATTEMPTS = 1000
 MAX_PREFETCH = 10_000
+# A nack's delay and a retry backoff's waits (SQS's ceiling for a visibility change).
+MAX_RETRY_DELAY_MS = 12 * 3600 * 1000

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -76,6 +77,17 @@ def parse_condition(text: str) -> Condition:
     except ValueError:
         pass
     raise argparse.ArgumentTypeError(f"bad condition {text!r}")
+
+
+def json_object(text: str) -> dict[str, Any]:
+    """An argparse type: a JSON object (attributes), e.g. '{"invoice_id": 42}'."""
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"not a JSON object: {text[:60]!r}")
+    return value
 
 
 CONDITION_HELP = (

@@ -13,6 +13,7 @@ from purgatory_client._cli_common import (
     Context,
     count,
     global_options,
+    json_object,
     parse_condition,
     timeout_ms_arg,
 )
@@ -34,6 +35,13 @@ def register(sub: Any) -> None:
     signal.add_argument("--value", type=int, help="the key's latest value, for values:N (e.g. 42)")
     signal.add_argument("--source", default="", help="who signals, counted once by min-distinct:N")
     signal.add_argument("--data", default="", help="UTF-8 text appended to the outcome's data")
+    signal.add_argument(
+        "--attributes",
+        type=json_object,
+        metavar="JSON",
+        help="a JSON object that watchers' --if and --match read as signal.attributes "
+        """(e.g. '{"invoice_id": 42, "approved": true}')""",
+    )
     signal.set_defaults(handler=_signal)
 
     get = sub.add_parser(
@@ -68,6 +76,34 @@ def _add_watch_parser(sub: Any) -> None:
     watch.add_argument(
         "--condition", type=parse_condition, default=Condition.any_key(), help=CONDITION_HELP
     )
+    watch.add_argument(
+        "--if",
+        dest="filter",
+        default="",
+        metavar="EXPR",
+        help="a CEL filter: only signals for which it is true count toward --condition "
+        "(e.g. --if \"signal.attributes.role == 'finance'\"; docs/conditions.md)",
+    )
+    watch.add_argument(
+        "--match",
+        default="",
+        metavar="PATH",
+        help="only signals whose attribute PATH equals this operation's count (needs "
+        "--attributes with PATH; e.g. --match invoice_id)",
+    )
+    watch.add_argument(
+        "--predicate",
+        default="",
+        metavar="EXPR",
+        help="a CEL predicate over the result, judged once --condition holds (e.g. "
+        "'result.amount_sum >= 100')",
+    )
+    watch.add_argument(
+        "--attributes",
+        type=json_object,
+        metavar="JSON",
+        help="this operation's attributes, read as op.attributes (e.g. '{\"invoice_id\": 42}')",
+    )
     watch.add_argument("--id", default="", help="operation id (default: server-assigned)")
     watch.add_argument(
         "--payload", default="", help="UTF-8 text echoed in the outcome (e.g. order-17)"
@@ -97,11 +133,17 @@ def _watch(args: argparse.Namespace, ctx: Context) -> int:
     operation is idempotent, so this is one operation either way.
     """
 
+    condition: Condition = args.condition
+    if args.filter or args.match or args.predicate or args.attributes is not None:
+        condition = condition.where(
+            args.filter, predicate=args.predicate, match=args.match, attributes=args.attributes
+        )
+
     def send(operation_id: str, wait: bool) -> Any:
         return ctx.client.try_complete_else_watch(
             args.keys,
             args.timeout_ms,
-            condition=args.condition,
+            condition=condition,
             payload=args.payload.encode(),
             operation_id=operation_id,
             wait=wait,
@@ -137,7 +179,7 @@ def _watch(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _signal(args: argparse.Namespace, ctx: Context) -> int:
-    sig = Signal(args.amount, args.value, args.source, args.data.encode())
+    sig = Signal(args.amount, args.value, args.source, args.data.encode(), args.attributes)
     ctx.emit({"completed": ctx.client.check_and_complete(args.key, sig)})
     return 0
 

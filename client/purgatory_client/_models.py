@@ -6,10 +6,12 @@ the wire enum ``purgatory.v1.OperationState``.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from types import MappingProxyType
+from typing import Any
 
 __all__ = [
     "CONFIG_FIELDS",
@@ -63,6 +65,31 @@ class Condition:
     threshold: int = 0
     targets: Mapping[str, int] = field(default_factory=_no_targets)
     default_target: int = 0
+    # Expressions (docs/conditions.md): a CEL filter on the signals that count, a CEL
+    # predicate on the result once the kind holds, a ``match`` attribute path, and the
+    # operation's own attributes (``op.attributes``).
+    filter: str = ""
+    predicate: str = ""
+    match: str = ""
+    attributes: Mapping[str, Any] | None = None
+
+    def where(
+        self,
+        filter: str = "",
+        *,
+        predicate: str = "",
+        match: str = "",
+        attributes: Mapping[str, Any] | None = None,
+    ) -> Condition:
+        """This condition with expressions: ``Condition.min_signals(2).where(
+        "signal.attributes.role == 'finance'")``; arguments left out keep their value."""
+        return dataclasses.replace(
+            self,
+            filter=filter or self.filter,
+            predicate=predicate or self.predicate,
+            match=match or self.match,
+            attributes=self.attributes if attributes is None else dict(attributes),
+        )
 
     @classmethod
     def any_key(cls) -> Condition:
@@ -104,6 +131,8 @@ class Signal:
     value: int | None = None
     source: str = ""
     data: bytes = b""
+    # A JSON object that conditions' expressions and ``match`` read (signal.attributes).
+    attributes: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -136,6 +165,9 @@ class OperationResult:
     values: Mapping[str, int] = field(default_factory=_no_targets)
     data: bytes = b""
     data_truncated: bool = False
+    # Conditions with expressions: the key and attributes of the last signal that counted.
+    matched_key: str = ""
+    matched_attributes: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)

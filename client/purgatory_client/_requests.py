@@ -8,7 +8,7 @@ build the message directly and fall back to the checks only when protobuf refuse
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
 from google.protobuf.descriptor import FieldDescriptor
@@ -47,6 +47,29 @@ DEFAULT_PURGATORY = "default"
 
 
 def condition_to_proto(condition: Condition | None, field: str = "condition") -> Any:
+    msg = _kind_to_proto(condition, field)
+    if condition is not None and (
+        condition.filter or condition.predicate or condition.match or condition.attributes
+    ):
+        msg.filter = text(f"{field}.filter", condition.filter)
+        msg.predicate = text(f"{field}.predicate", condition.predicate)
+        msg.match = text(f"{field}.match", condition.match)
+        if condition.attributes is not None:
+            _set_struct(msg.attributes, condition.attributes, f"{field}.attributes")
+    return msg
+
+
+def _set_struct(into: Any, attributes: Mapping[str, Any], field: str) -> None:
+    """Fill a google.protobuf.Struct from a JSON object (a mapping of JSON values)."""
+    if not isinstance(attributes, Mapping):
+        raise invalid_argument(field, f"expected a mapping, got {type(attributes).__name__}")
+    try:
+        into.update(attributes)
+    except (TypeError, ValueError) as exc:
+        raise invalid_argument(field, f"not a JSON object: {exc}") from None
+
+
+def _kind_to_proto(condition: Condition | None, field: str) -> Any:
     if condition is not None and not isinstance(condition, Condition):
         raise invalid_argument(field, f"expected a Condition, got {type(condition).__name__}")
     if condition is None or condition.kind is ConditionKind.ANY_KEY:
@@ -89,6 +112,8 @@ def signal_to_proto(signal: Signal | None, field: str = "signal") -> Any:
         )
         if signal.value is not None:
             msg.value = int64(f"{field}.value", signal.value)
+        if signal.attributes is not None:
+            _set_struct(msg.attributes, signal.attributes, f"{field}.attributes")
     return msg
 
 

@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from types import MappingProxyType
 from typing import Any
 
+from google.protobuf import json_format
+
 from purgatory_client._models import (
     CONFIG_FIELDS,
     BatchSignalResult,
@@ -38,7 +40,26 @@ def result_from_proto(msg: Any) -> OperationResult:
         values=MappingProxyType(dict(msg.values)),
         data=msg.data,
         data_truncated=msg.data_truncated,
+        matched_key=msg.matched_key,
+        matched_attributes=_struct_value(msg.matched_attributes)
+        if msg.HasField("matched_attributes")
+        else None,
     )
+
+
+def _struct_value(msg: Any) -> dict[str, Any]:
+    """A google.protobuf.Struct as a plain dict (integral numbers as ints)."""
+    return {key: _plain(value) for key, value in json_format.MessageToDict(msg).items()}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, float) and value.is_integer() and abs(value) <= 2**53:
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
 
 
 def status_from_proto(msg: Any, payload: bytes | None = None) -> OperationStatus:

@@ -1,7 +1,8 @@
 # Generated from _async_groups.py by client/generate_sync.py: do not edit by hand.
 # Edit _async_groups.py, then run `make sync-client` (`make test` checks this file).
 """Worker-group methods of the client (a mix-in): join a group and read its deliveries
-(:class:`GroupStream`), ack, extend leases, list, redrive and discard dead letters.
+(:class:`GroupStream`), ack, nack (one or a batch), extend leases, list, redrive and
+discard dead letters.
 Requests and models: ``_groups_base``; semantics: docs/service.md "Worker groups"."""
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ __all__ = ["GroupMethods", "GroupStream"]
 
 
 class GroupMethods(ClientBase):
-    """Join a worker group, ack, extend leases, list, redrive and discard dead letters."""
+    """Join a worker group, ack, nack, extend leases, list, redrive and discard dead letters."""
 
     def join_group(
         self,
@@ -35,14 +36,19 @@ class GroupMethods(ClientBase):
         purgatory: str | None = None,
         heartbeat_interval_ms: int = 0,
         resume: ResumePolicy | None = None,
+        selection: gb.GroupSelection | None = None,
+        backoff: gb.RetryBackoff | None = None,
     ) -> GroupStream:
         """Join ``group`` (created on first join with the given settings; 0: the
         group's, or the defaults) and return the stream of deliveries leased to this
         member. The member has joined when this returns: every outcome published from
-        then on reaches the group. ``prefetch``: leases held at once. A stream dropped by
+        then on reaches the group. ``prefetch``: leases held at once; ``backoff``: the
+        group's retry backoff (creation; None: none, or the group's). A stream dropped by
         UNAVAILABLE (a server restart) is re-joined under the client's ResumePolicy;
         other errors are raised. Leases held when a stream drops run out and are
-        redelivered (at-least-once). ``close()`` leaves the group."""
+        redelivered (at-least-once). ``close()`` leaves the group. ``selection``:
+        priorities, an ordering key and a rate limit, for a group this join creates
+        (None: the group's; another one than the group's: FailedPreconditionError)."""
         req = gb.group_subscribe_request(
             self._name(purgatory),
             group,
@@ -50,6 +56,8 @@ class GroupMethods(ClientBase):
             max_attempts=max_attempts,
             prefetch=prefetch,
             heartbeat_interval_ms=heartbeat_interval_ms,
+            selection=selection,
+            backoff=backoff,
         )
         stream = GroupStream(self, req, Backoff(resume or self._resume))
         stream._open()
@@ -62,6 +70,44 @@ class GroupMethods(ClientBase):
         holds it; else FailedPreconditionError if it was delivered again since."""
         req = gb.ack_request(self._name(purgatory), group, sequence, attempt)
         self._call(self._stub.Ack, req, self.timeout)
+
+    def nack(
+        self,
+        group: str,
+        sequence: int,
+        *,
+        attempt: int = 0,
+        delay_ms: int | None = None,
+        dead_letter: bool = False,
+        purgatory: str | None = None,
+    ) -> gb.NackResult:
+        """End a delivery unacked: offered again after ``delay_ms`` (None: the group's
+        backoff, or at once), or a dead letter now (``dead_letter``; also once out of
+        attempts). A dead letter stays one. Fenced by ``attempt`` like :meth:`ack`."""
+        req = gb.nack_request(
+            self._name(purgatory),
+            group,
+            sequence,
+            attempt,
+            delay_ms=delay_ms,
+            dead_letter=dead_letter,
+        )
+        resp = self._call(self._stub.Nack, req, self.timeout)
+        return gb.nack_from_proto(resp)
+
+    def ack_batch(
+        self,
+        group: str,
+        entries: Iterable[gb.AckEntry | int],
+        *,
+        purgatory: str | None = None,
+    ) -> list[gb.AckResult]:
+        """Acks and nacks (:class:`AckEntry`, or a bare sequence: an unfenced ack) in one
+        call, applied in order, each answered on its own (one per entry, in order): a
+        stale or unknown entry fails alone (its ``code``), the others take effect."""
+        req = gb.ack_batch_request(self._name(purgatory), group, entries)
+        resp = self._call(self._stub.AckBatch, req, self.timeout)
+        return gb.ack_results_from_proto(resp)
 
     def extend_lease(
         self,

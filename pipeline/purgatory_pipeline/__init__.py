@@ -2,9 +2,14 @@
 
 - ``spark.read.format("purgatory-journal").load(PATH)``: journal records
   (:mod:`purgatory_pipeline.source`).
+- ``spark.readStream.format("purgatory-journal").load(PATH)``: the journal as a stream, new
+  segments and the growing head (:mod:`purgatory_pipeline.journal_stream`);
+  ``ingest --follow`` keeps the tables up to date from it (:mod:`purgatory_pipeline.follow`).
 - ``spark.readStream.format("purgatory-subscribe")``: live outcomes over ``Subscribe``
   (:mod:`purgatory_pipeline.live`).
-- ``purgatory-pipeline ingest | report | watch`` (:mod:`purgatory_pipeline.cli`).
+- ``purgatory-pipeline ingest | report | watch`` (:mod:`purgatory_pipeline.cli`);
+  ``ingest --catalog`` registers the tables in Spark's catalog
+  (:mod:`purgatory_pipeline.catalog`).
 
 Importing this package does not import Spark; :func:`get_spark` does.
 """

@@ -21,6 +21,7 @@ import json
 import logging
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -69,6 +70,22 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         action="store_true",
         help="decode every segment again (default: only those not ingested into --out yet)",
     )
+    ingest.add_argument(
+        "--follow",
+        action="store_true",
+        help="keep the tables up to date as the journals grow (a streaming query)",
+    )
+    ingest.add_argument("--checkpoint", help="Spark checkpoint directory (with --follow)")
+    ingest.add_argument(
+        "--catalog",
+        metavar="DATABASE",
+        help="register the tables in Spark's catalog as DATABASE.operations, ... "
+        "(a local metastore under --out unless --conf spark.sql.catalogImplementation says)",
+    )
+    ingest.add_argument(
+        "--interval", type=float, default=10.0, help="seconds between updates (with --follow)"
+    )
+    ingest.add_argument("--for-seconds", type=float, help="stop following after this long")
 
     report = sub.add_parser("report", help="tables -> Parquet/JSON summaries and HTML report")
     report.add_argument("--tables", required=True, help="what ingest wrote")
@@ -88,7 +105,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="how late an outcome may complete and still count (bounds the state)",
     )
     watch.add_argument("--starting", choices=("earliest", "latest"), default="earliest")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.command == "ingest" and args.follow and not args.checkpoint:
+        parser.error("ingest --follow needs --checkpoint DIR (Spark's checkpoint)")
+    return args
 
 
 def _conf(pairs: list[str]) -> dict[str, str]:
@@ -122,6 +142,10 @@ def run(args: argparse.Namespace, interrupt: Interrupt | None = None) -> Any:
     # already holds (tests, a notebook) stays up, and its logs stay where they go.
     started = SparkSession.getActiveSession() is None
     conf = _conf(args.conf)
+    if args.command == "ingest" and args.catalog:
+        from purgatory_pipeline.catalog import metastore_conf  # noqa: PLC0415
+
+        conf = {**metastore_conf(args.out), **conf}
     log_file: Path | None = None
     if started and args.spark_log != "console":
         log_file = Path(args.spark_log or spark_logs.log_path(args.command, _output(args)))
@@ -147,11 +171,21 @@ def run(args: argparse.Namespace, interrupt: Interrupt | None = None) -> Any:
 
 def _command(spark: Any, args: argparse.Namespace, interrupt: Interrupt, *, started: bool) -> Any:
     stop_spark = stop_spark_in_background(spark, session=started)
+    if args.command == "ingest" and args.follow:
+        stop = threading.Event()
+        with interrupt.handling(stop.set):
+            _follow(spark, args, stop)
+        return None
     if args.command == "ingest":
         from purgatory_pipeline.ingest import ingest  # noqa: PLC0415
 
         with interrupt.handling(stop_spark):
             summary = ingest(spark, args.journal, args.out, full=args.full)
+            if args.catalog:
+                from purgatory_pipeline.catalog import register_tables  # noqa: PLC0415
+
+                names = register_tables(spark, args.out, args.catalog)
+                log.info("ingest: registered %s", ", ".join(names))
         log.info(
             "ingest: done: %s records from %d new segments; rows: %s",
             f"{sum(summary.records.values()):,}",
@@ -187,14 +221,32 @@ def _command(spark: Any, args: argparse.Namespace, interrupt: Interrupt, *, star
     return None
 
 
+def _follow(spark: Any, args: argparse.Namespace, stop: threading.Event) -> None:
+    """``ingest --follow``: until Ctrl-C (``stop``) or ``--for-seconds``."""
+    from purgatory_pipeline.follow import follow  # noqa: PLC0415
+
+    query = follow(spark, args.journal, args.out, args.checkpoint, interval_s=args.interval)
+    deadline = None if args.for_seconds is None else time.monotonic() + args.for_seconds
+    try:
+        while query.isActive and not stop.is_set():
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+            query.awaitTermination(1)
+    finally:
+        query.stop()
+
+
 class _ConsoleFormat(logging.Formatter):
-    """``HH:MM:SS message`` for progress, ``HH:MM:SS error: message`` above INFO."""
+    """``HH:MM:SS.mmm message`` for progress, ``HH:MM:SS.mmm error: message`` above INFO."""
 
     def format(self, record: logging.LogRecord) -> str:
         text = super().format(record)
         if record.levelno > logging.INFO:
-            return f"{self.formatTime(record, '%H:%M:%S')} {record.levelname.lower()}: {text}"
-        return f"{self.formatTime(record, '%H:%M:%S')} {text}"
+            return f"{self._clock(record)} {record.levelname.lower()}: {text}"
+        return f"{self._clock(record)} {text}"
+
+    def _clock(self, record: logging.LogRecord) -> str:
+        return f"{self.formatTime(record, '%H:%M:%S')}.{int(record.msecs):03d}"
 
 
 def _console(level: str) -> logging.Handler:

@@ -16,6 +16,15 @@ and returns one summary row: its records per kind and the torn tails it skipped.
 driver adds those up per segment for the checkpoint, so no second pass counts the decoded
 records.
 
+Resumable: once its Parquet file is in place, a task also writes
+``_decoded-part-NNNNN.json`` beside it (hidden from Spark's readers by the leading ``_``):
+the segment's fingerprint as the driver planned it, the piece's byte range, its counts.
+A run killed part-way leaves those behind for every piece that finished; the next run
+(:func:`finished`) takes a segment whose pieces' markers cover it from byte 0 to its end,
+all with the fingerprint the segment has now, as decoded, and decodes only the others. A
+segment whose markers are incomplete, or were written for other bytes, is decoded again
+(its partition is deleted first, markers included).
+
 Thread and process contract: :func:`decode_pieces` runs on the driver;
 :func:`_decode_task` runs in Spark's Python workers and touches only the piece it is given.
 """
@@ -23,19 +32,21 @@ Thread and process contract: :func:`decode_pieces` runs on the driver;
 from __future__ import annotations
 
 import functools
+import json
 import uuid
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from pyarrow import fs as pafs
 
 from purgatory_pipeline.records import SCHEMA
 from purgatory_pipeline.source import SegmentPartition, open_uri, read_partition
 
-__all__ = ["SUMMARY_DDL", "Piece", "decode_pieces"]
+__all__ = ["MARKER_PREFIX", "SUMMARY_DDL", "Piece", "decode_pieces", "finished"]
 
 # Rows per Parquet row group: small enough that a filter on ``index`` (incremental ingest's
 # rebuild scope) skips most of an older segment, large enough to read in big vectors.
@@ -62,18 +73,52 @@ _SUMMARY: Final = pa.schema(
 )
 
 
+MARKER_PREFIX: Final = "_decoded-"
+
+
 @dataclass(frozen=True)
 class Piece:
-    """One task's work: the piece to decode and the directory its Parquet file goes to."""
+    """One task's work: the piece to decode, the directory its Parquet file goes to, and the
+    segment's fingerprint (``checkpoint.fingerprint``) that its marker records."""
 
     part: SegmentPartition
     directory: str
     number: int
+    mark: dict[str, int] = field(default_factory=dict)
 
     def spec(self) -> dict[str, Any]:
         """What the worker needs, as plain values (pickled into the task's function)."""
         name = f"part-{self.number:05d}.parquet"
-        return {"part": asdict(self.part), "dir": self.directory, "name": name}
+        return {"part": asdict(self.part), "dir": self.directory, "name": name, "mark": self.mark}
+
+
+def finished(
+    filesystem: Any, directory: str, uri: str, mark: dict[str, int]
+) -> dict[str, Any] | None:
+    """The entry (``records``, ``torn``) of segment ``uri`` if a run decoded all of it into
+    ``directory`` for the fingerprint ``mark``; None if any of it is missing or stale."""
+    try:
+        infos = filesystem.get_file_info(pafs.FileSelector(directory, allow_not_found=True))
+    except OSError:
+        return None
+    markers = []
+    for info in infos:
+        if info.base_name.startswith(MARKER_PREFIX) and info.base_name.endswith(".json"):
+            with filesystem.open_input_stream(info.path) as stream:
+                markers.append(json.loads(stream.read()))
+    if not markers or any(m["uri"] != uri or m["mark"] != mark for m in markers):
+        return None
+    markers.sort(key=lambda m: int(m["start"]))
+    ends = [0, *(m["stop"] for m in markers)]
+    if ends[-1] is not None or [m["start"] for m in markers] != ends[:-1]:
+        return None  # the pieces do not cover the segment from its header to its end
+    records: dict[str, int] = {}
+    torn: list[list[int]] = []
+    for marker in markers:
+        for kind, count in marker["records"].items():
+            records[kind] = records.get(kind, 0) + count
+        torn.extend([tail["offset"], tail["bytes"]] for tail in marker["torn"])
+    return {"records": dict(sorted(records.items())), "torn": sorted(torn)}
 
 
 def decode_pieces(spark: Any, pieces: Sequence[Piece]) -> dict[str, dict[str, Any]]:
@@ -140,9 +185,36 @@ def _decode_piece(spec: dict[str, Any]) -> pa.RecordBatch:
                 filesystem.delete_file(hidden)
     if writer is not None:
         filesystem.move(hidden, target)
+    _mark_done(filesystem, directory, spec, part, counts=counts, torn=torn)
     return pa.RecordBatch.from_pylist(
         [{"uri": part.uri, "records": list(counts.items()), "torn": torn}], schema=_SUMMARY
     )
+
+
+def _mark_done(
+    filesystem: Any,
+    directory: str,
+    spec: dict[str, Any],
+    part: SegmentPartition,
+    *,
+    counts: dict[str, int],
+    torn: list[dict[str, int]],
+) -> None:
+    """Write the piece's marker (see the module docstring), under a hidden name, then move it."""
+    body = {
+        "uri": part.uri,
+        "mark": spec["mark"],
+        "start": part.start,
+        "stop": part.stop,
+        "records": counts,
+        "torn": torn,
+    }
+    filesystem.create_dir(directory, recursive=True)
+    name = MARKER_PREFIX + spec["name"].removesuffix(".parquet") + ".json"
+    hidden = f"{directory}/.{name}.{uuid.uuid4().hex}.tmp"
+    with filesystem.open_output_stream(hidden) as stream:
+        stream.write(json.dumps(body).encode())
+    filesystem.move(hidden, f"{directory}/{name}")
 
 
 def _flush(

@@ -94,6 +94,11 @@ class ArrowTables:
         )
         return plan.to_table()
 
+    def operation_rows(self) -> int:
+        """Rows of the operations table, from the Parquet footers (no data is read)."""
+        rows: int = self._dataset(self.operations, _OPERATIONS, _OPERATIONS_DIRS).count_rows()
+        return rows
+
     def homes(self, changed: Set[str]) -> set[str]:
         hits = self._homed(self._ids(changed))
         return set(pc.unique(hits.column(KEY)).to_pylist())

@@ -35,14 +35,17 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import pyarrow as pa
+from pyarrow import fs as pafs
 from pyspark.sql import DataFrame, DataFrameReader
 from pyspark.sql import functions as F
 
 from purgatory_pipeline import checkpoint
-from purgatory_pipeline.decode_job import Piece, decode_pieces
+from purgatory_pipeline.decode_job import Piece, decode_pieces, finished
 from purgatory_pipeline.errors import TablesNotFoundError, UnsupportedLocationError
 from purgatory_pipeline.id_lookup import ArrowTables, IdLookup
 from purgatory_pipeline.incremental import (
@@ -87,6 +90,8 @@ class IngestSummary:
     torn_bytes: int = 0
     torn_segments: list[str] = field(default_factory=list)
     segments_decoded: int = 0
+    # Segments a killed run had decoded whole, taken from _records instead of decoded again.
+    segments_resumed: int = 0
     journals: list[str] = field(default_factory=list)
 
 
@@ -143,7 +148,13 @@ def _step(spark: Any, text: str) -> None:
 
 
 def decode(
-    spark: Any, journals: list[str], out: str, parts: list[SegmentPartition], keys: dict[str, str]
+    spark: Any,
+    journals: list[str],
+    out: str,
+    parts: list[SegmentPartition],
+    keys: dict[str, str],
+    *,
+    marks: dict[str, checkpoint.Fingerprint] | None = None,
 ) -> dict[str, checkpoint.Entry]:
     """Decode the segments ``parts`` into ``out/_records``; their ``records`` and ``torn``.
 
@@ -152,7 +163,9 @@ def decode(
     changed: the journal's last one grows), instead of once per table from a cached copy.
     Each segment's partition is deleted first, then written whole. The workers write the
     Parquet files themselves (:mod:`purgatory_pipeline.decode_job`) wherever pyarrow's file
-    systems reach ``out``; elsewhere (a scheme only Hadoop knows) Spark's writer does.
+    systems reach ``out``, each with a marker carrying its segment's fingerprint from
+    ``marks`` (what makes a killed run resumable); elsewhere (a scheme only Hadoop knows)
+    Spark's writer does.
     """
     records = _out(out, RECORDS)
     _make_dir(spark, records)
@@ -170,7 +183,9 @@ def decode(
     return decode_pieces(
         spark,
         [
-            Piece(piece, f"{target}/{KEY}={keys[piece.uri]}", number)
+            Piece(
+                piece, f"{target}/{KEY}={keys[piece.uri]}", number, (marks or {}).get(piece.uri, {})
+            )
             for number, piece in enumerate(pieces)
         ],
     )
@@ -224,7 +239,11 @@ def read_records(spark: Any, out: str) -> DataFrame:
 
 
 def _start(spark: Any, out: str, full: bool) -> dict[str, checkpoint.Entry]:
-    """The checkpoint to build on: empty for a full run (after clearing what it replaces)."""
+    """The checkpoint to build on: empty for a full run (after clearing what it replaces).
+
+    A first run (no current checkpoint) keeps ``_records``: segments a killed run had
+    decoded completely are taken from there (:func:`_resume`); ``--full`` clears it.
+    """
     done = checkpoint.load(spark, out)
     present = [name for name in TABLES if exists(spark, out, name)]
     if done is None and present:
@@ -234,42 +253,86 @@ def _start(spark: Any, out: str, full: bool) -> dict[str, checkpoint.Entry]:
     elif done and len(present) < len(TABLES):
         log.warning("ingest: %s lacks some of its tables; decoding everything again", out)
         done = None
-    if done is None or full:
+    if full:
         _drop(spark, _out(out, RECORDS))
+    if done is None or full:
         _drop(spark, _out(out, checkpoint.CHECKPOINT))
         return {}
     return done
 
 
-def _write_all(spark: Any, out: str, records: DataFrame) -> None:
+def _resume(
+    spark: Any,
+    out: str,
+    todo: list[str],
+    marks: dict[str, checkpoint.Fingerprint],
+    keys: dict[str, str],
+    *,
+    first: bool,
+) -> dict[str, checkpoint.Entry]:
+    """Of the segments ``todo``, those ``_records`` already holds whole for their fingerprint.
+
+    A killed run leaves a marker per piece it decoded (:func:`decode_job.finished`); those
+    segments are not decoded again, but still count as changed for the tables. A first
+    run also deletes every other partition of ``_records`` (a killed run's half-decoded
+    segments, segments no longer in the journal), so it builds from the journal alone.
+    """
+    try:
+        filesystem, records = open_uri(location(spark, out, RECORDS))
+    except (UnsupportedLocationError, OSError):
+        if first:  # no markers without pyarrow (Spark's writer decodes): start afresh
+            _drop(spark, _out(out, RECORDS))
+        return {}
+    found: dict[str, checkpoint.Entry] = {}
+    for uri in todo:
+        entry = finished(filesystem, f"{records}/{KEY}={keys[uri]}", uri, marks[uri])
+        if entry is not None:
+            found[uri] = entry
+    if first:
+        kept = {f"{KEY}={keys[uri]}" for uri in found}
+        try:
+            infos = filesystem.get_file_info(pafs.FileSelector(records, allow_not_found=True))
+        except OSError:
+            infos = []
+        for info in infos:
+            if info.type == pafs.FileType.Directory and info.base_name not in kept:
+                filesystem.delete_dir(info.path)
+    return found
+
+
+def write_all(spark: Any, out: str, records: DataFrame) -> None:
     """A full build: every table from all of ``records``, replacing their purgatories."""
-    _step(spark, "ingest: list purgatories")
-    names = [row[0] for row in records.select("purgatory").distinct().collect() if row[0]]
-    for name in TABLES:
-        drop_purgatories(spark, _out(out, name), names)
+    present = [name for name in TABLES if exists(spark, out, name)]
+    if present:  # a first run found none (_start dropped them): nothing to list
+        _step(spark, "ingest: list purgatories")
+        names = [row[0] for row in records.select("purgatory").distinct().collect() if row[0]]
+        for name in present:
+            drop_purgatories(spark, _out(out, name), names)
     _write_tables(
         spark, out, signals_table(records), events_table(records), operations_table(records)
     )
 
 
-def _merge(
+def merge(
     spark: Any,
     out: str,
     records: DataFrame,
     changed: set[str],
     *,
-    forget: dict[str, checkpoint.Entry],
-    keys: dict[str, str],
+    before_drop: Callable[[set[str]], None],
 ) -> None:
-    """An incremental build: rewrite only the partitions ``changed`` segments change."""
+    """An incremental build: rewrite only the partitions ``changed`` segments change.
+
+    ``before_drop(rebuilt)`` runs before any partition is deleted: it must make a run that
+    fails after it rebuild ``rebuilt`` again (the batch ingest forgets those segments in
+    its checkpoint; the stream notes them as pending).
+    """
     new = records.filter(F.col(KEY).isin(sorted(changed)))
     old = read_table(spark, out, "operations").select("purgatory", "operation_id", HOME)
     lookup = IdLookup(spark, SparkLookups(old, records), _arrow_tables(spark, out))
     _step(spark, f"ingest: find the operations {len(changed)} new segments touch")
     rebuilt = changed | lookup.homes(changed)
-    # Forget the rebuilt segments before deleting their partitions: if this run fails
-    # part-way, the next one decodes them again and rebuilds what was deleted.
-    checkpoint.save(spark, out, {u: m for u, m in forget.items() if keys.get(u) not in rebuilt})
+    before_drop(rebuilt)
     scope = rebuild_scope(records, rebuilt)
     operations = operations_table(scope)
     operations = operations.filter(F.col(HOME).isin(sorted(rebuilt)))
@@ -318,6 +381,22 @@ def _count(records: DataFrame, keys: dict[str, str], todo: list[str]) -> dict[st
     return entries
 
 
+def _operation_rows(spark: Any, out: str) -> int:
+    """Rows of ``out``'s operations table: its Parquet footers where pyarrow reaches it."""
+    arrow = _arrow_tables(spark, out)
+    if arrow is not None:
+        try:
+            return arrow.operation_rows()
+        except (OSError, pa.ArrowInvalid) as exc:
+            log.info("ingest: pyarrow cannot count %s's operations (%s); Spark does", out, exc)
+    return int(read_table(spark, out, "operations").count())
+
+
+def _decode_line(decoding: int, segments: int, resumed: int) -> str:
+    line = f"ingest: decode {decoding} of {segments} segments"
+    return f"{line} ({resumed} decoded by an earlier run)" if resumed else line
+
+
 def _summarize(summary: IngestSummary, entries: dict[str, checkpoint.Entry]) -> None:
     """Every ingested segment's counts, added up (deleted segments' rows stay in _records)."""
     for uri, entry in sorted(entries.items()):
@@ -345,9 +424,13 @@ def ingest(spark: Any, journals: list[str], out: str, *, full: bool = False) -> 
     parts = plan(journals)
     todo, marks = checkpoint.to_decode(parts, done)
     keys = {part.uri: segment_key(part.journal, part.uri) for part in parts}
-    _step(spark, f"ingest: decode {len(todo)} of {len(parts)} segments")
-    wanted = set(todo)
-    counted = decode(spark, journals, out, [part for part in parts if part.uri in wanted], keys)
+    resumed = _resume(spark, out, todo, marks, keys, first=first)
+    wanted = set(todo) - set(resumed)
+    _step(spark, _decode_line(len(wanted), len(parts), len(resumed)))
+    counted = decode(
+        spark, journals, out, [part for part in parts if part.uri in wanted], keys, marks=marks
+    )
+    counted.update(resumed)
     records = read_records(spark, out)
     for uri, entry in counted.items():
         for offset, dropped in entry["torn"]:
@@ -359,18 +442,26 @@ def ingest(spark: Any, journals: list[str], out: str, *, full: bool = False) -> 
             )
     records = records.filter(F.col("kind") != "torn_tail")
     if first:
-        _write_all(spark, out, records)
+        write_all(spark, out, records)
     elif todo:
-        _merge(spark, out, records, {keys[uri] for uri in todo}, forget=done, keys=keys)
+        # Forget the rebuilt segments before deleting their partitions: if this run fails
+        # part-way, the next one decodes them again and rebuilds what was deleted.
+        def forget(rebuilt: set[str]) -> None:
+            kept = {u: m for u, m in done.items() if keys.get(u) not in rebuilt}
+            checkpoint.save(spark, out, kept)
+
+        merge(spark, out, records, {keys[uri] for uri in todo}, before_drop=forget)
     entries = {**done, **{uri: {**marks[uri], **counted[uri]} for uri in todo}}
     checkpoint.save(spark, out, entries)
-    summary = IngestSummary(segments_decoded=len(todo), journals=list(journals))
+    summary = IngestSummary(
+        segments_decoded=len(wanted), segments_resumed=len(resumed), journals=list(journals)
+    )
     _summarize(summary, entries)
     _step(spark, "ingest: count operations")
     summary.rows = {
         "signals": summary.records.get("signal", 0),
         "events": summary.records.get("outcome", 0),
-        "operations": read_table(spark, out, "operations").count(),
+        "operations": _operation_rows(spark, out),
     }
     spark.sparkContext.setJobDescription(None)
     write_text(spark, out, "_ingest.json", json.dumps(asdict(summary), indent=2) + "\n")

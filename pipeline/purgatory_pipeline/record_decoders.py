@@ -1,9 +1,9 @@
 """Column values of the record kinds that are not an operation's own lifecycle.
 
-Worker groups (``group_state``, ``group_delivered``, ``group_settled``) and recurring
-schedules (``schedule_upserted``, ``schedule_deleted``), plus the condition columns that a
-registration and a schedule's template share. Each decoder returns the values named by
-``records.KIND_COLUMNS[kind]``, in that order; keep the two in step.
+Worker groups (``group_state``, ``group_delivered``, ``group_settled``, ``group_retry``)
+and recurring schedules (``schedule_upserted``, ``schedule_deleted``), plus the condition
+columns that a registration and a schedule's template share. Each decoder returns the
+values named by ``records.KIND_COLUMNS[kind]``, in that order; keep the two in step.
 """
 
 from __future__ import annotations
@@ -53,6 +53,10 @@ def _group_delivered(gd: Any) -> tuple[Any, ...]:
     return (gd.purgatory, gd.group, gd.sequence, gd.attempt, gd.lease_deadline_wall_ms)
 
 
+def _group_retry(gr: Any) -> tuple[Any, ...]:
+    return (gr.purgatory, gr.group, gr.sequence, gr.attempt, gr.retry_at_wall_ms)
+
+
 def _group_settled(gs: Any) -> tuple[Any, ...]:
     disposition = _DISPOSITIONS.get(gs.disposition, "UNSPECIFIED")
     return (gs.purgatory, gs.group, list(gs.sequences), disposition)
@@ -84,6 +88,7 @@ GROUP_AND_SCHEDULE: Final[dict[str, Callable[[Any], tuple[Any, ...]]]] = {
     "group_state": _group_state,
     "group_delivered": _group_delivered,
     "group_settled": _group_settled,
+    "group_retry": _group_retry,
     "schedule_upserted": _schedule_upserted,
     "schedule_deleted": _schedule_deleted,
 }

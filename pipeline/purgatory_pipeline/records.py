@@ -36,6 +36,7 @@ KINDS: Final = (
     "group_state",
     "group_delivered",
     "group_settled",
+    "group_retry",
     "schedule_upserted",
     "schedule_deleted",
     "unknown",
@@ -87,12 +88,12 @@ SCHEMA: Final = pa.schema(
         ("torn_bytes", _LONG),
         ("extend_on_resend", _BOOL),  # registered, carried_operation: debounce policy
         ("max_extend_ms", _LONG),
-        ("group_name", _STR),  # group_state, group_delivered, group_settled
+        ("group_name", _STR),  # group_state, group_delivered, group_settled, group_retry
         ("visibility_timeout_ms", _LONG),  # group_state
         ("max_attempts", _LONG),  # group_state
         ("group_entries", _LONG),  # group_state: outcomes it holds (carried state)
         ("deleted", _BOOL),  # group_state
-        ("attempt", _LONG),  # group_delivered
+        ("attempt", _LONG),  # group_delivered, group_retry
         ("sequences", _LONGS),  # group_settled
         ("disposition", _STR),  # group_settled: ACKED, DEAD_LETTERED, REDRIVEN
         ("schedule_id", _STR),  # schedule_upserted, schedule_deleted
@@ -172,6 +173,7 @@ KIND_COLUMNS: Final[dict[str, tuple[str, ...]]] = {
     ),
     "group_delivered": ("purgatory", "group_name", "sequence", "attempt", "due_wall_ms"),
     "group_settled": ("purgatory", "group_name", "sequences", "disposition"),
+    "group_retry": ("purgatory", "group_name", "sequence", "attempt", "due_wall_ms"),
     "schedule_upserted": (
         "purgatory",
         "schedule_id",

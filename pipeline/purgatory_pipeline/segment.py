@@ -59,6 +59,15 @@ def _frame_end(data: memoryview, offset: int) -> int | None:
     return end
 
 
+def complete_frames(data: memoryview) -> tuple[int, int]:
+    """``(bytes, frames)``: the valid frames ``data`` starts with, up to the first that is not
+    (the streaming source's walk of a growing head segment, from where it last stopped)."""
+    at, frames = 0, 0
+    while (end := _frame_end(data, at)) is not None:
+        at, frames = end, frames + 1
+    return at, frames
+
+
 def _valid_frame_after(data: memoryview, start: int) -> bool:
     """Whether a valid frame starts at some offset >= ``start`` (recovery's torn-tail test)."""
     return any(_frame_end(data, offset) is not None for offset in range(start, len(data) - 7))

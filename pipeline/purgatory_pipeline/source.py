@@ -23,14 +23,21 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyarrow import fs as pafs
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
+    DataSourceStreamReader,
     EqualTo,
     Filter,
+    GreaterThan,
+    GreaterThanOrEqual,
     In,
     InputPartition,
+    IsNotNull,
+    LessThan,
+    LessThanOrEqual,
 )
 
 from purgatory_pipeline.errors import NotAJournalError, UnsupportedLocationError
@@ -242,9 +249,59 @@ def _pushed(item: Filter) -> tuple[str, frozenset[str]] | None:
     return attribute[0], frozenset(values)
 
 
+# The wall-clock columns a time range may be pushed on (bounds in ms, inclusive).
+TIME_COLUMNS = ("created_wall_ms", "due_wall_ms", "applied_wall_ms", "completed_wall_ms")
+_BOUNDS: dict[type[Filter], tuple[int, int]] = {
+    EqualTo: (0, 0),
+    GreaterThan: (1, 0),
+    GreaterThanOrEqual: (0, 0),
+    LessThan: (0, -1),
+    LessThanOrEqual: (0, 0),
+}
+
+
+def _time_range(item: Filter) -> tuple[str, int | None, int | None] | None:
+    """``(column, lowest, highest)`` kept by a comparison of a time column with an integer
+    (or by ``IS NOT NULL`` on one: no bound)."""
+    value = getattr(item, "value", None)
+    shift = _BOUNDS.get(type(item))
+    attribute: tuple[str, ...] = tuple(getattr(item, "attribute", ()))
+    if isinstance(item, IsNotNull) and len(attribute) == 1 and attribute[0] in TIME_COLUMNS:
+        return attribute[0], None, None  # what Spark adds beside every comparison
+    if shift is None or not isinstance(value, int) or isinstance(value, bool):
+        return None
+    if len(attribute) != 1 or attribute[0] not in TIME_COLUMNS:
+        return None
+    low = value + shift[0] if isinstance(item, (EqualTo, GreaterThan, GreaterThanOrEqual)) else None
+    high = value + shift[1] if isinstance(item, (EqualTo, LessThan, LessThanOrEqual)) else None
+    return attribute[0], low, high
+
+
+def _in_ranges(
+    batches: Iterator[pa.RecordBatch], ranges: dict[str, tuple[int | None, int | None]]
+) -> Iterator[pa.RecordBatch]:
+    """Only the rows whose time columns lie in ``ranges`` (a null time is outside; a range
+    with no bound is ``IS NOT NULL``)."""
+    for batch in batches:
+        keep = None
+        for column, (low, high) in ranges.items():
+            values = batch.column(column)
+            valid = pc.is_valid(values)
+            keep = valid if keep is None else pc.and_(keep, valid)
+            for bound, compare in ((low, pc.greater_equal), (high, pc.less_equal)):
+                if bound is not None:
+                    test = pc.fill_null(compare(values, bound), False)
+                    keep = test if keep is None else pc.and_(keep, test)
+        kept = batch if keep is None else batch.filter(keep)
+        if kept.num_rows:
+            yield kept
+
+
 class JournalReader(DataSourceReader):
     """Plans one partition per segment; ``kind``/``purgatory`` equality and IN filters are
-    applied while decoding (a record of an unwanted kind is not even parsed).
+    applied while decoding (a record of an unwanted kind is not even parsed), and
+    comparisons of a time column (``TIME_COLUMNS``) with an integer before the rows leave
+    the worker (every segment is still read: the journal has no index by time).
 
     Option ``only`` (a JSON list of segment URIs): read just those segments of the planned
     journals, each still knowing its journal's shape (last segment, next base index);
@@ -257,9 +314,18 @@ class JournalReader(DataSourceReader):
         self.only = json.loads(options["only"]) if options.get("only") else None
         self.pieces = int(options.get("pieces") or 1)
         self.wanted: dict[str, frozenset[str]] = {}
+        self.ranges: dict[str, tuple[int | None, int | None]] = {}
 
     def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
         for item in filters:
+            bounds = _time_range(item)
+            if bounds is not None:
+                column, low, high = bounds
+                old_low, old_high = self.ranges.get(column, (None, None))
+                lows = [b for b in (low, old_low) if b is not None]
+                highs = [b for b in (high, old_high) if b is not None]
+                self.ranges[column] = (max(lows, default=None), min(highs, default=None))
+                continue
             pushed = _pushed(item)
             if pushed is None:
                 yield item
@@ -277,7 +343,8 @@ class JournalReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[Any]:
         if not isinstance(partition, SegmentPartition):
             return  # Spark's stand-in partition when planning found none (only=[])
-        yield from read_partition(partition, self.wanted.get("kind"), self.wanted.get("purgatory"))
+        rows = read_partition(partition, self.wanted.get("kind"), self.wanted.get("purgatory"))
+        yield from _in_ranges(rows, self.ranges) if self.ranges else rows
 
 
 class JournalDataSource(DataSource):
@@ -292,6 +359,12 @@ class JournalDataSource(DataSource):
 
     def reader(self, schema: Any) -> DataSourceReader:
         return JournalReader(dict(self.options))
+
+    def streamReader(self, schema: Any) -> DataSourceStreamReader:
+        """``spark.readStream.format("purgatory-journal")``: :mod:`.journal_stream`."""
+        from purgatory_pipeline.journal_stream import JournalStreamReader  # noqa: PLC0415
+
+        return JournalStreamReader(_paths(dict(self.options)))
 
 
 def register(spark: Any) -> None:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from purgatory_server import version
-from purgatory_server._journal import JournalCorruptionError, JournalError
+from purgatory_server._journal import JournalCorruptionError, JournalError, JournalGapError
 from purgatory_server._service.api.app import serve
 from purgatory_server._service.api.listen import parse_listen
 from purgatory_server._service.config.logs import configure_logging
@@ -168,6 +168,8 @@ def overrides_from(args: argparse.Namespace) -> dict[str, Any]:
 
 def _hint(exc: BaseException) -> str:
     """What to do about a start-up failure, where the message alone does not say."""
+    if isinstance(exc, JournalGapError):
+        return " (--repair-journal opens it without them and logs the loss)"
     if isinstance(exc, JournalCorruptionError):
         return " (--repair-journal truncates it there)"
     if isinstance(exc, JournalError) and "in use by another" in str(exc):

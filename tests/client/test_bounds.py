@@ -18,7 +18,7 @@ from purgatory_client import _bounds
 from purgatory_client.cli import main
 from purgatory_server._service.config import server_config
 from purgatory_server._service.config.server_config import ConfigError, Limits, ServerConfig
-from purgatory_server._service.groups import group_config
+from purgatory_server._service.groups import backoff, group_config
 from purgatory_server._service.schedules import timing
 
 from tests.service.helpers import ServerThread
@@ -32,6 +32,7 @@ def test_the_clients_bounds_mirror_the_servers() -> None:
     assert _bounds.MAX_VISIBILITY_TIMEOUT_MS == group_config.MAX_VISIBILITY_TIMEOUT_MS
     assert _bounds.MAX_ATTEMPTS == group_config.MAX_ATTEMPTS
     assert _bounds.MAX_PREFETCH == group_config.MAX_PREFETCH
+    assert _bounds.MAX_RETRY_DELAY_MS == backoff.MAX_RETRY_DELAY_MS
     # A server's configured range lies inside the fixed one.
     assert Limits().min_timeout_ms >= server_config.MIN_TIMEOUT_MS
     with pytest.raises(ConfigError, match="min_timeout_ms must be >= 1"):

@@ -117,7 +117,19 @@ class Owner:
         group.group_state.purgatory, group.group_state.group = "p", "g"
         group.group_state.last_sequence = self.sequence
         group.group_state.max_attempts = 3
+        group.group_state.backoff_type = 2
+        group.group_state.backoff_delay_ms = 250
         self.submit([deleted, group])
+
+    def group_waits(self) -> None:
+        """Nacks (or backoff waits) of the group's first entries: a takeover keeps them."""
+        held = sorted(self.replay.state.groups.groups["g"].entries)[:2]
+        for n, sequence in enumerate(held, 1):
+            record = JournalRecord()
+            wait = record.group_retry
+            wait.purgatory, wait.group, wait.sequence = "p", "g", sequence
+            wait.attempt, wait.retry_at_wall_ms = n, 1_000_000 + n
+            self.submit([record])
 
     def snapshot(self, snapshot_id: str, interleave: int, chunk_bytes: int) -> int:
         """Write a snapshot with up to ``interleave`` submissions between its parts; the
@@ -147,7 +159,8 @@ def comparable(state: RecoveredState) -> dict[str, object]:
     carried) and the ended ids (a snapshot keeps those of the window only)."""
     schedules = {sid: (u.definition, u.purgatory) for sid, u in state.schedules.items()}
     groups = {
-        name: (g.state.max_attempts, g.last_sequence, g.entries) for name, g in state.groups.items()
+        name: (g.state.max_attempts, g.state.backoff_delay_ms, g.last_sequence, g.entries)
+        for name, g in state.groups.items()
     }
     return {
         "pending": dict(state.pending),
@@ -170,6 +183,8 @@ def test_snapshot_between_submissions_rebuilds_the_owner_state(seed: int) -> Non
         owner.random_submission()
         if i == 100:
             owner.side_records()
+        if i == 200:
+            owner.group_waits()
     begin = owner.snapshot("1.1", interleave=3, chunk_bytes=600)
     for _ in range(50):
         owner.random_submission()
@@ -177,6 +192,8 @@ def test_snapshot_between_submissions_rebuilds_the_owner_state(seed: int) -> Non
     assert parts >= 3, "the snapshot should have been chunked"
     expected = snap(owner.replay)
     assert expected["pending"] and expected["events"] and expected["groups"]
+    waits = [e.retry_at_wall_ms for e in owner.replay.state.snapshot(0).groups["g"].entries]
+    assert waits[:2] == [1_000_001, 1_000_002]
 
     after_purge = read(owner.subject[begin:])
     assert after_purge.snapshots == 1
@@ -284,3 +301,38 @@ def test_a_snapshot_carries_the_dedup_window() -> None:
         expected
     )
     assert rebuilt.events == owner_state.events
+
+
+def test_a_snapshot_carries_a_groups_selection_and_rate_windows() -> None:
+    """A takeover keeps a worker group's delivery selection and its rate windows (the
+    delivery times per rate key, those before the snapshot included)."""
+    owner = Owner(7)
+    group = JournalRecord()
+    state = group.group_state
+    state.purgatory, state.group, state.max_attempts = "p", "g", 3
+    state.selection = b"\x1a\x06\x08\x02\x10\xe8\x07"  # opaque here (a GroupSelection)
+    state.rate_window_ms = 300  # times more than 300 ms before the latest one leave
+    owner.submit([group])
+
+    def delivered(n: int) -> JournalRecord:
+        record = JournalRecord()
+        d = record.group_delivered
+        d.purgatory, d.group, d.sequence, d.attempt = "p", "g", 1, n
+        d.delivered_wall_ms, d.rate_key = 10**12 + 100 * n, "ab"[n % 2]
+        return record
+
+    for n in range(1, 6):
+        owner.random_submission()
+        owner.submit([delivered(n)])
+    begin = owner.snapshot("1.1", interleave=2, chunk_bytes=600)
+    owner.submit([delivered(6)])
+
+    def windows(replay: SubjectReplay) -> tuple[bytes, dict[str, list[int]]]:
+        (g,) = replay.state.snapshot(replay.next_index).groups.values()
+        return g.state.selection, {w.key: list(w.delivered_wall_ms) for w in g.rate_windows}
+
+    expected = windows(owner.replay)
+    t = 10**12
+    assert expected == (state.selection, {"a": [t + 400, t + 600], "b": [t + 500]})
+    assert windows(read(owner.subject[begin:])) == expected
+    assert windows(read(owner.subject)) == expected

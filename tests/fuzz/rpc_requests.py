@@ -249,18 +249,33 @@ def _reschedule(draw: Draw, name: str) -> Any:
 
 
 def _group_rpc(method: str) -> Callable[[Draw, str], Any]:
-    """Ack, ExtendLease, ListDeadLetters, Redrive, DiscardDeadLetters, DeleteGroup: a
+    """Ack, Nack, AckBatch, ExtendLease, ListDeadLetters, Redrive, DiscardDeadLetters,
+    DeleteGroup: a
     group's name, plus what each of them takes."""
 
     def build(draw: Draw, name: str) -> Any:
         request = GROUP_RPCS[method](
             purgatory=name, group=draw(st.sampled_from(["g", "", "bad name!", HUGE]))
         )
-        if method in {"Ack", "ExtendLease"}:
+        if method in {"Ack", "ExtendLease", "Nack"}:
             request.sequence = draw(st.one_of(st.sampled_from([0, 1, UINT64_MAX]), uint64s))
             request.attempt = draw(st.one_of(st.sampled_from([0, 1]), uint32s))
         if method == "ExtendLease":
             request.visibility_timeout_ms = draw(uint32s)
+        if method == "Nack":
+            if draw(st.booleans()):
+                request.delay_ms = draw(uint32s)
+            request.dead_letter = draw(st.booleans())
+        if method == "AckBatch":
+            for _ in range(draw(st.integers(0, 3))):
+                entry = request.entries.add(
+                    sequence=draw(st.sampled_from([0, 1, 2, UINT64_MAX])),
+                    attempt=draw(st.sampled_from([0, 1, 2])),
+                    nack=draw(st.booleans()),
+                    dead_letter=draw(st.booleans()),
+                )
+                if draw(st.booleans()):
+                    entry.delay_ms = draw(uint32s)
         if method == "ListDeadLetters":
             request.after_sequence = draw(uint64s)
             request.page_size = draw(uint32s)
@@ -299,6 +314,8 @@ GROUP_RPCS = {
     "Redrive": pb.RedriveRequest,
     "DiscardDeadLetters": pb.DiscardDeadLettersRequest,
     "DeleteGroup": pb.DeleteGroupRequest,
+    "Nack": pb.NackRequest,
+    "AckBatch": pb.AckBatchRequest,
 }
 BUILDERS: dict[str, Callable[[Draw, str], Any]] = {
     "CreatePurgatory": _create,

@@ -59,6 +59,9 @@ ALLOWED: dict[str, set[grpc.StatusCode]] = {
     # Worker groups.
     "Ack": BASE | {C.FAILED_PRECONDITION},
     "ExtendLease": BASE | {C.FAILED_PRECONDITION},
+    "Nack": BASE | {C.FAILED_PRECONDITION},
+    # Per-entry failures are in the answer, never the call's status.
+    "AckBatch": BASE,
     "ListDeadLetters": BASE,
     "Redrive": BASE,
     "DiscardDeadLetters": BASE,

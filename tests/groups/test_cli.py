@@ -4,6 +4,7 @@ a real server."""
 from __future__ import annotations
 
 import json
+import threading
 import time
 
 import pytest
@@ -75,3 +76,42 @@ def test_group_commands(capsys: pytest.CaptureFixture[str]) -> None:
         assert main([*t, "ack", "billing", "1"]) == 1
         assert "not found" in capsys.readouterr().err
         assert main([*t, "group", "redrive"]) == 2
+
+
+def test_subscribe_creates_a_group_with_a_selection(capsys: pytest.CaptureFixture[str]) -> None:
+    with ServerThread() as st, PurgatoryClient(st.target) as client:
+        t = ("--target", st.target)
+
+        def until_ready(n: int) -> None:
+            deadline = time.monotonic() + 10
+            while not (groups := client.list_groups()) or groups[0].ready + groups[0].leased < n:
+                assert time.monotonic() < deadline
+                time.sleep(0.02)
+
+        create = ["subscribe", "--group", "sel", "--ack", "--limit", "1"]
+        create += ["--priority", "urgent/=7", "--priority-key", "vip=3", "--ordering-key", "/"]
+        create += ["--rate-limit", "50/1000", "--rate-limit-per-key", "first-key"]
+        member = threading.Thread(target=main, args=([*t, *create],))
+        member.start()
+        until_ready(0)  # the CLI's member created the group
+        client.try_complete_else_watch([], 5, operation_id="first")
+        member.join(10)
+        assert not member.is_alive()
+        code, out = _run(capsys, *t, "group", "list")
+        assert [d["operation_id"] for d in out if "operation_id" in d] == ["first"]
+        (group,) = [g for g in out if "name" in g]
+        assert code == 0 and group["selection"] == {
+            "priorities": [
+                {"priority": 7, "operation_id_prefix": "urgent/", "key": ""},
+                {"priority": 3, "operation_id_prefix": "", "key": "vip"},
+            ],
+            "ordering_key": {"separator": "/"},
+            "rate_limit": {"max": 50, "window_ms": 1000, "per_key": {}},
+        }
+        for op_id in ("plain", "urgent/1"):
+            client.try_complete_else_watch([], 5, operation_id=op_id)
+        until_ready(2)
+        code, out = _run(capsys, *t, "subscribe", "--group", "sel", "--ack", "--limit", "2")
+        assert [(d["operation_id"], d["priority"]) for d in out] == [("urgent/1", 7), ("plain", 0)]
+        assert main([*t, "subscribe", "--group", "x", "--rate-limit-per-key", "/"]) == 2
+        assert "needs --rate-limit" in capsys.readouterr().err

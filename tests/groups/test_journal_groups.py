@@ -123,3 +123,44 @@ def test_compaction_carries_groups_and_reopen_restores_them(tmp_path: Path) -> N
         (group,) = recovered.groups.values()
         assert [e.outcome.operation_id for e in group.entries] == ["s3", "s7"]
         assert [e.sequence for e in recovered.events] == [196, 197, 198, 199, 200]
+
+
+def test_rate_windows_replay_and_carry(tmp_path: Path) -> None:
+    """A rate-limited group's delivery times come back per rate key, only those within
+    its window of the latest one, through replay and through compaction's carry; the
+    selection travels as opaque bytes."""
+    state = created("g")
+    state.group_state.selection = b"\x1a\x04\x08\x02\x10\x64"  # opaque to the journal
+    state.group_state.rate_window_ms = 100
+
+    def at(sequence: int, when: int, key: str) -> JournalRecord:
+        record = delivered("g", sequence, 1)
+        record.group_delivered.delivered_wall_ms = when
+        record.group_delivered.rate_key = key
+        return record
+
+    def windows(groups) -> dict[str, list[int]]:  # type: ignore[no-untyped-def]
+        return {w.key: list(w.delivered_wall_ms) for w in groups["g"].rate_windows}
+
+    with Journal.open(tmp_path, SMALL) as journal:
+        journal.append_sync([state])
+        for i in range(150):  # old segments go; the window's last times stay
+            journal.append_sync(
+                [reg(f"s{i}", "k"), out(f"s{i}", i + 1), at(i + 1, 1_000 + 10 * i, "ab"[i % 2])]
+            )
+            journal.append_sync([settled("g", Settled.DISPOSITION_ACKED, i + 1)])
+        # An extension (no delivery time) is no delivery; a time recorded out of order
+        # (the wall clock stepped back) and already out of the window is dropped.
+        journal.append_sync([delivered("g", 150, 1, 99_999), at(150, 5, "c")])
+        expected = windows(journal._state.snapshot(0).groups)
+        assert journal.compact().deleted_segments >= 3
+    last = 1_000 + 10 * 149
+    assert expected == {
+        "a": [t for t in range(last - 90, last + 1, 10) if (t - 1_000) // 10 % 2 == 0],
+        "b": [t for t in range(last - 90, last + 1, 10) if (t - 1_000) // 10 % 2 == 1],
+    }
+    with Journal.open(tmp_path, SMALL) as journal:
+        recovered = journal.recovered.groups
+        assert windows(recovered) == expected
+        assert recovered["g"].state.selection == state.group_state.selection
+        assert recovered["g"].state.rate_window_ms == 100

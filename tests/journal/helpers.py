@@ -67,3 +67,22 @@ def open_journal(path: Path, **config: object) -> Journal:
 
 def segment_paths(path: Path) -> list[Path]:
     return [p for _, p in list_segments(path)]
+
+
+class Disk:
+    """``os.write`` with a switch: full, it writes a few bytes of the first call (a torn
+    frame) and then fails with ``error``."""
+
+    def __init__(self) -> None:
+        self.error: int | None = None
+        self.refused = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, fd: int, data: memoryview) -> int:
+        with self._lock:
+            if self.error is None:
+                return os.write(fd, data)
+            self.refused += 1
+            if self.refused == 1 and len(data) > 5:
+                return os.write(fd, data[:5])
+            raise OSError(self.error, os.strerror(self.error))

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 # The pipeline's own console lines (cli._ConsoleFormat): a time, then the command's name,
 # or a level and the command's name.
-OUR_LINE = re.compile(r"^\d\d:\d\d:\d\d (?:(?:warning|error): )?(?:ingest|report|watch): ")
+OUR_LINE = re.compile(r"^\d\d:\d\d:\d\d\.\d{3} (?:(?:warning|error): )?(?:ingest|report|watch): ")
 SPARK_MARKS = (" WARN ", " INFO ", "py4j", "log4j", "WARNING:", "[Stage ", "Traceback")
 # Spark settings for a small, quick run (no UI).
 QUICK = ("--master", "local[1]", "--conf", "spark.ui.enabled=false")

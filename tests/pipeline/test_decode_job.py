@@ -51,7 +51,11 @@ def test_a_piece_decoded_again_replaces_its_file(
     second = decode_job._decode_piece(spec).to_pylist()
 
     assert first == second
-    assert [p.name for p in out.iterdir()] == ["part-00007.parquet"]  # no second file, no temp
+    # No second file, no temp; the piece's marker (what a resumed run reads) once.
+    assert sorted(p.name for p in out.iterdir()) == [
+        "_decoded-part-00007.json",
+        "part-00007.parquet",
+    ]
     written = pq.ParquetFile(out / "part-00007.parquet")
     assert written.metadata.num_row_groups > 1
     expected = [

@@ -30,6 +30,22 @@ def test_record_counts_match_the_servers_reading(spark: Any, work: Workload) -> 
     assert sorted(indexes) == [i for i, _ in work.oracle.records]
 
 
+def test_a_time_range_is_applied_in_the_source(spark: Any, work: Workload) -> None:
+    """Comparisons of a time column with an integer are pushed: no Filter is left for Spark."""
+    times = sorted(r.signal.applied_wall_ms for _, r in work.oracle.records if r.HasField("signal"))
+    low, high = times[len(times) // 4], times[3 * len(times) // 4]
+    records = spark.read.format("purgatory-journal").load(str(work.journal_dir))
+    window = records.filter((F.col("applied_wall_ms") >= low) & (F.col("applied_wall_ms") < high))
+    plan = window._jdf.queryExecution().optimizedPlan().toString()
+    assert "Filter" not in plan, plan
+    got = sorted(row["applied_wall_ms"] for row in window.select("applied_wall_ms").collect())
+    assert got == [t for t in times if low <= t < high] != []
+    ended = [r.outcome.completed_wall_ms for _, r in work.oracle.records if r.HasField("outcome")]
+    assert records.filter(F.col("completed_wall_ms") > ended[0]).count() == sum(
+        1 for t in ended if t > ended[0]
+    )
+
+
 def test_torn_tail_is_skipped_and_counted_as_recovery_does(work: Workload) -> None:
     assert work.oracle.truncated_bytes == workload.TORN_BYTES
     assert work.ingest_summary.torn_tails == 1

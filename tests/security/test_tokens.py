@@ -125,6 +125,33 @@ async def test_each_permission_allows_its_rpcs_only(serve: Any, token_config: Se
         assert await admin.delete_purgatory("other") == 0
 
 
+async def test_schedules_need_force_to_change_and_watch_to_list(
+    serve: Any, token_config: ServerConfig
+) -> None:
+    """Upserting or deleting a schedule can cancel its armed occurrence: ``force``, as
+    Cancel; listing schedules reads: ``watch``."""
+    _, port = await serve(token_config)
+    async with (
+        _client(port, WATCHER) as watcher,
+        _client(port, SIGNALLER) as signaller,
+        _client(port, FORCER) as forcer,
+    ):
+        await forcer.upsert_schedule("nightly", every_ms=3_600_000)
+        await forcer.upsert_schedule("nightly", every_ms=7_200_000)  # replaces: cancels
+        assert [s.schedule_id for s in await watcher.list_schedules()] == ["nightly"]
+        denied: list[tuple[AsyncPurgatoryClient, Any]] = [
+            (watcher, lambda c: c.upsert_schedule("nightly", every_ms=60_000)),
+            (watcher, lambda c: c.delete_schedule("nightly")),
+            (signaller, lambda c: c.upsert_schedule("other", every_ms=60_000)),
+            (signaller, lambda c: c.list_schedules()),
+            (forcer, lambda c: c.list_schedules()),
+        ]
+        for client, call in denied:
+            with pytest.raises(PermissionDeniedError, match="permission"):
+                await call(client)
+        assert (await forcer.delete_schedule("nightly")) is not None
+
+
 async def test_tokens_never_reach_the_logs(
     serve: Any, token_config: ServerConfig, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -125,3 +125,41 @@ async def test_an_ended_operation_leaves_nothing_behind() -> None:
     per_pending, per_finished = await _measured(nothing_kept)
     assert 1 <= per_pending <= PENDING_BLOCKS, per_pending
     assert abs(per_finished) <= LEFT_BLOCKS, per_finished
+
+
+async def test_a_listed_purgatory_keeps_no_sorted_index_per_operation() -> None:
+    """One ListOperations (a `purgatory ls`) must not make every later watch and end pay
+    for the listing's sorted index: they leave it alone until the next listing, which
+    brings it up to date and lists exactly what is pending."""
+    loop = asyncio.get_running_loop()
+    registry = PurgatoryRegistry(Limits(), PurgatorySettings(), loop, reaper_enabled=False)
+    named = registry.create(registry.settings_for("default", None))
+    table = named._table  # the index is what is checked
+    client = _Client()
+    session = SessionStream(registry, loop)
+    stream = asyncio.ensure_future(session.run(client.requests(), client.send))
+    try:
+        index = table.view(lambda _key: []).pending_ids  # the first listing builds it
+        assert len(index) == 0
+        keys = [f"listed-{i:06d}" for i in range(OPERATIONS)]
+        watches = client.frames_of(keys, False)
+        for frame in watches:
+            client.frames.put_nowait(frame)
+        await client.until(lambda: client.acks == len(watches))
+        assert len(table.pending) == OPERATIONS
+        assert table.pending_ids is index and len(index) == 0  # untouched by the watches
+        listed = list(table.view(lambda _key: []).pending_ids)
+        assert listed == sorted(table.pending)  # the next listing sees every one
+        signals = client.frames_of(keys, True)
+        for frame in signals:
+            client.frames.put_nowait(frame)
+        done = len(watches) + len(signals)
+        await client.until(lambda: client.acks == done and client.outcomes == OPERATIONS)
+        assert not table.pending
+        assert len(index) == OPERATIONS  # the ends left it alone too
+        remaining = [i for i in table.view(lambda _key: []).pending_ids if i in table.pending]
+        assert remaining == []
+    finally:
+        client.frames.put_nowait(None)
+        await stream
+        await registry.shutdown()

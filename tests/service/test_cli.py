@@ -93,3 +93,40 @@ def test_batch_modes_read_stdin(
     stdin("ok\nnot one key\n")
     assert main([*t, "batch", "signal"]) == 2
     assert "line 2" in capsys.readouterr().err
+
+
+def test_watch_if_and_match(
+    server_thread: ServerThread, capsys: pytest.CaptureFixture[str]
+) -> None:
+    t = ["--target", server_thread.target]
+    watch = [*t, "watch", "paid", "--timeout-ms", "60000", "--no-wait"]
+    code, out = _run(
+        capsys,
+        *watch,
+        "--id",
+        "inv-42",
+        "--match",
+        "invoice_id",
+        "--if",
+        "signal.attributes.approved",
+        "--attributes",
+        '{"invoice_id": 42}',
+    )
+    assert (code, out[0]["state"]) == (0, "WATCHING")
+    code, out = _run(capsys, *t, "signal", "paid", "--attributes", '{"invoice_id": 41}')
+    assert out == [{"completed": 0}]
+    unapproved = '{"invoice_id": 42, "approved": false}'
+    code, out = _run(capsys, *t, "signal", "paid", "--attributes", unapproved)
+    assert out == [{"completed": 0}]
+    approved = '{"invoice_id": 42, "approved": true}'
+    code, out = _run(capsys, *t, "signal", "paid", "--attributes", approved)
+    assert out == [{"completed": 1}]
+    code, out = _run(capsys, *t, "get", "inv-42")
+    assert out[0]["result"]["matched_attributes"] == {"invoice_id": 42, "approved": True}
+    # A syntax error is refused at registration, naming the position.
+    assert main([*watch, "--if", "signal.attributes.x &&"]) == 1
+    assert "condition.filter: syntax error at 1:23" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exited:
+        main([*watch, "--attributes", "[1]"])
+    assert exited.value.code == 2
+    assert "not a JSON object" in capsys.readouterr().err

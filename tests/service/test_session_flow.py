@@ -23,7 +23,9 @@ from purgatory_client import (
 )
 from purgatory_server._service import Limits
 from purgatory_server._service.api import session_outbound
+from purgatory_server._service.api.session_messages import Ack
 from purgatory_server._service.config.server_config import PurgatorySettings
+from purgatory_server._service.core.budget import ServerBudget
 
 from tests.service.conftest import ServeFn
 from tests.service.helpers import TEST_CONFIG, until
@@ -408,3 +410,69 @@ async def test_watch_many_holds_at_most_its_buffer(serve: ServeFn) -> None:
 
 async def _all_ended(client: AsyncPurgatoryClient, count: int) -> bool:
     return (await client.get_purgatory()).last_sequence == count
+
+
+async def test_a_session_past_the_memory_budget_is_cut_and_gives_its_charge_back(
+    serve: ServeFn, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A Session that does not read, under a budget far below its own byte bound (64 MiB):
+    # what it owes fills the held pool (charged, never refused); once its writer has been
+    # stuck for STALLED_S (0.5 s here) with the pool still full the stream is cut with
+    # RESOURCE_EXHAUSTED and its charge given back. Before, it kept the pool full (every
+    # registration refused) for as long as it stayed open.
+    monkeypatch.setattr(session_outbound, "STALLED_S", 0.5)
+    limits = replace(Limits(), memory_budget_bytes=16 << 20, max_payload_bytes=64 * 1024)
+    server, port = await serve(config=_config(limits))
+    budget = server.registry.budget
+    cut_before = server.registry.sessions.cut_off
+    share, whole = session_outbound.POOL_FULL
+
+    async def pool_full() -> bool:
+        return bool(budget.held * whole >= budget.held_capacity * share)
+
+    options = [("grpc.http2.bdp_probe", 0)]
+    async with AsyncPurgatoryClient(f"127.0.0.1:{port}", timeout=30, options=options) as client:
+        session = client.session(session_id="over", outcome_buffer=1)  # reads one, stops
+        # Big frames, each read in full before the next (no write left pending when the
+        # stream is cut), until what the session owes fills the pool.
+        for n in range(0, 560, 56):
+            if await pool_full():
+                break
+            specs = [
+                OperationSpec((f"b{n + i}",), 1, payload=b"x" * 60_000, operation_id=f"b{n + i}")
+                for i in range(56)
+            ]
+            await session.submit(watches=specs)
+
+            async def ended() -> bool:
+                return (await client.get_purgatory()).pending == 0
+
+            await until(ended)
+        await until(pool_full)
+        await until(_budget_released(budget), 10.0)  # cut while nobody reads: given back
+        assert server.registry.sessions.cut_off == cut_before + 1
+        events = session.outcomes()
+        with pytest.raises(ResourceExhaustedError, match="memory budget is full") as cut:
+            while True:
+                await _next(events)
+        assert cut.value.metadata["purgatory-session-delivered"] == str(session.delivered)
+        await session.close()
+
+
+async def test_a_session_holding_a_charge_pauses_while_the_pool_is_full() -> None:
+    # The reader's side of the same rule: a stream that owes something while the held
+    # pool is full stops taking frames (full), and takes them again once it owes nothing.
+    loop = asyncio.get_running_loop()
+    limits = replace(Limits(), memory_budget_bytes=1 << 20)
+    budget = ServerBudget(limits)
+    outbound = session_outbound.SessionOutbound(limits, loop, budget=budget)
+    assert not outbound.full()
+    budget.held = budget.held_capacity  # everything else holds the pool
+    assert not outbound.full()  # owing nothing: a pool others fill does not pause it
+    ack = Ack(1)
+    outbound.queue_ack(ack)  # owes its acknowledgement: charged
+    assert budget.held > budget.held_capacity
+    assert outbound.full()
+    outbound.end(None)  # (written or dropped: its charge comes back)
+    assert budget.held == budget.held_capacity
+    assert not outbound.full()

@@ -29,6 +29,7 @@ from purgatory_client import (
     UnavailableError,
 )
 from purgatory_proto.v1 import purgatory_pb2 as pb
+from purgatory_proto.v1 import purgatory_pb2_grpc as pb_grpc
 from purgatory_server._service import ServerConfig
 
 from tests.service.helpers import TEST_CONFIG, TEST_LIMITS, config_with
@@ -317,3 +318,25 @@ async def test_a_journal_that_cannot_write_is_failed_precondition(
     async with AsyncPurgatoryClient(f"127.0.0.1:{port}", timeout=10, purgatory=NAME) as client:
         with pytest.raises(FailedPreconditionError, match="cannot write its journal"):
             await client.check_and_complete("k")
+
+
+# -- gRPC's own transport limits ---------------------------------------------------------
+async def test_metadata_over_the_limit_is_always_refused_under_it_always_served(
+    serve: Any,
+) -> None:
+    """One metadata limit (16 KiB, soft = hard): the same headers get the same answer
+    every time (between core's default soft and hard limits it refused a random share)."""
+    _, port = await serve()
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        stub = pb_grpc.PurgatoryServiceStub(channel)  # type: ignore[no-untyped-call]
+        request = pb.GetPurgatoryRequest(name="default")
+        under = (("x-probe", "v" * 12_000),)
+        answers = await asyncio.gather(
+            *(stub.GetPurgatory(request, metadata=under, timeout=10) for _ in range(20))
+        )
+        assert all(a.purgatory.name == "default" for a in answers)
+        over = (("x-probe", "v" * 17_000),)
+        for _ in range(3):
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await stub.GetPurgatory(request, metadata=over, timeout=10)
+            assert refused.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED

@@ -9,7 +9,7 @@
 import { invalidArgument } from "./errors.js";
 
 /** The fields of a `Signal`. */
-export const SIGNAL_FIELDS = ["amount", "value", "source", "data"] as const;
+export const SIGNAL_FIELDS = ["amount", "value", "source", "data", "attributes"] as const;
 
 function describe(value: unknown): string {
   if (value === null) return "null";

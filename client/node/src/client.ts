@@ -31,7 +31,7 @@ import {
   SlowSubscriberError,
   UnavailableError,
 } from "./errors.js";
-import { GroupStream, type JoinOptions } from "./groups.js";
+import { backoffToWire, GroupStream, selectionToWire, type JoinOptions } from "./groups.js";
 import { deadAfter, deadStream, Watchdog } from "./liveness.js";
 import { UnaryMethods } from "./methods.js";
 import type { Event, OperationSpec, OperationState, RetryPolicy } from "./models.js";
@@ -231,6 +231,8 @@ export class PurgatoryClient extends UnaryMethods {
       maxAttempts: options.maxAttempts ?? 0,
       prefetch: options.prefetch ?? 0,
       heartbeatIntervalMs,
+      selection: options.selection ? selectionToWire(options.selection) : undefined,
+      ...(options.backoff ? { backoff: backoffToWire(options.backoff, invalidArgument) } : {}),
     };
     const open = (): Stream => {
       const stub = this.stubFor(purgatory);

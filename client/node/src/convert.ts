@@ -13,6 +13,7 @@ import {
   type Condition,
   type Event,
   type ForceCompleteResult,
+  type JsonValue,
   type OperationResult,
   type OperationSpec,
   type OperationStatus,
@@ -53,6 +54,58 @@ export function bytes(value: Uint8Array | string | undefined): Buffer {
 }
 
 export function conditionToWire(condition: Condition | undefined): Wire {
+  const wire = kindToWire(condition);
+  const c = condition;
+  if (c !== undefined && (c.filter || c.predicate || c.match || c.attributes !== undefined)) {
+    wire.filter = c.filter ?? "";
+    wire.predicate = c.predicate ?? "";
+    wire.match = c.match ?? "";
+    if (c.attributes !== undefined) wire.attributes = structToWire(c.attributes);
+  }
+  return wire;
+}
+
+/** A JSON object as a google.protobuf.Struct in proto-loader's shape. */
+export function structToWire(object: Readonly<Record<string, JsonValue>>): Wire {
+  const fields: Record<string, Wire> = {};
+  for (const [key, value] of Object.entries(object)) fields[key] = valueToWire(value);
+  return { fields };
+}
+
+function valueToWire(value: JsonValue): Wire {
+  if (value === null || value === undefined) return { nullValue: 0 };
+  if (typeof value === "boolean") return { boolValue: value };
+  if (typeof value === "number") return { numberValue: value };
+  if (typeof value === "string") return { stringValue: value };
+  if (Array.isArray(value)) return { listValue: { values: value.map(valueToWire) } };
+  return { structValue: structToWire(value) };
+}
+
+/** A decoded google.protobuf.Struct back as a JSON object. */
+export function structFromWire(m: WireMessage): Record<string, JsonValue> {
+  const out: Record<string, JsonValue> = {};
+  for (const [key, value] of Object.entries(m?.fields ?? {})) out[key] = valueFromWire(value);
+  return out;
+}
+
+function valueFromWire(m: WireMessage): JsonValue {
+  switch (m?.kind) {
+    case "boolValue":
+      return m.boolValue;
+    case "numberValue":
+      return m.numberValue;
+    case "stringValue":
+      return m.stringValue;
+    case "listValue":
+      return (m.listValue?.values ?? []).map(valueFromWire);
+    case "structValue":
+      return structFromWire(m.structValue);
+    default:
+      return null;
+  }
+}
+
+function kindToWire(condition: Condition | undefined): Wire {
   const c = condition ?? { kind: "anyKey" };
   switch (c.kind) {
     case "anyKey":
@@ -72,6 +125,7 @@ export function signalToWire(signal: Signal | undefined): Wire {
   const s = signal ?? {};
   const wire: Wire = { amount: s.amount ?? 0, source: s.source ?? "", data: bytes(s.data) };
   if (s.value !== undefined) wire.value = s.value;
+  if (s.attributes !== undefined) wire.attributes = structToWire(s.attributes);
   return wire;
 }
 
@@ -120,6 +174,17 @@ export type WireMessage = any;
 
 /** Back from a wire Condition (oneof `kind`, as proto-loader names the field set). */
 export function conditionFromWire(m: WireMessage): Condition {
+  const kind = kindFromWire(m);
+  if (!m || !(m.filter || m.predicate || m.match || m.attributes)) return kind;
+  const expressions: Record<string, unknown> = {};
+  if (m.filter) expressions.filter = m.filter;
+  if (m.predicate) expressions.predicate = m.predicate;
+  if (m.match) expressions.match = m.match;
+  if (m.attributes) expressions.attributes = Object.freeze(structFromWire(m.attributes));
+  return { ...kind, ...expressions };
+}
+
+function kindFromWire(m: WireMessage): Condition {
   switch (m?.kind) {
     case "allKeys":
       return { kind: "allKeys" };
@@ -156,6 +221,8 @@ export function resultFromWire(m: WireMessage): OperationResult {
     values: Object.freeze({ ...(r.values ?? {}) }),
     data: r.data ?? Buffer.alloc(0),
     dataTruncated: r.dataTruncated ?? false,
+    matchedKey: r.matchedKey ?? "",
+    matchedAttributes: r.matchedAttributes ? Object.freeze(structFromWire(r.matchedAttributes)) : undefined,
   });
 }
 

@@ -41,10 +41,18 @@ export type { ErrorDetails } from "./details.js";
 export * from "./errors.js";
 export {
   GroupStream,
+  type AckEntry,
+  type AckResult,
   type DeadLetterPage,
   type Delivery,
   type GroupInfo,
+  type GroupPriority,
+  type GroupRateLimit,
+  type GroupSelection,
   type JoinOptions,
+  type KeySource,
+  type NackResult,
+  type RetryBackoff,
 } from "./groups.js";
 export {
   Condition,
@@ -52,7 +60,9 @@ export {
   isFinal,
   type BatchSignalResult,
   type Event,
+  type Expressions,
   type ForceCompleteResult,
+  type JsonValue,
   type OperationPage,
   type OperationResult,
   type OperationSpec,

@@ -13,7 +13,16 @@ import {
 import * as wire from "./convert.js";
 import { ClientBase, type CallTarget } from "./base.js";
 import { invalidArgument } from "./errors.js";
-import { deliveryFromWire, groupFromWire, type DeadLetterPage, type GroupInfo } from "./groups.js";
+import {
+  ackResultFromWire,
+  deliveryFromWire,
+  groupFromWire,
+  type AckEntry,
+  type AckResult,
+  type DeadLetterPage,
+  type GroupInfo,
+  type NackResult,
+} from "./groups.js";
 import type { OperationPage, OperationState, OperationStatus } from "./models.js";
 import {
   scheduleFromWire,
@@ -202,6 +211,57 @@ export class UnaryMethods extends ClientBase {
     requireCallOptions("ack", "options", options, ["purgatory", "attempt"]);
     const req = { purgatory: this.name(options), group, sequence, attempt: options.attempt ?? 0 };
     await this.call("Ack", req, this.deadlineMs);
+  }
+
+  /** End a delivery unacked: offered again after `delayMs` (unset: the group's backoff,
+   * or at once), or a dead letter now (`deadLetter`; also once out of attempts). A dead
+   * letter stays one. Fenced by `attempt` like ack. */
+  async nack(
+    group: string,
+    sequence: number,
+    options: CallTarget & { attempt?: number; delayMs?: number; deadLetter?: boolean } = {},
+  ): Promise<NackResult> {
+    requireString("nack", "group", group);
+    requireInteger("nack", "sequence", sequence, 1);
+    const allowed = ["purgatory", "attempt", "delayMs", "deadLetter"];
+    requireCallOptions("nack", "options", options, allowed);
+    const req: Record<string, unknown> = {
+      purgatory: this.name(options),
+      group,
+      sequence,
+      attempt: options.attempt ?? 0,
+      deadLetter: options.deadLetter ?? false,
+    };
+    if (options.delayMs !== undefined) req.delayMs = options.delayMs;
+    const resp = await this.call("Nack", req, this.deadlineMs);
+    return Object.freeze({ deadLetter: resp.deadLetter, redeliverAtMs: resp.redeliverAtMs });
+  }
+
+  /** Acks and nacks (AckEntry, or a bare sequence: an unfenced ack) in one call, applied
+   * in order, each answered on its own (one AckResult per entry, in order): a stale or
+   * unknown entry fails alone (its `code`), the others take effect. */
+  async ackBatch(
+    group: string,
+    entries: readonly (AckEntry | number)[],
+    options: CallTarget = {},
+  ): Promise<AckResult[]> {
+    requireString("ackBatch", "group", group);
+    if (!Array.isArray(entries)) requireStrings("ackBatch", "entries", entries);
+    requireCallOptions("ackBatch", "options", options);
+    const wireEntries = entries.map((e: AckEntry | number) => {
+      const entry = typeof e === "number" ? { sequence: e } : e;
+      const out: Record<string, unknown> = {
+        sequence: entry.sequence,
+        attempt: entry.attempt ?? 0,
+        nack: entry.nack ?? false,
+        deadLetter: entry.deadLetter ?? false,
+      };
+      if (entry.delayMs !== undefined) out.delayMs = entry.delayMs;
+      return out;
+    });
+    const req = { purgatory: this.name(options), group, entries: wireEntries };
+    const resp = await this.call("AckBatch", req, this.deadlineMs);
+    return resp.results.map(ackResultFromWire);
   }
 
   /** Push a held lease's deadline to now + visibilityTimeoutMs (0: the group's); resolves

@@ -31,13 +31,32 @@ export function isFinal(state: OperationState): boolean {
   return state !== "UNSPECIFIED" && state !== "WATCHING";
 }
 
+/** A JSON value, as attributes hold them. */
+export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
+
+/**
+ * A condition's expressions (docs/conditions.md), each optional, with any kind: a CEL
+ * `filter` over `signal` and `op` (only signals for which it is true count), a CEL
+ * `predicate` over `result` and `op` (judged once the kind holds), a `match` attribute path
+ * (only signals whose attribute equals the operation's count; indexed) and the operation's
+ * own `attributes` (`op.attributes`).
+ */
+export interface Expressions {
+  filter?: string;
+  predicate?: string;
+  match?: string;
+  attributes?: Readonly<Record<string, JsonValue>>;
+}
+
 /** When an operation completes; build one with the `Condition.*` functions. */
-export type Condition =
+export type Condition = (
   | { kind: "anyKey" }
   | { kind: "allKeys" }
   | { kind: "minSignals"; count: number; distinctSources: boolean }
   | { kind: "sumAtLeast"; threshold: number }
-  | { kind: "valuesAtLeast"; targets: Readonly<Record<string, number>>; defaultTarget: number };
+  | { kind: "valuesAtLeast"; targets: Readonly<Record<string, number>>; defaultTarget: number }
+) &
+  Expressions;
 
 export const Condition = {
   /** The first signal on any key (the default). */
@@ -61,6 +80,14 @@ export const Condition = {
     targets: Object.freeze({ ...targets }),
     defaultTarget: opts.defaultTarget ?? 0,
   }),
+  /**
+   * `condition` with expressions, e.g.
+   * `Condition.where(Condition.minSignals(2, { distinctSources: true }), { filter: "signal.attributes.role == 'finance'" })`.
+   */
+  where: (condition: Condition, expressions: Expressions): Condition => ({
+    ...condition,
+    ...expressions,
+  }),
 };
 
 /** What CheckAndComplete records on a key. */
@@ -73,6 +100,8 @@ export interface Signal {
   source?: string;
   /** Opaque bytes accumulated into the result (a string is sent as UTF-8). */
   data?: Uint8Array | string;
+  /** A JSON object that conditions' expressions and `match` read (`signal.attributes`). */
+  attributes?: Readonly<Record<string, JsonValue>>;
 }
 
 /** One operation of a batch registration. */
@@ -99,6 +128,10 @@ export interface OperationResult {
   readonly values: Readonly<Record<string, number>>;
   readonly data: Buffer;
   readonly dataTruncated: boolean;
+  /** Conditions with expressions: the key of the last signal that counted ("" if none). */
+  readonly matchedKey: string;
+  /** ...and its attributes (undefined when it had none). */
+  readonly matchedAttributes: Readonly<Record<string, JsonValue>> | undefined;
 }
 
 export interface OperationStatus {

@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class JournalRecord(_message.Message):
-    __slots__ = ("registered", "signal", "outcome", "carried_operation", "carried_key_value", "compaction", "rescheduled", "group_state", "group_delivered", "group_settled", "schedule_upserted", "schedule_deleted")
+    __slots__ = ("registered", "signal", "outcome", "carried_operation", "carried_key_value", "compaction", "rescheduled", "group_state", "group_delivered", "group_settled", "schedule_upserted", "schedule_deleted", "group_retry")
     class OperationRegistered(_message.Message):
         __slots__ = ("purgatory", "operation_id", "keys", "timeout_ms", "condition", "payload", "due_wall_ms", "created_wall_ms", "requested_due_wall_ms", "extend_on_resend", "max_extend_ms")
         PURGATORY_FIELD_NUMBER: _ClassVar[int]
@@ -35,7 +35,7 @@ class JournalRecord(_message.Message):
         max_extend_ms: int
         def __init__(self, purgatory: _Optional[str] = ..., operation_id: _Optional[str] = ..., keys: _Optional[_Iterable[str]] = ..., timeout_ms: _Optional[int] = ..., condition: _Optional[bytes] = ..., payload: _Optional[bytes] = ..., due_wall_ms: _Optional[int] = ..., created_wall_ms: _Optional[int] = ..., requested_due_wall_ms: _Optional[int] = ..., extend_on_resend: _Optional[bool] = ..., max_extend_ms: _Optional[int] = ...) -> None: ...
     class SignalApplied(_message.Message):
-        __slots__ = ("purgatory", "key", "amount", "value", "source", "data", "applied_wall_ms")
+        __slots__ = ("purgatory", "key", "amount", "value", "source", "data", "applied_wall_ms", "attributes")
         PURGATORY_FIELD_NUMBER: _ClassVar[int]
         KEY_FIELD_NUMBER: _ClassVar[int]
         AMOUNT_FIELD_NUMBER: _ClassVar[int]
@@ -43,6 +43,7 @@ class JournalRecord(_message.Message):
         SOURCE_FIELD_NUMBER: _ClassVar[int]
         DATA_FIELD_NUMBER: _ClassVar[int]
         APPLIED_WALL_MS_FIELD_NUMBER: _ClassVar[int]
+        ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
         purgatory: str
         key: str
         amount: int
@@ -50,7 +51,8 @@ class JournalRecord(_message.Message):
         source: str
         data: bytes
         applied_wall_ms: int
-        def __init__(self, purgatory: _Optional[str] = ..., key: _Optional[str] = ..., amount: _Optional[int] = ..., value: _Optional[int] = ..., source: _Optional[str] = ..., data: _Optional[bytes] = ..., applied_wall_ms: _Optional[int] = ...) -> None: ...
+        attributes: bytes
+        def __init__(self, purgatory: _Optional[str] = ..., key: _Optional[str] = ..., amount: _Optional[int] = ..., value: _Optional[int] = ..., source: _Optional[str] = ..., data: _Optional[bytes] = ..., applied_wall_ms: _Optional[int] = ..., attributes: _Optional[bytes] = ...) -> None: ...
     class Outcome(_message.Message):
         __slots__ = ("operation_id", "state", "result", "sequence", "completed_wall_ms", "lateness_ms", "purgatory")
         class State(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
@@ -149,20 +151,22 @@ class JournalRecord(_message.Message):
         deleted_wall_ms: int
         def __init__(self, purgatory: _Optional[str] = ..., schedule_id: _Optional[str] = ..., deleted_wall_ms: _Optional[int] = ...) -> None: ...
     class GroupState(_message.Message):
-        __slots__ = ("purgatory", "group", "visibility_timeout_ms", "max_attempts", "last_sequence", "entries", "source_index", "deleted")
+        __slots__ = ("purgatory", "group", "visibility_timeout_ms", "max_attempts", "last_sequence", "entries", "source_index", "deleted", "backoff_type", "backoff_delay_ms", "backoff_max_delay_ms", "backoff_jitter", "selection", "rate_window_ms", "rate_windows")
         class Entry(_message.Message):
-            __slots__ = ("outcome", "attempts", "dead", "redriven_at", "lease_deadline_wall_ms")
+            __slots__ = ("outcome", "attempts", "dead", "redriven_at", "lease_deadline_wall_ms", "retry_at_wall_ms")
             OUTCOME_FIELD_NUMBER: _ClassVar[int]
             ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
             DEAD_FIELD_NUMBER: _ClassVar[int]
             REDRIVEN_AT_FIELD_NUMBER: _ClassVar[int]
             LEASE_DEADLINE_WALL_MS_FIELD_NUMBER: _ClassVar[int]
+            RETRY_AT_WALL_MS_FIELD_NUMBER: _ClassVar[int]
             outcome: JournalRecord.Outcome
             attempts: int
             dead: bool
             redriven_at: int
             lease_deadline_wall_ms: int
-            def __init__(self, outcome: _Optional[_Union[JournalRecord.Outcome, _Mapping]] = ..., attempts: _Optional[int] = ..., dead: _Optional[bool] = ..., redriven_at: _Optional[int] = ..., lease_deadline_wall_ms: _Optional[int] = ...) -> None: ...
+            retry_at_wall_ms: int
+            def __init__(self, outcome: _Optional[_Union[JournalRecord.Outcome, _Mapping]] = ..., attempts: _Optional[int] = ..., dead: _Optional[bool] = ..., redriven_at: _Optional[int] = ..., lease_deadline_wall_ms: _Optional[int] = ..., retry_at_wall_ms: _Optional[int] = ...) -> None: ...
         PURGATORY_FIELD_NUMBER: _ClassVar[int]
         GROUP_FIELD_NUMBER: _ClassVar[int]
         VISIBILITY_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
@@ -171,6 +175,13 @@ class JournalRecord(_message.Message):
         ENTRIES_FIELD_NUMBER: _ClassVar[int]
         SOURCE_INDEX_FIELD_NUMBER: _ClassVar[int]
         DELETED_FIELD_NUMBER: _ClassVar[int]
+        BACKOFF_TYPE_FIELD_NUMBER: _ClassVar[int]
+        BACKOFF_DELAY_MS_FIELD_NUMBER: _ClassVar[int]
+        BACKOFF_MAX_DELAY_MS_FIELD_NUMBER: _ClassVar[int]
+        BACKOFF_JITTER_FIELD_NUMBER: _ClassVar[int]
+        SELECTION_FIELD_NUMBER: _ClassVar[int]
+        RATE_WINDOW_MS_FIELD_NUMBER: _ClassVar[int]
+        RATE_WINDOWS_FIELD_NUMBER: _ClassVar[int]
         purgatory: str
         group: str
         visibility_timeout_ms: int
@@ -179,20 +190,38 @@ class JournalRecord(_message.Message):
         entries: _containers.RepeatedCompositeFieldContainer[JournalRecord.GroupState.Entry]
         source_index: int
         deleted: bool
-        def __init__(self, purgatory: _Optional[str] = ..., group: _Optional[str] = ..., visibility_timeout_ms: _Optional[int] = ..., max_attempts: _Optional[int] = ..., last_sequence: _Optional[int] = ..., entries: _Optional[_Iterable[_Union[JournalRecord.GroupState.Entry, _Mapping]]] = ..., source_index: _Optional[int] = ..., deleted: _Optional[bool] = ...) -> None: ...
+        backoff_type: int
+        backoff_delay_ms: int
+        backoff_max_delay_ms: int
+        backoff_jitter: float
+        selection: bytes
+        rate_window_ms: int
+        rate_windows: _containers.RepeatedCompositeFieldContainer[JournalRecord.RateWindow]
+        def __init__(self, purgatory: _Optional[str] = ..., group: _Optional[str] = ..., visibility_timeout_ms: _Optional[int] = ..., max_attempts: _Optional[int] = ..., last_sequence: _Optional[int] = ..., entries: _Optional[_Iterable[_Union[JournalRecord.GroupState.Entry, _Mapping]]] = ..., source_index: _Optional[int] = ..., deleted: _Optional[bool] = ..., backoff_type: _Optional[int] = ..., backoff_delay_ms: _Optional[int] = ..., backoff_max_delay_ms: _Optional[int] = ..., backoff_jitter: _Optional[float] = ..., selection: _Optional[bytes] = ..., rate_window_ms: _Optional[int] = ..., rate_windows: _Optional[_Iterable[_Union[JournalRecord.RateWindow, _Mapping]]] = ...) -> None: ...
+    class RateWindow(_message.Message):
+        __slots__ = ("key", "delivered_wall_ms")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        DELIVERED_WALL_MS_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        delivered_wall_ms: _containers.RepeatedScalarFieldContainer[int]
+        def __init__(self, key: _Optional[str] = ..., delivered_wall_ms: _Optional[_Iterable[int]] = ...) -> None: ...
     class GroupDelivered(_message.Message):
-        __slots__ = ("purgatory", "group", "sequence", "attempt", "lease_deadline_wall_ms")
+        __slots__ = ("purgatory", "group", "sequence", "attempt", "lease_deadline_wall_ms", "delivered_wall_ms", "rate_key")
         PURGATORY_FIELD_NUMBER: _ClassVar[int]
         GROUP_FIELD_NUMBER: _ClassVar[int]
         SEQUENCE_FIELD_NUMBER: _ClassVar[int]
         ATTEMPT_FIELD_NUMBER: _ClassVar[int]
         LEASE_DEADLINE_WALL_MS_FIELD_NUMBER: _ClassVar[int]
+        DELIVERED_WALL_MS_FIELD_NUMBER: _ClassVar[int]
+        RATE_KEY_FIELD_NUMBER: _ClassVar[int]
         purgatory: str
         group: str
         sequence: int
         attempt: int
         lease_deadline_wall_ms: int
-        def __init__(self, purgatory: _Optional[str] = ..., group: _Optional[str] = ..., sequence: _Optional[int] = ..., attempt: _Optional[int] = ..., lease_deadline_wall_ms: _Optional[int] = ...) -> None: ...
+        delivered_wall_ms: int
+        rate_key: str
+        def __init__(self, purgatory: _Optional[str] = ..., group: _Optional[str] = ..., sequence: _Optional[int] = ..., attempt: _Optional[int] = ..., lease_deadline_wall_ms: _Optional[int] = ..., delivered_wall_ms: _Optional[int] = ..., rate_key: _Optional[str] = ...) -> None: ...
     class GroupSettled(_message.Message):
         __slots__ = ("purgatory", "group", "sequences", "disposition")
         class Disposition(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
@@ -214,6 +243,19 @@ class JournalRecord(_message.Message):
         sequences: _containers.RepeatedScalarFieldContainer[int]
         disposition: JournalRecord.GroupSettled.Disposition
         def __init__(self, purgatory: _Optional[str] = ..., group: _Optional[str] = ..., sequences: _Optional[_Iterable[int]] = ..., disposition: _Optional[_Union[JournalRecord.GroupSettled.Disposition, str]] = ...) -> None: ...
+    class GroupRetry(_message.Message):
+        __slots__ = ("purgatory", "group", "sequence", "attempt", "retry_at_wall_ms")
+        PURGATORY_FIELD_NUMBER: _ClassVar[int]
+        GROUP_FIELD_NUMBER: _ClassVar[int]
+        SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+        ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+        RETRY_AT_WALL_MS_FIELD_NUMBER: _ClassVar[int]
+        purgatory: str
+        group: str
+        sequence: int
+        attempt: int
+        retry_at_wall_ms: int
+        def __init__(self, purgatory: _Optional[str] = ..., group: _Optional[str] = ..., sequence: _Optional[int] = ..., attempt: _Optional[int] = ..., retry_at_wall_ms: _Optional[int] = ...) -> None: ...
     REGISTERED_FIELD_NUMBER: _ClassVar[int]
     SIGNAL_FIELD_NUMBER: _ClassVar[int]
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
@@ -226,6 +268,7 @@ class JournalRecord(_message.Message):
     GROUP_SETTLED_FIELD_NUMBER: _ClassVar[int]
     SCHEDULE_UPSERTED_FIELD_NUMBER: _ClassVar[int]
     SCHEDULE_DELETED_FIELD_NUMBER: _ClassVar[int]
+    GROUP_RETRY_FIELD_NUMBER: _ClassVar[int]
     registered: JournalRecord.OperationRegistered
     signal: JournalRecord.SignalApplied
     outcome: JournalRecord.Outcome
@@ -238,4 +281,5 @@ class JournalRecord(_message.Message):
     group_settled: JournalRecord.GroupSettled
     schedule_upserted: JournalRecord.ScheduleUpserted
     schedule_deleted: JournalRecord.ScheduleDeleted
-    def __init__(self, registered: _Optional[_Union[JournalRecord.OperationRegistered, _Mapping]] = ..., signal: _Optional[_Union[JournalRecord.SignalApplied, _Mapping]] = ..., outcome: _Optional[_Union[JournalRecord.Outcome, _Mapping]] = ..., carried_operation: _Optional[_Union[JournalRecord.CarriedOperation, _Mapping]] = ..., carried_key_value: _Optional[_Union[JournalRecord.CarriedKeyValue, _Mapping]] = ..., compaction: _Optional[_Union[JournalRecord.CompactionCheckpoint, _Mapping]] = ..., rescheduled: _Optional[_Union[JournalRecord.OperationRescheduled, _Mapping]] = ..., group_state: _Optional[_Union[JournalRecord.GroupState, _Mapping]] = ..., group_delivered: _Optional[_Union[JournalRecord.GroupDelivered, _Mapping]] = ..., group_settled: _Optional[_Union[JournalRecord.GroupSettled, _Mapping]] = ..., schedule_upserted: _Optional[_Union[JournalRecord.ScheduleUpserted, _Mapping]] = ..., schedule_deleted: _Optional[_Union[JournalRecord.ScheduleDeleted, _Mapping]] = ...) -> None: ...
+    group_retry: JournalRecord.GroupRetry
+    def __init__(self, registered: _Optional[_Union[JournalRecord.OperationRegistered, _Mapping]] = ..., signal: _Optional[_Union[JournalRecord.SignalApplied, _Mapping]] = ..., outcome: _Optional[_Union[JournalRecord.Outcome, _Mapping]] = ..., carried_operation: _Optional[_Union[JournalRecord.CarriedOperation, _Mapping]] = ..., carried_key_value: _Optional[_Union[JournalRecord.CarriedKeyValue, _Mapping]] = ..., compaction: _Optional[_Union[JournalRecord.CompactionCheckpoint, _Mapping]] = ..., rescheduled: _Optional[_Union[JournalRecord.OperationRescheduled, _Mapping]] = ..., group_state: _Optional[_Union[JournalRecord.GroupState, _Mapping]] = ..., group_delivered: _Optional[_Union[JournalRecord.GroupDelivered, _Mapping]] = ..., group_settled: _Optional[_Union[JournalRecord.GroupSettled, _Mapping]] = ..., schedule_upserted: _Optional[_Union[JournalRecord.ScheduleUpserted, _Mapping]] = ..., schedule_deleted: _Optional[_Union[JournalRecord.ScheduleDeleted, _Mapping]] = ..., group_retry: _Optional[_Union[JournalRecord.GroupRetry, _Mapping]] = ...) -> None: ...

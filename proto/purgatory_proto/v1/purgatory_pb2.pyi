@@ -1,3 +1,4 @@
+from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
@@ -107,18 +108,26 @@ class GetPurgatoryResponse(_message.Message):
     def __init__(self, purgatory: _Optional[_Union[Purgatory, _Mapping]] = ...) -> None: ...
 
 class Condition(_message.Message):
-    __slots__ = ("any_key", "all_keys", "min_signals", "sum_at_least", "values_at_least")
+    __slots__ = ("any_key", "all_keys", "min_signals", "sum_at_least", "values_at_least", "filter", "predicate", "match", "attributes")
     ANY_KEY_FIELD_NUMBER: _ClassVar[int]
     ALL_KEYS_FIELD_NUMBER: _ClassVar[int]
     MIN_SIGNALS_FIELD_NUMBER: _ClassVar[int]
     SUM_AT_LEAST_FIELD_NUMBER: _ClassVar[int]
     VALUES_AT_LEAST_FIELD_NUMBER: _ClassVar[int]
+    FILTER_FIELD_NUMBER: _ClassVar[int]
+    PREDICATE_FIELD_NUMBER: _ClassVar[int]
+    MATCH_FIELD_NUMBER: _ClassVar[int]
+    ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
     any_key: AnyKeyCondition
     all_keys: AllKeysCondition
     min_signals: MinSignalsCondition
     sum_at_least: SumAtLeastCondition
     values_at_least: ValuesAtLeastCondition
-    def __init__(self, any_key: _Optional[_Union[AnyKeyCondition, _Mapping]] = ..., all_keys: _Optional[_Union[AllKeysCondition, _Mapping]] = ..., min_signals: _Optional[_Union[MinSignalsCondition, _Mapping]] = ..., sum_at_least: _Optional[_Union[SumAtLeastCondition, _Mapping]] = ..., values_at_least: _Optional[_Union[ValuesAtLeastCondition, _Mapping]] = ...) -> None: ...
+    filter: str
+    predicate: str
+    match: str
+    attributes: _struct_pb2.Struct
+    def __init__(self, any_key: _Optional[_Union[AnyKeyCondition, _Mapping]] = ..., all_keys: _Optional[_Union[AllKeysCondition, _Mapping]] = ..., min_signals: _Optional[_Union[MinSignalsCondition, _Mapping]] = ..., sum_at_least: _Optional[_Union[SumAtLeastCondition, _Mapping]] = ..., values_at_least: _Optional[_Union[ValuesAtLeastCondition, _Mapping]] = ..., filter: _Optional[str] = ..., predicate: _Optional[str] = ..., match: _Optional[str] = ..., attributes: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class AnyKeyCondition(_message.Message):
     __slots__ = ()
@@ -158,19 +167,21 @@ class ValuesAtLeastCondition(_message.Message):
     def __init__(self, targets: _Optional[_Mapping[str, int]] = ..., default_target: _Optional[int] = ...) -> None: ...
 
 class Signal(_message.Message):
-    __slots__ = ("amount", "value", "source", "data")
+    __slots__ = ("amount", "value", "source", "data", "attributes")
     AMOUNT_FIELD_NUMBER: _ClassVar[int]
     VALUE_FIELD_NUMBER: _ClassVar[int]
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     DATA_FIELD_NUMBER: _ClassVar[int]
+    ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
     amount: int
     value: int
     source: str
     data: bytes
-    def __init__(self, amount: _Optional[int] = ..., value: _Optional[int] = ..., source: _Optional[str] = ..., data: _Optional[bytes] = ...) -> None: ...
+    attributes: _struct_pb2.Struct
+    def __init__(self, amount: _Optional[int] = ..., value: _Optional[int] = ..., source: _Optional[str] = ..., data: _Optional[bytes] = ..., attributes: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class OperationResult(_message.Message):
-    __slots__ = ("signal_count", "sources", "signalled_keys", "amount_sum", "values", "data", "data_truncated")
+    __slots__ = ("signal_count", "sources", "signalled_keys", "amount_sum", "values", "data", "data_truncated", "matched_attributes", "matched_key")
     class ValuesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -185,6 +196,8 @@ class OperationResult(_message.Message):
     VALUES_FIELD_NUMBER: _ClassVar[int]
     DATA_FIELD_NUMBER: _ClassVar[int]
     DATA_TRUNCATED_FIELD_NUMBER: _ClassVar[int]
+    MATCHED_ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
+    MATCHED_KEY_FIELD_NUMBER: _ClassVar[int]
     signal_count: int
     sources: _containers.RepeatedScalarFieldContainer[str]
     signalled_keys: _containers.RepeatedScalarFieldContainer[str]
@@ -192,7 +205,9 @@ class OperationResult(_message.Message):
     values: _containers.ScalarMap[str, int]
     data: bytes
     data_truncated: bool
-    def __init__(self, signal_count: _Optional[int] = ..., sources: _Optional[_Iterable[str]] = ..., signalled_keys: _Optional[_Iterable[str]] = ..., amount_sum: _Optional[int] = ..., values: _Optional[_Mapping[str, int]] = ..., data: _Optional[bytes] = ..., data_truncated: _Optional[bool] = ...) -> None: ...
+    matched_attributes: _struct_pb2.Struct
+    matched_key: str
+    def __init__(self, signal_count: _Optional[int] = ..., sources: _Optional[_Iterable[str]] = ..., signalled_keys: _Optional[_Iterable[str]] = ..., amount_sum: _Optional[int] = ..., values: _Optional[_Mapping[str, int]] = ..., data: _Optional[bytes] = ..., data_truncated: _Optional[bool] = ..., matched_attributes: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., matched_key: _Optional[str] = ...) -> None: ...
 
 class OperationSpec(_message.Message):
     __slots__ = ("operation_id", "keys", "timeout_ms", "condition", "payload", "due_time_ms", "extend_on_resend", "max_extend_ms")
@@ -381,7 +396,7 @@ class SubscribeFilter(_message.Message):
     def __init__(self, states: _Optional[_Iterable[_Union[OperationState, str]]] = ..., keys: _Optional[_Iterable[str]] = ..., operation_id_prefix: _Optional[str] = ...) -> None: ...
 
 class SubscribeRequest(_message.Message):
-    __slots__ = ("purgatory", "after_sequence", "filter", "incarnation", "heartbeat_interval_ms", "group", "visibility_timeout_ms", "max_attempts", "prefetch")
+    __slots__ = ("purgatory", "after_sequence", "filter", "incarnation", "heartbeat_interval_ms", "group", "visibility_timeout_ms", "max_attempts", "prefetch", "selection", "backoff")
     PURGATORY_FIELD_NUMBER: _ClassVar[int]
     AFTER_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     FILTER_FIELD_NUMBER: _ClassVar[int]
@@ -391,6 +406,8 @@ class SubscribeRequest(_message.Message):
     VISIBILITY_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     MAX_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     PREFETCH_FIELD_NUMBER: _ClassVar[int]
+    SELECTION_FIELD_NUMBER: _ClassVar[int]
+    BACKOFF_FIELD_NUMBER: _ClassVar[int]
     purgatory: str
     after_sequence: int
     filter: SubscribeFilter
@@ -400,10 +417,70 @@ class SubscribeRequest(_message.Message):
     visibility_timeout_ms: int
     max_attempts: int
     prefetch: int
-    def __init__(self, purgatory: _Optional[str] = ..., after_sequence: _Optional[int] = ..., filter: _Optional[_Union[SubscribeFilter, _Mapping]] = ..., incarnation: _Optional[str] = ..., heartbeat_interval_ms: _Optional[int] = ..., group: _Optional[str] = ..., visibility_timeout_ms: _Optional[int] = ..., max_attempts: _Optional[int] = ..., prefetch: _Optional[int] = ...) -> None: ...
+    selection: GroupSelection
+    backoff: RetryBackoff
+    def __init__(self, purgatory: _Optional[str] = ..., after_sequence: _Optional[int] = ..., filter: _Optional[_Union[SubscribeFilter, _Mapping]] = ..., incarnation: _Optional[str] = ..., heartbeat_interval_ms: _Optional[int] = ..., group: _Optional[str] = ..., visibility_timeout_ms: _Optional[int] = ..., max_attempts: _Optional[int] = ..., prefetch: _Optional[int] = ..., selection: _Optional[_Union[GroupSelection, _Mapping]] = ..., backoff: _Optional[_Union[RetryBackoff, _Mapping]] = ...) -> None: ...
+
+class GroupSelection(_message.Message):
+    __slots__ = ("priorities", "ordering_key", "rate_limit")
+    PRIORITIES_FIELD_NUMBER: _ClassVar[int]
+    ORDERING_KEY_FIELD_NUMBER: _ClassVar[int]
+    RATE_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    priorities: _containers.RepeatedCompositeFieldContainer[GroupPriority]
+    ordering_key: GroupKeySource
+    rate_limit: GroupRateLimit
+    def __init__(self, priorities: _Optional[_Iterable[_Union[GroupPriority, _Mapping]]] = ..., ordering_key: _Optional[_Union[GroupKeySource, _Mapping]] = ..., rate_limit: _Optional[_Union[GroupRateLimit, _Mapping]] = ...) -> None: ...
+
+class GroupPriority(_message.Message):
+    __slots__ = ("operation_id_prefix", "key", "priority")
+    OPERATION_ID_PREFIX_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    operation_id_prefix: str
+    key: str
+    priority: int
+    def __init__(self, operation_id_prefix: _Optional[str] = ..., key: _Optional[str] = ..., priority: _Optional[int] = ...) -> None: ...
+
+class GroupKeySource(_message.Message):
+    __slots__ = ("first_key", "operation_id_separator")
+    FIRST_KEY_FIELD_NUMBER: _ClassVar[int]
+    OPERATION_ID_SEPARATOR_FIELD_NUMBER: _ClassVar[int]
+    first_key: bool
+    operation_id_separator: str
+    def __init__(self, first_key: _Optional[bool] = ..., operation_id_separator: _Optional[str] = ...) -> None: ...
+
+class GroupRateLimit(_message.Message):
+    __slots__ = ("max", "window_ms", "per_key")
+    MAX_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_MS_FIELD_NUMBER: _ClassVar[int]
+    PER_KEY_FIELD_NUMBER: _ClassVar[int]
+    max: int
+    window_ms: int
+    per_key: GroupKeySource
+    def __init__(self, max: _Optional[int] = ..., window_ms: _Optional[int] = ..., per_key: _Optional[_Union[GroupKeySource, _Mapping]] = ...) -> None: ...
+
+class RetryBackoff(_message.Message):
+    __slots__ = ("type", "delay_ms", "max_delay_ms", "jitter")
+    class Type(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        TYPE_UNSPECIFIED: _ClassVar[RetryBackoff.Type]
+        TYPE_FIXED: _ClassVar[RetryBackoff.Type]
+        TYPE_EXPONENTIAL: _ClassVar[RetryBackoff.Type]
+    TYPE_UNSPECIFIED: RetryBackoff.Type
+    TYPE_FIXED: RetryBackoff.Type
+    TYPE_EXPONENTIAL: RetryBackoff.Type
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    DELAY_MS_FIELD_NUMBER: _ClassVar[int]
+    MAX_DELAY_MS_FIELD_NUMBER: _ClassVar[int]
+    JITTER_FIELD_NUMBER: _ClassVar[int]
+    type: RetryBackoff.Type
+    delay_ms: int
+    max_delay_ms: int
+    jitter: float
+    def __init__(self, type: _Optional[_Union[RetryBackoff.Type, str]] = ..., delay_ms: _Optional[int] = ..., max_delay_ms: _Optional[int] = ..., jitter: _Optional[float] = ...) -> None: ...
 
 class OperationEvent(_message.Message):
-    __slots__ = ("sequence", "purgatory", "operation_id", "state", "keys", "payload", "result", "create_time_ms", "due_time_ms", "complete_time_ms", "traceparent", "heartbeat", "caught_up_sequence", "delivery_attempt", "lease_deadline_ms", "group", "dead_letter")
+    __slots__ = ("sequence", "purgatory", "operation_id", "state", "keys", "payload", "result", "create_time_ms", "due_time_ms", "complete_time_ms", "traceparent", "heartbeat", "caught_up_sequence", "delivery_attempt", "lease_deadline_ms", "group", "dead_letter", "priority", "ordering_key")
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     PURGATORY_FIELD_NUMBER: _ClassVar[int]
     OPERATION_ID_FIELD_NUMBER: _ClassVar[int]
@@ -421,6 +498,8 @@ class OperationEvent(_message.Message):
     LEASE_DEADLINE_MS_FIELD_NUMBER: _ClassVar[int]
     GROUP_FIELD_NUMBER: _ClassVar[int]
     DEAD_LETTER_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    ORDERING_KEY_FIELD_NUMBER: _ClassVar[int]
     sequence: int
     purgatory: str
     operation_id: str
@@ -438,7 +517,9 @@ class OperationEvent(_message.Message):
     lease_deadline_ms: int
     group: str
     dead_letter: bool
-    def __init__(self, sequence: _Optional[int] = ..., purgatory: _Optional[str] = ..., operation_id: _Optional[str] = ..., state: _Optional[_Union[OperationState, str]] = ..., keys: _Optional[_Iterable[str]] = ..., payload: _Optional[bytes] = ..., result: _Optional[_Union[OperationResult, _Mapping]] = ..., create_time_ms: _Optional[int] = ..., due_time_ms: _Optional[int] = ..., complete_time_ms: _Optional[int] = ..., traceparent: _Optional[str] = ..., heartbeat: _Optional[bool] = ..., caught_up_sequence: _Optional[int] = ..., delivery_attempt: _Optional[int] = ..., lease_deadline_ms: _Optional[int] = ..., group: _Optional[str] = ..., dead_letter: _Optional[bool] = ...) -> None: ...
+    priority: int
+    ordering_key: str
+    def __init__(self, sequence: _Optional[int] = ..., purgatory: _Optional[str] = ..., operation_id: _Optional[str] = ..., state: _Optional[_Union[OperationState, str]] = ..., keys: _Optional[_Iterable[str]] = ..., payload: _Optional[bytes] = ..., result: _Optional[_Union[OperationResult, _Mapping]] = ..., create_time_ms: _Optional[int] = ..., due_time_ms: _Optional[int] = ..., complete_time_ms: _Optional[int] = ..., traceparent: _Optional[str] = ..., heartbeat: _Optional[bool] = ..., caught_up_sequence: _Optional[int] = ..., delivery_attempt: _Optional[int] = ..., lease_deadline_ms: _Optional[int] = ..., group: _Optional[str] = ..., dead_letter: _Optional[bool] = ..., priority: _Optional[int] = ..., ordering_key: _Optional[str] = ...) -> None: ...
 
 class JournaledOutcome(_message.Message):
     __slots__ = ("event", "condition", "timeout_ms", "requested_due_time_ms")
@@ -715,7 +796,7 @@ class DiscardDeadLettersResponse(_message.Message):
     def __init__(self, discarded: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class WorkerGroup(_message.Message):
-    __slots__ = ("name", "visibility_timeout_ms", "max_attempts", "ready", "leased", "dead_letters", "members", "last_sequence")
+    __slots__ = ("name", "visibility_timeout_ms", "max_attempts", "ready", "leased", "dead_letters", "members", "last_sequence", "backoff", "retrying", "selection")
     NAME_FIELD_NUMBER: _ClassVar[int]
     VISIBILITY_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     MAX_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
@@ -724,6 +805,9 @@ class WorkerGroup(_message.Message):
     DEAD_LETTERS_FIELD_NUMBER: _ClassVar[int]
     MEMBERS_FIELD_NUMBER: _ClassVar[int]
     LAST_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    BACKOFF_FIELD_NUMBER: _ClassVar[int]
+    RETRYING_FIELD_NUMBER: _ClassVar[int]
+    SELECTION_FIELD_NUMBER: _ClassVar[int]
     name: str
     visibility_timeout_ms: int
     max_attempts: int
@@ -732,7 +816,10 @@ class WorkerGroup(_message.Message):
     dead_letters: int
     members: int
     last_sequence: int
-    def __init__(self, name: _Optional[str] = ..., visibility_timeout_ms: _Optional[int] = ..., max_attempts: _Optional[int] = ..., ready: _Optional[int] = ..., leased: _Optional[int] = ..., dead_letters: _Optional[int] = ..., members: _Optional[int] = ..., last_sequence: _Optional[int] = ...) -> None: ...
+    backoff: RetryBackoff
+    retrying: int
+    selection: GroupSelection
+    def __init__(self, name: _Optional[str] = ..., visibility_timeout_ms: _Optional[int] = ..., max_attempts: _Optional[int] = ..., ready: _Optional[int] = ..., leased: _Optional[int] = ..., dead_letters: _Optional[int] = ..., members: _Optional[int] = ..., last_sequence: _Optional[int] = ..., backoff: _Optional[_Union[RetryBackoff, _Mapping]] = ..., retrying: _Optional[int] = ..., selection: _Optional[_Union[GroupSelection, _Mapping]] = ...) -> None: ...
 
 class ListGroupsRequest(_message.Message):
     __slots__ = ("purgatory",)
@@ -759,6 +846,74 @@ class DeleteGroupResponse(_message.Message):
     DROPPED_FIELD_NUMBER: _ClassVar[int]
     dropped: int
     def __init__(self, dropped: _Optional[int] = ...) -> None: ...
+
+class NackRequest(_message.Message):
+    __slots__ = ("purgatory", "group", "sequence", "attempt", "delay_ms", "dead_letter")
+    PURGATORY_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    DELAY_MS_FIELD_NUMBER: _ClassVar[int]
+    DEAD_LETTER_FIELD_NUMBER: _ClassVar[int]
+    purgatory: str
+    group: str
+    sequence: int
+    attempt: int
+    delay_ms: int
+    dead_letter: bool
+    def __init__(self, purgatory: _Optional[str] = ..., group: _Optional[str] = ..., sequence: _Optional[int] = ..., attempt: _Optional[int] = ..., delay_ms: _Optional[int] = ..., dead_letter: _Optional[bool] = ...) -> None: ...
+
+class NackResponse(_message.Message):
+    __slots__ = ("dead_letter", "redeliver_at_ms")
+    DEAD_LETTER_FIELD_NUMBER: _ClassVar[int]
+    REDELIVER_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    dead_letter: bool
+    redeliver_at_ms: int
+    def __init__(self, dead_letter: _Optional[bool] = ..., redeliver_at_ms: _Optional[int] = ...) -> None: ...
+
+class AckBatchEntry(_message.Message):
+    __slots__ = ("sequence", "attempt", "nack", "delay_ms", "dead_letter")
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    NACK_FIELD_NUMBER: _ClassVar[int]
+    DELAY_MS_FIELD_NUMBER: _ClassVar[int]
+    DEAD_LETTER_FIELD_NUMBER: _ClassVar[int]
+    sequence: int
+    attempt: int
+    nack: bool
+    delay_ms: int
+    dead_letter: bool
+    def __init__(self, sequence: _Optional[int] = ..., attempt: _Optional[int] = ..., nack: _Optional[bool] = ..., delay_ms: _Optional[int] = ..., dead_letter: _Optional[bool] = ...) -> None: ...
+
+class AckBatchRequest(_message.Message):
+    __slots__ = ("purgatory", "group", "entries")
+    PURGATORY_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    purgatory: str
+    group: str
+    entries: _containers.RepeatedCompositeFieldContainer[AckBatchEntry]
+    def __init__(self, purgatory: _Optional[str] = ..., group: _Optional[str] = ..., entries: _Optional[_Iterable[_Union[AckBatchEntry, _Mapping]]] = ...) -> None: ...
+
+class AckBatchResult(_message.Message):
+    __slots__ = ("sequence", "code", "message", "dead_letter", "redeliver_at_ms")
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    DEAD_LETTER_FIELD_NUMBER: _ClassVar[int]
+    REDELIVER_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    sequence: int
+    code: int
+    message: str
+    dead_letter: bool
+    redeliver_at_ms: int
+    def __init__(self, sequence: _Optional[int] = ..., code: _Optional[int] = ..., message: _Optional[str] = ..., dead_letter: _Optional[bool] = ..., redeliver_at_ms: _Optional[int] = ...) -> None: ...
+
+class AckBatchResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[AckBatchResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[AckBatchResult, _Mapping]]] = ...) -> None: ...
 
 class ListOperationsFilter(_message.Message):
     __slots__ = ("key", "operation_id_prefix", "states", "due_after_ms", "due_before_ms")

@@ -167,6 +167,16 @@ class PurgatoryServiceStub:
                 request_serializer=purgatory__proto_dot_v1_dot_purgatory__pb2.DeleteGroupRequest.SerializeToString,
                 response_deserializer=purgatory__proto_dot_v1_dot_purgatory__pb2.DeleteGroupResponse.FromString,
                 _registered_method=True)
+        self.Nack = channel.unary_unary(
+                '/purgatory.v1.PurgatoryService/Nack',
+                request_serializer=purgatory__proto_dot_v1_dot_purgatory__pb2.NackRequest.SerializeToString,
+                response_deserializer=purgatory__proto_dot_v1_dot_purgatory__pb2.NackResponse.FromString,
+                _registered_method=True)
+        self.AckBatch = channel.unary_unary(
+                '/purgatory.v1.PurgatoryService/AckBatch',
+                request_serializer=purgatory__proto_dot_v1_dot_purgatory__pb2.AckBatchRequest.SerializeToString,
+                response_deserializer=purgatory__proto_dot_v1_dot_purgatory__pb2.AckBatchResponse.FromString,
+                _registered_method=True)
         self.ListOperations = channel.unary_unary(
                 '/purgatory.v1.PurgatoryService/ListOperations',
                 request_serializer=purgatory__proto_dot_v1_dot_purgatory__pb2.ListOperationsRequest.SerializeToString,
@@ -373,6 +383,25 @@ class PurgatoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Nack(self, request, context):
+        """--- issue-42: negative acknowledgement and batch acknowledgements ---
+        End a delivery without acking it: the outcome is offered again after delay_ms (or the
+        group's backoff), or becomes a dead letter (asked for, or out of attempts). A dead
+        letter stays one (answered dead_letter, nothing changes). NOT_FOUND / FAILED_PRECONDITION
+        as for Ack.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AckBatch(self, request, context):
+        """Many acks and nacks of one group in one call, each answered on its own (never all or
+        nothing): a stale or unknown entry fails alone, the others take effect.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ListOperations(self, request, context):
         """issue-16a: pending (and recently ended) operations with their progress, filtered and
         cursor-paged in operation id order (see ListOperationsRequest).
@@ -503,6 +532,16 @@ def add_PurgatoryServiceServicer_to_server(servicer, server):
                     servicer.DeleteGroup,
                     request_deserializer=purgatory__proto_dot_v1_dot_purgatory__pb2.DeleteGroupRequest.FromString,
                     response_serializer=purgatory__proto_dot_v1_dot_purgatory__pb2.DeleteGroupResponse.SerializeToString,
+            ),
+            'Nack': grpc.unary_unary_rpc_method_handler(
+                    servicer.Nack,
+                    request_deserializer=purgatory__proto_dot_v1_dot_purgatory__pb2.NackRequest.FromString,
+                    response_serializer=purgatory__proto_dot_v1_dot_purgatory__pb2.NackResponse.SerializeToString,
+            ),
+            'AckBatch': grpc.unary_unary_rpc_method_handler(
+                    servicer.AckBatch,
+                    request_deserializer=purgatory__proto_dot_v1_dot_purgatory__pb2.AckBatchRequest.FromString,
+                    response_serializer=purgatory__proto_dot_v1_dot_purgatory__pb2.AckBatchResponse.SerializeToString,
             ),
             'ListOperations': grpc.unary_unary_rpc_method_handler(
                     servicer.ListOperations,
@@ -1171,6 +1210,60 @@ class PurgatoryService:
             '/purgatory.v1.PurgatoryService/DeleteGroup',
             purgatory__proto_dot_v1_dot_purgatory__pb2.DeleteGroupRequest.SerializeToString,
             purgatory__proto_dot_v1_dot_purgatory__pb2.DeleteGroupResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Nack(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/purgatory.v1.PurgatoryService/Nack',
+            purgatory__proto_dot_v1_dot_purgatory__pb2.NackRequest.SerializeToString,
+            purgatory__proto_dot_v1_dot_purgatory__pb2.NackResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AckBatch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/purgatory.v1.PurgatoryService/AckBatch',
+            purgatory__proto_dot_v1_dot_purgatory__pb2.AckBatchRequest.SerializeToString,
+            purgatory__proto_dot_v1_dot_purgatory__pb2.AckBatchResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -74,6 +74,9 @@ _Item = tuple[bytes, int, "Future[int]", dict[str, str] | None]
 class ReplicatedLog:
     """Appends one purgatory's submissions to its subject, fenced (see module docstring)."""
 
+    # The local journal's out-of-space state; a stream has no local disk to fill.
+    no_space: str | None = None
+
     def __init__(
         self,
         js: Any,

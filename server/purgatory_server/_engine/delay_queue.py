@@ -10,6 +10,7 @@ import heapq
 import itertools
 import threading
 import time as _time
+from collections.abc import Callable
 
 from purgatory_server._engine.time import Time
 from purgatory_server._engine.timer_task_list import TimerTaskList
@@ -29,10 +30,13 @@ class DelayQueue:
     real ms instead of hanging on a clock nobody advances.
     """
 
-    __slots__ = ("_closed", "_cond", "_heap", "_seq", "_time")
+    __slots__ = ("_closed", "_cond", "_heap", "_on_head", "_seq", "_time")
 
-    def __init__(self, time: Time) -> None:
+    def __init__(self, time: Time, on_head: Callable[[int], None] | None = None) -> None:
         self._time = time
+        # Told each offered bucket's expiration that becomes the head (a shared reaper's
+        # wake-up, see .reaper); called under this queue's lock.
+        self._on_head = on_head
         self._cond = threading.Condition(threading.Lock())
         self._heap: list[tuple[int, int, TimerTaskList]] = []
         # Tie-breaker so the heap never compares two buckets.
@@ -47,6 +51,15 @@ class DelayQueue:
             # so tuple identity never holds. The invariant above makes this enough.
             if self._heap[0][2] is bucket:
                 self._cond.notify()
+                on_head = self._on_head
+                if on_head is not None:
+                    on_head(bucket.expiration)
+
+    def head(self) -> int:
+        """The earliest bucket's expiration in ms; -1 when there is none."""
+        with self._cond:
+            heap = self._heap
+            return heap[0][0] if heap else -1
 
     def _pop_due(self) -> TimerTaskList | None:
         heap = self._heap

@@ -18,9 +18,9 @@ __all__ = ["TaskExecutor", "run_entries"]
 
 logger = logging.getLogger("purgatory_server.timer")
 
-# What travels on the queue: a batch of entries, a barrier to set once everything queued
-# before it has run, or None to stop.
-_Item = Sequence[TimerTaskEntry] | threading.Event | None
+# What travels on the queue: a batch of entries with the check that stops it (its timer
+# shut down), a barrier to set once everything queued before it has run, or None to stop.
+_Item = tuple[Sequence[TimerTaskEntry], Callable[[], bool]] | threading.Event | None
 
 
 def run_entries(entries: Sequence[TimerTaskEntry], stopped: Callable[[], bool]) -> None:
@@ -46,8 +46,9 @@ class TaskExecutor:
     """A daemon thread draining batches of expired entries in submission order.
 
     ``submit`` takes whole batches (one clock advance's expiries, one ``put`` on a C
-    ``SimpleQueue``, cheap for the reaper). A task cancelled after submission is skipped;
-    ``shutdown`` discards whatever has not started.
+    ``SimpleQueue``, cheap for the reaper). A task cancelled after submission is skipped,
+    and so is the rest of a batch once its ``stopped`` says so (its timer shut down: one
+    executor may serve many timers); ``shutdown`` discards whatever has not started.
     """
 
     def __init__(self, name: str) -> None:
@@ -60,9 +61,9 @@ class TaskExecutor:
     def thread(self) -> threading.Thread:
         return self._worker
 
-    def submit(self, entries: Sequence[TimerTaskEntry]) -> None:
+    def submit(self, entries: Sequence[TimerTaskEntry], stopped: Callable[[], bool]) -> None:
         if not self._closed:
-            self._queue.put(entries)
+            self._queue.put((entries, stopped))
 
     def _run(self) -> None:
         get = self._queue.get
@@ -73,10 +74,10 @@ class TaskExecutor:
             if isinstance(item, threading.Event):
                 item.set()
                 continue
-            run_entries(item, self._is_closed)
-
-    def _is_closed(self) -> bool:
-        return self._closed
+            if self._closed:
+                continue
+            entries, stopped = item
+            run_entries(entries, stopped)
 
     def wait_idle(self, timeout_s: float) -> bool:
         """Block until everything submitted before this call has run; False on timeout.

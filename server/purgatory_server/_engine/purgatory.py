@@ -32,7 +32,10 @@ class DelayedOperationPurgatory(PurgatoryCore, Generic[T]):
     that behaviour exactly. Empty per-key lists are removed.
 
     Thread safety: every public method may be called from any thread. The reaper thread
-    ``ExpirationReaper-<name>`` (when enabled) calls ``advance_clock(200)`` in a loop.
+    ``ExpirationReaper-<name>`` (when enabled) calls ``advance_clock(200)`` in a loop;
+    given a shared ``reaper`` (:class:`~purgatory_server._engine.reaper.TimerReaper`) the
+    purgatory starts no thread: that reaper drives its timer (and, in the lazy mode, its
+    purge every 200 ms), so any number of purgatories share two threads.
 
     The methods are the compiled
     :class:`~purgatory_server._engine.purgatory_core.PurgatoryCore`'s; this class only adds

@@ -20,6 +20,7 @@ from collections.abc import Hashable, Iterable, Sequence
 from purgatory_server._engine._native import mypyc_attr
 from purgatory_server._engine.counter import OperationEstimate
 from purgatory_server._engine.delayed_operation import DelayedOperation
+from purgatory_server._engine.reaper import ReaperSlot, TimerReaper
 from purgatory_server._engine.system_timer import SystemTimer
 from purgatory_server._engine.time import Time
 from purgatory_server._engine.timer import Timer
@@ -56,11 +57,14 @@ class PurgatoryCore:
         *,
         shards: int = DEFAULT_SHARDS,
         unwatch_on_complete: bool = True,
+        reaper: TimerReaper | None = None,
     ) -> None:
         if shards <= 0:
             raise ValueError(f"shards must be positive, got {shards}")
         self.name = name
-        self._timer: Timer = timer if timer is not None else SystemTimer(name, time=time)
+        self._timer: Timer = (
+            timer if timer is not None else SystemTimer(name, time=time, reaper=reaper)
+        )
         # The same timer typed as the compiled SystemTimer where it is one (a Python
         # subclass included: its overrides still run), so arming is a native call.
         self._system_timer: SystemTimer | None = (
@@ -75,7 +79,16 @@ class PurgatoryCore:
         self._purge_lock = threading.Lock()
         self._stopping = threading.Event()
         self._reaper: threading.Thread | None = None
-        if reaper_enabled:
+        # With a shared reaper (which drives the timer, given one attached to it): the
+        # lazy mode's purge runs as its periodic task instead of after each advance.
+        self._shared: TimerReaper | None = reaper
+        self._purge_slot: ReaperSlot | None = None
+        if reaper is not None:
+            if reaper_enabled and not unwatch_on_complete:
+                self._purge_slot = reaper.attach(
+                    self._purge_tick, reaper.time.hi_res_clock_ms() + REAPER_POLL_MS
+                )
+        elif reaper_enabled:
             self._reaper = threading.Thread(
                 target=self._reap, name=f"ExpirationReaper-{name}", daemon=True
             )
@@ -251,6 +264,15 @@ class PurgatoryCore:
         self._timer.advance_clock(timeout_ms)
         if self.unwatch_on_complete:
             return  # completed operations left their lists already: nothing to purge
+        self._maybe_purge()
+
+    def _purge_tick(self) -> int:
+        """The shared reaper's periodic task (lazy mode): purge, then wake again later."""
+        self._maybe_purge()
+        shared = self._shared
+        return -1 if shared is None else shared.time.hi_res_clock_ms() + REAPER_POLL_MS
+
+    def _maybe_purge(self) -> None:
         with self._purge_lock:
             pending = self._purge_pending
             if not pending:
@@ -275,6 +297,11 @@ class PurgatoryCore:
     def shutdown(self, timeout_s: float = 5.0) -> None:
         """Stop the reaper and the timer; pending operations are dropped, not expired."""
         self._stopping.set()
+        shared = self._shared
+        slot = self._purge_slot
+        if shared is not None and slot is not None:
+            self._purge_slot = None
+            shared.detach(slot)
         self._timer.shutdown()  # wakes a reaper blocked in the delay queue at once
         reaper = self._reaper
         if reaper is not None and reaper is not threading.current_thread():

@@ -9,6 +9,7 @@ from purgatory_server._engine._native import mypyc_attr
 from purgatory_server._engine.counter import TaskCounter
 from purgatory_server._engine.delay_queue import DelayQueue
 from purgatory_server._engine.executor import TaskExecutor, run_entries
+from purgatory_server._engine.reaper import ReaperSlot, TimerReaper
 from purgatory_server._engine.time import SYSTEM_TIME, Time
 from purgatory_server._engine.timer_task import TimerTask, TimerTaskEntry
 from purgatory_server._engine.timing_wheel import TimingWheel
@@ -32,6 +33,13 @@ class SystemTimer:
     tasks that only hand off to another thread (saving a thread hop); the price is Kafka's
     reason for the executor: a slow task delays later expirations. Tasks already due when
     added always go to the executor.
+
+    With a ``reaper`` (:class:`~.reaper.TimerReaper`) the timer starts no thread: it
+    runs its already-due tasks on the reaper's executor, and the reaper's thread calls
+    ``advance_clock`` whenever the timer's earliest bucket is due (the timer tells it of
+    each new earliest bucket). It must then run on the reaper's clock. ``advance_clock``
+    may still be called by hand meanwhile. ``shutdown`` detaches it; the shared threads
+    go on.
     """
 
     def __init__(
@@ -43,11 +51,18 @@ class SystemTimer:
         time: Time | None = None,
         *,
         inline_expiry: bool = False,
+        reaper: TimerReaper | None = None,
     ) -> None:
-        self._time: Time = time if time is not None else SYSTEM_TIME
+        if reaper is not None and time is not None and time is not reaper.time:
+            raise ValueError("a timer driven by a reaper must use the reaper's clock")
+        if time is None:
+            time = reaper.time if reaper is not None else SYSTEM_TIME
+        self._time: Time = time
         self._inline_expiry = inline_expiry
         self._task_counter = TaskCounter()
-        self._delay_queue = DelayQueue(self._time)
+        self._reaper = reaper
+        self._slot: ReaperSlot | None = None
+        self._delay_queue = DelayQueue(self._time, None if reaper is None else self._on_new_head)
         self._timing_wheel = TimingWheel(
             tick_ms=tick_ms,
             wheel_size=wheel_size,
@@ -58,8 +73,12 @@ class SystemTimer:
         self._lock = threading.Lock()
         self._acquire = self._lock.acquire  # bound once: see WatcherShard
         self._release = self._lock.release
-        self._executor = TaskExecutor(f"executor-{executor_name}")
+        self._executor = (
+            TaskExecutor(f"executor-{executor_name}") if reaper is None else reaper.executor
+        )
         self._shutdown = False
+        if reaper is not None:
+            self._slot = reaper.attach(self._drive)
 
     @property
     def time(self) -> Time:
@@ -75,7 +94,7 @@ class SystemTimer:
             entry = TimerTaskEntry(task, task.delay_ms + self._time.hi_res_clock_ms())
             if not self._timing_wheel.add(entry) and not entry.cancelled:
                 # Already due: run it now, but on the executor, not on this thread.
-                self._executor.submit((entry,))
+                self._executor.submit((entry,), self._is_shut_down)
         finally:
             self._release()
 
@@ -94,9 +113,29 @@ class SystemTimer:
                 if not wheel_add(entry) and not entry.cancelled:
                     due.append(entry)
             if due:
-                self._executor.submit(due)
+                self._executor.submit(due, self._is_shut_down)
 
     def advance_clock(self, timeout_ms: int) -> bool:
+        fired = self._advance(timeout_ms)
+        if self._slot is not None:
+            self._rehint()  # a hand-driven advance may have taken the head the reaper knew
+        return fired
+
+    def _on_new_head(self, expiration_ms: int) -> None:
+        slot = self._slot
+        reaper = self._reaper
+        if slot is not None and reaper is not None:
+            reaper.wake(slot, expiration_ms)
+
+    def _rehint(self) -> None:
+        self._on_new_head(self._delay_queue.head())
+
+    def _drive(self) -> int:
+        """The reaper's call: what is due, then the next wake-up (ms; -1: none)."""
+        self._advance(0)
+        return self._delay_queue.head()
+
+    def _advance(self, timeout_ms: int) -> bool:
         bucket = self._delay_queue.poll(timeout_ms)
         if bucket is None:
             return False
@@ -115,7 +154,7 @@ class SystemTimer:
             if self._inline_expiry:
                 run_entries(expired, self._is_shut_down)
             else:
-                self._executor.submit(expired)
+                self._executor.submit(expired, self._is_shut_down)
         return True
 
     def _is_shut_down(self) -> bool:
@@ -125,10 +164,17 @@ class SystemTimer:
         return self._task_counter.get()
 
     def shutdown(self) -> None:
-        """Wake and release any blocked ``advance_clock``, stop the executor, drop the rest."""
+        """Wake and release any blocked ``advance_clock``, stop the executor (detach from
+        the reaper), drop the rest."""
         self._shutdown = True
         self._delay_queue.close()
-        self._executor.shutdown()
+        reaper = self._reaper
+        slot = self._slot
+        if reaper is not None and slot is not None:
+            self._slot = None
+            reaper.detach(slot)
+        else:
+            self._executor.shutdown()
 
     def _wait_executor_idle(self, timeout_s: float = 10.0) -> bool:
         """Test hook: block until every task handed to the executor so far has run."""

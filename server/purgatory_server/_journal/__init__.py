@@ -12,12 +12,15 @@ from purgatory_server._journal.journal_errors import (
     JournalCorruptionError,
     JournalError,
     JournalFailedError,
+    JournalGapError,
+    JournalNoSpaceError,
 )
 from purgatory_server._journal.options import FsyncPolicy, JournalConfig
 from purgatory_server._journal.pending import PendingOperation, PendingView
 from purgatory_server._journal.recovery import RecoveryReport, recover
 from purgatory_server._journal.segments import SegmentMeta, SegmentScan, list_segments
 from purgatory_server._journal.state import JournalState, RecoveredState
+from purgatory_server._journal.writers import WriterPool
 
 __all__ = [
     "CompactionResult",
@@ -28,6 +31,8 @@ __all__ = [
     "JournalCorruptionError",
     "JournalError",
     "JournalFailedError",
+    "JournalGapError",
+    "JournalNoSpaceError",
     "JournalState",
     "PendingOperation",
     "PendingView",
@@ -36,6 +41,7 @@ __all__ = [
     "RecoveryReport",
     "SegmentMeta",
     "SegmentScan",
+    "WriterPool",
     "list_segments",
     "recover",
 ]

@@ -2,8 +2,9 @@
 
 The deletion rule is the journal's main safety argument, so it is stated once, here, and
 planned without I/O (:func:`plan_compaction`). :func:`run_compaction` executes a plan on
-the writer thread in the crash-safe order: append the carried records, fsync, then delete
-the old segments oldest first with a directory fsync after each.
+the writer thread in the crash-safe order: append the carried records, fsync, record the
+cutoff as the journal's start (``START``, read by recovery's contiguity check), then
+delete the old segments oldest first with a directory fsync after each.
 
 The rule. Only a *prefix* of the sealed segments (oldest first, never the head) is ever
 deleted, so the surviving segments always hold a contiguous index range. With ``cutoff``
@@ -36,7 +37,7 @@ from dataclasses import dataclass
 from purgatory_proto.v1.journal_pb2 import JournalRecord
 
 from purgatory_server._journal.framing import encode_frame
-from purgatory_server._journal.segment_writer import SegmentWriter
+from purgatory_server._journal.segment_writer import NO_SPACE_ERRNOS, SegmentWriter
 from purgatory_server._journal.segments import SegmentMeta
 from purgatory_server._journal.state import JournalState
 from purgatory_server._journal.wire import carried_operation_payload
@@ -168,13 +169,19 @@ def run_compaction(
             carried_bytes=carried_bytes,
             skipped_reason=f"carry {carried_bytes} B > {limit:.0f} B allowed",
         )
-    chunk: list[bytes] = []
     for frame in frames:
-        chunk = files.add_frame(chunk, None, frame)
-    files.write(chunk)
+        files.add_frame(None, frame)
+    files.write_pending()  # out of space: nothing deleted, the carry written later
     files.fsync_head()
     files.sealed = False  # rolls caused by the carry need no new pass
     hook("compaction:carried")
+    try:
+        files.record_start(plan.cutoff)
+    except OSError as exc:
+        if exc.errno not in NO_SPACE_ERRNOS:
+            raise
+        log.warning("journal compaction in %s skipped: no START: %s", files.directory, exc)
+        return CompactionResult(carried_bytes=carried_bytes, skipped_reason=str(exc))
     for seg in plan.doomed:
         files.delete(seg)
         hook(f"compaction:deleted:{seg.path.name}")

@@ -13,25 +13,36 @@ Replay rules (docs/journal.md "Worker groups"), applied in journal order:
   REDRIVEN makes them live again with a fresh budget: ``redriven_at`` becomes
   ``attempts``, which stays (attempt numbers never repeat: they fence stale acks). Dead
   letters and redriven entries hold no lease (deadline 0).
+- ``group_retry`` (a nack, or a lapsed lease of a group with backoff): the entry's
+  attempts become at least ``attempt``, its lease ends, and it waits until
+  ``retry_at_wall_ms``. A later lease (``group_delivered``) or settlement clears the wait.
   Unknown groups or sequences are ignored.
+- a rate-limited group (``rate_window_ms`` set): each ``group_delivered`` with a
+  ``delivered_wall_ms`` adds that time to its ``rate_key``'s window, and a key keeps
+  only the times within ``rate_window_ms`` of the group's latest one (the service
+  drops, at start-up, those already out of the window by its clock).
 
 Compaction carries every group whose ``group_state`` lies below the cutoff as a new
 ``group_state`` holding its whole state, entries (with their outcome records) included.
 A group's entries are all outcomes recorded after its latest ``group_state``, so nothing
-it needs is below that record: the carry is the only thing that must move.
+it needs is below that record: the carry is the only thing that must move (its rate
+windows included).
 
 Thread-safety: none; owned by the :class:`~.state.JournalState` that owns it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import deque
+from dataclasses import dataclass, field
 
 from purgatory_proto.v1.journal_pb2 import JournalRecord
 
 __all__ = ["GroupTracker", "RecoveredGroup"]
 
 GroupState = JournalRecord.GroupState
+RateWindow = JournalRecord.RateWindow
+_FIRST_SWEEP = 64
 Entry = JournalRecord.GroupState.Entry
 Settled = JournalRecord.GroupSettled
 
@@ -43,6 +54,7 @@ class _Item:
     dead: bool
     redriven_at: int = 0
     lease_deadline: int = 0
+    retry_at: int = 0
 
 
 @dataclass(slots=True)
@@ -51,6 +63,39 @@ class _LiveGroup:
     last_sequence: int
     entries: dict[int, _Item]
     anchor: int
+    # A rate-limited group's delivery times per rate key, oldest first.
+    windows: dict[str, deque[int]] = field(default_factory=dict)
+    latest_delivery: int = 0
+    sweep_at: int = _FIRST_SWEEP
+
+    def add_delivery(self, key: str, at: int) -> None:
+        window_ms = self.state.rate_window_ms
+        self.latest_delivery = max(self.latest_delivery, at)
+        times = self.windows.get(key)
+        if times is None:
+            times = self.windows[key] = deque()
+        times.append(at)
+        cutoff = self.latest_delivery - window_ms
+        while times and times[0] <= cutoff:  # O(1) amortized
+            times.popleft()
+        if not times:  # a time recorded out of order, already out of the window
+            del self.windows[key]
+        if len(self.windows) > self.sweep_at:
+            self.rate_windows()
+            self.sweep_at = max(_FIRST_SWEEP, 2 * len(self.windows))
+
+    def rate_windows(self) -> list[RateWindow]:
+        """The windows, each pruned to the group's latest delivery (carry, snapshot)."""
+        cutoff = self.latest_delivery - self.state.rate_window_ms
+        out = []
+        for key in list(self.windows):
+            kept = [t for t in self.windows[key] if t > cutoff]
+            if kept:
+                self.windows[key] = deque(kept)
+                out.append(RateWindow(key=key, delivered_wall_ms=kept))
+            else:
+                del self.windows[key]
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +105,7 @@ class RecoveredGroup:
     state: GroupState
     last_sequence: int
     entries: tuple[Entry, ...]
+    rate_windows: tuple[RateWindow, ...] = ()
 
 
 class GroupTracker:
@@ -75,13 +121,23 @@ class GroupTracker:
         settings = GroupState()
         settings.CopyFrom(record)
         del settings.entries[:]
+        del settings.rate_windows[:]
         entries = {
             e.outcome.sequence: _Item(
-                e.outcome, e.attempts, e.dead, e.redriven_at, e.lease_deadline_wall_ms
+                e.outcome,
+                e.attempts,
+                e.dead,
+                e.redriven_at,
+                e.lease_deadline_wall_ms,
+                e.retry_at_wall_ms,
             )
             for e in record.entries
         }
-        self.groups[record.group] = _LiveGroup(settings, record.last_sequence, entries, index)
+        group = _LiveGroup(settings, record.last_sequence, entries, index)
+        for window in record.rate_windows:
+            for at in window.delivered_wall_ms:
+                group.add_delivery(window.key, at)
+        self.groups[record.group] = group
 
     def apply_outcome(self, outcome: JournalRecord.Outcome) -> None:
         sequence = outcome.sequence
@@ -96,6 +152,17 @@ class GroupTracker:
         if item is not None:
             item.attempts = record.attempt
             item.lease_deadline = record.lease_deadline_wall_ms
+            item.retry_at = 0
+        if group is not None and record.delivered_wall_ms and group.state.rate_window_ms:
+            group.add_delivery(record.rate_key, record.delivered_wall_ms)
+
+    def apply_retry(self, record: JournalRecord.GroupRetry) -> None:
+        group = self.groups.get(record.group)
+        item = group.entries.get(record.sequence) if group is not None else None
+        if item is not None:
+            item.attempts = max(item.attempts, record.attempt)
+            item.lease_deadline = 0
+            item.retry_at = record.retry_at_wall_ms
 
     def apply_settled(self, record: JournalRecord.GroupSettled) -> None:
         group = self.groups.get(record.group)
@@ -111,6 +178,7 @@ class GroupTracker:
             if item is None:
                 continue
             item.lease_deadline = 0
+            item.retry_at = 0
             if disposition == Settled.DISPOSITION_DEAD_LETTERED:
                 item.dead = True
             elif disposition == Settled.DISPOSITION_REDRIVEN:
@@ -128,6 +196,7 @@ class GroupTracker:
             state.last_sequence = group.last_sequence
             state.source_index = group.anchor
             state.entries.extend(_entry(item) for _, item in sorted(group.entries.items()))
+            state.rate_windows.extend(group.rate_windows())
             records.append(JournalRecord(group_state=state))
         return records
 
@@ -137,6 +206,7 @@ class GroupTracker:
                 group.state,
                 group.last_sequence,
                 tuple(_entry(item) for _, item in sorted(group.entries.items())),
+                tuple(group.rate_windows()),
             )
             for name, group in self.groups.items()
         }
@@ -149,4 +219,5 @@ def _entry(item: _Item) -> Entry:
         dead=item.dead,
         redriven_at=item.redriven_at,
         lease_deadline_wall_ms=item.lease_deadline,
+        retry_at_wall_ms=item.retry_at,
     )

@@ -3,7 +3,18 @@
 One writer thread drains a queue: appends land in one order, and everything queued while
 it wrote or fsynced is its next batch (group commit); callers wait on a future. The same
 thread applies each record to the :class:`JournalState` mirror and runs compaction, so the
-mirror matches the file exactly and compaction needs no locks against appends.
+mirror matches the file exactly and compaction needs no locks against appends. That
+thread is one of a :class:`~.writers.WriterPool` shared by every journal opened on it
+(``writers``), or a private one.
+
+Out of space: a write that fails for space (``ENOSPC``, ``EDQUOT``) is undone and kept
+(:mod:`.segment_writer`); the writer then waits for more submissions or
+``JournalConfig.space_retry_ms`` and writes again, so the journal resumes by itself once
+space is back. Meanwhile :attr:`Journal.no_space` says why it is stalled, submissions are
+still accepted (queued behind the unwritten ones, in order) and their futures resolve
+once written; flush and compaction requests wait likewise. Closing while still out of
+space fails what is unwritten with :class:`JournalFailedError`. Any other ``OSError``
+(``EIO``, every fsync failure) fails the journal for good.
 
 Ordering guarantee: records reach the file in the order :meth:`Journal.submit` was called
 (across threads, the order in which calls took the journal's queue lock), and each
@@ -38,12 +49,14 @@ from purgatory_server._journal.journal_errors import (
     JournalClosedError,
     JournalError,
     JournalFailedError,
+    JournalNoSpaceError,
 )
 from purgatory_server._journal.options import FsyncPolicy, JournalConfig
 from purgatory_server._journal.recovery import RecoveryReport, recover
 from purgatory_server._journal.segment_writer import SegmentWriter
 from purgatory_server._journal.segments import SegmentMeta, lock_directory
 from purgatory_server._journal.state import JournalState, RecoveredState
+from purgatory_server._journal.writers import WriterPool
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +106,8 @@ class Journal:
         fsync: Callable[[int], None],
         clock: Callable[[], float],
         fault: Callable[[str], None] | None,
+        write: Callable[[int, memoryview], int] = os.write,
+        writers: WriterPool | None = None,
     ) -> None:
         self.directory = directory
         self.config = config
@@ -111,6 +126,11 @@ class Journal:
         self._failure: BaseException | None = None
         # Futures the writer thread has taken off the queue and not yet resolved.
         self._in_flight: list[Future[Any]] = []
+        # Out of space: the submissions added but not written (future, first index), the
+        # requests waiting behind them, and why (any thread reads no_space).
+        self._unwritten: list[tuple[Future[int], int]] = []
+        self._held: list[_Request] = []
+        self.no_space: str | None = None
         self._files = SegmentWriter(
             directory=directory,
             segment_bytes=config.segment_bytes,
@@ -120,11 +140,12 @@ class Journal:
             fsync=fsync,
             clock=clock,
             lock=self._cond,
+            write=write,
         )
-        self._thread = threading.Thread(
-            target=self._run, name=f"journal-writer-{directory.name}", daemon=True
-        )
-        self._thread.start()
+        # Set by the writer thread once this journal is closed and drained, or failed.
+        self._stopped = threading.Event()
+        pool = writers if writers is not None else WriterPool(1, f"journal-writer-{directory.name}")
+        self._writer = pool.assign(self)
 
     @property
     def fsync_count(self) -> int:
@@ -161,16 +182,20 @@ class Journal:
         repair: bool = False,
         fsync: Callable[[int], None] = os.fsync,
         clock: Callable[[], float] = time.monotonic,
+        writers: WriterPool | None = None,
         _fault: Callable[[str], None] | None = None,
+        _write: Callable[[int, memoryview], int] = os.write,
     ) -> Journal:
         """Recover the journal in ``directory`` (created if missing) and start its writer.
 
         ``journal.recovered`` is the state the records on disk imply. Raises
         :class:`JournalCorruptionError` for damage other than a torn tail unless
         ``repair``, and :class:`JournalError` if another journal holds the directory.
+        ``writers`` is the pool whose thread writes it (None: a thread of its own).
         ``fsync`` and ``clock`` (monotonic seconds) are injectable for tests; ``_fault``
         is a test hook called at named points of compaction (it may raise OSError to
-        simulate a crash there).
+        simulate a crash there); ``_write`` (``os.write``'s signature) lets a test make
+        writes run out of space.
         """
         path = Path(directory)
         path.mkdir(parents=True, exist_ok=True)
@@ -187,7 +212,7 @@ class Journal:
             )
             state.track_due_times()  # for the start-up snapshot (released in __init__)
             report = recover(path, raw_sink=state.apply_raw, repair=repair, fsync=fsync)
-            return cls(
+            journal = cls(
                 directory=path,
                 config=config,
                 state=state,
@@ -196,6 +221,8 @@ class Journal:
                 fsync=fsync,
                 clock=clock,
                 fault=_fault,
+                write=_write,
+                writers=writers,
             )
         except BaseException:
             os.close(lock_fd)
@@ -203,6 +230,7 @@ class Journal:
         finally:
             if gc_was_enabled:
                 gc.enable()
+        return journal
 
     # -- public API (any thread) ---------------------------------------------------------
 
@@ -223,7 +251,7 @@ class Journal:
         with self._cond:
             self._check_open()
             self._queue.append(_Submission(records, frames, future))
-            self._cond.notify()
+        self._writer.wake(self)
         return future
 
     def append_sync(self, records: Sequence[JournalRecord], timeout: float | None = None) -> int:
@@ -258,9 +286,8 @@ class Journal:
         """
         with self._cond:
             self._closing = True
-            self._cond.notify()
-        self._thread.join(timeout)
-        if self._thread.is_alive():
+        self._writer.wake(self)
+        if not self._stopped.wait(timeout):
             raise JournalError("journal writer did not stop in time")
         self._files.close()
         if self._lock_fd >= 0:
@@ -287,35 +314,46 @@ class Journal:
         with self._cond:
             self._check_open()
             self._requests.append(_Request(kind, force, future))
-            self._cond.notify()
+        self._writer.wake(self)
         return future
 
-    def _run(self) -> None:
+    def _drain(self) -> bool:
+        """One writer turn (the pool's thread calls it when woken); False once this journal
+        is done: closing and drained, or failed (an OSError: no further appends)."""
         try:
-            while self._step():
-                pass
+            return self._step()
         except OSError as exc:
             log.exception("journal writer in %s failed; no further appends", self.directory)
             self._fail(exc)
+            return False
         except BaseException as exc:
             self._fail(exc)
             raise
 
     def _step(self) -> bool:
-        """One writer iteration; False once closing and drained."""
+        """Write what is queued, serve requests, fsync if due; False once closing and
+        drained."""
         with self._cond:
-            while not (self._queue or self._requests or self._closing or self._fsync_due()):
-                self._cond.wait(self._fsync_wait())
             batch, self._queue = self._queue, []
-            requests, self._requests = self._requests, []
+            requests, self._requests = self._held + self._requests, []
             closing = self._closing
-        self._in_flight = [s.future for s in batch] + [r.future for r in requests]
+        self._held = []
+        unwritten = self._unwritten
         if batch:
-            firsts = self._write_submissions(batch)
+            firsts = self._add_submissions(batch)
+            unwritten.extend(zip((s.future for s in batch), firsts, strict=True))
+        self._in_flight = [f for f, _ in unwritten] + [r.future for r in requests]
+        if unwritten or self._files.pending:
+            if not self._write_pending(closing):
+                self._held = requests
+                if self._fsync_due():  # what was written before still gets its fsync
+                    self._files.fsync_head()
+                return True
             if self.config.fsync is FsyncPolicy.ALWAYS or self._fsync_due():
                 self._files.fsync_head()
-            for sub, first in zip(batch, firsts, strict=True):
-                sub.future.set_result(first)
+            for future, first in unwritten:
+                future.set_result(first)
+            unwritten.clear()
         elif self._fsync_due():
             self._files.fsync_head()
         for request in requests:
@@ -328,6 +366,33 @@ class Journal:
             if self._files.dirty:
                 self._files.fsync_head()
             return False
+        if closing:
+            self._writer.wake(self)  # one more turn drains what came in before the close
+        return True
+
+    def _write_pending(self, closing: bool) -> bool:
+        """Write what was added; False (and :attr:`no_space` set) while out of space.
+        Closing, out of space is final: raises OSError (the journal fails)."""
+        try:
+            self._files.write_pending()
+        except JournalNoSpaceError as exc:
+            waiting = len(self._unwritten)
+            if closing:
+                message = f"{exc}; closed with {waiting} submissions unwritten"
+                raise OSError(exc.errno, message) from exc
+            if self.no_space is None:
+                log.error(
+                    "journal %s: %s; %d submissions wait, retrying every %d ms",
+                    self.directory,
+                    exc,
+                    waiting,
+                    self.config.space_retry_ms,
+                )
+            self.no_space = str(exc)
+            return False
+        if self.no_space is not None:
+            log.warning("journal %s: space is back; writing again", self.directory)
+            self.no_space = None
         return True
 
     def _fsync_due(self) -> bool:  # any thread; reads only
@@ -336,10 +401,17 @@ class Journal:
         return self._clock() - self._files.last_fsync >= self.config.fsync_interval_ms / 1000
 
     def _fsync_wait(self) -> float | None:
-        if not self._files.dirty or self.config.fsync is not FsyncPolicy.INTERVAL:
-            return None
-        elapsed = self._clock() - self._files.last_fsync
-        return max(0.0005, self.config.fsync_interval_ms / 1000 - elapsed)
+        """Seconds until the writer is owed a turn with nothing new queued: the next
+        fsync the interval policy wants, or the next write attempt while out of space;
+        None: no turn owed."""
+        wait = None
+        if self._files.dirty and self.config.fsync is FsyncPolicy.INTERVAL:
+            elapsed = self._clock() - self._files.last_fsync
+            wait = max(0.0005, self.config.fsync_interval_ms / 1000 - elapsed)
+        if self.no_space is not None:
+            retry = self.config.space_retry_ms / 1000
+            return retry if wait is None else min(wait, retry)
+        return wait
 
     def _serve(self, request: _Request) -> None:
         if request.kind == "flush":
@@ -362,28 +434,31 @@ class Journal:
 
     # -- writing ---------------------------------------------------------------------------
 
-    def _write_submissions(self, batch: list[_Submission]) -> list[int]:
-        """Write a batch (rolling segments as needed); the first index of each submission."""
+    def _add_submissions(self, batch: list[_Submission]) -> list[int]:
+        """Add a batch's frames (rolling segments as needed); each submission's first
+        index. :meth:`_write_pending` writes them."""
         files = self._files
         firsts = []
-        chunk: list[bytes] = []
         for sub in batch:
             firsts.append(files.next_index)
             for record, frame in zip(sub.records, sub.frames, strict=True):
-                chunk = files.add_frame(chunk, record, frame)
-        files.write(chunk)
+                files.add_frame(record, frame)
         return firsts
 
     # -- compaction --------------------------------------------------------------------------
 
     def _compact(self, *, force: bool) -> CompactionResult:
-        result = run_compaction(
-            self._files,
-            self._state,
-            force=force,
-            max_carry_ratio=self.config.compaction_max_carry_ratio,
-            hook=self._hook,
-        )
+        try:
+            result = run_compaction(
+                self._files,
+                self._state,
+                force=force,
+                max_carry_ratio=self.config.compaction_max_carry_ratio,
+                hook=self._hook,
+            )
+        except JournalNoSpaceError as exc:  # the carry waits with the unwritten records
+            self.no_space = str(exc)
+            return CompactionResult(skipped_reason=str(exc))
         if result.deleted_segments:
             self.compactions += 1
         return result

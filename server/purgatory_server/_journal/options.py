@@ -50,6 +50,9 @@ class JournalConfig:
     within that long of the newest one, within that many bytes, across restarts and
     compactions (they pin their segments like the event window): the server's memory of
     finished ids for idempotent re-sends (:mod:`.state`).
+
+    ``space_retry_ms``: how often a journal that ran out of space tries to write again
+    when nothing new arrives (every submission tries at once too).
     """
 
     fsync: FsyncPolicy = FsyncPolicy.ALWAYS
@@ -61,10 +64,13 @@ class JournalConfig:
     max_key_values: int = 100_000
     dedup_window_ms: int = 0
     dedup_max_bytes: int = 0
+    space_retry_ms: int = 500
 
     def __post_init__(self) -> None:
         if self.fsync_interval_ms <= 0:
             raise ValueError("fsync_interval_ms must be positive")
+        if self.space_retry_ms <= 0:
+            raise ValueError("space_retry_ms must be positive")
         if self.segment_bytes < 4096:
             raise ValueError("segment_bytes must be at least 4096")
         if self.retain_events < 0:

@@ -7,10 +7,22 @@ bad record with valid ones after it, damage in a sealed segment, a missing segme
 acknowledged data changed, and dropping it would lose operations: stop with an error
 naming the file and byte offset, unless the operator asked for ``repair``.
 
+Contiguity. The surviving segments must hold every index from the journal's start on: the
+start is what the ``START`` file says (compaction writes it before it deletes the
+segments below it) or the ``dropped_before_index`` of the last ``CompactionCheckpoint``,
+whichever is higher (a journal compacted before ``START`` existed has only the latter),
+and 0 when there is neither. A first
+segment that starts above it, or a segment that starts above the end of the one before,
+means records are missing (an operator or a backup lost a file): recovery refuses with
+:class:`JournalGapError` naming the missing range. A first segment *below* the start is a
+compaction that crashed between its deletions: replay is the same.
+
 ``repair=True`` keeps everything before the first bad byte and sets the rest aside: the
 bad segment's bytes from that offset are copied to ``<segment>.corrupt-<offset>`` and the
 segment is truncated there; every later segment is renamed to ``<name>.dropped``. Nothing
-is deleted; recovery never reads those files again.
+is deleted; recovery never reads those files again. A missing first segment is accepted
+under ``repair`` with the lost range logged (``RecoveryReport.missing``), and ``START``
+moved to the first segment, so the next opening accepts it.
 
 Thread-safety: call before the writer starts; it owns the directory while it runs.
 """
@@ -28,8 +40,14 @@ from google.protobuf.message import DecodeError
 from purgatory_proto.v1.journal_pb2 import JournalRecord
 
 from purgatory_server._journal.framing import HEADER_BYTES, next_valid_frame
-from purgatory_server._journal.journal_errors import JournalCorruptionError
-from purgatory_server._journal.segments import SegmentMeta, SegmentScan, list_segments
+from purgatory_server._journal.journal_errors import JournalCorruptionError, JournalGapError
+from purgatory_server._journal.segments import (
+    SegmentMeta,
+    SegmentScan,
+    list_segments,
+    read_start,
+    write_start,
+)
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +55,10 @@ RecordSink = Callable[[int, JournalRecord], None]
 # Receives each record's payload (a serialized JournalRecord, CRC-checked) unparsed; raises
 # DecodeError for one that does not parse (e.g. JournalState.apply_raw).
 RawRecordSink = Callable[[int, memoryview], None]
+
+# The first byte of a serialized JournalRecord whose oneof holds ``compaction`` (field 6,
+# length-delimited): the one record recovery reads itself.
+_COMPACTION_TAG = (6 << 3) | 2
 
 
 @dataclass(slots=True)
@@ -48,6 +70,8 @@ class RecoveryReport:
     next_index: int = 0
     truncated_bytes: int = 0
     repaired: list[str] = field(default_factory=list)
+    # Repair accepted a missing first segment: the indices [first, end) that were lost.
+    missing: tuple[int, int] | None = None
 
 
 def fsync_directory(directory: Path, fsync: Callable[[int], None] = os.fsync) -> None:
@@ -79,9 +103,54 @@ class _Scanner:
         self.repair = repair
         self.fsync = fsync
         self.report = RecoveryReport()
+        self.start = 0  # the last checkpoint's dropped_before_index: the journal's start
 
     def run(self) -> RecoveryReport:
-        segments = list_segments(self.directory)
+        self.start = read_start(self.directory)
+        self._scan(list_segments(self.directory))
+        if self.report.segments:
+            self._check_start(self.report.segments[0])
+        elif self.start:
+            self._no_segments()
+        return self.report
+
+    def _no_segments(self) -> None:
+        """``START`` says the journal begins at an index, and no segment is left."""
+        why = f"no segment is left, but the journal starts at index {self.start}"
+        if not self.repair:
+            raise JournalGapError(self.directory, self.start, None, why)
+        log.error(
+            "journal: repair: %s: %s; every record from index %d on is lost; opening empty",
+            self.directory,
+            why,
+            self.start,
+        )
+        self.report.repaired.append(f"records from {self.start} on missing: {why}")
+        self.report.next_index = self.start  # the new first segment starts there
+
+    def _check_start(self, first: SegmentMeta) -> None:
+        """Refuse (or, repairing, log) records missing below the first segment."""
+        if first.base <= self.start:
+            return
+        if self.start:
+            why = f"compaction dropped only the records before {self.start}"
+        else:
+            why = "no compaction dropped the records before it"
+        why = f"the first segment {first.path.name} starts at index {first.base}, but {why}"
+        if not self.repair:
+            raise JournalGapError(self.directory, self.start, first.base, why)
+        log.error(
+            "journal: repair: %s: records [%d, %d) are lost (%d records); opening without them",
+            self.directory,
+            self.start,
+            first.base,
+            first.base - self.start,
+        )
+        self.report.missing = (self.start, first.base)
+        self.report.repaired.append(f"records [{self.start}, {first.base}) missing: {why}")
+        write_start(self.directory, first.base, self.fsync)
+
+    def _scan(self, segments: list[tuple[int, Path]]) -> None:
         expected: int | None = None
         for position, (name_base, path) in enumerate(segments):
             is_last = position == len(segments) - 1
@@ -91,7 +160,10 @@ class _Scanner:
                 scan.base_index = None
             if scan.base_index is not None and expected is not None and name_base != expected:
                 # A gap (or overlap) between segments: records are missing.
-                self._bad(path, 0, f"segment starts at index {name_base}, expected {expected}")
+                reason = f"segment starts at index {name_base}, expected {expected}"
+                if name_base > expected:
+                    reason += f" (records [{expected}, {name_base}) are missing)"
+                self._bad(path, 0, reason)
                 self._set_aside(segments[position:], path, 0, whole=True)
                 break
             index = name_base
@@ -100,6 +172,8 @@ class _Scanner:
             for offset, payload in scan:
                 try:
                     sink(index, payload)
+                    if payload[0] == _COMPACTION_TAG:
+                        self._checkpoint(payload)
                 except DecodeError:
                     scan.error, scan.valid_end = "CRC-valid record does not parse", offset
                     unparsable = True
@@ -124,7 +198,11 @@ class _Scanner:
                 self._keep(path, name_base, index, at)
             break
         self.report.next_index = expected or 0
-        return self.report
+
+    def _checkpoint(self, payload: memoryview) -> None:
+        record = JournalRecord.FromString(bytes(payload))
+        if record.WhichOneof("record") == "compaction":
+            self.start = max(self.start, record.compaction.dropped_before_index)
 
     def _keep(self, path: Path, base: int, end: int, size: int) -> None:
         self.report.segments.append(SegmentMeta(base, path, size, end - base))

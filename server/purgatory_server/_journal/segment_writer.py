@@ -2,7 +2,15 @@
 
 :class:`~.journal.Journal` decides *when* to write, fsync, roll and compact; this class
 knows *how*. Each frame is applied to the :class:`~.state.JournalState` mirror as it is
-added, so the mirror always matches the file exactly.
+added; :meth:`SegmentWriter.write_pending` then writes what was added, so once it returns
+the mirror matches the file exactly.
+
+Out of space (``ENOSPC``, ``EDQUOT``) is capacity that frees up, not a failure: a write or a
+segment creation that fails for space is undone (the head is truncated back to its last
+whole record, a half-made segment file is removed), the unwritten frames and rolls stay
+queued in order, and :class:`~.journal_errors.JournalNoSpaceError` says so; the next
+:meth:`~SegmentWriter.write_pending` starts again from the first of them. Every other
+``OSError`` (``EIO``, any fsync failure) propagates: the journal cannot go on safely.
 
 Thread-safety: every method runs on the journal's writer thread, except
 :meth:`SegmentWriter.segment_list`, which any thread may call. The segment list is
@@ -13,6 +21,7 @@ interval fsync by one wake-up).
 
 from __future__ import annotations
 
+import errno
 import os
 import threading
 import time
@@ -21,12 +30,16 @@ from pathlib import Path
 
 from purgatory_proto.v1.journal_pb2 import JournalRecord
 
-from purgatory_server._journal.framing import FRAME_OVERHEAD, encode_header
+from purgatory_server._journal.framing import FRAME_OVERHEAD, HEADER_BYTES, encode_header
+from purgatory_server._journal.journal_errors import JournalNoSpaceError
 from purgatory_server._journal.recovery import fsync_directory
-from purgatory_server._journal.segments import SegmentMeta, segment_name
+from purgatory_server._journal.segments import SegmentMeta, segment_name, write_start
 from purgatory_server._journal.state import JournalState
 
-__all__ = ["SegmentWriter"]
+__all__ = ["NO_SPACE_ERRNOS", "SegmentWriter"]
+
+# The errors of a write that more free space would let through.
+NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 
 class SegmentWriter:
@@ -43,6 +56,7 @@ class SegmentWriter:
         fsync: Callable[[int], None],
         clock: Callable[[], float],
         lock: threading.Condition,
+        write: Callable[[int, memoryview], int] = os.write,
     ) -> None:
         self.directory = directory
         self.next_index = next_index
@@ -60,13 +74,23 @@ class SegmentWriter:
         self._state = state
         self._segments = list(segments)
         self._fsync_fn = fsync
+        self._write_fn = write
         self._clock = clock
         self._lock = lock
         self._synced_records = 0
+        # Added, not yet written: runs of frames (lists) and rolls (the new segment's base
+        # index), in order. Empty between batches unless a write ran out of space.
+        self._pending: list[list[bytes] | int] = []
+        self._run: list[bytes] | None = None  # the last run of _pending, frames go there
         if self._segments:
-            self._fd = os.open(self._segments[-1].path, os.O_WRONLY | os.O_APPEND)
+            self._head_path = self._segments[-1].path
+            self._fd = os.open(self._head_path, os.O_WRONLY | os.O_APPEND)
+            self._head_end = self._segments[-1].size  # bytes of the head really on disk
         else:
-            self._fd = self._create_segment(next_index)
+            self._fd = -1
+            self._create_segment(next_index)
+            with self._lock:
+                self._segments.append(SegmentMeta(next_index, self._head_path, HEADER_BYTES, 0))
 
     @property
     def segments(self) -> list[SegmentMeta]:
@@ -78,38 +102,69 @@ class SegmentWriter:
         with self._lock:
             return [SegmentMeta(s.base, s.path, s.size, s.count) for s in self._segments]
 
-    def add_frame(
-        self, chunk: list[bytes], record: JournalRecord | None, frame: bytes
-    ) -> list[bytes]:
-        """Queue ``frame`` in ``chunk`` (written by :meth:`write`), rolling first if the
-        head is full; returns the chunk to go on with (a new one after a roll)."""
+    @property
+    def pending(self) -> bool:
+        """Whether frames or rolls were added and are not written yet."""
+        return bool(self._pending)
+
+    def add_frame(self, record: JournalRecord | None, frame: bytes) -> None:
+        """Add ``frame`` after the head's last (rolling first if the head is full) and apply
+        it to the mirror; :meth:`write_pending` writes it."""
         head = self._segments[-1]
+        run = self._run
         if head.count > 0 and head.size + len(frame) > self._segment_bytes:
-            self.write(chunk)
-            chunk = []
-            self._roll()
-            head = self._segments[-1]
-        chunk.append(frame)
+            self._pending.append(self.next_index)
+            with self._lock:
+                head = SegmentMeta(self.next_index, self._path(self.next_index), HEADER_BYTES, 0)
+                self._segments.append(head)
+            run = None
+        if run is None:
+            run = self._run = []
+            self._pending.append(run)
+        run.append(frame)
         head.size += len(frame)
         head.count += 1
         # The state keeps a registration's bytes (sliced from the frame), not the message.
         self._state.apply_raw(self.next_index, memoryview(frame)[FRAME_OVERHEAD:], record)
         self.next_index += 1
-        return chunk
 
-    def write(self, chunk: list[bytes]) -> None:
-        if not chunk:
-            return
-        data = b"".join(chunk)
+    def write_pending(self) -> None:
+        """Write every added frame and make every roll, in order (see the module
+        docstring for what a failure leaves). Raises :class:`JournalNoSpaceError` when out
+        of space, and the ``OSError`` of any other failure."""
+        pending = self._pending
+        done = 0
+        self._run = None
+        try:
+            for item in pending:
+                if isinstance(item, int):
+                    self._roll(item)
+                else:
+                    self._write_run(item)
+                done += 1
+        finally:
+            del pending[:done]
+
+    def _write_run(self, frames: list[bytes]) -> None:
+        data = b"".join(frames)
         view = memoryview(data)
-        while view:
-            written = os.write(self._fd, view)
-            view = view[written:]
+        try:
+            while view:
+                written = self._write_fn(self._fd, view)
+                view = view[written:]
+        except OSError as exc:
+            if exc.errno not in NO_SPACE_ERRNOS:
+                raise
+            os.ftruncate(self._fd, self._head_end)  # no torn record left behind
+            raise JournalNoSpaceError(self._head_path, exc) from exc
+        self._head_end += len(data)
         self.dirty = True
-        self.records_written += len(chunk)
+        self.records_written += len(frames)
         self.bytes_written += len(data)
 
     def fsync_head(self) -> None:
+        if self._fd < 0:  # a roll ran out of space: the sealed head was fsynced
+            return
         listeners = self.fsync_listeners
         if not listeners:
             self._fsync_fn(self._fd)
@@ -127,6 +182,11 @@ class SegmentWriter:
         self.dirty = False
         self.last_fsync = self._clock()
 
+    def record_start(self, index: int) -> None:
+        """Record ``index`` as the journal's first (``START``), before compaction deletes
+        the segments below it."""
+        write_start(self.directory, index, self._fsync_fn)
+
     def delete(self, segment: SegmentMeta) -> None:
         """Unlink a segment compaction emptied, durably (the directory is fsynced)."""
         segment.path.unlink()
@@ -140,20 +200,41 @@ class SegmentWriter:
             os.close(self._fd)
             self._fd = -1
 
-    def _create_segment(self, base: int) -> int:
-        path = self.directory / segment_name(base)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
-        os.write(fd, encode_header(base))
-        fsync_directory(self.directory, self._fsync_fn)
-        with self._lock:
-            self._segments.append(SegmentMeta(base, path, len(encode_header(base)), 0))
-        return fd
+    def _path(self, base: int) -> Path:
+        return self.directory / segment_name(base)
 
-    def _roll(self) -> None:
-        """Seal the head (fsync, under every policy) and start a new segment."""
-        self.fsync_head()
-        os.close(self._fd)
-        self._fd = -1
-        self._fd = self._create_segment(self.next_index)
+    def _create_segment(self, base: int) -> None:
+        """Create the segment starting at ``base`` and make it the head's descriptor; out
+        of space, the half-made file is removed."""
+        path = self._path(base)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+        except OSError as exc:  # no room for a directory entry or an inode
+            if exc.errno not in NO_SPACE_ERRNOS:
+                raise
+            raise JournalNoSpaceError(path, exc) from exc
+        try:
+            header = memoryview(encode_header(base))
+            while header:
+                header = header[self._write_fn(fd, header) :]
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno not in NO_SPACE_ERRNOS:
+                raise
+            path.unlink()
+            raise JournalNoSpaceError(path, exc) from exc
+        self._fd = fd
+        self._head_path = path
+        self._head_end = HEADER_BYTES
+        fsync_directory(self.directory, self._fsync_fn)
+
+    def _roll(self, base: int) -> None:
+        """Seal the head (fsync, under every policy) and start the segment at ``base``.
+        Idempotent once the head is sealed (a roll retried after running out of space)."""
+        if self._fd >= 0:
+            self.fsync_head()
+            os.close(self._fd)
+            self._fd = -1
+        self._create_segment(base)
         self.dirty = True  # the new header is not fsynced yet
         self.sealed = True

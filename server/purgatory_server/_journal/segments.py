@@ -5,9 +5,11 @@ corruption) is recovery's job.
 
 Naming: ``<base_index as 20 decimal digits, zero-padded>.seg``, where ``base_index`` is the
 journal index of the segment's first record (the header repeats it). Sorting names sorts
-segments by index. Other files in the directory are not segments (the ``LOCK`` file, and
-``*.dropped`` / ``*.corrupt-*`` files that ``repair`` sets aside). :func:`lock_directory`
-takes the ``LOCK`` file, so two journals never write one directory.
+segments by index. Other files in the directory are not segments (the ``LOCK`` file, the
+``START`` file, and ``*.dropped`` / ``*.corrupt-*`` files that ``repair`` sets aside).
+:func:`lock_directory` takes the ``LOCK`` file, so two journals never write one directory.
+``START`` holds the journal's first index in decimal once compaction (or ``repair``) has
+moved it above 0 (:func:`write_start`; recovery's contiguity check reads it).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import fcntl
 import os
 import re
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +34,7 @@ from purgatory_server._journal.framing import (
 from purgatory_server._journal.journal_errors import JournalError
 
 SEGMENT_SUFFIX = ".seg"
+START_FILE = "START"
 _SEGMENT_NAME = re.compile(r"^(\d{20})\.seg$")
 
 
@@ -45,6 +48,40 @@ def lock_directory(directory: Path) -> int:
         os.close(lock_fd)
         raise JournalError(f"journal directory {directory} is in use by another journal") from None
     return lock_fd
+
+
+def read_start(directory: Path) -> int:
+    """The index ``START`` records (0 without one). Raises :class:`JournalError` for a
+    ``START`` that is not a decimal index."""
+    try:
+        text = (directory / START_FILE).read_text(encoding="ascii").strip()
+    except FileNotFoundError:
+        return 0
+    except (OSError, UnicodeDecodeError) as exc:
+        raise JournalError(f"cannot read {directory / START_FILE}: {exc}") from exc
+    if not text.isdigit():
+        raise JournalError(f"{directory / START_FILE} holds {text[:40]!r}, not an index")
+    return int(text)
+
+
+def write_start(directory: Path, index: int, fsync: Callable[[int], None]) -> None:
+    """Record ``index`` as the journal's first, atomically (temporary file, fsync, rename,
+    directory fsync)."""
+    tmp = directory / (START_FILE + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        data = memoryview(f"{index}\n".encode("ascii"))
+        while data:
+            data = data[os.write(fd, data) :]
+        fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, directory / START_FILE)
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def segment_name(base_index: int) -> str:

@@ -216,6 +216,8 @@ class JournalState:
             self.groups.apply_delivered(record.group_delivered)
         elif kind == "group_settled":
             self.groups.apply_settled(record.group_settled)
+        elif kind == "group_retry":
+            self.groups.apply_retry(record.group_retry)
         else:
             log.warning("journal record %d has no record kind known to this reader", index)
 

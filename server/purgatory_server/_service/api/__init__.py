@@ -15,7 +15,9 @@ Python on the event loop.
 - ``session_resume``: named Sessions parked for a resume, and the cap on sessions;
 - ``session_messages``: how a Session packs acknowledgements and outcomes, its heartbeat;
 - ``event_cache``: each outcome encoded once for all the Subscribe streams that send it;
-- ``listing_rpc``, ``schedules_rpc``, ``groups_rpc``: the feature RPCs' handlers;
+- ``listing_rpc``, ``schedules_rpc``, ``groups_rpc``, ``group_acks_rpc``: the feature
+  RPCs' handlers (``group_acks_rpc``: a group's Nack and AckBatch);
+- ``backoff_wire``: a worker group's retry backoff on the wire, checked;
 - ``status_mapping``: service errors as gRPC statuses with ``google.rpc`` details;
 - ``rpc_telemetry``: RPC metrics and a server span around each method;
 - ``tls``: server credentials from PEM files;

@@ -12,9 +12,16 @@ feature's ``*_rpc`` module. :func:`answer`:
    returning, reads included: an answer never reports a state the journal could still
    lose. An in-memory purgatory answers at once.
 
-A journal that cannot write gives FAILED_PRECONDITION (the call's effects may not be
-durable); a closed one, UNAVAILABLE (shutting down). Subscribe and Session keep the same
-rule their own way (the feed; :mod:`.session_rpc`).
+Out of space (the journal's ``no_space``): a handler that writes (every one not passed
+``reads=True``) is refused with RESOURCE_EXHAUSTED (:class:`JournalFull`, RetryInfo)
+before it changes anything; a read is answered from memory without the barrier (it may
+show what a write accepted just before the disk filled, still waiting to be journaled).
+A write accepted just before waits for its records like any other: until the journal
+writes them, once space is back, or its deadline.
+
+A journal that failed (EIO, a failed fsync) gives FAILED_PRECONDITION (the call's
+effects may not be durable); a closed one, UNAVAILABLE (shutting down). Subscribe and
+Session keep the same rule their own way (the feed; :mod:`.session_rpc`).
 
 Thread safety: the server's event loop, like the purgatories.
 """
@@ -31,9 +38,9 @@ from purgatory_server._service.api.admission import NO_ADMISSION, Admission
 from purgatory_server._service.config.server_config import Limits
 from purgatory_server._service.core.named_purgatory import NamedPurgatory
 from purgatory_server._service.core.registry import PurgatoryRegistry
-from purgatory_server._service.model.errors import FailedPrecondition, ShuttingDown
+from purgatory_server._service.model.errors import FailedPrecondition, JournalFull, ShuttingDown
 
-__all__ = ["Handler", "Service", "acknowledged", "answer"]
+__all__ = ["Handler", "Service", "acknowledged", "answer", "check_writable"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,15 +72,31 @@ async def answer(
     request: Req,
     handler: Handler[Req, Resp],
     check: Callable[[Req, Limits], None] | None = None,
+    *,
+    reads: bool = False,
 ) -> Resp:
-    """Run ``handler`` on the purgatory ``request`` names; see the module docstring."""
+    """Run ``handler`` on the purgatory ``request`` names; see the module docstring.
+    ``reads``: the handler changes nothing (answered from memory while out of space)."""
     if check is not None:
         check(request, service.limits)
     purgatory = service.registry.get(request.purgatory)
+    if purgatory.barrier is None:  # in memory: nothing to await
+        return await handler(service, purgatory, request)
+    if purgatory.journal.no_space is not None:
+        if not reads:
+            check_writable(purgatory)
+        return await handler(service, purgatory, request)
     response = await handler(service, purgatory, request)
-    if purgatory.barrier is not None:  # in memory: nothing to await
-        await acknowledged(purgatory)
+    await acknowledged(purgatory)
     return response
+
+
+def check_writable(purgatory: NamedPurgatory) -> None:
+    """Raise :class:`JournalFull` if ``purgatory``'s journal is out of space (call before
+    changing anything)."""
+    why = purgatory.journal.no_space
+    if why is not None:
+        raise JournalFull(purgatory.name, why)
 
 
 async def acknowledged(purgatory: NamedPurgatory) -> None:

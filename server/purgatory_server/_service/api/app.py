@@ -11,7 +11,9 @@ returns it with its bound port. :meth:`PurgatoryServer.stop` is the graceful shu
    threads are stopped.
 
 Durable purgatories, configured or recorded in the data directory's catalog, are opened
-and recovered before the server starts serving. No server state lives in globals.
+and recovered before the server starts serving; one whose data directory fails (full,
+read-only) answers UNAVAILABLE and is opened once it can be, while the others serve.
+No server state lives in globals.
 """
 
 from __future__ import annotations
@@ -67,6 +69,12 @@ CONNECTION_AGE_GRACE_MS = 30_000
 
 SERVICE_NAME: str = pb.DESCRIPTOR.services_by_name["PurgatoryService"].full_name
 
+# gRPC's own transport limits (docs/service.md "Errors"): past them gRPC core answers
+# RESOURCE_EXHAUSTED before any handler runs. Metadata has one limit, soft = hard: between
+# core's defaults (8 KiB soft, 16 KiB hard) it refuses a random share of identical calls.
+MAX_METADATA_BYTES = 16 * 1024
+MAX_RECEIVE_MESSAGE_BYTES = 4 * 1024 * 1024  # core's default, stated
+
 
 def server_options(config: ServerConfig, reuseport: bool = False) -> list[tuple[str, Any]]:
     """gRPC core channel arguments; documented in docs/configuration.md. ``reuseport``:
@@ -92,6 +100,9 @@ def server_options(config: ServerConfig, reuseport: bool = False) -> list[tuple[
         # min_client_ping_interval_ms must stay below that, or they get GOAWAY.
         ("grpc.http2.min_ping_interval_without_data_ms", config.min_client_ping_interval_ms),
         ("grpc.http2.max_ping_strikes", 2),
+        ("grpc.max_metadata_size", MAX_METADATA_BYTES),
+        ("grpc.absolute_max_metadata_size", MAX_METADATA_BYTES),
+        ("grpc.max_receive_message_length", MAX_RECEIVE_MESSAGE_BYTES),
     ]
     if config.max_connection_age_ms:
         options.append(("grpc.max_connection_age_ms", config.max_connection_age_ms))
@@ -382,24 +393,25 @@ def _open_purgatories(
 ) -> None:
     """The configured purgatories, then the catalogued durable ones, then (a worker) those
     created at run time before a restart; replicated ones wait for the cluster, and a
-    worker opens only those placed on it."""
+    worker opens only those placed on it. One whose data directory fails is served as
+    UNAVAILABLE and retried (PurgatoryRegistry.open_or_retry), the others serve."""
     for settings in config.purgatories:
         if cluster is not None and cluster.is_replicated(settings.name):
             continue  # owned or stood by once the cluster starts
         if worker is not None and not worker.owns(settings.name):
             continue
-        registry.create(registry.settings_for(settings.name, settings))
+        registry.open_or_retry(registry.settings_for(settings.name, settings))
     configured = {p.name for p in config.purgatories}
     for settings in read_catalog(Path(config.data_dir), config.limits):
         if worker is not None and not worker.owns(settings.name):
             continue
         if settings.name not in configured and settings.durable:
-            registry.create(settings)
+            registry.open_or_retry(settings)
     if worker is not None and worker.definitions:  # created at run time, kept by the supervisor
         known = {p.name for p in registry.all_purgatories()}
         for settings in KeptPurgatories(worker.definitions).load():
             if worker.owns(settings.name) and settings.name not in known:
-                registry.create(settings)
+                registry.open_or_retry(settings)
 
 
 async def _shutdown_telemetry(telemetry: Telemetry | None) -> None:

@@ -64,13 +64,16 @@ METHOD_RULES: dict[str, tuple[Permission | None, str | None]] = {
     "Session": (None, None),
     "Cancel": (Permission.FORCE, "purgatory"),
     "Reschedule": (Permission.FORCE, "purgatory"),
-    # A schedule registers operations (watch); deleting one cancels (force).
-    "UpsertSchedule": (Permission.WATCH, "purgatory"),
+    # Upserting or deleting a schedule can cancel its armed occurrence (a replace does),
+    # another caller's operation: force, as Cancel. Listing them reads (watch).
+    "UpsertSchedule": (Permission.FORCE, "purgatory"),
     "ListSchedules": (Permission.WATCH, "purgatory"),
     "DeleteSchedule": (Permission.FORCE, "purgatory"),
     # Worker groups: consumers' calls need SUBSCRIBE, deleting a group ADMIN.
     "Ack": (Permission.SUBSCRIBE, "purgatory"),
     "ExtendLease": (Permission.SUBSCRIBE, "purgatory"),
+    "Nack": (Permission.SUBSCRIBE, "purgatory"),
+    "AckBatch": (Permission.SUBSCRIBE, "purgatory"),
     "ListDeadLetters": (Permission.SUBSCRIBE, "purgatory"),
     "Redrive": (Permission.SUBSCRIBE, "purgatory"),
     "DiscardDeadLetters": (Permission.SUBSCRIBE, "purgatory"),

@@ -18,8 +18,9 @@ import grpc
 from purgatory_proto.v1 import purgatory_pb2 as pb
 
 from purgatory_server._service.api.answer import Service
+from purgatory_server._service.api.backoff_wire import backoff_from_proto, backoff_to_proto
 from purgatory_server._service.core.registry import NAME_PATTERN
-from purgatory_server._service.groups.entry import GroupEntry
+from purgatory_server._service.groups.entry import EntryState, GroupEntry
 from purgatory_server._service.groups.group import WorkerGroup
 from purgatory_server._service.groups.group_config import (
     DEFAULT_PREFETCH,
@@ -29,6 +30,7 @@ from purgatory_server._service.groups.group_config import (
     MIN_VISIBILITY_TIMEOUT_MS,
 )
 from purgatory_server._service.groups.member import Delivery
+from purgatory_server._service.groups.selection import selection_from_proto, selection_to_proto
 from purgatory_server._service.model.errors import InvalidArgument, NotFound
 from purgatory_server._service.wire.convert import event_to_proto
 
@@ -41,6 +43,7 @@ __all__ = [
     "check_ack",
     "check_discard_dead_letters",
     "check_extend_lease",
+    "check_group",
     "check_list_dead_letters",
     "check_redrive",
     "delete_group",
@@ -66,7 +69,7 @@ DEFAULT_PAGE_SIZE = 100
 METADATA_GROUP_SEQUENCE = "purgatory-group-sequence"
 
 
-def _check_group(field: str, name: str, limits: Limits) -> None:
+def check_group(field: str, name: str, limits: Limits) -> None:
     # The same rule as purgatory names: it appears in logs, metrics and the CLI.
     if not name:
         raise InvalidArgument(field, "must not be empty")
@@ -91,6 +94,10 @@ def delivery_to_proto(delivery: Delivery) -> pb.OperationEvent:
     event.delivery_attempt = delivery.attempt
     event.lease_deadline_ms = delivery.lease_deadline_ms
     event.group = delivery.group
+    if delivery.priority:
+        event.priority = delivery.priority
+    if delivery.ordering_key:
+        event.ordering_key = delivery.ordering_key
     return event
 
 
@@ -115,7 +122,7 @@ async def member_stream(
     "purgatory-group-sequence": the group's cursor then), so a client that waits for them
     knows every outcome published afterwards reaches the group.
     """
-    _check_group("group", request.group, limits)
+    check_group("group", request.group, limits)
     if request.HasField("after_sequence"):
         raise InvalidArgument("after_sequence", "not allowed with group (a group has a cursor)")
     if request.incarnation:
@@ -131,11 +138,19 @@ async def member_stream(
     )
     _check_range("max_attempts", request.max_attempts, 1, MAX_ATTEMPTS)
     _check_range("prefetch", request.prefetch, 1, MAX_PREFETCH)
+    selection = None
+    if request.HasField("selection"):
+        selection = selection_from_proto(request.selection, limits.max_key_length)
+    backoff = (
+        backoff_from_proto("backoff", request.backoff) if request.HasField("backoff") else None
+    )
     group, member = purgatory.groups.join(
         request.group,
         request.visibility_timeout_ms,
         request.max_attempts,
         request.prefetch or DEFAULT_PREFETCH,
+        selection=selection,
+        backoff=backoff,
     )
     try:
         await context.send_initial_metadata(((METADATA_GROUP_SEQUENCE, str(group.last_sequence)),))
@@ -152,7 +167,7 @@ async def member_stream(
 
 
 def _group(purgatory: NamedPurgatory, request: _GroupRequest, limits: Limits) -> WorkerGroup:
-    _check_group("group", request.group, limits)
+    check_group("group", request.group, limits)
     return purgatory.groups.get(request.group)
 
 
@@ -248,25 +263,31 @@ async def list_groups(
 ) -> pb.ListGroupsResponse:
     out = []
     for group in purgatory.groups.all():
-        ready, leased, dead = group.counts()
-        out.append(
-            pb.WorkerGroup(
-                name=group.name,
-                visibility_timeout_ms=group.config.visibility_timeout_ms,
-                max_attempts=group.config.max_attempts,
-                ready=ready,
-                leased=leased,
-                dead_letters=dead,
-                members=len(group.members),
-                last_sequence=group.last_sequence,
-            )
+        tally = group.tally()
+        info = pb.WorkerGroup(
+            name=group.name,
+            visibility_timeout_ms=group.config.visibility_timeout_ms,
+            max_attempts=group.config.max_attempts,
+            ready=tally[EntryState.READY],
+            leased=tally[EntryState.LEASED],
+            dead_letters=tally[EntryState.DEAD],
+            members=len(group.members),
+            last_sequence=group.last_sequence,
+            retrying=tally[EntryState.WAITING],
         )
+        backoff = group.config.backoff
+        if backoff is not None:
+            info.backoff.CopyFrom(backoff_to_proto(backoff))
+        selection = group.config.selection
+        if selection is not None:
+            info.selection.CopyFrom(selection_to_proto(selection))
+        out.append(info)
     return pb.ListGroupsResponse(groups=out)
 
 
 async def delete_group(
     service: Service, purgatory: NamedPurgatory, request: pb.DeleteGroupRequest
 ) -> pb.DeleteGroupResponse:
-    _check_group("group", request.group, service.limits)
+    check_group("group", request.group, service.limits)
     gone = NotFound(f"group {request.group!r} was deleted", "group", request.group)
     return pb.DeleteGroupResponse(dropped=purgatory.groups.delete(request.group, gone))

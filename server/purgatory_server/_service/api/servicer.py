@@ -16,7 +16,13 @@ import grpc
 from purgatory_proto.v1 import purgatory_pb2 as pb
 from purgatory_proto.v1 import purgatory_pb2_grpc as pb_grpc
 
-from purgatory_server._service.api import groups_rpc, listing_rpc, operations_rpc, schedules_rpc
+from purgatory_server._service.api import (
+    group_acks_rpc,
+    groups_rpc,
+    listing_rpc,
+    operations_rpc,
+    schedules_rpc,
+)
 from purgatory_server._service.api.admission import NO_ADMISSION, Admission
 from purgatory_server._service.api.answer import Service, answer
 from purgatory_server._service.api.event_cache import EncodedEvents
@@ -91,7 +97,7 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
         overrides = settings_from_proto(request.name, request.config)
         check_settings("config", overrides, self._limits)
         settings = registry.settings_for(request.name, overrides)
-        purgatory = registry.create(settings)
+        purgatory = await registry.create_async(settings)
         if self._definitions is not None:
             self._definitions.record(settings)
         return pb.CreatePurgatoryResponse(purgatory=purgatory_to_proto(purgatory.stats()))
@@ -153,7 +159,7 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
     async def GetOperation(
         self, request: pb.GetOperationRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetOperationResponse:
-        return await answer(self._service, request, operations_rpc.get_operation)
+        return await answer(self._service, request, operations_rpc.get_operation, reads=True)
 
     # ------------------------------------------------------------------ delayed messages
     async def Cancel(
@@ -169,7 +175,7 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
     async def ListOperations(
         self, request: pb.ListOperationsRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListOperationsResponse:
-        return await answer(self._service, request, listing_rpc.list_operations)
+        return await answer(self._service, request, listing_rpc.list_operations, reads=True)
 
     # ------------------------------------------------------------------ recurring schedules
     async def UpsertSchedule(
@@ -185,7 +191,7 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
     async def ListSchedules(
         self, request: pb.ListSchedulesRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListSchedulesResponse:
-        return await answer(self._service, request, schedules_rpc.list_schedules)
+        return await answer(self._service, request, schedules_rpc.list_schedules, reads=True)
 
     # ------------------------------------------------------------------ worker groups
     async def Ack(
@@ -200,11 +206,27 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
             self._service, request, groups_rpc.extend_lease, groups_rpc.check_extend_lease
         )
 
+    async def Nack(
+        self, request: pb.NackRequest, context: grpc.aio.ServicerContext
+    ) -> pb.NackResponse:
+        return await answer(self._service, request, group_acks_rpc.nack, group_acks_rpc.check_nack)
+
+    async def AckBatch(
+        self, request: pb.AckBatchRequest, context: grpc.aio.ServicerContext
+    ) -> pb.AckBatchResponse:
+        return await answer(
+            self._service, request, group_acks_rpc.ack_batch, group_acks_rpc.check_ack_batch
+        )
+
     async def ListDeadLetters(
         self, request: pb.ListDeadLettersRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListDeadLettersResponse:
         return await answer(
-            self._service, request, groups_rpc.list_dead_letters, groups_rpc.check_list_dead_letters
+            self._service,
+            request,
+            groups_rpc.list_dead_letters,
+            groups_rpc.check_list_dead_letters,
+            reads=True,
         )
 
     async def Redrive(
@@ -225,7 +247,7 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
     async def ListGroups(
         self, request: pb.ListGroupsRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListGroupsResponse:
-        return await answer(self._service, request, groups_rpc.list_groups)
+        return await answer(self._service, request, groups_rpc.list_groups, reads=True)
 
     async def DeleteGroup(
         self, request: pb.DeleteGroupRequest, context: grpc.aio.ServicerContext

@@ -32,6 +32,7 @@ from purgatory_server._service.core.named_purgatory import NamedPurgatory
 from purgatory_server._service.core.operation_table import Target
 from purgatory_server._service.model.errors import (
     ServiceError,
+    SessionOverBudget,
     SessionOverflow,
 )
 from purgatory_server._service.model.outcome import Outcome
@@ -43,6 +44,9 @@ __all__ = ["ClientGone", "Send", "SessionOutbound"]
 REPLAY_MAX = 1024
 # Seconds the writer may wait on one message before the client is taken as not reading.
 STALLED_S = 5.0
+# The share of the budget's held pool at which it counts as full for a Session holding
+# what it owes (7/8): it is paused, and cut once stalled.
+POOL_FULL = (7, 8)
 
 
 class ClientGone(Exception):
@@ -99,6 +103,7 @@ class SessionOutbound:
         "_room",
         "_sent",
         "_session_id",
+        "_stall_timer",
         "_unacked",
         "_unsent",
         "_waiter",
@@ -147,6 +152,8 @@ class SessionOutbound:
         self._unsent: deque[pb.SessionResponse] = deque()
         # While the writer writes: when it last finished a message (None while idle).
         self._progress_at: float | None = None
+        # While the writer writes: the check that cuts it once stuck past the budget.
+        self._stall_timer: asyncio.TimerHandle | None = None
 
     # ------------------------------------------------------------------ reading state
     @property
@@ -307,6 +314,27 @@ class SessionOutbound:
             if self._on_cut is not None:
                 self._on_cut()
             self.end(SessionOverflow(hard, STALLED_S))
+        else:
+            self._cut_over_budget()
+
+    def _over_budget(self) -> bool:
+        """Whether the stream holds a charge while the budget's held pool is full: at
+        least :data:`POOL_FULL` of it (registrations are refused short of the brim, by
+        as much as one batch, so the brim itself is never reached)."""
+        budget = self._budget
+        if budget is None or self._charged <= 0:
+            return False
+        return budget.held * POOL_FULL[1] >= budget.held_capacity * POOL_FULL[0]
+
+    def _cut_over_budget(self) -> None:
+        """End the stream (RESOURCE_EXHAUSTED) if it holds a charge while the held pool is
+        full and its writer has been stuck on one message for :data:`STALLED_S`: the same
+        rule as a Subscribe stream's, so one non-reader cannot keep the pool full (and
+        every other Session paused) for ever."""
+        if self._over_budget() and self._stalled() and not self._ended.done():
+            if self._on_cut is not None:
+                self._on_cut()
+            self.end(SessionOverBudget(self._charged, STALLED_S))
 
     def _stalled(self) -> bool:
         """Whether the writer has been stuck on one message for :data:`STALLED_S`."""
@@ -316,15 +344,27 @@ class SessionOutbound:
     # ------------------------------------------------------------------ the bound
     def full(self) -> bool:
         """Whether the reader must wait: what waits to be sent reaches ``session_buffer``
-        messages, or with the outcomes still owed (estimated) ``session_buffer_bytes``."""
+        messages, or with the outcomes still owed (estimated) ``session_buffer_bytes``, or
+        the stream holds a charge while the budget's held pool is full (what it owes is
+        never refused, so a client past the budget is paused: its frames wait until the
+        writer has sent what it owes, or the stream is cut, :meth:`_cut_over_budget`)."""
         if self._buffered >= self._bound:
             return True
-        return self._queued_bytes + self._watch_bytes >= self._bytes_bound
+        if self._queued_bytes + self._watch_bytes >= self._bytes_bound:
+            return True
+        return self._over_budget()
 
-    def wait_room(self) -> Awaitable[bool]:
-        """Wait (call only when :meth:`full`) until the writer has made room."""
-        self._room.clear()
-        return self._room.wait()
+    async def wait_room(self) -> None:
+        """Wait (call only when :meth:`full`) until the writer has made room, or the
+        stream ended (cut: past the budget and stalled, see :meth:`_cut_over_budget`)."""
+        room = self._room
+        ended = self._ended
+        while self.full() and not ended.done():
+            room.clear()
+            try:
+                await asyncio.wait_for(room.wait(), STALLED_S)
+            except TimeoutError:
+                self._cut_over_budget()
 
     # ------------------------------------------------------------------ writing
     def heartbeat(self, interval_s: float | None) -> None:
@@ -354,6 +394,7 @@ class SessionOutbound:
                 sizes: list[int] = []
                 unsent = self._unsent = deque(pack(self._out, sizes))
                 self._progress_at = self._loop.time()
+                self._stall_timer = self._loop.call_later(STALLED_S, self._stall_check)
                 for size in sizes:
                     if ended.done():
                         return
@@ -369,9 +410,30 @@ class SessionOutbound:
                     if not self.full():
                         self._room.set()
                 self._progress_at = None  # (all written: idle, not stalled)
+                self._stop_stall_check()
                 self._maybe_finished()
         except ClientGone:
             self.end(None)
+        finally:
+            self._stop_stall_check()
+
+    def _stall_check(self) -> None:
+        """While a write round lasts: cut the stream once it is stuck past the budget
+        (:meth:`_cut_over_budget`), whether or not anything new is queued meanwhile."""
+        self._stall_timer = None
+        since = self._progress_at
+        if since is None or self._ended.done():
+            return
+        self._cut_over_budget()
+        if not self._ended.done():
+            wait = max(0.05, STALLED_S - (self._loop.time() - since))
+            self._stall_timer = self._loop.call_later(wait, self._stall_check)
+
+    def _stop_stall_check(self) -> None:
+        timer = self._stall_timer
+        if timer is not None:
+            self._stall_timer = None
+            timer.cancel()
 
     def _number(self, message: pb.SessionResponse, count: int) -> None:
         """Number the message's outcomes (``delivered_through``); a named session logs

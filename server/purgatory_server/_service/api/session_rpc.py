@@ -40,6 +40,7 @@ from collections.abc import AsyncIterator, Awaitable
 
 from purgatory_proto.v1 import purgatory_pb2 as pb
 
+from purgatory_server._service.api.answer import check_writable
 from purgatory_server._service.api.session_messages import (
     ACK_BYTES,
     Ack,
@@ -194,6 +195,7 @@ class SessionStream:
                 self._outbound.queue_ack(ack)
                 return
             purgatory = self._registry.get(frame.purgatory)
+            check_writable(purgatory)  # out of space: the frame is refused, the stream goes on
             self._apply_to(purgatory, frame, ack)
         except ServiceError as exc:
             if exc.code is Code.UNAVAILABLE:

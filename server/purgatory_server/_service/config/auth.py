@@ -9,12 +9,14 @@ every configured digest in constant time, no early exit. Tokens are never logged
 Permissions (``admin`` implies the others on the same purgatories):
 
 - ``watch``: TryCompleteElseWatch, BatchTryCompleteElseWatch, GetOperation,
-  UpsertSchedule, ListSchedules;
+  ListOperations, ListSchedules;
 - ``signal``: CheckAndComplete, BatchCheckAndComplete;
-- ``force``: ForceComplete, Cancel, Reschedule, DeleteSchedule;
+- ``force``: ForceComplete, Cancel, Reschedule, UpsertSchedule, DeleteSchedule (each can
+  end an operation another caller registered: replacing or deleting a schedule cancels
+  its armed occurrence);
 - a Session frame: ``watch``/``signal``/``force`` for its watches/signals/force-completes
   (checked per frame by the edge);
-- ``subscribe``: Subscribe (a worker group's member too), Ack, ExtendLease,
+- ``subscribe``: Subscribe (a worker group's member too), Ack, Nack, AckBatch, ExtendLease,
   ListDeadLetters, Redrive, DiscardDeadLetters, ListGroups;
 - ``admin``: CreatePurgatory, DeletePurgatory, DeleteGroup.
 

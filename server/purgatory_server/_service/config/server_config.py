@@ -56,6 +56,10 @@ class Limits:
     max_signal_data_bytes: int = 64 * 1024
     max_result_data_bytes: int = 256 * 1024
     max_result_sources: int = 1024
+    # Conditions' expressions (docs/conditions.md): the attributes of one signal or
+    # operation (serialized), and one expression's characters.
+    max_attributes_bytes: int = 16 * 1024
+    max_expression_length: int = 1024
     min_timeout_ms: int = 1
     max_timeout_ms: int = 7 * 24 * 3600 * 1000
     max_batch_size: int = 10_000

@@ -69,6 +69,14 @@ def _condition(spec: ConditionSpec) -> str:
         kind += f" sum ≥ {spec.threshold}"
     if spec.targets or spec.default_target:
         kind += f" targets {dict(spec.targets)} default {spec.default_target}"
+    gate = spec.gate
+    if gate is not None:  # expressions (docs/conditions.md), shortened; escaped as text
+        if gate.match:
+            kind += f" match {gate.match[:60]}"
+        if gate.filter:
+            kind += f" if {gate.filter[:80]}"
+        if gate.predicate:
+            kind += f" predicate {gate.predicate[:80]}"
     return kind
 
 

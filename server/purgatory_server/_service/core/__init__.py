@@ -7,6 +7,7 @@ composition (a purgatory built with its table, feed, groups and schedules).
 - ``operation_table``: pending operations and the memory of finished ones, by id;
 - ``finished_ids``: the dedup window, finished ids remembered for a time within a byte cap;
 - ``progress``: the signals an operation has received, judged against its condition;
+- ``match_index``: which pending operations a signal's ``match`` attribute concerns;
 - ``latest_values``: the bounded latest value signalled on each key;
 - ``signal_data``: signal data accumulated by operations: stored once, shared by operations;
 - ``budget``: the server's memory budget in bytes, each purgatory's share of it;

@@ -34,11 +34,13 @@ import marshal
 from collections import deque
 from collections.abc import Callable, Collection, Iterable, Iterator
 
+from purgatory_server._service.model.attributes import Attributes, JsonValue
 from purgatory_server._service.model.conditions import (
     DEFAULT_CONDITION,
     EMPTY_RESULT,
     ConditionKind,
     ConditionSpec,
+    Gate,
     ResultSnapshot,
 )
 from purgatory_server._service.model.definitions import OperationDefinition
@@ -56,8 +58,15 @@ Entry = tuple[OperationDefinition, Outcome]
 _Values = tuple[tuple[str, int], ...]
 # The result's fields but its data (kept by reference: one signal's data may be shared
 # by many outcomes, see core.signal_data, and marshal would copy it into each).
-_Result = tuple[int, tuple[str, ...], tuple[str, ...], int, _Values, bool]
-_Condition = tuple[str, int, bool, int, _Values, int]
+# An Attributes as (raw, value): marshal keeps JSON values as they are.
+_Attrs = tuple[bytes, dict[str, JsonValue]] | None
+# The result's fields; an operation with a gate adds its matched key and attributes.
+_Result = (
+    tuple[int, tuple[str, ...], tuple[str, ...], int, _Values, bool]
+    | tuple[int, tuple[str, ...], tuple[str, ...], int, _Values, bool, str, _Attrs]
+)
+_Gate = tuple[str, str, str, _Attrs] | None
+_Condition = tuple[str, int, bool, int, _Values, int, _Gate]
 # The nested parts, marshalled: the outcome's and the definition's keys, the result's
 # fields (None: empty) and the condition's (None: the default).
 _Nested = tuple[tuple[str, ...], tuple[str, ...], _Result | None, _Condition | None]
@@ -103,9 +112,11 @@ def pack(definition: OperationDefinition, outcome: Outcome, size: int) -> Packed
             r.values,
             r.data_truncated,
         )
+        if r.matched_key:  # an operation with a gate: which signal matched
+            result = (*result, r.matched_key, _attrs(r.matched))
     c = definition.condition
     condition: _Condition | None = None
-    if c is not DEFAULT_CONDITION and c != DEFAULT_CONDITION:
+    if c is not DEFAULT_CONDITION and (c.gate is not None or c != DEFAULT_CONDITION):
         condition = (
             c.kind.value,
             c.count,
@@ -113,6 +124,7 @@ def pack(definition: OperationDefinition, outcome: Outcome, size: int) -> Packed
             c.threshold,
             c.targets,
             c.default_target,
+            _gate(c.gate),
         )
     nested: _Nested = (outcome.keys, definition.keys, result, condition)
     return (
@@ -142,13 +154,31 @@ def unpack(op_id: str, p: Packed) -> Entry:
     result = EMPTY_RESULT
     if r is not None:
         result = ResultSnapshot(r[0], r[1], r[2], r[3], r[4], p[15], r[5])
+        if len(r) > 6:
+            result = result._replace(matched_key=r[6], matched=_attributes(r[7]))
     state = OperationState(p[2])
     outcome = Outcome(p[4], p[5], op_id, state, keys, p[6], result, p[7], p[3], p[0], p[8], p[9])
     condition = DEFAULT_CONDITION
     if c is not None:
-        condition = ConditionSpec(ConditionKind(c[0]), c[1], c[2], c[3], c[4], c[5])
+        g = c[6]
+        gate = None if g is None else Gate(g[0], g[1], g[2], _attributes(g[3]))
+        condition = ConditionSpec(ConditionKind(c[0]), c[1], c[2], c[3], c[4], c[5], gate)
     definition = OperationDefinition(definition_keys, p[10], condition, p[11], p[12], p[13], p[14])
     return definition, outcome
+
+
+def _attrs(attributes: Attributes | None) -> _Attrs:
+    return None if attributes is None else (attributes.raw, attributes.value)
+
+
+def _attributes(packed: _Attrs) -> Attributes | None:
+    return None if packed is None else Attributes(packed[0], packed[1])
+
+
+def _gate(gate: Gate | None) -> _Gate:
+    if gate is None:
+        return None
+    return (gate.filter, gate.predicate, gate.match, _attrs(gate.attributes))
 
 
 def _nested(p: Packed) -> _Nested:
@@ -159,7 +189,16 @@ def _nested(p: Packed) -> _Nested:
 def entry_bytes(definition: OperationDefinition, outcome: Outcome) -> int:
     """The estimated bytes one remembered id keeps alive."""
     size = ENTRY_OVERHEAD + len(outcome.operation_id) + len(definition.payload)
-    size += len(outcome.result.data)
+    result = outcome.result
+    size += len(result.data)
+    condition = definition.condition
+    if condition is not DEFAULT_CONDITION and condition.gate is not None:
+        gate = condition.gate
+        size += len(gate.filter) + len(gate.predicate) + len(gate.match)
+        if gate.attributes is not None:  # the encoding and the value: about twice its bytes
+            size += 2 * len(gate.attributes.raw)
+        if result.matched is not None:
+            size += 2 * len(result.matched.raw) + len(result.matched_key)
     for key in definition.keys:
         size += len(key) + 8
     return size

@@ -18,6 +18,10 @@ answering; ``after_write(callback, failed)`` runs ``callback`` on the loop once
 everything recorded so far is written (the feed delivers outcomes then) or, if that
 write fails, ``failed(exc)`` instead: exactly one of the two, unless the loop is gone.
 An in-memory purgatory has no barrier and its feed delivers at once.
+
+``no_space`` says why the journal cannot write for now (out of disk space: it retries by
+itself, and what was recorded waits, in order), None while it writes: the edge then
+refuses writes before they change anything and answers reads from memory.
 """
 
 from __future__ import annotations
@@ -38,6 +42,9 @@ __all__ = ["NULL_HOOKS", "JournalHooks", "NullHooks"]
 
 
 class JournalHooks(Protocol):
+    @property
+    def no_space(self) -> str | None: ...
+
     def on_registered(self, purgatory: str, operation: RemoteOperation) -> None: ...
 
     def on_signal(self, purgatory: str, key: str, signal: SignalRecord) -> None: ...
@@ -66,6 +73,10 @@ class NullHooks:
     """In-memory purgatories: nothing is recorded."""
 
     __slots__ = ()
+
+    @property
+    def no_space(self) -> str | None:
+        return None
 
     def on_registered(self, purgatory: str, operation: RemoteOperation) -> None:
         return None

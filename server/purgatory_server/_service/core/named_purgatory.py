@@ -22,6 +22,7 @@ import logging
 from collections.abc import Awaitable, Sequence
 
 from purgatory_server._engine.purgatory import DelayedOperationPurgatory
+from purgatory_server._engine.reaper import TimerReaper
 from purgatory_server._engine.system_timer import SystemTimer
 from purgatory_server._engine.time import SYSTEM_TIME, Time
 from purgatory_server._service.config.server_config import Limits, PurgatorySettings
@@ -63,6 +64,11 @@ __all__ = ["NamedPurgatory", "OperationRequest", "PurgatoryStats", "Registration
 
 logger = logging.getLogger("purgatory_server.service")
 
+# The engine's watch lists, in lock stripes: a service purgatory's are touched by its loop
+# thread and the reaper only, so a few stripes do (the engine's 512 would cost ~190 KB of
+# locks per purgatory, idle or not).
+WATCH_SHARDS = 16
+
 
 class NamedPurgatory:
     """The service-side state of one purgatory; loop-confined (see module docstring)."""
@@ -77,6 +83,7 @@ class NamedPurgatory:
         journal: JournalHooks | None = None,
         event_log: EventLog | None = None,
         reaper_enabled: bool = True,
+        reaper: TimerReaper | None = None,
         incarnation: str | None = None,
         budget: ServerBudget | None = None,
         metrics: PurgatoryMetrics | None = None,
@@ -103,6 +110,7 @@ class NamedPurgatory:
             wheel_size=settings.wheel_size,
             time=self._time,
             inline_expiry=True,  # expiries only put into inboxes
+            reaper=reaper,  # the server's one reaper thread and executor (None: its own)
         )
         self._engine: DelayedOperationPurgatory[RemoteOperation] = DelayedOperationPurgatory(
             settings.name,
@@ -110,6 +118,8 @@ class NamedPurgatory:
             purge_interval=settings.purge_interval,
             reaper_enabled=reaper_enabled,
             time=self._time,
+            shards=WATCH_SHARDS,
+            reaper=reaper,
         )
         self._loop = loop
         log = event_log if event_log is not None else EventLog(settings.retained_events)
@@ -275,12 +285,19 @@ class NamedPurgatory:
         self._settle()  # expiries the reaper handed over go out before more intake
         check_data_room(self.account, signals, self._engine.watchers)  # (.signal_data)
         counts: list[int] = []
+        # Operations with ``match`` wait on match keys (.match_index): empty, no signal
+        # pays for them.
+        matches = self._table.matches if self._table.matching else None
         for key, sig in signals:
             if on_signal is not None:
                 on_signal(name, key, sig)
             if sig.value is not None:
                 self._values.update(key, sig.value)
-            counts.append(slot.deliver(key, sig, engine.check_and_complete))
+            count = slot.deliver(key, sig, engine.check_and_complete)
+            if matches is not None and sig.attributes is not None:
+                for target in matches.targets(key, sig.attributes):
+                    count += slot.deliver_to(key, target, sig, engine.check_and_complete)
+            counts.append(count)
         self._settle()
         metrics = self.metrics
         if metrics is not None:
@@ -310,6 +327,8 @@ class NamedPurgatory:
         self._check_open()
         if key is not None:
             targets = self._engine.cancel_for_key(key)
+            for match_key in self._table.matches.keys_of(key):  # (.match_index)
+                targets.extend(self._engine.cancel_for_key(match_key))
         elif prefix is not None:
             targets = [op for i, op in self._active.items() if i.startswith(prefix)]
         else:

@@ -36,13 +36,13 @@ Either way exactly one terminal outcome; a lost race is reported, never half-app
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 
 from purgatory_server._engine.delayed_operation import DelayedOperation
 from purgatory_server._engine.time import Time
 from purgatory_server._engine.timer import Timer
 from purgatory_server._engine.timer_task import TimerTask
-from purgatory_server._service.core.progress import FirstSignal, Progress
+from purgatory_server._service.core.progress import FirstSignal, Gated, Progress
 from purgatory_server._service.model.conditions import (
     EMPTY_RESULT,
     ResultSnapshot,
@@ -105,6 +105,24 @@ class SignalSlot:
             self.key = None
             self.signal = None
 
+    def deliver_to(
+        self,
+        key: str,
+        watched: Hashable,
+        signal: SignalRecord,
+        check_and_complete: Callable[[Hashable], int],
+    ) -> int:
+        """:meth:`deliver` to the watchers of ``watched`` (a match key of ``key``, see
+        ``core.match_index``): they see the signal as received on ``key``."""
+        self.serial += 1
+        self.key = key
+        self.signal = signal
+        try:
+            return check_and_complete(watched)
+        finally:
+            self.key = None
+            self.signal = None
+
 
 class RemoteOperation(DelayedOperation):
     """One operation of a named purgatory; ends exactly once, in one final state."""
@@ -128,7 +146,7 @@ class RemoteOperation(DelayedOperation):
         self,
         operation_id: str,
         definition: OperationDefinition,
-        progress: Progress | FirstSignal,
+        progress: Progress | FirstSignal | Gated,
         *,
         slot: SignalSlot,
         restored: tuple[int, int, int] | None = None,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import itertools
 import secrets
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from operator import attrgetter
 from typing import TYPE_CHECKING
 
@@ -23,11 +23,16 @@ from purgatory_server._service.core.budget import Account
 from purgatory_server._service.core.finished_ids import FinishedIds
 from purgatory_server._service.core.latest_values import LatestValues
 from purgatory_server._service.core.listing import OperationsView
+from purgatory_server._service.core.match_index import MatchIndex
 from purgatory_server._service.core.operation import RemoteOperation, SignalSlot
-from purgatory_server._service.core.progress import FirstSignal, Progress, make_progress
+from purgatory_server._service.core.progress import FirstSignal, Gated, Progress, make_progress
 from purgatory_server._service.core.signal_data import DataLink
 from purgatory_server._service.core.sorted_ids import SortedIds
-from purgatory_server._service.model.conditions import ConditionKind, ConditionSpec
+from purgatory_server._service.model.conditions import (
+    DEFAULT_CONDITION,
+    ConditionKind,
+    ConditionSpec,
+)
 from purgatory_server._service.model.definitions import (
     OperationDefinition,
     OperationRequest,
@@ -55,9 +60,12 @@ Target = RemoteOperation | Outcome
 Registration = tuple[Target, bool]
 _ANY_KEY = ConditionKind.ANY_KEY
 _DEFINITION = attrgetter("definition")
+# Ended ids the listing index may hold beyond as many as are pending, and the fewest
+# created ids it collects between two listings before it is dropped (:meth:`view`).
+STALE_SLACK = 4096
 
 # An operation and the keys it watches, as the engine's batch calls take them.
-Armed = tuple[RemoteOperation, tuple[str, ...]]
+Armed = tuple[RemoteOperation, tuple[Hashable, ...]]
 
 
 class OperationTable:
@@ -73,8 +81,12 @@ class OperationTable:
         "_limits",
         "_max_pending",
         "_slot",
+        "_unindexed",
+        "_unindexed_limit",
         "_unsignalled",
         "finished",
+        "matches",
+        "matching",
         "name",
         "pending",
         "pending_ids",
@@ -112,20 +124,48 @@ class OperationTable:
         )
         self._ids = itertools.count(1)
         # Pending ids in order, for ListOperations (:mod:`.listing`): built by the first
-        # listing (a purgatory never listed pays nothing), then kept up to date here.
+        # listing (a purgatory never listed pays nothing) and brought up to date by the
+        # next (:meth:`view`), so an operation pays one append, not two sorted updates.
+        # Invariant while it exists: every pending id is in it or in ``_unindexed``; it
+        # may still hold ids that have ended since (a listing skips those).
         self.pending_ids: SortedIds | None = None
+        # Ids created since the index was last brought up to date; None without an index.
+        # Past ``_unindexed_limit`` the index is dropped (the next listing builds it
+        # again), so a purgatory listed once and never again holds no growing list.
+        self._unindexed: list[str] | None = None
+        self._unindexed_limit = 0
         # Worker groups refuse new registrations while one is full (capacity).
         self._groups = groups
+        # Pending operations whose condition has ``match``, by key (.match_index), and
+        # how many there are (0: retire skips them).
+        self.matches = MatchIndex()
+        self.matching = 0
 
     def __len__(self) -> int:
         return len(self.pending)
 
     def view(self, watchers: Callable[[str], list[RemoteOperation]]) -> OperationsView:
-        """The tables one ListOperations page reads (:mod:`.listing`); builds the ordered
-        index of pending ids on first use (kept up to date by create and retire)."""
-        if self.pending_ids is None:
-            self.pending_ids = SortedIds(self.pending)
-        return OperationsView(self.pending_ids, self.pending, self.finished, watchers)
+        """The tables one ListOperations page reads (:mod:`.listing`), with the ordered
+        index of pending ids up to date: built when there is none, else the ids created
+        since the last listing that are still pending are added to it. Ended ids are
+        left in it until they outnumber the pending ones, then it is built anew (each
+        build is paid for by as many ends as the index holds ids)."""
+        pending = self.pending
+        index = self.pending_ids
+        unindexed = self._unindexed
+        if index is not None and unindexed is not None:
+            for op_id in unindexed:
+                if op_id in pending:
+                    index.add(op_id)
+            unindexed.clear()
+            # Every pending id is in the index now: the rest of it has ended.
+            if len(index) - len(pending) > len(pending) + STALE_SLACK:
+                index = None
+        if index is None:
+            index = self.pending_ids = SortedIds(pending)
+            self._unindexed = []
+        self._unindexed_limit = max(STALE_SLACK, 2 * len(pending))
+        return OperationsView(index, pending, self.finished, watchers)
 
     # ----------------------------------------------------------------- lookups
     def find(self, op_id: str) -> tuple[OperationDefinition, Target] | None:
@@ -231,10 +271,15 @@ class OperationTable:
         created: list[Armed] = []
         for req, step in zip(requests, plan, strict=True):
             if isinstance(step, str):
-                op = create(step, req.definition)
+                definition = req.definition
+                op = create(step, definition)
                 if on_registered is not None:
                     on_registered(name, op)
-                created.append((op, op.keys))
+                condition = definition.condition
+                if condition is DEFAULT_CONDITION or condition.gate is None:
+                    created.append((op, definition.keys))
+                else:
+                    created.append((op, self._watched(op)))
                 out.append((op, True))
             else:
                 resent = step[0]
@@ -252,7 +297,7 @@ class OperationTable:
         journal: then its progress is rebuilt by replaying its signals and its clock
         readings (created, due) are the journaled ones.
         """
-        progress = self._new_progress(definition)
+        progress = self._new_progress(op_id, definition)
         restored = None
         if recovered is not None:
             for key, sig in recovered.signals:
@@ -266,8 +311,12 @@ class OperationTable:
             restored=restored,
         )
         self.pending[op_id] = op
-        if self.pending_ids is not None:
-            self.pending_ids.add(op_id)
+        unindexed = self._unindexed
+        if unindexed is not None:
+            if len(unindexed) < self._unindexed_limit:
+                unindexed.append(op_id)
+            else:  # no listing for a long while: drop the index (the next builds it)
+                self.pending_ids = self._unindexed = None
         return op
 
     def restore(
@@ -281,14 +330,30 @@ class OperationTable:
         for op_id, definition, created, due, signals in items:
             restored(len(definition.payload), operation_bytes(op_id, definition))
             op = self.create(op_id, definition, Recovered(created, due, signals, now_ms))
-            (satisfied if op.progress.satisfied() else waiting).append((op, definition.keys))
+            keys = definition.keys if definition.condition.gate is None else self._watched(op)
+            (satisfied if op.progress.satisfied() else waiting).append((op, keys))
         return waiting, satisfied
 
-    def _new_progress(self, definition: OperationDefinition) -> Progress | FirstSignal:
+    def _watched(self, op: RemoteOperation) -> tuple[Hashable, ...]:
+        """What a new operation with a gate watches: its keys, or with ``match`` its
+        match keys (counted in the index until :meth:`retire`)."""
+        definition = op.definition
+        gate = definition.condition.gate
+        if gate is None or not gate.match:
+            return definition.keys
+        value = _match_value(op)
+        self.matching += 1
+        return self.matches.add(definition.keys, gate.match, value)
+
+    def _new_progress(
+        self, op_id: str, definition: OperationDefinition
+    ) -> Progress | FirstSignal | Gated:
         """Fresh progress for a new or recovered operation; VALUES_AT_LEAST starts from the
         latest values known, since a value signalled before registration counts."""
         cond = definition.condition
-        if cond.kind is _ANY_KEY:  # the shared unsignalled progress (make_progress's)
+        if cond is DEFAULT_CONDITION:  # the shared unsignalled progress (make_progress's)
+            return self._unsignalled
+        if cond.kind is _ANY_KEY and cond.gate is None:
             return self._unsignalled
         keys = definition.keys
         known = self.values.known(keys) if cond.kind is ConditionKind.VALUES_AT_LEAST else {}
@@ -300,6 +365,7 @@ class OperationTable:
             data_limit=limits.max_result_data_bytes,
             sources_limit=limits.max_result_sources,
             data_root=self._data_root,
+            operation_id=op_id,
         )
 
     # ----------------------------------------------------------------- retirement
@@ -310,21 +376,24 @@ class OperationTable:
         once for the batch, not per operation.
         """
         pending = self.pending
-        pending_ids = self.pending_ids
         traces = self._slot.traces  # (RemoteOperation.traceparent)
+        matching = self.matching
         released = released_payload = released_bytes = 0
         for op in ops:
             op_id = op.operation_id
             if pending.get(op_id) is op:
-                del pending[op_id]
-                if pending_ids is not None:
-                    pending_ids.discard(op_id)
+                del pending[op_id]  # (the listing index keeps it until rebuilt: view)
                 if traces:
                     traces.pop(op_id, None)
                 released += 1
                 definition = op.definition
                 released_payload += len(definition.payload)
                 released_bytes += operation_bytes(op_id, definition)
+                if matching:
+                    gate = definition.condition.gate
+                    if gate is not None and gate.match:
+                        self.matches.remove(definition.keys, gate.match, _match_value(op))
+                        self.matching -= 1
         if released:
             self._budget.release_many(released, released_payload, released_bytes)
         finished = self.finished
@@ -365,6 +434,19 @@ def resolve(target: Target, ended: dict[str, Outcome]) -> Target:
     if isinstance(target, Outcome):  # (a tuple check: RemoteOperation is an ABC)
         return target
     return ended.get(target.operation_id, target)
+
+
+def _match_value(op: RemoteOperation) -> str:
+    """The canonical value of a match operation's own attribute (validation checked that
+    it has one)."""
+    gate = op.definition.condition.gate
+    attributes = None if gate is None else gate.attributes
+    value = (
+        None
+        if attributes is None or gate is None
+        else attributes.canonical_at(tuple(gate.match.split(".")))
+    )
+    return "null" if value is None else value
 
 
 def _batch_field(fields: Sequence[str]) -> str:

@@ -9,6 +9,11 @@ against the signals its keys receive. Values known before registration count for
 only under its operation's lock (``try_complete`` and ``on_complete`` both hold it), so
 it has no lock of its own. Everything it keeps is bounded by the limits; accumulated data
 is shared between operations, not copied (:mod:`.signal_data`).
+
+:class:`Gated` wraps a :class:`Progress` for a condition with a gate (expressions,
+``match``): a signal counts only if its ``match`` attribute equals the operation's and
+its ``filter`` holds; the ``predicate`` is judged once per change of the progress after
+the kind holds. Conditions without a gate never meet it (no work for the feature).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from purgatory_server._service.core.signal_data import Charges, DataLink
+from purgatory_server._service.model.attributes import Attributes, JsonValue, split_path
 from purgatory_server._service.model.conditions import (
     EMPTY_RESULT,
     EMPTY_SIGNAL,
@@ -25,12 +31,32 @@ from purgatory_server._service.model.conditions import (
     UINT32_MAX,
     ConditionKind,
     ConditionSpec,
+    Gate,
     ResultSnapshot,
     SignalRecord,
 )
 from purgatory_server._service.model.errors import LimitExceeded
+from purgatory_server._service.model.expressions import (
+    WHOLE,
+    Reads,
+    Whole,
+    bind,
+    holds,
+    holds_with,
+    program,
+    project,
+    reads,
+)
 
-__all__ = ["FirstSignal", "Progress", "check_data_room", "make_progress"]
+__all__ = [
+    "FirstSignal",
+    "Gated",
+    "Progress",
+    "check_data_room",
+    "make_progress",
+    "operation_context",
+    "signal_context",
+]
 
 
 class Progress:
@@ -128,6 +154,16 @@ class Progress:
             return self.amount_sum >= spec.threshold
         return not self._unmet
 
+    def context(self) -> dict[str, JsonValue]:
+        """The ``result`` variable of a predicate: this progress as JSON values."""
+        return {
+            "signal_count": self.counted(),
+            "sources": list(self._sources),
+            "signalled_keys": list(self.signalled),
+            "amount_sum": self.amount_sum,
+            "values": dict(self.values),
+        }
+
     def snapshot(self) -> ResultSnapshot:
         if not self.signal_count and not self.values:
             return EMPTY_RESULT
@@ -199,6 +235,134 @@ class FirstSignal:
         )
 
 
+class Gated:
+    """Progress of a condition with a gate: what counts passes ``match`` and ``filter``.
+
+    Same interface as :class:`Progress` (which it wraps, whatever the kind); its
+    snapshot also names the last signal that counted (``matched_key``, ``matched``).
+    Thread safety: as :class:`Progress`.
+    """
+
+    __slots__ = (
+        "_bound",
+        "_filter",
+        "_inner",
+        "_judged",
+        "_match",
+        "_path",
+        "_predicate",
+        "_reads",
+        "_result_reads",
+        "matched",
+        "matched_key",
+    )
+
+    def __init__(self, inner: Progress | FirstSignal, gate: Gate, op: dict[str, JsonValue]) -> None:
+        self._inner = inner
+        # The ``op`` variable (what the expressions read of it), converted into the
+        # library's values once: conversion is most of an evaluation (.expressions).
+        op_reads = reads(gate.filter + " " + gate.predicate, "op")
+        self._bound = bind({"op": project(op, op_reads)}) if op_reads else None
+        self._filter = program(gate.filter) if gate.filter else None
+        self._reads = reads(gate.filter, "signal")
+        self._predicate = program(gate.predicate) if gate.predicate else None
+        self._result_reads = reads(gate.predicate, "result")
+        self._path: tuple[str, ...] | None = None
+        self._match: str | None = None
+        if gate.match:
+            self._path = split_path(gate.match)
+            attributes = gate.attributes
+            self._match = None if attributes is None else attributes.canonical_at(self._path)
+        # The verdict for the progress as it is (None: to be judged).
+        self._judged: bool | None = None
+        self.matched_key = ""
+        self.matched: Attributes | None = None
+
+    def add(self, key: str, signal: SignalRecord) -> Gated:
+        path = self._path
+        if path is not None:
+            attributes = signal.attributes
+            if attributes is None or attributes.canonical_at(path) != self._match:
+                return self
+        check = self._filter
+        if check is not None:
+            context = signal_context(key, signal, self._reads)
+            bound = self._bound
+            if not (
+                holds(check, {"signal": context})
+                if bound is None
+                else holds_with(check, bound, "signal", context)
+            ):
+                return self
+        self._inner = self._inner.add(key, signal)
+        self._judged = None
+        self.matched_key = key
+        self.matched = signal.attributes
+        return self
+
+    def satisfied(self) -> bool:
+        judged = self._judged
+        if judged is None:
+            judged = self._inner.satisfied()
+            predicate = self._predicate
+            inner = self._inner
+            if judged and predicate is not None and isinstance(inner, Progress):
+                result = project(inner.context(), self._result_reads)
+                bound = self._bound
+                judged = (
+                    holds(predicate, {"result": result})
+                    if bound is None
+                    else holds_with(predicate, bound, "result", result)
+                )
+            self._judged = judged
+        return judged
+
+    def snapshot(self) -> ResultSnapshot:
+        snapshot = self._inner.snapshot()
+        if not self.matched_key:
+            return snapshot
+        return snapshot._replace(matched_key=self.matched_key, matched=self.matched)
+
+
+def signal_context(
+    key: str, signal: SignalRecord, read: Reads | Whole = WHOLE
+) -> dict[str, JsonValue]:
+    """The ``signal`` variable of a filter: what ``read`` names of it."""
+    attributes = {} if signal.attributes is None else signal.attributes.value
+    if isinstance(read, Whole):
+        return {
+            "key": key,
+            "amount": signal.amount,
+            "value": signal.value,
+            "source": signal.source,
+            "attributes": attributes,
+        }
+    out: dict[str, JsonValue] = {}
+    for field, sub in read.items():
+        if field == "attributes":
+            out[field] = project(attributes, sub)
+        elif field == "key":
+            out[field] = key
+        elif field == "amount":
+            out[field] = signal.amount
+        elif field == "value":
+            out[field] = signal.value
+        elif field == "source":
+            out[field] = signal.source
+    return out
+
+
+def operation_context(
+    operation_id: str, keys: Sequence[str], attributes: Attributes | None
+) -> dict[str, JsonValue]:
+    """The ``op`` variable of a filter or a predicate."""
+    return {
+        "id": operation_id,
+        "keys": list(keys),
+        "attributes": {} if attributes is None else attributes.value,
+    }
+
+
 # The chain of progress made without a purgatory's (charged) root: tests, tools.
 _UNCHARGED_ROOT = DataLink.root(None)
 # The unsignalled FirstSignal per (data_limit, sources_limit): a server has one or two.
@@ -213,10 +377,28 @@ def make_progress(
     data_limit: int,
     sources_limit: int,
     data_root: DataLink | None = None,
-) -> Progress | FirstSignal:
+    operation_id: str = "",
+) -> Progress | FirstSignal | Gated:
     """The progress object for ``spec``: the shared unsignalled :class:`FirstSignal` for
     ``ANY_KEY``; others accumulate signal data on ``data_root``'s chain (the purgatory's,
-    charged to its budget). Callers keep what ``add`` returns."""
+    charged to its budget), a :class:`Gated` one for a condition with a gate (its ``op``
+    variable names ``operation_id``). Callers keep what ``add`` returns."""
+    gate = spec.gate
+    if gate is not None:
+        inner: Progress | FirstSignal
+        if spec.kind is ConditionKind.ANY_KEY and not gate.predicate:
+            # The first signal that passes decides: nothing to accumulate.
+            inner = FirstSignal(data_limit=data_limit, sources_limit=sources_limit)
+        else:
+            inner = Progress(
+                spec,
+                keys,
+                known_values,
+                data_limit=data_limit,
+                sources_limit=sources_limit,
+                data_root=data_root,
+            )
+        return Gated(inner, gate, operation_context(operation_id, keys, gate.attributes))
     if spec.kind is ConditionKind.ANY_KEY:
         shared = _UNSIGNALLED.get((data_limit, sources_limit))
         if shared is None:
@@ -251,5 +433,5 @@ def check_data_room(
         charges.check_room(data)
     except LimitExceeded:
         for key, sig in signals:
-            if sig.data and any(isinstance(op.progress, Progress) for op in watchers(key)):
+            if sig.data and any(not isinstance(op.progress, FirstSignal) for op in watchers(key)):
                 raise

@@ -5,22 +5,39 @@ with ``durable = true``; the registry builds the purgatory on its journal and ev
 has it restore the recovered operations before anyone can reach it, and closes (server
 stop) or destroys (DeletePurgatory) it after the purgatory's engine has stopped.
 
-Thread safety: loop-confined like the purgatories it holds; the only blocking steps,
-stopping a purgatory's engine threads and closing journals, are pushed to worker threads
-so the loop keeps serving while a purgatory is deleted or the server stops.
+A durable purgatory that cannot be opened at start-up because its data directory fails
+(an ``OSError``: a full disk, a read-only or unreachable directory) does not stop the
+server: :meth:`PurgatoryRegistry.open_or_retry` keeps its name answering UNAVAILABLE
+(:class:`PurgatoryNotOpen`, naming the error) and tries again with a doubling delay
+(``OPEN_RETRY_S`` up to ``OPEN_RETRY_MAX_S``), opening it once the directory allows.
+Created by RPC, the same error is RESOURCE_EXHAUSTED for space and FAILED_PRECONDITION
+otherwise.
+
+Engine threads: the registry owns the server's one :class:`TimerReaper` (its reaper
+thread and executor drive every purgatory's timing wheel), so a purgatory costs no thread
+of its own; with ``reaper_enabled=False`` (tests that drive the clock by hand) each
+purgatory keeps a private timer.
+
+Thread safety: loop-confined like the purgatories it holds; the blocking steps (opening a
+new durable purgatory's journal in :meth:`PurgatoryRegistry.create_async`, stopping the
+reaper and closing journals) are pushed to worker threads so the loop keeps serving while
+a purgatory is created or deleted or the server stops.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import re
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Protocol
 
+from purgatory_server._engine.reaper import TimerReaper
 from purgatory_server._engine.time import Time
-from purgatory_server._service.config.server_config import Limits, PurgatorySettings
+from purgatory_server._journal import JournalError
+from purgatory_server._service.config.server_config import ConfigError, Limits, PurgatorySettings
 from purgatory_server._service.core.budget import ServerBudget
 from purgatory_server._service.core.journal_hooks import JournalHooks
 from purgatory_server._service.core.named_purgatory import NamedPurgatory
@@ -30,6 +47,7 @@ from purgatory_server._service.model.errors import (
     InvalidArgument,
     LimitExceeded,
     NotFound,
+    PurgatoryNotOpen,
     ServiceError,
     ShuttingDown,
 )
@@ -43,6 +61,26 @@ __all__ = ["PurgatoryRegistry"]
 logger = logging.getLogger("purgatory_server.service")
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+# Start-up opening retried after a data directory error: first delay, doubling to the cap.
+OPEN_RETRY_S = 0.5
+OPEN_RETRY_MAX_S = 30.0
+_NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+def _why(exc: OSError) -> str:
+    name = errno.errorcode.get(exc.errno or 0, "")
+    text = exc.strerror or type(exc).__name__
+    return f"{text} ({name})" if name else text
+
+
+def _store_error(settings: PurgatorySettings, exc: OSError) -> ServiceError:
+    """A data directory error creating ``settings`` (the server's state, not the
+    request's): RESOURCE_EXHAUSTED when out of space, FAILED_PRECONDITION otherwise."""
+    message = f"cannot store durable purgatory {settings.name!r} in the data directory: {_why(exc)}"
+    if exc.errno in _NO_SPACE:
+        return LimitExceeded(message)
+    return FailedPrecondition(message)
 
 
 class Durability(Protocol):
@@ -99,6 +137,10 @@ class PurgatoryRegistry:
         self._loop = loop
         self._time = time
         self._reaper_enabled = reaper_enabled
+        self._reaper = TimerReaper(time=time) if reaper_enabled else None
+        # Names being created (their journal opening off the loop): they count toward
+        # max_purgatories and cannot be created twice meanwhile.
+        self._creating: set[str] = set()
         self._journal_factory = journal_factory
         self._purgatories: dict[str, NamedPurgatory] = {}
         self._durable: dict[str, Durability] = {}
@@ -109,6 +151,16 @@ class PurgatoryRegistry:
         self.router = router
         # Open Session streams and their cut-offs, for the metrics (telemetry/streams.py).
         self.sessions = SessionFigures()
+        # Start-up purgatories whose data directory failed, and the tasks that retry
+        # opening them (open_or_retry).
+        # name -> (why, the delay to the next attempt; None: no more, see the log)
+        self._unopened: dict[str, tuple[str, float | None]] = {}
+        self._retries: dict[str, asyncio.Task[None]] = {}
+
+    @property
+    def reaper(self) -> TimerReaper | None:
+        """The server's reaper (None with ``reaper_enabled=False``)."""
+        return self._reaper
 
     def validate_name(self, name: str, field: str = "name") -> None:
         if not name:
@@ -128,19 +180,111 @@ class PurgatoryRegistry:
         return replace(overrides, name=name).over(base)
 
     def create(self, settings: PurgatorySettings) -> NamedPurgatory:
+        """A new purgatory (start-up, a cluster takeover), its journal opened on this
+        thread; a data directory error is RESOURCE_EXHAUSTED when out of space,
+        FAILED_PRECONDITION otherwise."""
+        try:
+            return self._create(settings)
+        except OSError as exc:
+            raise _store_error(settings, exc) from exc
+
+    async def create_async(self, settings: PurgatorySettings) -> NamedPurgatory:
+        """:meth:`create` for CreatePurgatory: a durable one's journal is opened (files
+        created, fsynced) on a worker thread, so the loop serves meanwhile; the name is
+        reserved (and counted) until then."""
+        factory = self._journal_factory
+        if factory is None or not settings.durable:
+            return self.create(settings)
+        self._admit(settings)
+        name = settings.name
+        self._creating.add(name)
+        try:
+            store = await asyncio.to_thread(factory, settings)
+        except OSError as exc:
+            raise _store_error(settings, exc) from exc
+        finally:
+            self._creating.discard(name)
+        if self._closed is not None:
+            if store is not None:
+                await store.close()
+            raise self._closed
+        return self._created(settings, self._build(settings, store))
+
+    def open_or_retry(self, settings: PurgatorySettings) -> None:
+        """Start-up: :meth:`create`, except that a data directory error leaves the name
+        answering UNAVAILABLE while a task retries (module docstring). A name the limits
+        refuse (``max_name_length`` lowered below an existing purgatory's) is a
+        :class:`ConfigError` naming the purgatory: start-up stops, nothing is dropped."""
+        try:
+            self.validate_name(settings.name)
+        except InvalidArgument as exc:
+            raise ConfigError(
+                f"purgatory {quote(settings.name)} ({len(settings.name)} characters): "
+                f"{exc.problem}; raise max_name_length or delete the purgatory"
+            ) from exc
+        try:
+            self._create(settings)
+        except OSError as exc:
+            self._defer(settings, exc, OPEN_RETRY_S)
+
+    def _defer(self, settings: PurgatorySettings, exc: OSError, delay: float) -> None:
+        name = settings.name
+        self._unopened[name] = (_why(exc), delay)
+        logger.error(
+            "purgatory %s cannot be opened: %s; serving the others, trying again in %.1f s",
+            name,
+            _why(exc),
+            delay,
+        )
+        self._retries[name] = self._loop.create_task(self._retry(settings, delay))
+
+    async def _retry(self, settings: PurgatorySettings, delay: float) -> None:
+        await asyncio.sleep(delay)
+        if self._closed is not None:
+            return
+        name = settings.name
+        del self._unopened[name], self._retries[name]
+        try:
+            self._create(settings)
+        except OSError as exc:
+            self._defer(settings, exc, min(2 * delay, OPEN_RETRY_MAX_S))
+            return
+        except ServiceError as exc:  # e.g. max_purgatories reached meanwhile
+            logger.error("purgatory %s cannot be opened: %s", name, exc.message)
+            return
+        except JournalError as exc:  # corrupt, or records missing: the operator's call
+            self._unopened[name] = (str(exc), None)
+            logger.error("purgatory %s cannot be opened: %s", name, exc)
+            return
+        logger.info("purgatory %s opened after its data directory recovered", name)
+
+    def _create(self, settings: PurgatorySettings) -> NamedPurgatory:
+        """:meth:`create` with a data directory error raised as the ``OSError``."""
+        self._admit(settings)
+        store = None
+        if self._journal_factory is not None:
+            store = self._journal_factory(settings)  # OSError: see create, open_or_retry
+        return self._created(settings, self._build(settings, store))
+
+    def _admit(self, settings: PurgatorySettings) -> None:
+        """Raise what refuses creating ``settings.name`` now (nothing is created)."""
         if self._closed is not None:
             raise self._closed
         self.validate_name(settings.name)
-        if settings.name in self._purgatories:
+        if settings.name in self._purgatories or settings.name in self._creating:
             raise AlreadyExists(f"purgatory {settings.name!r} already exists")
+        unopened = self._unopened.get(settings.name)
+        if unopened is not None:
+            raise PurgatoryNotOpen(settings.name, *unopened)
         if self.router is not None:
             self.router(settings.name, True)  # a replicated name: only its takeover creates it
-        if len(self._purgatories) >= self.limits.max_purgatories:
+        count = len(self._purgatories) + len(self._creating)
+        if count >= self.limits.max_purgatories:
             raise LimitExceeded(
-                f"{len(self._purgatories)} purgatories exist; "
-                f"max_purgatories is {self.limits.max_purgatories}"
+                f"{count} purgatories exist; max_purgatories is {self.limits.max_purgatories}"
             )
-        purgatory = self._build(settings)
+
+    def _created(self, settings: PurgatorySettings, purgatory: NamedPurgatory) -> NamedPurgatory:
         logger.info(
             "purgatory %s created (%s, max_pending %d, retained_events %d)",
             settings.name,
@@ -150,17 +294,7 @@ class PurgatoryRegistry:
         )
         return purgatory
 
-    def _build(self, settings: PurgatorySettings) -> NamedPurgatory:
-        store = None
-        if self._journal_factory is not None:
-            try:
-                store = self._journal_factory(settings)
-            except OSError as exc:
-                # The server's state (a read-only or full data directory), not the request.
-                raise FailedPrecondition(
-                    f"cannot store durable purgatory {settings.name!r} in the data "
-                    f"directory: {exc.strerror or type(exc).__name__}"
-                ) from exc
+    def _build(self, settings: PurgatorySettings, store: Durability | None) -> NamedPurgatory:
         purgatory = NamedPurgatory(
             settings,
             self.limits,
@@ -169,6 +303,7 @@ class PurgatoryRegistry:
             journal=None if store is None else store.journal,
             event_log=None if store is None else store.event_log,
             reaper_enabled=self._reaper_enabled,
+            reaper=self._reaper,
             incarnation=None if store is None else store.incarnation,
             budget=self.budget,
             metrics=self._new_metrics(store),
@@ -193,6 +328,9 @@ class PurgatoryRegistry:
             raise self._closed
         purgatory = self._purgatories.get(name)
         if purgatory is None:
+            unopened = self._unopened.get(name)
+            if unopened is not None:
+                raise PurgatoryNotOpen(name, *unopened)
             # A name no purgatory can have is INVALID_ARGUMENT, as CreatePurgatory says.
             self.validate_name(name, field)
             if self.router is not None:
@@ -218,7 +356,7 @@ class PurgatoryRegistry:
         cancelled = purgatory.cancel_all()
         purgatory.account.close(0, 0)  # what it still holds (retained, signal data)
         purgatory.close(NotFound(f"purgatory {name!r} was deleted", "purgatory", name))
-        await asyncio.to_thread(purgatory.shutdown_engine)
+        await self._stop_engine(purgatory)
         store = self._durable.pop(name, None)
         if store is not None:
             await store.destroy()
@@ -236,17 +374,29 @@ class PurgatoryRegistry:
         ops = purgatory.pending_operations()
         purgatory.account.close(len(ops), sum(len(op.definition.payload) for op in ops))
         purgatory.close(error)
-        await asyncio.to_thread(purgatory.shutdown_engine)
+        await self._stop_engine(purgatory)
         store = self._durable.pop(name, None)
         if store is not None:
             await store.close()
         logger.info("purgatory %s evicted: %s", name, error.message)
+
+    async def _stop_engine(self, purgatory: NamedPurgatory) -> None:
+        """Stop its engine: at once on the shared reaper (it only detaches), on a worker
+        thread for a private timer (it joins that timer's thread)."""
+        if self._reaper is not None:
+            purgatory.shutdown_engine()
+        else:
+            await asyncio.to_thread(purgatory.shutdown_engine)
 
     def begin_shutdown(self, error: ServiceError | None = None) -> None:
         """Refuse new work and end waiting long-polls and streams (UNAVAILABLE)."""
         error = error if error is not None else ShuttingDown()
         if self._closed is None:
             self._closed = error
+        for task in self._retries.values():
+            task.cancel()
+        self._retries.clear()
+        self._unopened.clear()
         for purgatory in self._purgatories.values():
             purgatory.close(error)
 
@@ -255,7 +405,9 @@ class PurgatoryRegistry:
         self.begin_shutdown()
         purgatories = list(self._purgatories.values())
         self._purgatories.clear()
-        await asyncio.gather(*(asyncio.to_thread(p.shutdown_engine) for p in purgatories))
+        await asyncio.gather(*(self._stop_engine(p) for p in purgatories))
         stores = list(self._durable.values())
         self._durable.clear()
         await asyncio.gather(*(store.close() for store in stores))
+        if self._reaper is not None:
+            await asyncio.to_thread(self._reaper.shutdown)

@@ -44,12 +44,18 @@ def _fsync_dir(path: Path) -> None:
 
 
 def write_settings(data_dir: Path, settings: PurgatorySettings) -> None:
-    """Atomically record ``settings`` as ``<data_dir>/<name>/purgatory.json``."""
+    """Atomically record ``settings`` as ``<data_dir>/<name>/purgatory.json``; nothing is
+    written when the file already holds them (a restart on a full disk opens)."""
     folder = data_dir / settings.name
     folder.mkdir(parents=True, exist_ok=True)
     target = folder / SETTINGS_FILE
     tmp = folder / (SETTINGS_FILE + ".tmp")
     data = json.dumps(asdict(settings), indent=2, sort_keys=True).encode()
+    try:
+        if target.read_bytes() == data:
+            return
+    except FileNotFoundError:
+        pass
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         os.write(fd, data)

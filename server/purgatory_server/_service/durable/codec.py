@@ -9,6 +9,9 @@ specifies for outside readers:
   ``due_time_ms`` / ``create_time_ms`` (wall-clock epoch ms);
 - ``Outcome.result``: a serialized ``purgatory.v1.JournaledOutcome`` (the whole event
   as subscribers saw it, plus the condition and timeout so re-sends stay idempotent);
+- ``SignalApplied.attributes``: the signal's attributes, a serialized
+  ``google.protobuf.Struct`` (deterministic); a condition's expressions and the
+  operation's attributes travel inside ``OperationRegistered.condition``;
 - ``Outcome.lateness_ms``: for EXPIRED, ``complete_time_ms - due_time_ms`` (>= 0).
 
 All functions are pure; thread-safety is the caller's (the loop thread in the server).
@@ -32,6 +35,10 @@ from purgatory_server._service.model.definitions import OperationDefinition
 from purgatory_server._service.model.operation_state import OperationState
 from purgatory_server._service.model.outcome import Outcome
 from purgatory_server._service.wire.convert import condition_from_proto, event_to_proto
+from purgatory_server._service.wire.struct_values import (
+    attributes_from_raw,
+    attributes_from_struct,
+)
 
 __all__ = [
     "PendingDecoder",
@@ -81,6 +88,7 @@ def signal_record(purgatory: str, key: str, signal: SignalRecord, now_ms: int) -
             source=signal.source,
             data=signal.data,
             applied_wall_ms=now_ms,
+            attributes=b"" if signal.attributes is None else signal.attributes.raw,
         )
     )
 
@@ -117,7 +125,10 @@ Signal = JournalRecord.SignalApplied
 
 def _signal(sig: JournalRecord.SignalApplied) -> tuple[str, SignalRecord]:
     value = sig.value if sig.HasField("value") else None
-    return sig.key, SignalRecord(amount=sig.amount, value=value, source=sig.source, data=sig.data)
+    attributes = attributes_from_raw(sig.attributes) if sig.attributes else None
+    return sig.key, SignalRecord(
+        amount=sig.amount, value=value, source=sig.source, data=sig.data, attributes=attributes
+    )
 
 
 def decode_pending(
@@ -227,6 +238,10 @@ def _result(msg: Any) -> ResultSnapshot:
         values=tuple(sorted(msg.values.items())),
         data=msg.data,
         data_truncated=msg.data_truncated,
+        matched_key=msg.matched_key,
+        matched=attributes_from_struct(msg.matched_attributes)
+        if msg.HasField("matched_attributes")
+        else None,
     )
 
 

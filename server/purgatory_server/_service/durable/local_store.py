@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import gc
 import logging
+import os
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -28,7 +29,13 @@ from typing import TYPE_CHECKING, Any
 from purgatory_proto.v1.journal_pb2 import JournalRecord
 
 from purgatory_server._engine.time import SYSTEM_TIME, Time
-from purgatory_server._journal import FsyncPolicy, JournalConfig, JournalError
+from purgatory_server._journal import (
+    FsyncPolicy,
+    JournalConfig,
+    JournalError,
+    JournalNoSpaceError,
+    WriterPool,
+)
 from purgatory_server._journal import Journal as WriteAheadLog
 from purgatory_server._service.config.server_config import PurgatorySettings, ServerConfig
 from purgatory_server._service.core.operation import RemoteOperation
@@ -69,6 +76,9 @@ logger = logging.getLogger("purgatory_server.service")
 RESTORE_BATCH = 4096
 # A recovery of at least this many pending operations freezes them out of the GC (restore).
 FREEZE_AFTER = 10_000
+# Writer threads all durable purgatories of a server share (each journal stays on one):
+# fsyncs of different journals overlap up to this many at once.
+JOURNAL_WRITER_THREADS = 4
 
 
 class DurableHooks:
@@ -85,6 +95,12 @@ class DurableHooks:
         self._batch: asyncio.Future[None] | None = None  # the buffered, unsubmitted batch
         self._last: asyncio.Future[None] | None = None  # the latest submitted batch
         self._conditions: dict[ConditionSpec, tuple[Any, bytes]] = {}
+
+    @property
+    def no_space(self) -> str | None:
+        """Why the journal is stalled out of space (None: it writes); written by its
+        writer thread, read here without a lock (one attribute)."""
+        return self._wal.no_space
 
     # -- hooks (loop thread) -----------------------------------------------------------
     def _condition(self, spec: ConditionSpec) -> tuple[Any, bytes]:
@@ -333,16 +349,27 @@ def journal_config(config: ServerConfig, settings: PurgatorySettings) -> Journal
 
 
 def durable_factory(
-    config: ServerConfig, loop: asyncio.AbstractEventLoop, clock: Time | None = None
+    config: ServerConfig,
+    loop: asyncio.AbstractEventLoop,
+    clock: Time | None = None,
+    *,
+    write: Callable[[int, memoryview], int] = os.write,
 ) -> Callable[[PurgatorySettings], DurableStore | None]:
     """The registry's journal factory: a :class:`DurableStore` for durable settings.
 
-    Opening recovers the journal (blocking; at start-up, or CreatePurgatory of a new and
-    therefore empty journal) and raises :class:`JournalCorruptionError` for a corrupt
-    mid-file record unless ``config.repair_journal``.
+    Opening recovers the journal (blocking: at start-up, or on a worker thread for
+    CreatePurgatory of a new and therefore empty journal; any thread) and raises
+    :class:`JournalCorruptionError` for a corrupt mid-file record or missing records
+    (:class:`JournalGapError`) unless ``config.repair_journal``, and ``OSError`` when
+    the data directory fails (out of space included). ``write`` is the journals'
+    ``os.write`` (a test makes it run out of space; ``create_server(journal_factory=...)``
+    takes the factory). Every journal's writes run on the factory's one
+    :class:`WriterPool` (``JOURNAL_WRITER_THREADS`` threads).
     """
     data_dir = Path(config.data_dir)
     store_clock = clock if clock is not None else SYSTEM_TIME
+    # The server's journal writers (their threads run only while a journal is open).
+    writers = WriterPool(JOURNAL_WRITER_THREADS)
 
     def open_store(settings: PurgatorySettings) -> DurableStore | None:
         if not settings.durable:
@@ -350,11 +377,16 @@ def durable_factory(
         data_dir.mkdir(parents=True, exist_ok=True)
         write_settings(data_dir, settings)
         incarnation = durable_incarnation(data_dir / settings.name)
-        wal = WriteAheadLog.open(
-            journal_dir(data_dir, settings.name),
-            journal_config(config, settings),
-            repair=config.repair_journal,
-        )
+        try:
+            wal = WriteAheadLog.open(
+                journal_dir(data_dir, settings.name),
+                journal_config(config, settings),
+                repair=config.repair_journal,
+                writers=writers,
+                _write=write,
+            )
+        except JournalNoSpaceError as exc:  # its first segment: a data directory error
+            raise OSError(exc.errno, str(exc)) from exc
         try:
             return DurableStore(data_dir, settings, wal, loop, incarnation, clock=store_clock)
         except BaseException:

@@ -1,4 +1,4 @@
-"""One outcome held by a worker group, and where it stands: ready, leased or dead.
+"""One outcome held by a worker group, and where it stands: ready, leased, waiting or dead.
 
 An entry exists from the moment its group takes the outcome in until a member acks it
 (or the group is deleted). Its ``attempts`` counts deliveries over the entry's whole life
@@ -6,9 +6,11 @@ and only ever grows, redrives included: it is the fencing token a member's ack o
 extension must show, so a number once handed out is never handed out again (a consumer
 whose lease lapsed can never ack the delivery another member now holds). A redrive gives
 a fresh *budget* instead: ``redriven_at`` records ``attempts`` at the last redrive, and
-``max_attempts`` counts the deliveries after it. ``lease`` is the timer task of the current lease:
-a lease is current only while ``entry.lease is task``, which is how a lease expiry that
-raced with an ack, an extension or a redelivery is recognised as stale and ignored.
+``max_attempts`` counts the deliveries after it. ``lease`` is the timer task of the current lease
+(LEASED) or of the wait before the next offer (WAITING, ``retry_at_ms``: a nack's delay or
+the group's backoff): a task is current only while ``entry.lease is task``, which is how an
+expiry that raced with an ack, an extension, a nack or a redelivery is recognised as stale
+and ignored.
 
 Thread safety: loop-confined, like the group that owns it.
 """
@@ -29,7 +31,8 @@ __all__ = ["EntryState", "GroupEntry"]
 
 class EntryState(enum.Enum):
     READY = "ready"  # waiting for a member with room
-    LEASED = "leased"  # delivered; acked, extended or expired next
+    LEASED = "leased"  # delivered; acked, extended, nacked or expired next
+    WAITING = "waiting"  # a delivery ended unacked: offered again at retry_at_ms
     DEAD = "dead"  # out of attempts; listed and redriven by hand
 
 
@@ -43,6 +46,7 @@ class GroupEntry:
         "lease_deadline_ms",
         "outcome",
         "redriven_at",
+        "retry_at_ms",
         "state",
     )
 
@@ -56,6 +60,7 @@ class GroupEntry:
         self.lease: LeaseTask | None = None
         self.holder: GroupMember | None = None
         self.lease_deadline_ms = 0
+        self.retry_at_ms = 0
 
     @property
     def sequence(self) -> int:
@@ -65,8 +70,12 @@ class GroupEntry:
         """Whether the deliveries since the last redrive (or intake) reach the limit."""
         return self.attempts - self.redriven_at >= max_attempts
 
+    def failures(self) -> int:
+        """Deliveries since the last redrive (or intake): each one that ended unacked."""
+        return self.attempts - self.redriven_at
+
     def drop_lease(self) -> None:
-        """Forget the current lease: cancel its timer, free its holder's slot."""
+        """Forget the current lease (or wait): cancel its timer, free its holder's slot."""
         lease = self.lease
         if lease is not None:
             self.lease = None

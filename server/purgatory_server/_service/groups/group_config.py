@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from purgatory_server._service.groups.backoff import RetryBackoff
+
+if TYPE_CHECKING:
+    from purgatory_server._service.groups.selection import Selection
 
 __all__ = [
     "DEFAULT_MAX_ATTEMPTS",
@@ -32,3 +38,7 @@ class GroupConfig:
 
     visibility_timeout_ms: int = DEFAULT_VISIBILITY_TIMEOUT_MS
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    # Priorities, ordering keys, a rate limit (None: sequence order, unlimited).
+    selection: Selection | None = None
+    # None: an outcome whose delivery ended unacked is offered again at once.
+    backoff: RetryBackoff | None = None

@@ -1,4 +1,4 @@
-"""A lease's expiry as a task on the purgatory's timing wheel.
+"""A lease's expiry (or the end of a retry wait) as a task on the purgatory's timing wheel.
 
 Why the wheel and not ``loop.call_later``: leases follow the purgatory's clock (MockTime
 and ``advance_clock`` drive them like operation timeouts) and cost what timeouts cost.
@@ -19,7 +19,7 @@ __all__ = ["LeaseTask"]
 
 
 class LeaseTask(TimerTask):
-    """Fires ``expired(self)`` (any thread) when the lease's time is up."""
+    """Fires ``expired(self)`` (any thread) when the lease's (or the wait's) time is up."""
 
     __slots__ = ("_expired", "group", "sequence")
 

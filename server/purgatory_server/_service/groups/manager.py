@@ -24,11 +24,13 @@ from purgatory_proto.v1.journal_pb2 import JournalRecord
 from purgatory_server._engine.time import Time
 from purgatory_server._engine.timer import Timer
 from purgatory_server._service.config.server_config import Limits
+from purgatory_server._service.groups.backoff import RetryBackoff
 from purgatory_server._service.groups.group import WorkerGroup
 from purgatory_server._service.groups.group_config import GroupConfig
 from purgatory_server._service.groups.lease import LeaseTask
 from purgatory_server._service.groups.member import GroupMember
 from purgatory_server._service.groups.records import AfterWrite, GroupRecords, RestoredGroup
+from purgatory_server._service.groups.selection import Selection
 from purgatory_server._service.model.errors import (
     FailedPrecondition,
     LimitExceeded,
@@ -90,6 +92,7 @@ class GroupSet:
             clock=self._clock,
             expired=self._inbox.put,
             journal=self._records,
+            max_rate_keys=self._limits.max_group_backlog,
         )
         self._groups[name] = group
         return group
@@ -106,14 +109,22 @@ class GroupSet:
         return [self._groups[name] for name in sorted(self._groups)]
 
     def join(
-        self, name: str, visibility_timeout_ms: int, max_attempts: int, prefetch: int
+        self,
+        name: str,
+        visibility_timeout_ms: int,
+        max_attempts: int,
+        prefetch: int,
+        *,
+        selection: Selection | None = None,
+        backoff: RetryBackoff | None = None,
     ) -> tuple[WorkerGroup, GroupMember]:
         """A new member of group ``name``, creating the group (zero settings: defaults).
 
         An existing group keeps its settings: a non-zero setting that differs from them
-        is FailedPrecondition (the caller expects a group that is not there). Members of
-        all groups together are bounded by ``max_subscribers`` (counted apart from the
-        purgatory's broadcast subscribers).
+        is FailedPrecondition (the caller expects a group that is not there); so is a
+        ``selection`` or a ``backoff`` that differs from the group's (None: the group's).
+        Members of all groups together are bounded by ``max_subscribers`` (counted apart
+        from the purgatory's broadcast subscribers).
         """
         members = sum(len(g.members) for g in self._groups.values())
         if members >= self._limits.max_subscribers:
@@ -132,6 +143,8 @@ class GroupSet:
             config = GroupConfig(
                 visibility_timeout_ms or defaults.visibility_timeout_ms,
                 max_attempts or defaults.max_attempts,
+                selection=selection,
+                backoff=backoff,
             )
             group = self._new(name, config, self._log.last_sequence)
             if self._records is not None:
@@ -145,6 +158,17 @@ class GroupSet:
                     f"group {quote(name)} exists with visibility_timeout_ms "
                     f"{config.visibility_timeout_ms} and max_attempts {config.max_attempts}; "
                     "pass 0 to use them, or delete the group to change them"
+                )
+            if selection is not None and selection != config.selection:
+                raise FailedPrecondition(
+                    f"group {quote(name)} exists with another selection (priorities, "
+                    "ordering key, rate limit); leave it unset to use the group's, or "
+                    "delete the group to change it"
+                )
+            if backoff is not None and backoff != config.backoff:
+                raise FailedPrecondition(
+                    f"group {quote(name)} exists with backoff {config.backoff}; "
+                    "leave backoff unset to use it, or delete the group to change it"
                 )
         member = GroupMember(prefetch)
         group.join(member)
@@ -162,7 +186,8 @@ class GroupSet:
     def restore(self, groups: dict[str, RestoredGroup]) -> None:
         """Groups recovered from the journal (start-up, before serving)."""
         for name, restored in groups.items():
-            self._new(name, restored.config, restored.last_sequence).restore(restored.entries)
+            group = self._new(name, restored.config, restored.last_sequence)
+            group.restore(restored.entries, restored.rate_windows)
 
     # ------------------------------------------------------------------ outcomes
     def offer(self, outcome: Outcome) -> None:

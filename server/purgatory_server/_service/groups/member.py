@@ -19,12 +19,15 @@ __all__ = ["Delivery", "GroupMember"]
 
 
 class Delivery(NamedTuple):
-    """An outcome leased to a member: its attempt number and the lease's wall deadline."""
+    """An outcome leased to a member: its attempt number and the lease's wall deadline
+    (and, from a group with a selection, the outcome's priority and ordering key)."""
 
     outcome: Outcome
     group: str
     attempt: int
     lease_deadline_ms: int
+    priority: int = 0
+    ordering_key: str = ""
 
 
 class GroupMember(StreamQueue[Delivery]):

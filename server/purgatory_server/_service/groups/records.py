@@ -5,11 +5,14 @@ deletion as ``GroupState``, each lease as ``GroupDelivered`` (so attempt counts 
 restart and a poison outcome cannot loop forever across crashes), acks, dead-lettering
 and redrives as ``GroupSettled`` (a discarded dead letter is an ack: it leaves the group);
 lease extensions as ``GroupDelivered`` again (same
-attempt, new deadline). After a restart a lease whose deadline is still ahead runs to it
+attempt, new deadline); a nack, or a lapsed lease's backoff, as ``GroupRetry`` (the wait's
+end). After a restart a lease whose deadline is still ahead runs to it
 (its holder may still ack), every other entry that is not dead is ready again
 (at-least-once), its attempt numbers going on from the last one recorded (fencing: a
 number is never handed out twice; that is why a delivery is sent only once its
-``GroupDelivered`` record is written, ``delivered(then=)``).
+``GroupDelivered`` record is written, ``delivered(then=)``). A group's selection
+(:mod:`.selection`) is spelled in its ``GroupState``; a rate-limited group's deliveries
+carry their time and rate key, from which replay rebuilds the rate window.
 
 Thread safety: loop-confined (called by the groups, on the purgatory's loop).
 """
@@ -20,10 +23,12 @@ from collections.abc import Callable
 
 from purgatory_proto.v1.journal_pb2 import JournalRecord
 
+from purgatory_server._service.groups.backoff import BackoffType, RetryBackoff
 from purgatory_server._service.groups.entry import GroupEntry
 from purgatory_server._service.groups.group_config import GroupConfig
+from purgatory_server._service.groups.selection import selection_to_proto
 
-__all__ = ["GroupRecords", "RestoredGroup"]
+__all__ = ["GroupRecords", "RestoredGroup", "backoff_from_state"]
 
 Settled = JournalRecord.GroupSettled
 AfterWrite = Callable[[Callable[[], None], Callable[[BaseException], None]], None]
@@ -51,17 +56,25 @@ class GroupRecords:
         self._after_write = after_write
 
     def created(self, group: str, config: GroupConfig, last_sequence: int) -> None:
-        self._write(
-            JournalRecord(
-                group_state=JournalRecord.GroupState(
-                    purgatory=self._purgatory,
-                    group=group,
-                    visibility_timeout_ms=config.visibility_timeout_ms,
-                    max_attempts=config.max_attempts,
-                    last_sequence=last_sequence,
-                )
-            )
+        state = JournalRecord.GroupState(
+            purgatory=self._purgatory,
+            group=group,
+            visibility_timeout_ms=config.visibility_timeout_ms,
+            max_attempts=config.max_attempts,
+            last_sequence=last_sequence,
         )
+        selection = config.selection
+        if selection is not None:
+            state.selection = selection_to_proto(selection).SerializeToString()
+            if selection.rate_limit is not None:
+                state.rate_window_ms = selection.rate_limit.window_ms
+        backoff = config.backoff
+        if backoff is not None:
+            state.backoff_type = int(backoff.type)
+            state.backoff_delay_ms = backoff.delay_ms
+            state.backoff_max_delay_ms = backoff.max_delay_ms
+            state.backoff_jitter = backoff.jitter
+        self._write(JournalRecord(group_state=state))
 
     def deleted(self, group: str) -> None:
         self._write(
@@ -79,6 +92,9 @@ class GroupRecords:
         attempt: int,
         deadline_ms: int,
         then: Callable[[], None],
+        *,
+        delivered_ms: int = 0,
+        rate_key: str = "",
     ) -> None:
         self._write(
             JournalRecord(
@@ -88,6 +104,8 @@ class GroupRecords:
                     sequence=sequence,
                     attempt=attempt,
                     lease_deadline_wall_ms=deadline_ms,
+                    delivered_wall_ms=delivered_ms,
+                    rate_key=rate_key,
                 )
             )
         )
@@ -131,13 +149,46 @@ class GroupRecords:
     def redriven(self, group: str, sequences: list[int]) -> None:
         self._settled(group, sequences, Settled.DISPOSITION_REDRIVEN)
 
+    def retried(self, group: str, sequence: int, attempt: int, retry_at_ms: int) -> None:
+        self._write(
+            JournalRecord(
+                group_retry=JournalRecord.GroupRetry(
+                    purgatory=self._purgatory,
+                    group=group,
+                    sequence=sequence,
+                    attempt=attempt,
+                    retry_at_wall_ms=retry_at_ms,
+                )
+            )
+        )
+
+
+def backoff_from_state(state: JournalRecord.GroupState) -> RetryBackoff | None:
+    """The backoff a ``GroupState`` record spells (type 0: none)."""
+    if not state.backoff_type:
+        return None
+    return RetryBackoff(
+        BackoffType(state.backoff_type),
+        state.backoff_delay_ms,
+        state.backoff_max_delay_ms,
+        state.backoff_jitter,
+    )
+
 
 class RestoredGroup:
     """A group as the journal left it, decoded for the service."""
 
-    __slots__ = ("config", "entries", "last_sequence")
+    __slots__ = ("config", "entries", "last_sequence", "rate_windows")
 
-    def __init__(self, config: GroupConfig, last_sequence: int, entries: list[GroupEntry]):
+    def __init__(
+        self,
+        config: GroupConfig,
+        last_sequence: int,
+        entries: list[GroupEntry],
+        rate_windows: list[tuple[str, list[int]]] | None = None,
+    ):
         self.config = config
         self.last_sequence = last_sequence
         self.entries = entries
+        # A rate-limited group's recorded delivery times, per rate key.
+        self.rate_windows = rate_windows or []

@@ -4,6 +4,8 @@
 - ``quoting``: bounded quoting of caller values in error messages;
 - ``operation_state``: the states, numbered as the wire enum;
 - ``conditions``: condition specs, signal records and result snapshots;
+- ``attributes``: structured attributes of signals and operations (JSON objects);
+- ``expressions``: conditions' CEL expressions: compiled once per text, checked, evaluated;
 - ``definitions``: an operation's definition, a registration request, a recovered one;
 - ``outcome``: an operation's end, as published;
 - ``ended``: what an ended operation shows the parts that publish and count it;

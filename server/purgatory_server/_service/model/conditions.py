@@ -11,6 +11,10 @@ The kinds (:class:`ConditionKind`):
 - ``VALUES_AT_LEAST``: every watched key's latest ``value`` is >= its target (replicas
   reached an offset); values known before registration count.
 
+Any kind may carry a :class:`Gate` (docs/conditions.md): a CEL ``filter`` on the signals
+that count, a ``predicate`` judged once the kind holds, a ``match`` attribute path, and
+the operation's own attributes those read.
+
 Frozen values, safe to share between threads; how progress towards a condition is kept
 is the core's (``core.progress``).
 """
@@ -21,6 +25,8 @@ import enum
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from purgatory_server._service.model.attributes import Attributes
+
 __all__ = [
     "DEFAULT_CONDITION",
     "EMPTY_RESULT",
@@ -30,6 +36,7 @@ __all__ = [
     "UINT32_MAX",
     "ConditionKind",
     "ConditionSpec",
+    "Gate",
     "ResultSnapshot",
     "SignalRecord",
 ]
@@ -48,6 +55,18 @@ class ConditionKind(enum.Enum):
     VALUES_AT_LEAST = "values_at_least"
 
 
+class Gate(NamedTuple):
+    """A condition's expressions (texts, checked at registration) and the operation's
+    attributes; "" / None: not set. A tuple: built once per registration that has one,
+    cheaper than a frozen dataclass."""
+
+    filter: str = ""
+    predicate: str = ""
+    # A dotted attribute path ("order.id").
+    match: str = ""
+    attributes: Attributes | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class ConditionSpec:
     """A condition; hashable and comparable so re-sent definitions can be compared."""
@@ -59,6 +78,8 @@ class ConditionSpec:
     # Sorted (key, target) pairs; keys not listed use default_target.
     targets: tuple[tuple[str, int], ...] = ()
     default_target: int = 0
+    # Expressions and the operation's attributes (None: the kind alone).
+    gate: Gate | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +90,7 @@ class SignalRecord:
     value: int | None = None
     source: str = ""
     data: bytes = b""
+    attributes: Attributes | None = None
 
 
 class ResultSnapshot(NamedTuple):
@@ -81,6 +103,9 @@ class ResultSnapshot(NamedTuple):
     values: tuple[tuple[str, int], ...] = ()
     data: bytes = b""
     data_truncated: bool = False
+    # Operations with a gate: the key and attributes of the last signal that counted.
+    matched_key: str = ""
+    matched: Attributes | None = None
 
 
 EMPTY_RESULT = ResultSnapshot()

@@ -44,14 +44,16 @@ and the errors of particular parts, each under the code it stands for::
     └── PurgatoryDeleted       a replicated purgatory deleted cluster-wide
     LimitExceeded
     ├── Overloaded             a bulk request while the loop runs late
-    └── SessionOverflow        a Session whose client stopped reading
+    ├── SessionOverflow        a Session whose client stopped reading
+    └── JournalFull            a write to a durable purgatory whose disk is full
     FailedPrecondition
     └── RecreateRefused        re-creating a deleted replicated purgatory
     ServiceError (UNAVAILABLE)
     ├── NotOwner               another server owns the purgatory (route in metadata)
     ├── DeleteNotRecorded      a replicated deletion whose tombstone was not written
     ├── SiblingUnavailable     a worker did not answer the whole-server listing
-    └── SessionJournalFailed   a Session's journal write failed
+    ├── SessionJournalFailed   a Session's journal write failed
+    └── PurgatoryNotOpen       a durable purgatory start-up could not open (retried)
     SessionEnded               the error that ended a Session, with what it delivered
 
 Trailing metadata carries machine-readable details where a client must act on them:
@@ -86,6 +88,7 @@ __all__ = [
     "FailedPrecondition",
     "Internal",
     "InvalidArgument",
+    "JournalFull",
     "LimitExceeded",
     "NotFound",
     "NotOwner",
@@ -94,6 +97,7 @@ __all__ = [
     "Overloaded",
     "PermissionDenied",
     "PurgatoryDeleted",
+    "PurgatoryNotOpen",
     "RecreateRefused",
     "ServiceError",
     "SessionEnded",
@@ -363,6 +367,24 @@ class SessionOverflow(LimitExceeded):
         return ((METADATA_SESSION_BUFFER, str(self.bound)),)
 
 
+class SessionOverBudget(LimitExceeded):
+    """The server's held pool stayed full while the stream held ``held`` bytes owed to a
+    client that has read nothing for a while (what it owes is never refused: a stream
+    past the budget is paused, then cut)."""
+
+    def __init__(self, held: int, stalled_s: float) -> None:
+        super().__init__(
+            f"session holds {held} bytes of outcomes and acknowledgements while the "
+            f"server's memory budget is full, and read nothing for {stalled_s:g} s (the "
+            "client is not reading); resume it (session_id, resume_after) "
+            "or re-open it and re-send the watches still wanted"
+        )
+        self.held = held
+
+    def trailing_metadata(self) -> tuple[tuple[str, str], ...]:
+        return ((METADATA_SESSION_BUFFER, str(self.held)),)
+
+
 class SessionEnded(ServiceError):
     """The error that ended a stream, with the number of the last outcome written."""
 
@@ -402,3 +424,31 @@ class Overloaded(LimitExceeded):
             field,
         )
         self.retry_after_s = round(max(0.1, 2 * lag_s), 3)
+
+
+class JournalFull(LimitExceeded):
+    """A write to a durable purgatory whose journal is out of space: refused before it
+    changed anything, so retrying after the suggested delay is safe. Reads go on."""
+
+    def __init__(self, purgatory: str, why: str) -> None:
+        super().__init__(
+            f"purgatory {purgatory!r} takes no writes while its journal is out of space "
+            f"({why[:100]}); reads are served; retry once space is freed"
+        )
+
+
+class PurgatoryNotOpen(ServiceError):
+    """A durable purgatory the server could not open at start-up (its data directory
+    failed: full, read-only, ...); the server retries and serves it once it opens
+    (``retry_after_s`` None: a retry found its journal damaged, no more attempts)."""
+
+    code = Code.UNAVAILABLE
+
+    def __init__(self, purgatory: str, why: str, retry_after_s: float | None) -> None:
+        then = (
+            "it needs the operator (the server's log says why)"
+            if retry_after_s is None
+            else f"the server tries again within {retry_after_s:.1f} s"
+        )
+        super().__init__(f"purgatory {purgatory!r} is not open yet: {why[:200]}; {then}")
+        self.retry_after_s = retry_after_s

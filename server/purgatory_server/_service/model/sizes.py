@@ -9,6 +9,7 @@ charging more than is held:
   plus per key the string and its watch entry in the engine (``KEY_BYTES`` + the key's
   length), plus its payload and id;
 - a condition that accumulates (every kind but ``ANY_KEY``): its progress object;
+- a condition's gate (expressions, attributes, match keys): :func:`gate_bytes`;
 - a retained outcome (the retained window, the finished-id memory): the outcome tuple,
   its keys (string + tuple slot each), payload, result data and sources.
 
@@ -21,17 +22,24 @@ from collections.abc import Iterable, Sequence
 from operator import itemgetter
 from typing import TYPE_CHECKING
 
-from purgatory_server._service.model.conditions import ConditionKind, ResultSnapshot
+from purgatory_server._service.model.conditions import (
+    DEFAULT_CONDITION,
+    ConditionKind,
+    Gate,
+    ResultSnapshot,
+)
 
 if TYPE_CHECKING:
     from purgatory_server._service.model.definitions import OperationDefinition
     from purgatory_server._service.model.outcome import Outcome
 
 __all__ = [
+    "CONTEXT_BYTES",
     "KEY_BYTES",
     "OPERATION_BYTES",
     "OUTCOME_BYTES",
     "PROGRESS_BYTES",
+    "gate_bytes",
     "operation_bytes",
     "outcome_bytes",
     "outcomes_bytes",
@@ -53,6 +61,14 @@ OUTCOME_BYTES = 512
 RETAINED_KEY_BYTES = 64
 # Per (key, value) pair of a result's values: the pair, the int, the tuple slot.
 VALUE_BYTES = 112
+# An operation's bound expression context (cel.Context) beyond its values: 1.6 KB
+# measured for one attribute (docs/benchmarks.md §25).
+CONTEXT_BYTES = 2048
+# Attributes: the decoded value (dicts, strings, numbers) against its encoding's bytes.
+ATTRIBUTES_FACTOR = 4
+# A match key (core.match_index) beyond the engine's watch entry: the tuple, the
+# canonical value string, the index's counters.
+MATCH_KEY_BYTES = 256
 _ANY_KEY = ConditionKind.ANY_KEY
 _NBYTES = itemgetter(11)  # Outcome.nbytes
 
@@ -68,8 +84,27 @@ def operation_bytes(operation_id: str, definition: OperationDefinition) -> int:
     size = OPERATION_BYTES + len(operation_id) + len(definition[3]) + KEY_BYTES * len(keys)
     size += len(keys[0]) if len(keys) == 1 else sum(map(len, keys))
     condition = definition[2]
+    if condition is DEFAULT_CONDITION:
+        return size
     if condition.kind is not _ANY_KEY:
         size += PROGRESS_BYTES + len(condition.targets) * RETAINED_KEY_BYTES
+    gate = condition.gate
+    if gate is not None:
+        size += gate_bytes(gate, keys)
+    return size
+
+
+def gate_bytes(gate: Gate, keys: Sequence[str]) -> int:
+    """What a condition's gate holds: its progress, its texts (the compiled programs are
+    shared per text), its bound context, the attributes (encoding and value) and, with
+    ``match``, a match key per key (a tuple, its value string, its watch entry)."""
+    size = PROGRESS_BYTES + len(gate.filter) + len(gate.predicate) + len(gate.match)
+    size += CONTEXT_BYTES  # the operation's bound expression context (model.expressions)
+    if gate.attributes is not None:
+        # The encoding, the value, and the value again in the bound context.
+        size += (ATTRIBUTES_FACTOR + 2) * len(gate.attributes.raw)
+    if gate.match:
+        size += len(keys) * (KEY_BYTES + MATCH_KEY_BYTES)
     return size
 
 
@@ -100,4 +135,6 @@ def result_bytes(
             size += keys_bytes(result.sources, RETAINED_KEY_BYTES)
     if result.values:
         size += VALUE_BYTES * len(result.values)
+    if result.matched is not None:
+        size += ATTRIBUTES_FACTOR * len(result.matched.raw)
     return size

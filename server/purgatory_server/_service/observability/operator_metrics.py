@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
 from purgatory_server._engine import COMPILED
+from purgatory_server._service.groups.entry import EntryState
 from purgatory_server._version import version
 
 if TYPE_CHECKING:
@@ -203,6 +204,19 @@ def _groups_and_schedules(meter: Meter, registry: PurgatoryRegistry) -> None:
         )
     meter.create_observable_gauge(
         "purgatory.group.members", [members], "{stream}", "Connected members of the group."
+    )
+
+    def retrying(options: CallbackOptions) -> Iterator[Observation]:
+        for p in registry.snapshot():
+            for group in p.groups.all():
+                attrs = {"purgatory.name": p.name, "purgatory.group": group.name}
+                yield Observation(group.tally()[EntryState.WAITING], attrs)
+
+    meter.create_observable_gauge(
+        "purgatory.group.retrying",
+        [retrying],
+        "{event}",
+        "Outcomes waiting out a nack's delay or the group's retry backoff.",
     )
     meter.create_observable_gauge(
         "purgatory.schedules",

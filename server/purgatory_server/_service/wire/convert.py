@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TypedDict, TypeVar, cast
 
+from google.protobuf import struct_pb2
 from purgatory_proto.v1 import purgatory_pb2 as pb
 
 from purgatory_server._service.config.server_config import PurgatorySettings
@@ -21,11 +22,16 @@ from purgatory_server._service.model.conditions import (
     EMPTY_RESULT,
     ConditionKind,
     ConditionSpec,
+    Gate,
     ResultSnapshot,
 )
 from purgatory_server._service.model.errors import InvalidArgument
 from purgatory_server._service.model.operation_state import OperationState
 from purgatory_server._service.model.outcome import Outcome
+from purgatory_server._service.wire.struct_values import (
+    attributes_from_struct,
+    attributes_to_struct,
+)
 
 __all__ = [
     "add_event",
@@ -70,6 +76,8 @@ class ResultFields(TypedDict, total=False):
     values: dict[str, int]
     data: bytes
     data_truncated: bool
+    matched_key: str
+    matched_attributes: struct_pb2.Struct
 
 
 class StatusFields(TypedDict, total=False):
@@ -103,6 +111,26 @@ class EventFields(TypedDict, total=False):
 
 
 def condition_from_proto(field: str, msg: pb.Condition) -> ConditionSpec:
+    """The condition ``msg`` spells, with its gate (expressions, ``match``, attributes)
+    if it has one; the checks are :func:`~.field_rules.check_condition`'s."""
+    spec = _kind_from_proto(field, msg)
+    has_attributes = msg.HasField("attributes")
+    if msg.filter or msg.predicate or msg.match or has_attributes:
+        attributes = attributes_from_struct(msg.attributes) if has_attributes else None
+        gate = Gate(msg.filter, msg.predicate, msg.match, attributes)
+        return ConditionSpec(
+            spec.kind,
+            spec.count,
+            spec.distinct_sources,
+            spec.threshold,
+            spec.targets,
+            spec.default_target,
+            gate,
+        )
+    return spec
+
+
+def _kind_from_proto(field: str, msg: pb.Condition) -> ConditionSpec:
     kind = msg.WhichOneof("kind")
     if kind is None or kind == "any_key":
         return DEFAULT_CONDITION
@@ -127,6 +155,18 @@ def condition_from_proto(field: str, msg: pb.Condition) -> ConditionSpec:
 
 def condition_to_proto(spec: ConditionSpec) -> pb.Condition:
     """The inverse of :func:`condition_from_proto` (the journal spells conditions so too)."""
+    msg = _kind_to_proto(spec)
+    gate = spec.gate
+    if gate is not None:
+        msg.filter = gate.filter
+        msg.predicate = gate.predicate
+        msg.match = gate.match
+        if gate.attributes is not None:
+            msg.attributes.CopyFrom(attributes_to_struct(gate.attributes))
+    return msg
+
+
+def _kind_to_proto(spec: ConditionSpec) -> pb.Condition:
     kind = spec.kind
     if kind is ConditionKind.ANY_KEY:
         return pb.Condition(any_key=pb.AnyKeyCondition())
@@ -166,6 +206,8 @@ def result_to_proto(result: ResultSnapshot) -> pb.OperationResult:
         values=dict(result.values),
         data=result.data,
         data_truncated=result.data_truncated,
+        matched_key=result.matched_key,
+        matched_attributes=None if result.matched is None else attributes_to_struct(result.matched),
     )
 
 
@@ -190,6 +232,10 @@ def result_fields(result: ResultSnapshot) -> ResultFields:
         fields["data"] = result.data
     if result.data_truncated:
         fields["data_truncated"] = True
+    if result.matched_key:
+        fields["matched_key"] = result.matched_key
+    if result.matched is not None:
+        fields["matched_attributes"] = attributes_to_struct(result.matched)
     return fields
 
 
@@ -372,6 +418,10 @@ def set_result(into: pb.OperationResult, result: ResultSnapshot) -> None:
         into.data = result.data
     if result.data_truncated:
         into.data_truncated = True
+    if result.matched_key:
+        into.matched_key = result.matched_key
+        if result.matched is not None:
+            into.matched_attributes.CopyFrom(attributes_to_struct(result.matched))
 
 
 def event_to_proto(outcome: Outcome) -> pb.OperationEvent:

@@ -12,11 +12,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from purgatory_server._service.config.server_config import Limits, PurgatorySettings, setting_bounds
-from purgatory_server._service.model.conditions import ConditionKind, ConditionSpec
+from purgatory_server._service.model.attributes import Attributes
+from purgatory_server._service.model.conditions import ConditionKind, ConditionSpec, Gate
 from purgatory_server._service.model.errors import InvalidArgument
+from purgatory_server._service.model.expressions import check as check_expression
 from purgatory_server._service.model.quoting import quote
 
 __all__ = [
+    "check_attributes",
     "check_batch",
     "check_condition",
     "check_data",
@@ -127,6 +130,8 @@ def check_condition(field: str, spec: ConditionSpec, keys: Sequence[str], limits
                 f"{spec.count} distinct sources exceed max_result_sources "
                 f"({limits.max_result_sources})",
             )
+    if spec.gate is not None:
+        check_gate(field, spec.gate, limits)
     if kind is ConditionKind.VALUES_AT_LEAST:
         known = set(keys)
         for key, _ in spec.targets:
@@ -134,6 +139,40 @@ def check_condition(field: str, spec: ConditionSpec, keys: Sequence[str], limits
                 raise InvalidArgument(
                     f"{field}.values_at_least.targets", f"{quote(key)} is not one of the keys"
                 )
+
+
+def check_attributes(field: str, attributes: Attributes, limits: Limits) -> None:
+    """A signal's or an operation's attributes: at most max_attributes_bytes encoded."""
+    if len(attributes.raw) > limits.max_attributes_bytes:
+        raise InvalidArgument(
+            field,
+            f"{len(attributes.raw)} bytes exceed max_attributes_bytes "
+            f"({limits.max_attributes_bytes})",
+        )
+
+
+def check_gate(field: str, gate: Gate, limits: Limits) -> None:
+    """A condition's expressions and attributes (docs/conditions.md): each expression
+    compiles within the cost limit and types on a probe; ``match`` names an attribute
+    the operation has."""
+    if gate.attributes is not None:
+        check_attributes(f"{field}.attributes", gate.attributes, limits)
+    if gate.match:
+        path = gate.match.split(".")
+        if len(gate.match) > limits.max_key_length or "" in path:
+            raise InvalidArgument(
+                f"{field}.match", f"{quote(gate.match)} is not a dotted attribute path"
+            )
+        if gate.attributes is None or gate.attributes.canonical_at(path) is None:
+            raise InvalidArgument(
+                f"{field}.match",
+                f"the operation's attributes have no {quote(gate.match)} (set {field}.attributes)",
+            )
+    length = limits.max_expression_length
+    if gate.filter:
+        check_expression(f"{field}.filter", gate.filter, length, "filter")
+    if gate.predicate:
+        check_expression(f"{field}.predicate", gate.predicate, length, "predicate")
 
 
 def check_filter(field: str, keys: Sequence[str], operation_id_prefix: str, limits: Limits) -> None:

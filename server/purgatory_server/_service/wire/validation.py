@@ -39,6 +39,7 @@ from purgatory_server._service.outcomes.subscriptions import EventFilter
 from purgatory_server._service.wire.convert import condition_from_proto
 from purgatory_server._service.wire.field_prefixes import FieldPrefixes
 from purgatory_server._service.wire.field_rules import (
+    check_attributes,
     check_batch,
     check_condition,
     check_data,
@@ -51,11 +52,13 @@ from purgatory_server._service.wire.field_rules import (
     check_settings,
     check_timeout,
 )
+from purgatory_server._service.wire.struct_values import attributes_from_struct
 
 __all__ = [
     "MAX_HEARTBEAT_MS",
     "MIN_HEARTBEAT_MS",
     "FieldPrefixes",
+    "check_attributes",
     "check_batch",
     "check_condition",
     "check_data",
@@ -265,7 +268,8 @@ def signals_from_proto(
 
 def signal_from_proto(field: str, msg: pb.Signal, limits: Limits) -> SignalRecord:
     amount, source, data = msg.amount, msg.source, msg.data
-    if not (amount or source or data or msg.HasField("value")):
+    has_attributes = msg.HasField("attributes")
+    if not (amount or source or data or msg.HasField("value") or has_attributes):
         return EMPTY_SIGNAL  # a bare wake-up: equal to what the general path builds
     check_data(f"{field}.data", msg.data, limits)
     if len(msg.source) > limits.max_key_length:
@@ -273,11 +277,16 @@ def signal_from_proto(field: str, msg: pb.Signal, limits: Limits) -> SignalRecor
             f"{field}.source",
             f"{len(msg.source)} characters exceed max_key_length ({limits.max_key_length})",
         )
+    attributes = None
+    if has_attributes:
+        attributes = attributes_from_struct(msg.attributes)
+        check_attributes(f"{field}.attributes", attributes, limits)
     return SignalRecord(
         amount=msg.amount,
         value=msg.value if msg.HasField("value") else None,
         source=msg.source,
         data=msg.data,
+        attributes=attributes,
     )
 
 

@@ -214,10 +214,9 @@ bench-dispatcher: $(STAMP)
 .PHONY: pipeline
 PIPELINE_DATA ?= data
 PIPELINE_OUT  ?= pipeline-out
-# Spark's own log goes to $(PIPELINE_OUT)/spark-*.log: the console is one line per step.
+# Spark's and py4j's logs go to each output's _logs/spark-*.log: the console is one line
+# per step.
 pipeline: $(STAMP)
-	$(BIN)/purgatory-pipeline --spark-log $(PIPELINE_OUT)/spark-ingest.log \
-	  ingest --journal $(PIPELINE_DATA) --out $(PIPELINE_OUT)/tables
-	$(BIN)/purgatory-pipeline --spark-log $(PIPELINE_OUT)/spark-report.log \
-	  report --tables $(PIPELINE_OUT)/tables --out $(PIPELINE_OUT)/report
+	$(BIN)/purgatory-pipeline ingest --journal $(PIPELINE_DATA) --out $(PIPELINE_OUT)/tables
+	$(BIN)/purgatory-pipeline report --tables $(PIPELINE_OUT)/tables --out $(PIPELINE_OUT)/report
 	@echo "open $(PIPELINE_OUT)/report/report.html"

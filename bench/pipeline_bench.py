@@ -131,7 +131,8 @@ class Sampler(threading.Thread):
             time.sleep(0.2)
 
 
-_STEP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) INFO [\w.]+: (ingest: .*)$")
+# The CLI's console line: HH:MM:SS.mmm (local time) and the step.
+_STEP = re.compile(r"^(\d\d):(\d\d):(\d\d)\.(\d{3}) (ingest: .*)$")
 
 
 def _steps(err: str, started: float, ended: float) -> dict[str, float]:
@@ -140,8 +141,12 @@ def _steps(err: str, started: float, ended: float) -> dict[str, float]:
     for line in err.splitlines():
         match = _STEP.match(line)
         if match:
-            stamp = time.mktime(time.strptime(match.group(1)[:19], "%Y-%m-%d %H:%M:%S"))
-            marks.append((stamp + int(match.group(1)[20:]) / 1000, match.group(2)))
+            hours, minutes, seconds, millis = (int(g) for g in match.groups()[:4])
+            day = time.localtime(started)
+            stamp = time.mktime((*day[:3], hours, minutes, seconds, 0, 0, -1)) + millis / 1000
+            if stamp < started - 1:  # the run crossed midnight
+                stamp += 86400
+            marks.append((stamp, match.group(5)))
     marks.append((ended, "end"))
     steps: dict[str, float] = {}
     for (at, name), (until, _) in itertools.pairwise(marks):
@@ -231,6 +236,8 @@ def main() -> None:
             *memory,
             "--log-level",
             "INFO",
+            "--spark-log",  # Spark's console, where the OutOfMemoryError lines are counted
+            "console",
             "ingest",
             "--journal",
             str(journal),

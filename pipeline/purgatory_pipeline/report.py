@@ -7,6 +7,12 @@ Per purgatory:
 - ``wait``: wait time (end - creation) p50/p90/p99/max of COMPLETED operations.
 - ``lateness``: expiry lateness (``lateness_ms`` of EXPIRED outcomes: how long after its due
   time the timer fired) p50/p90/p99/p999/max: the timer-precision SLO.
+- ``timeline``: the same span in at most 600 round buckets (1 s to 1 week, chosen per
+  purgatory from its span: :func:`purgatory_pipeline.charts.bucket_ms`): arrivals,
+  outcomes by state (by end time), the pending backlog at each bucket's end (operations
+  created by then less those ended by then), wait p50/p90/p99 of the operations COMPLETED
+  in it, and the late releases (expiries more than ``LATE_RELEASE_MS`` after their
+  deadline) with their largest lateness. The report's time charts draw it.
 - ``top_keys``: the top N keys by watches, by signals and by expirations.
 - ``ack_latency``: for N-acks (``min_signals``) operations, per signal ``source``: the time
   from registration to that source's first signal on the operation's keys (counted only
@@ -26,6 +32,7 @@ from typing import Any
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from purgatory_pipeline.charts import bucket_ms
 from purgatory_pipeline.ingest import read_table
 from purgatory_pipeline.outputs import read_text, write_text
 from purgatory_pipeline.report_html import LATE_RELEASE_MS, render_html
@@ -36,8 +43,8 @@ STATES = ("COMPLETED", "EXPIRED", "FORCE_COMPLETED", "CANCELLED")
 WAIT_QUANTILES = (0.5, 0.9, 0.99)
 LATENESS_QUANTILES = (0.5, 0.9, 0.99, 0.999)
 TOP_N = 20
-# The HTML chart shows at most this many most recent minutes per purgatory (the Parquet
-# summary keeps all of them).
+# summary.json keeps at most this many most recent minutes per purgatory (the Parquet
+# summary keeps all of them; the HTML charts draw the timeline's buckets instead).
 CHART_MINUTES = 1440
 
 
@@ -81,6 +88,73 @@ def per_minute(operations: DataFrame, events: DataFrame) -> DataFrame:
         F.coalesce("arrivals", F.lit(0)).alias("arrivals"),
         *[F.coalesce(F.col(s), F.lit(0)).alias(s.lower()) for s in STATES],
     ).orderBy("purgatory", "minute")
+
+
+def _bucket(column: str) -> Any:
+    start = F.floor(F.col(column) / F.col("bucket_ms")) * F.col("bucket_ms")
+    return F.timestamp_millis(start.cast("long")).alias("start")
+
+
+def timeline(operations: DataFrame) -> DataFrame:
+    """Per purgatory and time bucket (see the module): activity, backlog, wait, late releases.
+
+    One small job first collects each purgatory's first and last time, from which its
+    bucket size is chosen; the buckets themselves are aggregated on the executors.
+    """
+    ended = F.col("ended_wall_ms")
+    spans = operations.groupBy("purgatory").agg(
+        F.min("created_wall_ms").alias("first"),
+        F.max(F.greatest("created_wall_ms", ended)).alias("last"),
+    )
+    sizes = [
+        (row["purgatory"], bucket_ms(row["last"] - row["first"] + 1))
+        for row in spans.collect()
+        if row["first"] is not None
+    ]
+    spark = operations.sparkSession
+    table = spark.createDataFrame(sizes, "purgatory STRING, bucket_ms BIGINT")
+    ops = operations.join(F.broadcast(table), "purgatory")
+    opened = (
+        ops.filter(F.col("created_wall_ms").isNotNull())
+        .groupBy("purgatory", "bucket_ms", _bucket("created_wall_ms"))
+        .agg(
+            F.count("registered_index").alias("arrivals"),
+            F.count(F.lit(1)).alias("opened"),
+        )
+    )
+    late = (F.col("state") == "EXPIRED") & (F.col("lateness_ms") > LATE_RELEASE_MS)
+    completed_wait = F.when(F.col("state") == "COMPLETED", F.col("wait_ms"))
+    closed = (
+        ops.filter(ended.isNotNull())
+        .groupBy("purgatory", "bucket_ms", _bucket("ended_wall_ms"))
+        .agg(
+            *[F.count(F.when(F.col("state") == s, 1)).alias(s.lower()) for s in STATES],
+            F.count(F.lit(1)).alias("closed"),
+            F.percentile(completed_wait, F.array(*[F.lit(q) for q in WAIT_QUANTILES])).alias("q"),
+            F.count(F.when(late, 1)).alias("late_releases"),
+            F.max(F.when(late, F.col("lateness_ms"))).alias("late_max_ms"),
+        )
+    )
+    joined = opened.join(closed, ["purgatory", "bucket_ms", "start"], "full_outer")
+    running = (
+        Window.partitionBy("purgatory")
+        .orderBy("start")
+        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    )
+    zero = F.lit(0)
+    return joined.select(
+        "purgatory",
+        "start",
+        "bucket_ms",
+        F.coalesce("arrivals", zero).alias("arrivals"),
+        *[F.coalesce(s.lower(), zero).alias(s.lower()) for s in STATES],
+        F.sum(F.coalesce("opened", zero) - F.coalesce("closed", zero))
+        .over(running)
+        .alias("pending"),
+        *[F.col("q")[i].alias(f"wait_{_q(q)}_ms") for i, q in enumerate(WAIT_QUANTILES)],
+        F.coalesce("late_releases", zero).alias("late_releases"),
+        "late_max_ms",
+    ).orderBy("purgatory", "start")
 
 
 def top_keys(operations: DataFrame, signals: DataFrame, n: int = TOP_N) -> DataFrame:
@@ -169,6 +243,7 @@ def build_summaries(spark: Any, tables: str) -> dict[str, DataFrame]:
     return {
         "states": state_counts(operations),
         "per_minute": per_minute(operations, events),
+        "timeline": timeline(operations),
         "wait": percentiles(
             operations.filter(F.col("state") == "COMPLETED"), "wait_ms", WAIT_QUANTILES
         ),
@@ -201,18 +276,20 @@ def summarise(summaries: dict[str, DataFrame], out: str) -> dict[str, Any]:
                 "ack_latency_ms": [],
                 "per_minute": [],
                 "minutes": 0,
+                "timeline": {"bucket_ms": None, "buckets": []},
             },
         )
 
-    for name, df in summaries.items():
-        log.info("report: computing %s", name)
-        df.write.mode("overwrite").parquet(f"{out.rstrip('/')}/{name}")
-    written = {
-        name: summaries[name]
-        .sparkSession.read.schema(summaries[name].schema)
-        .parquet(f"{out.rstrip('/')}/{name}")
-        for name in summaries
-    }
+    spark: Any = next(iter(summaries.values())).sparkSession
+    written = {}
+    for number, (name, df) in enumerate(summaries.items(), 1):
+        path = f"{out.rstrip('/')}/{name}"
+        spark.sparkContext.setJobDescription(f"report: {name}")
+        df.write.mode("overwrite").parquet(path)
+        written[name] = spark.read.schema(df.schema).parquet(path)
+        rows = written[name].count()
+        plural = "" if rows == 1 else "s"
+        log.info("report: %d/%d %s: %s row%s", number, len(summaries), name, f"{rows:,}", plural)
     for row in _rows(written["states"]):
         slot(row["purgatory"])["states"][row["state"]] = row["count"]
     for row in _rows(written["wait"]):
@@ -242,6 +319,11 @@ def summarise(summaries: dict[str, DataFrame], out: str) -> dict[str, Any]:
     ).filter(F.col("r") <= CHART_MINUTES)
     for row in _rows(recent.drop("r").orderBy("purgatory", "minute")):
         slot(row.pop("purgatory"))["per_minute"].append(row)
+    for row in _rows(written["timeline"].orderBy("purgatory", "start")):
+        line = slot(row.pop("purgatory"))["timeline"]
+        line["bucket_ms"] = row.pop("bucket_ms")
+        line["buckets"].append(row)
+    spark.sparkContext.setJobDescription(None)
     return {"purgatories": dict(sorted(by_purgatory.items()))}
 
 

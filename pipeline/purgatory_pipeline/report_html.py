@@ -1,33 +1,44 @@
-"""The self-contained HTML report: inline SVG charts drawn here, no script or font from a CDN.
+"""The self-contained HTML report: inline SVG charts, no script or font from a CDN.
 
 Why SVG generated in Python: the report must open offline (an operator's laptop, an air-
-gapped host), and a few bar and line charts do not need a charting library. Every chart is
-an ``<svg class="chart">`` with a ``data-chart`` name; the page's only script measures each
-chart's drawn size after layout into ``data-rendered-*`` attributes, which the browser test
-reads back (a chart that rendered empty shows as 0).
+gapped host), and a few bar and line charts do not need a charting library; they are
+drawn by :mod:`purgatory_pipeline.charts`. Every chart is an ``<svg class="chart">`` with a
+``data-chart`` name; the page's only script measures each chart's drawn size after layout
+into ``data-rendered-*`` attributes, which the browser test reads back (a chart that
+rendered empty shows as 0).
+
+Per purgatory the page has: the states table; over time (the summary's ``timeline``
+buckets) arrivals and outcomes, the pending backlog, wait percentiles and late releases;
+percentile bars of wait and timer precision; the top keys; N-acks latency per source.
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from html import escape
-from math import log10
 from typing import Any
 
-COLORS = {
-    "arrivals": "#4e79a7",
-    "completed": "#59a14f",
-    "expired": "#e15759",
-    "force_completed": "#f28e2b",
-    "cancelled": "#9c755f",
-}
-BAR = "#4e79a7"
-# Missing minutes longer than this are shaded and labelled on the per-minute chart.
-GAP_MINUTES = 10
+from purgatory_pipeline.charts import Style, bar_chart, time_chart
+
 # An expiry fired more than this after its deadline is counted as released late (downtime,
 # a stall), not as timer precision; report.py splits the lateness summary by it.
 LATE_RELEASE_MS = 500
-_W, _H, _PAD = 760, 240, 48
+# Each series its own colour, width, dash and marker; drawn widest first, so a line equal
+# to another shows inside it (completed equal to arrivals, cancelled equal to forced).
+OUTCOME_STYLES = {
+    "arrivals": Style("#4e79a7", 7.0, "", "circle"),
+    "completed": Style("#59a14f", 3.0, "8 4", "square"),
+    "expired": Style("#e15759", 3.0, "3 3", "triangle"),
+    "force_completed": Style("#f28e2b", 4.5, "", "diamond"),
+    "cancelled": Style("#6b4c9a", 1.5, "5 3", "cross"),
+}
+WAIT_STYLES = {
+    "p50": Style("#4e79a7", 5.0, "", "circle"),
+    "p90": Style("#f28e2b", 3.0, "9 4", "square"),
+    "p99": Style("#e15759", 1.8, "3 2", "triangle"),
+}
+BACKLOG = Style("#76b7b2", 2.5, "", "circle")
+LATE = Style("#e15759", 0, "", "")
 
 
 def _num(value: Any) -> str:
@@ -38,176 +49,89 @@ def _num(value: Any) -> str:
     return f"{value:,}"
 
 
-def _svg(name: str, title: str, body: list[str], height: int = _H) -> str:
-    return (
-        f"<figure><figcaption>{escape(title)}</figcaption>"
-        f'<svg class="chart" data-chart="{escape(name)}" role="img" aria-label="{escape(title)}" '
-        f'width="{_W}" height="{height}" viewBox="0 0 {_W} {height}" '
-        f'xmlns="http://www.w3.org/2000/svg">{"".join(body)}</svg></figure>'
-    )
-
-
-def _empty(name: str, title: str, why: str) -> str:
-    return (
-        f'<figure class="empty" data-chart="{escape(name)}">'
-        f"<figcaption>{escape(title)}</figcaption><p>{escape(why)}</p></figure>"
-    )
-
-
-def _minute(value: Any) -> datetime:
+def _moment(value: Any) -> datetime:
     moment = value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
-def _duration(minutes: float) -> str:
-    hours, rest = divmod(int(minutes), 60)
-    days, hours = divmod(hours, 24)
-    parts = [f"{days} d" if days else "", f"{hours} h" if hours else "", f"{rest} min"]
-    return " ".join(p for p in parts if p)
+def timeline_charts(slug: str, timeline: dict[str, Any]) -> list[str]:
+    """The four time charts of one purgatory's ``timeline`` summary (see report.py)."""
+    buckets = timeline.get("buckets") or []
+    if not buckets or not timeline.get("bucket_ms"):
+        return [
+            time_chart(f"{slug}-{name}", title, [], timedelta(0), [], kind="counts", y_title="")
+            for name, title in (
+                ("activity", "Arrivals and outcomes"),
+                ("backlog", "Pending operations"),
+                ("wait-over-time", "Wait time of completed operations over time"),
+                ("late-over-time", "Late releases over time"),
+            )
+        ]
+    bucket = timedelta(milliseconds=int(timeline["bucket_ms"]))
+    starts = [_moment(b["start"]) for b in buckets]
+    size = _bucket_words(bucket)
+    first, last = starts[0], starts[-1] + bucket
+    span = f"{first:%Y-%m-%d %H:%M:%S} to {last:%Y-%m-%d %H:%M:%S} UTC"
 
+    def column(name: str) -> list[float | None]:
+        return [None if b.get(name) is None else float(b[name]) for b in buckets]
 
-# Tick steps of the time axis, in minutes: the smallest that gives at most _MAX_TICKS.
-_TICK_STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 180, 360, 720, 1440, 2880, 10080, 20160, 43200)
-_MAX_TICKS = 6
-
-
-def _time_ticks(first: datetime, last: datetime) -> list[datetime]:
-    """The first and last minute, and between them the whole multiples of a round step
-    (1, 2, 5, 10... minutes) far enough from both not to overlap their labels: every tick
-    is a different minute, so no two labels read the same (minutes are whole: the data
-    is per minute)."""
-    span = (last - first).total_seconds() / 60
-    if span <= 0:
-        return [first]
-    step = next((s for s in _TICK_STEPS if span / s <= _MAX_TICKS - 1), _TICK_STEPS[-1])
-    epoch_minutes = int(first.timestamp() // 60)
-    start = (epoch_minutes // step + 1) * step
-    inner = []
-    for minute in range(start, int(last.timestamp() // 60), step):
-        tick = datetime.fromtimestamp(minute * 60, UTC)
-        near_end = min(tick - first, last - tick).total_seconds() / 60 < step / 2
-        if not near_end:
-            inner.append(tick)
-    return [first, *inner, last]
-
-
-def line_chart(name: str, title: str, minutes: list[dict[str, Any]]) -> str:
-    """Per-minute series on a time axis: a minute is placed by its time, not its position.
-
-    Consecutive minutes are joined; where minutes are missing (no arrival, no outcome) the
-    lines break, and a gap longer than ``GAP_MINUTES`` is shaded and labelled with its
-    length, so six quiet hours do not vanish between two adjacent points.
-    """
-    if not minutes:
-        return _empty(name, title, "no arrivals or outcomes")
-    series = list(COLORS)
-    top = max(max(int(m.get(s) or 0) for s in series) for m in minutes) or 1
-    times = [_minute(m["minute"]) for m in minutes]
-    first, last = times[0], times[-1]
-    span_s = (last - first).total_seconds() or 60.0
-    left, right, top_pad, bottom = _PAD + 24, _W - _PAD, _PAD, _H - _PAD - 14
-    span_x, span_y = right - left, bottom - top_pad
-
-    def x(t: datetime) -> float:
-        if last == first:
-            return left + span_x / 2
-        return left + span_x * (t - first).total_seconds() / span_s
-
-    def y(v: int) -> float:
-        return bottom - span_y * v / top
-
-    body = [
-        f'<line x1="{left}" y1="{bottom}" x2="{right}" y2="{bottom}" stroke="#888"/>',
-        f'<line x1="{left}" y1="{top_pad}" x2="{left}" y2="{bottom}" stroke="#888"/>',
-        f'<text x="{left - 6}" y="{top_pad + 4}" text-anchor="end" font-size="11">{top}</text>',
-        f'<text x="{left - 6}" y="{bottom}" text-anchor="end" font-size="11">0</text>',
-        f'<text class="axis-title" data-axis="x" x="{(left + right) / 2:.0f}" y="{_H - 6}" '
-        'text-anchor="middle" font-size="12">time (UTC), one point per minute</text>',
-        f'<text class="axis-title" data-axis="y" x="14" y="{(top_pad + bottom) / 2:.0f}" '
-        f'text-anchor="middle" font-size="12" transform="rotate(-90 14 '
-        f'{(top_pad + bottom) / 2:.0f})">operations per minute</text>',
+    return [
+        time_chart(
+            f"{slug}-activity",
+            f"Arrivals and outcomes per {size} ({span})",
+            starts,
+            bucket,
+            [(name, style, column(name)) for name, style in OUTCOME_STYLES.items()],
+            kind="counts",
+            y_title=f"operations per {size}",
+        ),
+        time_chart(
+            f"{slug}-backlog",
+            f"Pending operations (created, not yet ended) at the end of each {size}",
+            starts,
+            bucket,
+            [("pending", BACKLOG, column("pending"))],
+            kind="levels",
+            y_title="pending operations",
+        ),
+        time_chart(
+            f"{slug}-wait-over-time",
+            f"Wait time of completed operations per {size}: p50, p90, p99 (log scale)",
+            starts,
+            bucket,
+            [(q, style, column(f"wait_{q}_ms")) for q, style in WAIT_STYLES.items()],
+            kind="samples",
+            y_title="wait (ms, log)",
+            log=True,
+            unit="ms",
+        ),
+        time_chart(
+            f"{slug}-late-over-time",
+            f"Late releases per {size}: expiries fired more than {LATE_RELEASE_MS:,} ms after "
+            "their deadline (a restart's downtime or a stalled server)",
+            starts,
+            bucket,
+            [("late releases", LATE, column("late_releases"))],
+            kind="columns",
+            y_title=f"late releases per {size}",
+        ),
     ]
-    fmt = "%H:%M" if (last - first).days < 1 else "%m-%d %H:%M"
-    for tick in _time_ticks(first, last):
-        tx = x(tick)
-        body.append(
-            f'<line x1="{tx:.1f}" y1="{bottom}" x2="{tx:.1f}" y2="{bottom + 4}" stroke="#888"/>'
-        )
-        body.append(
-            f'<text x="{tx:.1f}" y="{bottom + 16}" text-anchor="middle" font-size="11">'
-            f"{tick.strftime(fmt)}</text>"
-        )
-    runs: list[list[int]] = [[0]]
-    for i in range(1, len(minutes)):
-        gap = (times[i] - times[i - 1]).total_seconds() / 60
-        if gap > 1:
-            runs.append([])
-            if gap > GAP_MINUTES:
-                gx0, gx1 = x(times[i - 1]), x(times[i])
-                quiet = _duration(gap - 1)
-                width = max(gx1 - gx0, 1)
-                body.append(
-                    f'<rect class="gap" x="{gx0:.1f}" y="{top_pad}" width="{width:.1f}" '
-                    f'height="{span_y}" fill="#eee"><title>{quiet} without arrivals or '
-                    "outcomes</title></rect>"
-                )
-                body.append(
-                    f'<text x="{(gx0 + gx1) / 2:.1f}" y="{top_pad + 14}" text-anchor="middle" '
-                    f'font-size="10" fill="#666">{escape(quiet)} quiet</text>'
-                )
-        runs[-1].append(i)
-    for k, s in enumerate(series):
-        for run in runs:
-            if len(run) == 1:
-                i = run[0]
-                px, py = x(times[i]), y(int(minutes[i].get(s) or 0))
-                body.append(f'<circle cx="{px:.1f}" cy="{py:.1f}" r="3" fill="{COLORS[s]}"/>')
-                continue
-            points = " ".join(
-                f"{x(times[i]):.1f},{y(int(minutes[i].get(s) or 0)):.1f}" for i in run
-            )
-            body.append(
-                f'<polyline fill="none" stroke="{COLORS[s]}" stroke-width="2" points="{points}"/>'
-            )
-        lx = left + 10 + k * 130
-        body.append(f'<rect x="{lx}" y="8" width="12" height="12" fill="{COLORS[s]}"/>')
-        body.append(f'<text x="{lx + 16}" y="18" font-size="12">{escape(s)}</text>')
-    return _svg(name, title, body)
 
 
-def bar_chart(
-    name: str, title: str, bars: list[tuple[str, float]], unit: str = "", *, log: bool = False
-) -> str:
-    """Horizontal bars; ``log`` scales lengths by log10(1 + value), so a p50 of a few ms
-    stays visible next to a p99 of seconds (the value is printed at each bar either way).
-    """
-    bars = [(label, v) for label, v in bars if v is not None]
-    if not bars:
-        return _empty(name, title, "no data")
-    height = 28 * len(bars) + 2 * 16 + (18 if log else 0)
-    top = float(max(v for _, v in bars)) or 1.0
-    label_w = 200
-    span = _W - label_w - 90
-    body = []
-    if log:
-        body.append(
-            f'<text class="axis-title" data-axis="x" x="{label_w}" y="{height - 6}" '
-            f'font-size="11" fill="#666">log scale ({escape(unit.strip() or "count")})</text>'
-        )
-    for i, (label, value) in enumerate(bars):
-        y = 16 + i * 28
-        share = log10(1 + float(value)) / log10(1 + top) if log and top > 0 else float(value) / top
-        width = max(span * share, 1.0)
-        body.append(
-            f'<text x="{label_w - 8}" y="{y + 15}" text-anchor="end" font-size="12">'
-            f"{escape(label[:32])}</text>"
-        )
-        body.append(f'<rect x="{label_w}" y="{y}" width="{width:.1f}" height="20" fill="{BAR}"/>')
-        body.append(
-            f'<text x="{label_w + width + 6:.1f}" y="{y + 15}" font-size="12">'
-            f"{_num(value)}{escape(unit)}</text>"
-        )
-    return _svg(name, title, body, height)
+def _bucket_words(bucket: timedelta) -> str:
+    seconds = int(bucket.total_seconds())
+    for size, one, many in (
+        (604800, "week", "weeks"),
+        (86400, "day", "days"),
+        (3600, "hour", "hours"),
+        (60, "minute", "minutes"),
+        (1, "second", "seconds"),
+    ):
+        if seconds % size == 0:
+            count = seconds // size
+            return one if count == 1 else f"{count} {many}"
+    return f"{seconds} seconds"
 
 
 def _table(headers: list[str], rows: list[list[Any]]) -> str:
@@ -232,18 +156,13 @@ def _purgatory_section(name: str, info: dict[str, Any]) -> str:
     parts = [f'<section id="p-{escape(slug)}"><h2>Purgatory <code>{escape(name)}</code></h2>']
     states = info["states"]
     parts.append(_table(["state", "operations"], [[s, c] for s, c in sorted(states.items())]))
-    shown = len(info["per_minute"])
-    caption = (
-        f"Arrivals and outcomes per minute ({shown} of {info['minutes']} minutes with "
-        f"activity, {info.get('first_minute', '?')} to {info.get('last_minute', '?')} UTC)"
-    )
-    parts.append(line_chart(f"{slug}-per-minute", caption, info["per_minute"]))
+    parts += timeline_charts(slug, info.get("timeline") or {})
     parts.append(
         bar_chart(
             f"{slug}-wait",
             f"Wait time of completed operations (n={_num((info['wait_ms'] or {}).get('count'))})",
             _quantile_bars(info["wait_ms"]),
-            " ms",
+            "ms",
             log=True,
         )
     )
@@ -254,7 +173,7 @@ def _purgatory_section(name: str, info: dict[str, Any]) -> str:
             f"Timer precision: lateness of expiries fired within {LATE_RELEASE_MS:,} ms of their "
             f"deadline (n={_num(precision.get('count'))})",
             _quantile_bars(precision),
-            " ms",
+            "ms",
             log=True,
         )
     )
@@ -286,7 +205,7 @@ def _purgatory_section(name: str, info: dict[str, Any]) -> str:
             f"{slug}-acks",
             "N-acks conditions: p99 latency of each source's first acknowledgement",
             [(a["source"] or "(no source)", a["p99"]) for a in acks],
-            " ms",
+            "ms",
             log=True,
         )
     )

@@ -27,6 +27,7 @@ sequence it processed, neither losing nor counting an outcome twice (the merge b
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from typing import Any
 
@@ -97,7 +98,7 @@ def merge_batch(out: str) -> Any:
         staging = f"{out.rstrip('/')}/_staging-{batch_id}"
         merged.orderBy(*KEY).coalesce(1).write.mode("overwrite").parquet(staging)
         publish_file(spark, staging, out, TABLE_FILE)
-        log.info("watch: batch %d published to %s/%s", batch_id, out, TABLE_FILE)
+        log.debug("watch: batch %d published to %s/%s", batch_id, out, TABLE_FILE)
 
     return write_batch
 
@@ -146,8 +147,10 @@ def watch(
     for_seconds: float | None = None,
     options: dict[str, str] | None = None,
     watermark: str = WATERMARK,
+    stop: threading.Event | None = None,
 ) -> None:
-    """Run until stopped (Ctrl-C), or for ``for_seconds``."""
+    """Run until stopped (Ctrl-C, or ``stop`` set: the query stops between two polls of
+    at most a second), or for ``for_seconds``."""
     query = start_watch(
         spark,
         target,
@@ -159,12 +162,27 @@ def watch(
         watermark=watermark,
     )
     deadline = None if for_seconds is None else time.monotonic() + for_seconds
-    warned = -1
+    warned = reported = -1
     try:
         while query.isActive and (deadline is None or time.monotonic() < deadline):
             query.awaitTermination(1)
             progress = query.lastProgress or {}
+            if stop is not None and stop.is_set():
+                break  # before any more progress lines: Ctrl-C's line is the last
             took = progress.get("durationMs", {}).get("triggerExecution", 0)
+            batch = progress.get("batchId", -1)
+            if batch > reported and progress.get("numInputRows"):
+                reported = batch
+                updated = sum(
+                    op.get("numRowsUpdated", 0) for op in progress.get("stateOperators", [])
+                )
+                log.info(
+                    "watch: batch %d: %s outcomes, %s minute rows updated%s",
+                    batch,
+                    f"{progress['numInputRows']:,}",
+                    f"{updated:,}",
+                    f" in {out}/{TABLE_FILE}" if out else "",
+                )
             if took > interval_s * 1000 and progress.get("batchId", -1) > warned:
                 warned = progress["batchId"]
                 log.warning(

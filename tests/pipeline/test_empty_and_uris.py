@@ -25,6 +25,7 @@ from purgatory_pipeline import cli
 from purgatory_pipeline.ingest import read_table
 from purgatory_server._journal.framing import encode_header
 
+from tests.pipeline.cli_process import OUR_LINE, SPARK_MARKS, CliProcess
 from tests.pipeline.servers import Client, Server
 
 TABLE_COLUMNS = {
@@ -170,7 +171,7 @@ def test_corruption_mid_journal_is_one_line_without_java_stack(
         check=False,
     )
     assert run.returncode == 2, run.stderr[-3000:]
-    errors = [ln for ln in run.stderr.splitlines() if " ERROR " in ln]
+    errors = [ln for ln in run.stderr.splitlines() if " error: " in ln]
     assert len(errors) == 1, run.stderr[-3000:]
     assert "JournalCorruptionError" in errors[0]
     assert f"{segment.name} at byte offset 24: record CRC mismatch" in errors[0]
@@ -184,34 +185,41 @@ def test_corruption_mid_journal_is_one_line_without_java_stack(
     assert "at org.apache" not in console and "Traceback" not in console, console[:3000]
 
 
-# The JVM's own notice for Spark's --add-modules (not log4j's): the one console line of
-# Spark's that --spark-log cannot move.
-_JVM_NOTICE = "WARNING: Using incubator modules: jdk.incubator.vector"
-_OUR_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} INFO purgatory_pipeline[.\w]*: ")
-
-
-def test_with_a_spark_log_the_console_is_one_line_per_step(
+def test_quiet_by_default_spark_and_py4j_log_to_a_file_under_the_output(
     journals: dict[str, Path], tmp_path: Path
 ) -> None:
-    # `make pipeline`'s ingest on a first run (no tables yet: Spark warned "All paths were
-    # ignored"), in a subprocess: the JVM's console is its own stderr.
-    log = tmp_path / "out" / "spark-ingest.log"
-    run = subprocess.run(
-        [
-            *(sys.executable, "-m", "purgatory_pipeline", "--master", "local[1]"),
-            *("--conf", "spark.ui.enabled=false", "--spark-log", str(log)),
-            *("ingest", "--journal", str(journals["timers"]), "--out", str(tmp_path / "t")),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert run.returncode == 0, run.stderr[-3000:]
-    console = [line for line in run.stderr.splitlines() if line != _JVM_NOTICE]
-    assert console and all(_OUR_LINE.match(line) for line in console), run.stderr[-3000:]
-    assert any("ingest: decode" in line for line in console), console
-    assert log.stat().st_size > 0  # Spark's lines are there instead
+    # `make pipeline`'s ingest on a first run (no tables yet: Spark warns "All paths were
+    # ignored"; py4j logs its connection's end), with nothing asked about logs.
+    out = tmp_path / "t"
+    run = CliProcess(["ingest", "--journal", str(journals["timers"]), "--out", str(out)])
+    status, console, stdout = run.finish(timeout_s=300)
+    assert status == 0, console
+    assert console and all(OUR_LINE.match(line) for line in console), console
+    assert not [line for line in console if any(mark in line for mark in SPARK_MARKS)]
+    log = out / "_logs" / "spark-ingest.log"
+    assert [line for line in console if "Spark's log" in line] == [console[0]] and console[
+        0
+    ].endswith(f"ingest: Spark's log: {log}")  # printed once, first
+    assert any("ingest: decode 1 of 1 segments" in line for line in console), console
+    assert "ingest: done: 6 records from 1 new segments" in console[-1], console
+    assert json.loads(stdout)["rows"]["operations"] == 3  # the result, on stdout
+    text = log.read_text()
+    assert "WARN DataSource: All paths were ignored" in text  # Spark's lines went there
+    assert "Using incubator modules" in text  # the JVM's own stderr too
+    assert "INFO py4j.clientserver: Closing down clientserver connection" in text
+
+
+def test_ctrl_c_ends_an_ingest_with_one_line(journals: dict[str, Path], tmp_path: Path) -> None:
+    out = tmp_path / "t"
+    run = CliProcess(["ingest", "--journal", str(journals["timers"]), "--out", str(out)])
+    run.wait_for("ingest: decode")  # Spark is up and the first job starts
+    run.interrupt()
+    status, after, stdout = run.finish()
+    assert status == 130, run.lines
+    assert len(after) == 1 and OUR_LINE.match(after[0]), run.lines
+    assert after[0].endswith("ingest: interrupted (Ctrl-C): stopping"), after
+    assert stdout == ""  # no result: the ingest did not go on to the end
+    assert not (out / "_ingest.json").exists()
 
 
 _OWN_SESSION = """

@@ -4,6 +4,8 @@
   itself restarts from its checkpoint; every outcome arrives exactly once, in order.
 - An in-memory purgatory: a server restart re-creates it with a new stream incarnation;
   the query reports it (on_reset=fail) or continues with the new stream (on_reset=restart).
+- ``purgatory-pipeline watch`` in a subprocess: its console holds only the pipeline's lines
+  (Spark's and py4j's go to the log file), and Ctrl-C ends it with one line.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.errors import StreamingQueryException
 
+from tests.pipeline.cli_process import OUR_LINE, SPARK_MARKS, CliProcess
 from tests.pipeline.servers import NAME, Client, Server
 
 TRIGGER = "300 milliseconds"
@@ -175,3 +178,31 @@ def test_watch_keeps_per_minute_aggregates(spark: Any, tmp_path: Path) -> None:
     assert sum(r["outcomes"] for r in rows) == 7
     assert {r["state"] for r in rows} == {"COMPLETED"}
     assert max(r["last_sequence"] for r in rows) == 7
+
+
+def test_watch_console_is_quiet_and_ctrl_c_is_one_line(tmp_path: Path) -> None:
+    # `purgatory-pipeline watch` as a user runs it: its console, then Ctrl-C (SIGINT).
+    server = Server(tmp_path / "data", durable=False).start()
+    out = tmp_path / "agg"
+    try:
+        _complete(server.target, "a", 4, 4)
+        args = ["watch", "--target", server.target, "--purgatory", NAME]
+        args += ["--checkpoint", str(tmp_path / "ck"), "--out", str(out), "--interval", "0.5"]
+        run = CliProcess(args)
+        line = run.wait_for("watch: batch 0: ")
+        assert "4 outcomes" in line and str(out / "aggregates.parquet") in line, line
+        run.interrupt()
+        status, after, _ = run.finish()
+    finally:
+        server.stop()
+    assert status == 130, run.lines
+    # One line for the Ctrl-C, the last; before it only what the loop had already printed
+    # for the batch (a loaded host's "batch 0 took N ms, longer than --interval" warning).
+    *before, last = after
+    assert last.endswith("watch: interrupted (Ctrl-C): stopping"), after
+    assert all("watch: batch 0 " in line for line in before), after
+    console = run.lines
+    assert all(OUR_LINE.match(line) for line in console), console
+    assert not [line for line in console if any(mark in line for mark in SPARK_MARKS)]
+    assert console[0].endswith(f"watch: Spark's log: {out / '_logs' / 'spark-watch.log'}")
+    assert (out / "aggregates.parquet").is_file()

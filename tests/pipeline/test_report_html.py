@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -61,7 +62,10 @@ def test_report_renders_every_chart_offline(reported: Workload, tmp_path: Path) 
     charts = [dict(_ATTR.findall(tag)) for tag in _SVG.findall(dom)]
     names = {c["chart"] for c in charts}
     expected = {
-        "d-per-minute",
+        "d-activity",
+        "d-backlog",
+        "d-wait-over-time",
+        "d-late-over-time",
         "d-wait",
         "d-lateness",
         "d-top-watches",
@@ -74,8 +78,8 @@ def test_report_renders_every_chart_offline(reported: Workload, tmp_path: Path) 
         assert int(chart["rendered-width"]) > 0, chart
         assert int(chart["rendered-height"]) > 0, chart
         assert int(chart["rendered-marks"]) > 0, chart
-    per_minute = next(t for t in _SVG_BLOCK.findall(dom) if 'data-chart="d-per-minute"' in t)
-    assert 'data-axis="x"' in per_minute and 'data-axis="y"' in per_minute
+    activity = next(t for t in _SVG_BLOCK.findall(dom) if 'data-chart="d-activity"' in t)
+    assert 'data-axis="x"' in activity and 'data-axis="y"' in activity
     header = dom[dom.index('<table class="header">') :]
     header = header[: header.index("</table>")]
     assert "time range" in header and "torn tails skipped" in header
@@ -88,62 +92,47 @@ def test_report_renders_every_chart_offline(reported: Workload, tmp_path: Path) 
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_per_minute_chart_places_minutes_by_time_and_shows_gaps() -> None:
-    from purgatory_pipeline.report_html import line_chart
+def test_timeline_counts_every_operation_once(reported: Workload) -> None:
+    from tests.pipeline import oracle
 
-    def minute(at: str, arrivals: int) -> dict[str, object]:
-        return {"minute": f"2026-11-27T{at}:00", "arrivals": arrivals, "completed": 1}
-
-    # Two busy minutes, six quiet hours, two more: by position they would look adjacent.
-    svg = line_chart(
-        "m", "t", [minute("10:00", 5), minute("10:01", 7), minute("16:01", 2), minute("16:02", 3)]
-    )
-    lines = re.findall(r'<polyline[^>]*points="([^"]*)"', svg)
-    xs = sorted({float(p.split(",")[0]) for pts in lines for p in pts.split()})
-    assert len(xs) == 4
-    (a, b, c, d) = xs
-    assert (c - b) > 100 * (b - a)  # 360 minutes apart vs 1 minute apart
-    assert abs((d - c) - (b - a)) < 0.01
-    assert 'class="gap"' in svg and "5 h 59 min quiet" in svg
-    assert 'data-axis="x"' in svg and "operations per minute" in svg
-    assert "16:02" in svg  # the last tick is the last minute's time
-
-
-def test_percentile_bars_on_a_log_scale_keep_small_values_visible() -> None:
-    from purgatory_pipeline.report_html import bar_chart
-
-    svg = bar_chart("q", "t", [("p50", 3.0), ("p99", 30_000.0)], " ms", log=True)
-    widths = [float(w) for w in re.findall(r'<rect [^>]*width="([0-9.]+)"', svg)]
-    assert widths[0] > widths[1] / 10  # linear would make p50 1/10,000 of p99
-    assert "log scale" in svg
-
-
-def _tick_labels(svg: str) -> list[str]:
-    return re.findall(r'<text [^>]*y="\d+" text-anchor="middle" font-size="11">([^<]+)</text>', svg)
-
-
-def test_the_time_axis_labels_each_tick_with_its_own_minute() -> None:
-    from purgatory_pipeline.report_html import line_chart
-
-    def chart(*minutes: str) -> str:
-        return line_chart(
-            "m", "t", [{"minute": f"2026-11-27T{m}:00", "arrivals": 1} for m in minutes]
-        )
-
-    # A two-point line: two ticks, one per minute (not 18:12 four times, then 18:13).
-    assert _tick_labels(chart("18:12", "18:13")) == ["18:12", "18:13"]
-    assert _tick_labels(chart("18:12")) == ["18:12"]
-    for last in ("18:15", "18:29", "19:42", "23:59"):
-        labels = _tick_labels(chart("18:12", last))
-        assert labels[0] == "18:12" and labels[-1] == last, labels
-        assert len(labels) == len(set(labels)) and 2 <= len(labels) <= 6, labels
-    assert _tick_labels(chart("10:00", "16:02")) == ["10:00", "12:00", "14:00", "16:02"]
+    info = reported.report["purgatories"]["d"]  # type: ignore[index]
+    timeline = info["timeline"]
+    buckets = timeline["buckets"]
+    ops = oracle.operations(reported.oracle.records).values()
+    states = Counter(op["state"] for op in ops)
+    # The workload spans seconds: one-second buckets, at round seconds, in order.
+    assert timeline["bucket_ms"] == 1000
+    starts = [b["start"] for b in buckets]
+    assert starts == sorted(set(starts)) and not [s for s in starts if "." in s]
+    assert sum(b["arrivals"] for b in buckets) == len(ops)
+    for state in ("COMPLETED", "EXPIRED", "FORCE_COMPLETED", "CANCELLED"):
+        assert sum(b[state.lower()] for b in buckets) == states[state], state
+    # The backlog ends at the operations still pending, and never goes below zero.
+    assert buckets[-1]["pending"] == states["WATCHING"] > 0
+    assert min(b["pending"] for b in buckets) >= 0
+    late = info["late_releases_ms"]["count"]
+    assert late > 0 and sum(b["late_releases"] for b in buckets) == late
+    assert max(b["late_max_ms"] or 0 for b in buckets) == info["late_releases_ms"]["max"]
+    waits = [b["wait_p99_ms"] for b in buckets if b["completed"]]
+    assert waits and all(w is not None for w in waits)
 
 
 def test_charts_use_the_page_width(tmp_path: Path) -> None:
-    from purgatory_pipeline.report_html import _STYLE, line_chart
+    from datetime import UTC, datetime, timedelta
 
-    svg = line_chart("m", "t", [{"minute": "2026-11-27T18:12:00", "arrivals": 1}])
+    from purgatory_pipeline.charts import Style, time_chart
+    from purgatory_pipeline.report_html import _STYLE
+
+    start = datetime(2026, 11, 27, 18, 12, tzinfo=UTC)
+    svg = time_chart(
+        "m",
+        "t",
+        [start],
+        timedelta(seconds=1),
+        [("a", Style("#000"), [1.0])],
+        kind="counts",
+        y_title="n",
+    )
     page = tmp_path / "page.html"
     page.write_text(
         f"<html><head><style>{_STYLE}</style></head><body>{svg}<script>"

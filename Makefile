@@ -116,7 +116,7 @@ $(BENCH_NODE_STAMP): bench/node/package-lock.json
 	touch $@
 
 unit: $(ENGINE_STAMP) $(BENCH_NODE_STAMP)
-	$(BIN)/python -m pytest $(PYTEST_PARALLEL)
+	$(BIN)/python -m pytest $(PYTEST_PARALLEL) --durations=25
 
 # The engine and the service on the pure-Python engine too (the fallback where no C
 # compiler exists), from the same installation: the variable makes the engine load its

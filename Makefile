@@ -200,9 +200,9 @@ node-test: $(STAMP) node-build
 	node --disable-warning=DEP0123 --test --test-reporter=spec --test-concurrency=1 \
 	  --test-timeout=120000 $(NODE_TESTS)
 
-# The Node.js client's installed packages and build outputs (`make clean` leaves them).
+# The Node.js client's and bench/node's installed packages and build outputs (`make clean` leaves them).
 clean-node:
-	rm -rf $(NODE_DIR)/node_modules $(NODE_DIR)/dist $(NODE_DIR)/proto $(NODE_DIR)/src/gen
+	rm -rf $(NODE_DIR)/node_modules $(NODE_DIR)/dist $(NODE_DIR)/proto $(NODE_DIR)/src/gen bench/node/node_modules
 
 # The batching dispatcher against one RPC per signal (docs/benchmarks.md §9).
 .PHONY: bench-dispatcher

@@ -13,6 +13,7 @@ wrote there would leave a new entry.
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
@@ -65,3 +66,59 @@ def test_the_tests_pass_beside_a_populated_and_served_data_directory(tmp_path: P
         assert " passed" in done.stdout and "skipped" not in done.stdout, done.stdout[-2000:]
         assert sorted(p.name for p in data.iterdir()) == before  # nothing written there
         assert client.get_purgatory("orders").pending == 1  # the user's server unharmed
+
+
+# A config that only answers ``validate()`` or names telemetry never starts a server.
+_SERVERLESS_CALLERS = ("validate", "telemetry_from_config")
+
+
+def _server_configs_without_a_data_dir(source: str) -> list[int]:
+    """Lines of ``source`` building a ServerConfig that may start a server (it is not the
+    receiver of ``.validate()`` nor an argument of ``telemetry_from_config``) without
+    naming its ``data_dir``: such a server reads the durable catalog under the working
+    directory's ``./data``, the checkout's, and opens the journals it finds there."""
+    tree = ast.parse(source)
+    allowed: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in _SERVERLESS_CALLERS:
+            allowed.add(id(node.value))
+        if isinstance(node, ast.Call) and _called_name(node) in _SERVERLESS_CALLERS:
+            allowed.update(id(arg) for arg in node.args)
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and _called_name(node) == "ServerConfig"
+        and id(node) not in allowed
+        and not any(kw.arg in ("data_dir", None) for kw in node.keywords)
+    ]
+
+
+def _called_name(call: ast.Call) -> str | None:
+    func = call.func
+    if isinstance(func, ast.Name):
+        return func.id
+    return func.attr if isinstance(func, ast.Attribute) else None
+
+
+def test_every_in_process_server_the_tests_build_has_its_own_data_dir() -> None:
+    # The child run above covers only GUARDED; an in-process server elsewhere that leaves
+    # data_dir at its default opens the checkout's ./data (a parallel run of two such tests
+    # then fails on the journal's lock), so every test config names one.
+    offenders = [
+        f"{path.relative_to(ROOT)}:{line}"
+        for path in sorted((ROOT / "tests").rglob("*.py"))
+        for line in _server_configs_without_a_data_dir(path.read_text())
+    ]
+    assert offenders == []
+
+
+def test_the_data_dir_check_finds_a_config_without_one() -> None:
+    source = (
+        "a = ServerConfig(listen='x')\n"
+        "ServerConfig(limits=l).validate()\n"
+        "telemetry_from_config(ServerConfig())\n"
+        "b = ServerConfig(listen='x', data_dir=d)\n"
+        "c = config.ServerConfig(**fields)\n"
+    )
+    assert _server_configs_without_a_data_dir(source) == [1]

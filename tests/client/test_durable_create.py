@@ -56,10 +56,12 @@ def test_durable_purgatories_created_by_client_and_cli_survive_restart(
         assert json.loads(capsys.readouterr().out)["state"] == "WATCHING"
 
 
-def test_a_watching_operation_shows_its_progress(capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_watching_operation_shows_its_progress(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from purgatory_client import Condition, Signal
 
-    with ServerThread(ServerConfig(listen="127.0.0.1:0", grace_s=0.5)) as st:
+    with ServerThread(_config(tmp_path)) as st:
         with PurgatoryClient(st.target) as client:
             client.try_complete_else_watch(
                 ["acks"],

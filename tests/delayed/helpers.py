@@ -22,6 +22,7 @@ def config_for(kind: str, data_dir: Path) -> ServerConfig:
         return durable_config(data_dir)
     return ServerConfig(
         listen="127.0.0.1:0",
+        data_dir=str(data_dir),
         grace_s=0.5,
         purgatories=(PurgatorySettings(name=NAME, retained_events=1000),),
     )

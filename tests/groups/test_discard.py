@@ -14,11 +14,14 @@ from purgatory_server._service.config.server_config import PurgatorySettings
 
 from tests.durability.helpers import NAME, durable_config
 
-IN_MEMORY = ServerConfig(
-    listen="127.0.0.1:0",
-    grace_s=0.5,
-    purgatories=(PurgatorySettings(name=NAME, retained_events=1000),),
-)
+
+def _in_memory(data_dir: Path) -> ServerConfig:
+    return ServerConfig(
+        listen="127.0.0.1:0",
+        data_dir=str(data_dir),
+        grace_s=0.5,
+        purgatories=(PurgatorySettings(name=NAME, retained_events=1000),),
+    )
 
 
 async def _until_dead(client: AsyncPurgatoryClient, count: int) -> list[int]:
@@ -65,7 +68,7 @@ async def _serve(config: ServerConfig) -> tuple[PurgatoryServer, str]:
 async def test_a_discarded_dead_letter_is_gone_and_never_delivered(
     tmp_path: Path, durable: bool
 ) -> None:
-    config = durable_config(tmp_path) if durable else IN_MEMORY
+    config = durable_config(tmp_path) if durable else _in_memory(tmp_path)
     server, target = await _serve(config)
     try:
         async with AsyncPurgatoryClient(target, purgatory=NAME, timeout=10) as client:

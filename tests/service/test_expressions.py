@@ -130,7 +130,7 @@ async def test_predicate_over_the_result(client: AsyncPurgatoryClient) -> None:
         (Condition().where("signal.attributes.x &&"), "condition.filter", "syntax error at 1:23"),
         (Condition().where("sig.x"), "condition.filter", "unknown variable or function 'sig'"),
         (Condition().where("signal.amount + 1"), "condition.filter", "must be a bool"),
-        (Condition().where("signal.source + 1 == 2"), "condition.filter", "type error"),
+        (Condition().where("signal.source + 1 == 2"), "condition.filter", "type error at 1:15"),
         (
             Condition().where("[1, 2].all(x, [1, 2].exists(y, y == x))"),
             "condition.filter",

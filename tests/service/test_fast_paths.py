@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -93,12 +94,25 @@ def _spec(**kw: Any) -> Any:
     return pb.OperationSpec(**{"keys": ["k"], "timeout_ms": 1000, **kw})
 
 
+def _matching(path: str, attributes: dict[str, Any]) -> pb.Condition:
+    condition = pb.Condition(min_signals=pb.MinSignalsCondition(count=2), match=path)
+    condition.attributes.update(attributes)
+    return condition
+
+
 VALID_SPECS = [
     _spec(),
     _spec(operation_id="op-1", payload=b"p", keys=["a", "b", "c"]),
     _spec(keys=[]),
     _spec(condition=pb.Condition(any_key=pb.AnyKeyCondition())),
     _spec(condition=pb.Condition(all_keys=pb.AllKeysCondition()), keys=["a", "b"]),
+    _spec(condition=pb.Condition(filter="signal.attributes.approved")),
+    _spec(condition=_matching("invoice", {"invoice": 42}), keys=["a", "b"]),
+]
+# Specs that only the full path takes (a due time, a debounce): equal values either way.
+CHECKED_ONLY_SPECS = [
+    _spec(timeout_ms=0, due_time_ms=time.time_ns() // 1_000_000 + 3_600_000),
+    _spec(extend_on_resend=True, max_extend_ms=5000),
 ]
 INVALID_SPECS = [
     _spec(keys=["a", "b", "c", "d"]),  # too many keys
@@ -109,21 +123,28 @@ INVALID_SPECS = [
     _spec(operation_id="o" * 200),
     _spec(payload=b"x" * (LIMITS.max_payload_bytes + 1)),
     _spec(condition=pb.Condition(all_keys=pb.AllKeysCondition()), keys=[]),
+    _spec(condition=pb.Condition(filter="signal.attributes.approved +")),  # syntax
+    _spec(condition=pb.Condition(filter="signal.amount")),  # not a bool
+    _spec(condition=pb.Condition(match="invoice")),  # no attributes to match
+    _spec(condition=pb.Condition(min_signals=pb.MinSignalsCondition(count=0))),
+    _spec(condition=_matching("invoice", {"invoice": "x" * 20_000})),  # attributes too big
 ]
 
 
 def test_common_path_builds_what_the_checked_path_builds() -> None:
-    fast = [_plain_request(m, _bounds(LIMITS)) for m in VALID_SPECS]
-    assert fast[:3] == [_checked_request("", m, LIMITS) for m in VALID_SPECS[:3]]
-    assert fast[3:] == [None, None]  # any condition set takes the checked path
-    assert all(_plain_request(m, _bounds(LIMITS)) is None for m in INVALID_SPECS)
+    fast = [_plain_request(m, _bounds(LIMITS), LIMITS) for m in VALID_SPECS]
+    assert fast == [_checked_request("", m, LIMITS) for m in VALID_SPECS]
+    assert fast[-1] is not None and fast[-1].definition.condition.gate is not None
+    assert all(_plain_request(m, _bounds(LIMITS), LIMITS) is None for m in CHECKED_ONLY_SPECS)
+    assert all(_plain_request(m, _bounds(LIMITS), LIMITS) is None for m in INVALID_SPECS)
 
 
 def test_operation_requests_equal_the_single_converter() -> None:
-    batch = operation_requests("operations", VALID_SPECS, LIMITS)
-    single = [_checked_request(f"operations[{i}].", m, LIMITS) for i, m in enumerate(VALID_SPECS)]
+    specs = VALID_SPECS + CHECKED_ONLY_SPECS
+    batch = operation_requests("operations", specs, LIMITS)
+    single = [_checked_request(f"operations[{i}].", m, LIMITS) for i, m in enumerate(specs)]
     assert batch == single
-    assert [operation_request("", m, LIMITS) for m in VALID_SPECS] == single
+    assert [operation_request("", m, LIMITS) for m in specs] == single
 
 
 @pytest.mark.parametrize("bad", INVALID_SPECS)

@@ -41,11 +41,10 @@ from purgatory_server._service.model.expressions import (
     Reads,
     Whole,
     bind,
+    gate_programs,
     holds,
     holds_with,
-    program,
     project,
-    reads,
 )
 
 __all__ = [
@@ -257,16 +256,22 @@ class Gated:
         "matched_key",
     )
 
-    def __init__(self, inner: Progress | FirstSignal, gate: Gate, op: dict[str, JsonValue]) -> None:
+    def __init__(
+        self, inner: Progress | FirstSignal, gate: Gate, operation_id: str, keys: Sequence[str]
+    ) -> None:
         self._inner = inner
+        programs = gate_programs(gate.filter, gate.predicate)
         # The ``op`` variable (what the expressions read of it), converted into the
         # library's values once: conversion is most of an evaluation (.expressions).
-        op_reads = reads(gate.filter + " " + gate.predicate, "op")
-        self._bound = bind({"op": project(op, op_reads)}) if op_reads else None
-        self._filter = program(gate.filter) if gate.filter else None
-        self._reads = reads(gate.filter, "signal")
-        self._predicate = program(gate.predicate) if gate.predicate else None
-        self._result_reads = reads(gate.predicate, "result")
+        op_reads = programs.op_reads
+        self._bound = None
+        if op_reads:
+            op = operation_context(operation_id, keys, gate.attributes)
+            self._bound = bind({"op": project(op, op_reads)})
+        self._filter = programs.filter
+        self._reads = programs.signal_reads
+        self._predicate = programs.predicate
+        self._result_reads = programs.result_reads
         self._path: tuple[str, ...] | None = None
         self._match: str | None = None
         if gate.match:
@@ -318,10 +323,21 @@ class Gated:
         return judged
 
     def snapshot(self) -> ResultSnapshot:
-        snapshot = self._inner.snapshot()
+        s = self._inner.snapshot()
         if not self.matched_key:
-            return snapshot
-        return snapshot._replace(matched_key=self.matched_key, matched=self.matched)
+            return s
+        # Field by field: a NamedTuple's ``_replace`` goes through ``_make`` and a dict.
+        return ResultSnapshot(
+            s.signal_count,
+            s.sources,
+            s.signalled_keys,
+            s.amount_sum,
+            s.values,
+            s.data,
+            s.data_truncated,
+            self.matched_key,
+            self.matched,
+        )
 
 
 def signal_context(
@@ -398,7 +414,7 @@ def make_progress(
                 sources_limit=sources_limit,
                 data_root=data_root,
             )
-        return Gated(inner, gate, operation_context(operation_id, keys, gate.attributes))
+        return Gated(inner, gate, operation_id, keys)
     if spec.kind is ConditionKind.ANY_KEY:
         shared = _UNSIGNALLED.get((data_limit, sources_limit))
         if shared is None:

@@ -6,6 +6,7 @@
 - ``conditions``: condition specs, signal records and result snapshots;
 - ``attributes``: structured attributes of signals and operations (JSON objects);
 - ``expressions``: conditions' CEL expressions: compiled once per text, checked, evaluated;
+- ``expression_positions``: where in an expression's text its type error is;
 - ``definitions``: an operation's definition, a registration request, a recovered one;
 - ``outcome``: an operation's end, as published;
 - ``ended``: what an ended operation shows the parts that publish and count it;

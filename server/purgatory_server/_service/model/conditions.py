@@ -67,12 +67,14 @@ class Gate(NamedTuple):
     attributes: Attributes | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class ConditionSpec:
-    """A condition; hashable and comparable so re-sent definitions can be compared."""
+class ConditionSpec(NamedTuple):
+    """A condition; hashable and comparable so re-sent definitions can be compared. A
+    tuple, like :class:`Gate`: a frozen dataclass's ``__init__`` costs a microsecond and
+    more per registration that names a condition."""
 
     kind: ConditionKind = ConditionKind.ANY_KEY
-    count: int = 0
+    # Shadows ``tuple.count``, which nothing calls on a condition.
+    count: int = 0  # type: ignore[assignment]
     distinct_sources: bool = False
     threshold: int = 0
     # Sorted (key, target) pairs; keys not listed use default_target.

@@ -11,9 +11,10 @@ naming the field and, where the library gives one, the line:column):
   value bounded by ``max_attributes_bytes`` or the text itself; a comprehension inside
   another (whose cost would multiply) or more than :data:`MAX_COMPREHENSIONS` of them is
   refused, so one evaluation is linear in its inputs. The library has no ``cel.bind``;
-- a name outside the documented variables, a type error or a non-bool result found by a
-  **probe** evaluation (empty attributes, zero numbers, empty strings: :data:`PROBES`),
-  where that evaluation is not cut short by an absent attribute. The verdict depends on
+- a name outside the documented variables, a type error (its line:column found by
+  :mod:`.expression_positions`) or a non-bool result found by a **probe** evaluation
+  (empty attributes, zero numbers, empty strings: :data:`PROBES`), where that
+  evaluation is not cut short by an absent attribute. The verdict depends on
   the text alone, so it is cached with the program.
 
 The library's programs have no side effects (no I/O, no clock, no host functions: none
@@ -23,31 +24,36 @@ library's is most of an evaluation's cost, so an operation binds its own variabl
 (:func:`bind`), each evaluation adds only the variable that changes, and each variable
 holds only the fields the text reads (:func:`reads`, :func:`project`).
 
-The compile cache (:func:`program`, and :func:`_verdict` for the checks) is a bounded
-memo of a pure function, like ``re``'s: the same text always compiles to an equivalent
-program. Thread-safe (``lru_cache``).
+The compile cache (:func:`program`, :func:`gate_programs` for an operation's gate, and
+:func:`_verdict` for the checks) is a bounded memo of a pure function, like ``re``'s:
+the same text always compiles to an equivalent program. Thread-safe (``lru_cache``).
 """
 
 from __future__ import annotations
 
 import functools
 import re
+from typing import NamedTuple
 
 import cel
 
 from purgatory_server._service.model.attributes import JsonValue
 from purgatory_server._service.model.errors import InvalidArgument
+from purgatory_server._service.model.expression_positions import locate, position
 
 __all__ = [
+    "BUILTINS",
     "CACHE_SIZE",
     "MAX_COMPREHENSIONS",
     "PROBES",
     "WHOLE",
     "Context",
+    "GatePrograms",
     "Reads",
     "Whole",
     "bind",
     "check",
+    "gate_programs",
     "holds",
     "holds_with",
     "program",
@@ -79,6 +85,16 @@ PROBES: dict[str, Context] = {
     },
 }
 _MACROS = frozenset({"all", "exists", "exists_one", "map", "filter"})
+# The library's functions (CEL's standard ones it implements): one of these reported as
+# undefined was called with argument types it has no overload for.
+BUILTINS = frozenset(
+    {
+        *("size", "int", "uint", "double", "string", "bytes", "timestamp", "duration"),
+        *("type", "dyn", "contains", "startsWith", "endsWith", "matches"),
+        *("getFullYear", "getMonth", "getDate", "getDayOfMonth", "getDayOfWeek"),
+        *("getDayOfYear", "getHours", "getMinutes", "getSeconds", "getMilliseconds"),
+    }
+)
 # What a failed evaluation raises (the library's errors are these builtins).
 _EVAL_ERRORS = (ValueError, TypeError, KeyError, IndexError, RuntimeError, ArithmeticError)
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -167,6 +183,29 @@ def _skip_spaces(text: str, i: int) -> int:
     return i
 
 
+class GatePrograms(NamedTuple):
+    """A gate's compiled expressions and what each reads (see :func:`gate_programs`)."""
+
+    filter: cel.Program | None
+    signal_reads: Reads | Whole
+    predicate: cel.Program | None
+    result_reads: Reads | Whole
+    # What either expression reads of ``op`` (an empty tree: nothing, so no binding).
+    op_reads: Reads | Whole
+
+
+@functools.lru_cache(maxsize=CACHE_SIZE)
+def gate_programs(filter_text: str, predicate_text: str) -> GatePrograms:
+    """The programs of a gate's (checked) texts, "" for none; one lookup per operation."""
+    return GatePrograms(
+        program(filter_text) if filter_text else None,
+        reads(filter_text, "signal"),
+        program(predicate_text) if predicate_text else None,
+        reads(predicate_text, "result"),
+        reads(filter_text + " " + predicate_text, "op"),
+    )
+
+
 def bind(variables: Context) -> cel.Context:
     """A library context holding ``variables``, converted once (JSON values only: the
     library would register a callable as a function)."""
@@ -228,6 +267,9 @@ def _checked(text: str, probe: Context) -> cel.Program:
         return compiled  # an absent attribute: the type is known only per signal
     except RuntimeError as exc:
         undefined = _UNDEFINED.search(str(exc))
+        if undefined is not None and undefined.group(1) in BUILTINS:
+            # The library says "undefined" of a function called with the wrong types.
+            raise InvalidArgument(field, _type_error(text, probe)) from None
         if undefined is not None:
             names = " and ".join(probe)
             raise InvalidArgument(
@@ -236,13 +278,22 @@ def _checked(text: str, probe: Context) -> cel.Program:
                 f"(the variables are {names})",
             ) from None
         raise InvalidArgument(field, f"evaluation error: {str(exc)[:100]}") from None
-    except TypeError as exc:
-        raise InvalidArgument(field, f"type error: {str(exc)[:100]}") from None
+    except TypeError:
+        raise InvalidArgument(field, _type_error(text, probe)) from None
     except (ValueError, IndexError, ArithmeticError):
         return compiled  # a value error on the probe's values, not on every signal's
     if not isinstance(result, bool):
         raise InvalidArgument(field, f"must be a bool expression, not {type(result).__name__}")
     return compiled
+
+
+def _type_error(text: str, probe: Context) -> str:
+    """A type error's message, with its position (:mod:`.expression_positions`)."""
+    located = locate(text, probe)
+    if located is None:
+        return "type error: no overload for the operand types"
+    offset, what = located
+    return f"type error at {position(text, offset)}: {what}"
 
 
 def _syntax_message(message: str) -> str:

@@ -115,9 +115,9 @@ def condition_from_proto(field: str, msg: pb.Condition) -> ConditionSpec:
     if it has one; the checks are :func:`~.field_rules.check_condition`'s."""
     spec = _kind_from_proto(field, msg)
     has_attributes = msg.HasField("attributes")
-    if msg.filter or msg.predicate or msg.match or has_attributes:
+    text, predicate, match = msg.filter, msg.predicate, msg.match
+    if text or predicate or match or has_attributes:
         attributes = attributes_from_struct(msg.attributes) if has_attributes else None
-        gate = Gate(msg.filter, msg.predicate, msg.match, attributes)
         return ConditionSpec(
             spec.kind,
             spec.count,
@@ -125,7 +125,7 @@ def condition_from_proto(field: str, msg: pb.Condition) -> ConditionSpec:
             spec.threshold,
             spec.targets,
             spec.default_target,
-            gate,
+            Gate(text, predicate, match, attributes),
         )
     return spec
 

@@ -18,9 +18,11 @@ Messages quote caller values through :func:`~.quoting.quote` (bounded). Every fu
 is pure (no I/O, no state), so the same checks apply to the single and the batch forms
 of an RPC (and to Session frames).
 
-The hot path: a plain long-poll spec (:func:`_plain_request`) skips the field-by-field
-checks; everything it accepts the full path (:func:`_checked_request`) accepts
-identically (tests/service/test_fast_paths.py).
+The hot path: a plain spec (:func:`_plain_request`: a long-poll, or one whose only extra
+is a condition) skips the field-by-field checks and the field names they build;
+everything it accepts the full path (:func:`_checked_request`) accepts identically, and
+whatever it refuses goes to the full path, which names the field
+(tests/service/test_fast_paths.py).
 """
 
 from __future__ import annotations
@@ -116,9 +118,10 @@ if OperationDefinition._fields[:4] != _PLAIN_FIELDS or _DEFAULTS != (0, False, 0
     raise ImportError("validation's fast path is out of step with OperationDefinition")
 
 
-def _plain_request(msg: SpecMessage, bounds: _Bounds) -> OperationRequest | None:
-    """The request for a plain spec (no condition, keys and sizes within limits), or
-    None when ``msg`` needs the full checks (:func:`_checked_request`).
+def _plain_request(msg: SpecMessage, bounds: _Bounds, limits: Limits) -> OperationRequest | None:
+    """The request for a plain spec (keys and sizes within limits, a relative timeout, no
+    debounce; a condition, if any, valid), or None when ``msg`` needs the full checks
+    (:func:`_checked_request`), which also name the field of any refusal.
 
     Everything accepted here the full path accepts identically. Each protobuf field read
     builds a Python object, so each is read once; ``bounds`` are the limits, read once
@@ -148,13 +151,19 @@ def _plain_request(msg: SpecMessage, bounds: _Bounds) -> OperationRequest | None
         and low <= timeout <= high
         and len(op_id) <= max_id
         and len(payload) <= max_payload
-        and not msg.HasField("condition")
         and not msg.due_time_ms
         and not msg.extend_on_resend
         and not msg.max_extend_ms
     ):
+        condition = DEFAULT_CONDITION
+        if msg.HasField("condition"):
+            try:
+                condition = condition_from_proto("condition", msg.condition)
+                check_condition("condition", condition, keys, limits)
+            except InvalidArgument:
+                return None  # refused again by the full path, naming the field
         definition = _new_tuple(
-            OperationDefinition, (keys, timeout, DEFAULT_CONDITION, payload, 0, False, 0)
+            OperationDefinition, (keys, timeout, condition, payload, 0, False, 0)
         )
         return _new_tuple(OperationRequest, (op_id, definition))
     return None
@@ -228,7 +237,7 @@ def _debounce(
 
 def operation_request(prefix: str, msg: SpecMessage, limits: Limits) -> OperationRequest:
     """An OperationSpec or TryCompleteElseWatchRequest, validated; ``prefix`` for errors."""
-    return _plain_request(msg, _bounds(limits)) or _checked_request(prefix, msg, limits)
+    return _plain_request(msg, _bounds(limits), limits) or _checked_request(prefix, msg, limits)
 
 
 def operation_requests(
@@ -240,7 +249,9 @@ def operation_requests(
     out: list[OperationRequest] = []
     append = out.append
     for i, msg in enumerate(msgs):
-        append(_plain_request(msg, bounds) or _checked_request(f"{field}[{i}].", msg, limits))
+        append(
+            _plain_request(msg, bounds, limits) or _checked_request(f"{field}[{i}].", msg, limits)
+        )
     return out
 
 

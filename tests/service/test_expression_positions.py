@@ -34,6 +34,15 @@ from purgatory_server._service.model.expressions import PROBES, check
             'signal.key == "" && int(signal.key + 1) > 0',
             "type error at 1:36: '+' between string and int",
         ),
+        # Brackets and operators inside string literals are not the text's own.
+        (
+            'signal.key.startsWith(")") || size(signal.amount) > 0',
+            "type error at 1:31: size() has no overload for (int)",
+        ),
+        (
+            'signal.key + "+(" != "" && signal.amount + "a" == 1',
+            "type error at 1:42: '+' between int and string",
+        ),
         # A '-' in a string or a sign is no operator; the error is the '+' after them.
         ('signal.key != "a-b" && -1 + "c" == 0', "type error at 1:27: '+' between int and string"),
     ],

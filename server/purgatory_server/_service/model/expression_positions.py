@@ -16,12 +16,14 @@ Positions are 1-based line:column, as in the library's syntax errors. Pure funct
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import cel
 
 from purgatory_server._service.model.attributes import JsonValue
 from purgatory_server._service.model.quoting import quote
 
-__all__ = ["MAX_EVALUATIONS", "Failure", "locate", "position"]
+__all__ = ["MAX_EVALUATIONS", "Failure", "locate", "position", "skip_string"]
 
 # What an evaluation raises for a type error, and for a function called with arguments
 # of types it has no overload for (reported as an unknown function).
@@ -199,51 +201,51 @@ def _skip_spaces(text: str, i: int, end: int) -> int:
     return i
 
 
-def _closing(text: str, open_at: int, end: int) -> int:
-    """The index of the bracket closing the one at ``open_at`` (``end`` if none)."""
+def _scan(text: str, start: int, end: int) -> Iterator[tuple[int, str, int]]:
+    """(index, character, bracket depth) of each character of ``[start, end)`` outside
+    string literals (a literal yields its opening quote alone); a closing bracket has the
+    depth of its opening one."""
     depth = 0
-    i = open_at
+    i = start
     while i < end:
         c = text[i]
         if c in "'\"":
-            i = _skip_string(text, i, end)
+            yield i, c, depth
+            i = skip_string(text, i, end)
             continue
+        if c in _CLOSE:
+            depth -= 1
+        yield i, c, depth
         if c in _OPEN:
             depth += 1
-        elif c in _CLOSE:
-            depth -= 1
-            if depth == 0:
-                return i
         i += 1
+
+
+def _closing(text: str, open_at: int, end: int) -> int:
+    """The index of the bracket closing the one at ``open_at`` (``end`` if none)."""
+    for i, c, depth in _scan(text, open_at, end):
+        if depth == 0 and c in _CLOSE:
+            return i
     return end
 
 
 def _top_level(text: str, start: int, end: int, ops: tuple[str, ...]) -> list[tuple[int, str]]:
     """The occurrences of ``ops`` in ``[start, end)`` outside strings and brackets."""
     found: list[tuple[int, str]] = []
-    depth = 0
-    i = start
     last = ""  # the last character that is not a space
-    while i < end:
-        c = text[i]
-        if c in "'\"":
-            i = _skip_string(text, i, end)
-            last = c
+    resume = start  # past the operator found last
+    for i, c, depth in _scan(text, start, end):
+        if i < resume:
             continue
-        if c in _OPEN:
-            depth += 1
-        elif c in _CLOSE:
-            depth -= 1
-        elif depth == 0:
+        if depth == 0 and c not in _OPEN and c not in _CLOSE and c not in "'\"":
             op = _operator_at(text, i, end, ops, last)
             if op:
                 found.append((i, op))
-                i += len(op)
+                resume = i + len(op)
                 last = op[-1]
                 continue
         if c not in " \t\r\n":
             last = c
-        i += 1
     return found
 
 
@@ -270,19 +272,10 @@ def _call(text: str, start: int, end: int) -> tuple[int, str, list[tuple[int, in
     so none evaluates alone)."""
     if end <= start or text[end - 1] != ")":
         return None
-    depth = 0
-    i = end - 1
-    while i >= start:  # back to the call's opening parenthesis
-        c = text[i]
-        if c in _CLOSE:
-            depth += 1
-        elif c in _OPEN:
-            depth -= 1
-            if depth == 0:
-                break
-        i -= 1
-    if i < start or text[i] != "(":
+    opens = [i for i, c, depth in _scan(text, start, end) if c == "(" and depth == 0]
+    if not opens or _closing(text, opens[-1], end) != end - 1:
         return None
+    i = opens[-1]
     name_at = i
     while name_at > start and (text[name_at - 1].isalnum() or text[name_at - 1] == "_"):
         name_at -= 1
@@ -294,7 +287,7 @@ def _call(text: str, start: int, end: int) -> tuple[int, str, list[tuple[int, in
     return name_at, name, [(bounds[k] + 1, bounds[k + 1]) for k in range(len(bounds) - 1)]
 
 
-def _skip_string(text: str, start: int, end: int) -> int:
+def skip_string(text: str, start: int, end: int) -> int:
     """The index just past the string literal opening at ``start``."""
     quote = text[start]
     triple = text.startswith(quote * 3, start)

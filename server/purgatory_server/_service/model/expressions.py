@@ -39,7 +39,11 @@ import cel
 
 from purgatory_server._service.model.attributes import JsonValue
 from purgatory_server._service.model.errors import InvalidArgument
-from purgatory_server._service.model.expression_positions import locate, position
+from purgatory_server._service.model.expression_positions import (
+    locate,
+    position,
+    skip_string,
+)
 
 __all__ = [
     "BUILTINS",
@@ -320,7 +324,7 @@ def _check_cost(field: str, text: str) -> None:
     while i < n:
         c = text[i]
         if c in "'\"":
-            i = _skip_string(text, i)
+            i = skip_string(text, i, n)
             continue
         if c == "(":
             depth += 1
@@ -336,20 +340,18 @@ def _check_cost(field: str, text: str) -> None:
             while k < n and text[k] in " \t\r\n":
                 k += 1
             if text[i + 1 : j] in _MACROS and k < n and text[k] == "(":
-                line = text.count("\n", 0, i) + 1
-                column = i - (text.rfind("\n", 0, i) + 1) + 1
+                at = position(text, i)
                 if inside:
                     raise InvalidArgument(
                         field,
-                        f"cost limit at {line}:{column}: a comprehension "
+                        f"cost limit at {at}: a comprehension "
                         f"({text[i + 1 : j]}) inside another is not allowed",
                     )
                 count += 1
                 if count > MAX_COMPREHENSIONS:
                     raise InvalidArgument(
                         field,
-                        f"cost limit at {line}:{column}: more than {MAX_COMPREHENSIONS} "
-                        "comprehensions",
+                        f"cost limit at {at}: more than {MAX_COMPREHENSIONS} comprehensions",
                     )
                 depth += 1
                 inside.append(depth)
@@ -358,25 +360,3 @@ def _check_cost(field: str, text: str) -> None:
             i = j
             continue
         i += 1
-
-
-def _skip_string(text: str, start: int) -> int:
-    """The index just past the string literal opening at ``start`` (the text's end if it
-    is unterminated: the parser reports that)."""
-    quote = text[start]
-    triple = text.startswith(quote * 3, start)
-    raw = start > 0 and text[start - 1] in "rR"
-    i = start + (3 if triple else 1)
-    n = len(text)
-    while i < n:
-        c = text[i]
-        if c == "\\" and not raw:
-            i += 2
-            continue
-        if triple:
-            if text.startswith(quote * 3, i):
-                return i + 3
-        elif c == quote:
-            return i + 1
-        i += 1
-    return n

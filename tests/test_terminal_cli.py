@@ -2,7 +2,8 @@
 own process, installed as `make serve` installs it (no ``observability`` extra:
 ``tests/without_observability.py``), against a real server on 127.0.0.1:0.
 
-Covered: the Ctrl-C hint names the same server and purgatory; a non-UTF-8 argument, a
+Covered: the Ctrl-C hint names the same server and purgatory, even before the server
+answered; a non-UTF-8 argument, a
 negative count and an unknown ``batch`` field are one-line usage errors; a purgatory name
 that none can have is INVALID_ARGUMENT whatever the command; ``--output table`` (ISO
 times) and JSON with readable text; ``created`` only where a registration answers;
@@ -16,6 +17,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -90,6 +92,33 @@ def test_ctrl_c_hint_names_the_same_server_and_purgatory(server: ServerThread) -
     # ... and that command works as printed.
     code, out, _ = _cli(*args, "get", op.operation_id)
     assert code == 0 and json.loads(out)["state"] == "WATCHING"
+
+
+def test_ctrl_c_before_the_server_answers_still_names_the_operation() -> None:
+    # A listener that takes the connection and the request and never answers: the watch
+    # is interrupted inside its first (and only) call, as a Ctrl-C right after typing is.
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        silent.settimeout(30)
+        args = ["--target", f"127.0.0.1:{silent.getsockname()[1]}", "--purgatory", "p"]
+        waiter = subprocess.Popen(
+            [*CLI, *args, "watch", "k", "--timeout-ms", "60000"],
+            env=_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            conn, _ = silent.accept()
+            with conn:
+                conn.settimeout(30)
+                assert conn.recv(1), "the CLI sent nothing"
+                waiter.send_signal(signal.SIGINT)
+                _, err = waiter.communicate(timeout=30)
+        finally:
+            waiter.kill()
+    assert waiter.returncode == 130
+    [named] = re.findall(r"get (cli-[0-9a-f]{20})$", err, re.MULTILINE)
+    assert f"watch k --timeout-ms 60000 --id {named}" in err, err
 
 
 @pytest.mark.parametrize(

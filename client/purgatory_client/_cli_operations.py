@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
+import secrets
 import shlex
 import sys
 from typing import Any
@@ -104,7 +104,9 @@ def _add_watch_parser(sub: Any) -> None:
         metavar="JSON",
         help="this operation's attributes, read as op.attributes (e.g. '{\"invoice_id\": 42}')",
     )
-    watch.add_argument("--id", default="", help="operation id (default: server-assigned)")
+    watch.add_argument(
+        "--id", default="", help="operation id (default: cli- and 20 random hex digits)"
+    )
     watch.add_argument(
         "--payload", default="", help="UTF-8 text echoed in the outcome (e.g. order-17)"
     )
@@ -126,11 +128,11 @@ def _add_watch_parser(sub: Any) -> None:
 
 
 def _watch(args: argparse.Namespace, ctx: Context) -> int:
-    """Register, then wait; Ctrl-C while waiting says how to wait on it again.
+    """Register and wait; Ctrl-C while waiting says how to wait on it again.
 
-    Without ``--id`` a waiting watch registers first (no wait) to learn the server's id,
-    then re-sends the same operation with that id and waits: a re-send of an identical
-    operation is idempotent, so this is one operation either way.
+    Without ``--id`` the CLI names the operation itself (``cli-`` and 20 random hex
+    digits) before it sends anything, so a Ctrl-C at any moment, even before the server
+    answered, can name the operation to wait on again or to look at.
     """
 
     condition: Condition = args.condition
@@ -138,8 +140,9 @@ def _watch(args: argparse.Namespace, ctx: Context) -> int:
         condition = condition.where(
             args.filter, predicate=args.predicate, match=args.match, attributes=args.attributes
         )
+    operation_id = args.id or f"cli-{secrets.token_hex(10)}"
 
-    def send(operation_id: str, wait: bool) -> Any:
+    def send(wait: bool) -> Any:
         return ctx.client.try_complete_else_watch(
             args.keys,
             args.timeout_ms,
@@ -152,27 +155,17 @@ def _watch(args: argparse.Namespace, ctx: Context) -> int:
         )
 
     if args.no_wait:
-        ctx.emit(send(args.id, False))
+        ctx.emit(send(False))
         return 0
-    operation_id = args.id
-    created: bool | None = None
-    if not operation_id:
-        status = send("", False)
-        if status.state.is_final:
-            ctx.emit(status)
-            return 0
-        operation_id = status.operation_id
-        created = status.created  # the wait below is a re-send: it reports created=False
     try:
-        result = send(operation_id, True)
-        ctx.emit(result if created is None else dataclasses.replace(result, created=created))
+        ctx.emit(send(True))
     except KeyboardInterrupt:
         again = list(ctx.argv) if args.id else [*ctx.argv, "--id", operation_id]
         get = [*global_options(ctx.argv), "get", operation_id]
         sys.stderr.write(
-            f"purgatory: stopped waiting; operation {operation_id!r} is still pending on "
-            f"the server. Wait on it again with:\n  purgatory {shlex.join(again)}\n"
-            f"or see its state with: purgatory {shlex.join(get)}\n"
+            f"purgatory: stopped waiting; operation {operation_id!r} stays pending on the "
+            f"server (if it got there). Wait on it again with:\n  purgatory "
+            f"{shlex.join(again)}\nor see its state with: purgatory {shlex.join(get)}\n"
         )
         raise
     return 0

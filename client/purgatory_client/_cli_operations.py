@@ -6,6 +6,7 @@ import argparse
 import secrets
 import shlex
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from purgatory_client._cli_common import (
@@ -157,8 +158,15 @@ def _watch(args: argparse.Namespace, ctx: Context) -> int:
     if args.no_wait:
         ctx.emit(send(False))
         return 0
+    # The call runs on its own thread and this one only waits: a Ctrl-C (raised in the
+    # main thread wherever it is) then never lands inside gRPC's own code, where it can
+    # leave a lock held and the process hanging on its way out. Closing the channel
+    # (leaving ``main``'s client) cancels the call, which ends the thread.
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="purgatory-watch")
+    waiting = pool.submit(send, True)
+    pool.shutdown(wait=False)
     try:
-        ctx.emit(send(True))
+        answer = waiting.result()
     except KeyboardInterrupt:
         again = list(ctx.argv) if args.id else [*ctx.argv, "--id", operation_id]
         get = [*global_options(ctx.argv), "get", operation_id]
@@ -168,6 +176,7 @@ def _watch(args: argparse.Namespace, ctx: Context) -> int:
             f"{shlex.join(again)}\nor see its state with: purgatory {shlex.join(get)}\n"
         )
         raise
+    ctx.emit(answer)
     return 0
 
 

@@ -16,10 +16,12 @@ from purgatory_server._engine.time import MockTime
 from purgatory_server._service import create_server
 from purgatory_server._service.config.server_config import Limits, PurgatorySettings
 from purgatory_server._service.core.named_purgatory import NamedPurgatory
+from purgatory_server._service.core.progress import make_progress
 from purgatory_server._service.model.attributes import Attributes
 from purgatory_server._service.model.conditions import ConditionSpec, Gate, SignalRecord
 from purgatory_server._service.model.definitions import OperationDefinition, OperationRequest
 from purgatory_server._service.model.errors import ShuttingDown
+from purgatory_server._service.model.expressions import gate_programs
 
 from tests.service.helpers import TEST_CONFIG
 
@@ -244,3 +246,49 @@ async def test_what_an_expression_reads_is_all_it_sees(client: AsyncPurgatoryCli
     assert await client.check_and_complete("reads", Signal(attributes={"a": 1, "c": 0})) == 0
     every = Signal(attributes={"a": 1, "b": "x", "d": 2})
     assert await client.check_and_complete("reads", every) == 5
+
+
+def _attrs(value: dict[str, object]) -> Attributes:
+    return Attributes(repr(sorted(value.items())).encode(), value)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("text", "signals", "counted", "kept"),
+    [
+        # true and 1 are equal in Python, not in CEL: a kept verdict tells them apart.
+        (
+            "signal.attributes.approved",
+            [{"approved": True}, {"approved": 1}, {"approved": True}, {}, {"approved": "true"}],
+            [True, False, True, False, False],
+            4,
+        ),
+        # A field the filter reads only when present, and one it does not read at all.
+        (
+            "has(signal.attributes.role) && signal.attributes.role == 'finance'",
+            [{"role": "finance", "n": 1}, {"n": 2}, {"role": "finance", "n": 3}, {"role": "x"}],
+            [True, False, True, False],
+            3,
+        ),
+        # A whole object read: nothing is kept, every signal is evaluated.
+        (
+            "size(signal.attributes) == 1",
+            [{"a": 1}, {"a": 1, "b": 2}, {"b": 3}],
+            [True, False, True],
+            0,
+        ),
+    ],
+)
+async def test_kept_verdicts_agree_with_evaluating_each_signal(
+    text: str, signals: list[dict[str, object]], counted: list[bool], kept: int
+) -> None:
+    spec = ConditionSpec(gate=Gate(filter=text + " "))  # a text of its own: a fresh memo
+    progress = make_progress(spec, ("k",), {}, data_limit=0, sources_limit=0)
+    got = []
+    for value in signals:
+        fresh = make_progress(spec, ("k",), {}, data_limit=0, sources_limit=0)
+        fresh = fresh.add("k", SignalRecord(attributes=_attrs(value)))
+        got.append(fresh.satisfied())
+    assert got == counted
+    assert not progress.satisfied()
+    # One verdict per distinct value read (a repeat is a kept verdict's).
+    assert len(gate_programs(text + " ", "").verdicts) == kept

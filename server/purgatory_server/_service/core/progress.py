@@ -21,6 +21,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import cel
+
 from purgatory_server._service.core.signal_data import Charges, DataLink
 from purgatory_server._service.model.attributes import Attributes, JsonValue, split_path
 from purgatory_server._service.model.conditions import (
@@ -37,6 +39,7 @@ from purgatory_server._service.model.conditions import (
 )
 from purgatory_server._service.model.errors import LimitExceeded
 from purgatory_server._service.model.expressions import (
+    VERDICTS,
     WHOLE,
     Reads,
     Whole,
@@ -252,6 +255,7 @@ class Gated:
         "_predicate",
         "_reads",
         "_result_reads",
+        "_verdicts",
         "matched",
         "matched_key",
     )
@@ -270,6 +274,7 @@ class Gated:
             self._bound = bind({"op": project(op, op_reads)})
         self._filter = programs.filter
         self._reads = programs.signal_reads
+        self._verdicts = programs.verdicts
         self._predicate = programs.predicate
         self._result_reads = programs.result_reads
         self._path: tuple[str, ...] | None = None
@@ -293,17 +298,34 @@ class Gated:
         if check is not None:
             context = signal_context(key, signal, self._reads)
             bound = self._bound
-            if not (
-                holds(check, {"signal": context})
-                if bound is None
-                else holds_with(check, bound, "signal", context)
-            ):
+            if bound is not None:
+                passed = holds_with(check, bound, "signal", context)
+            else:
+                passed = self._verdict(check, context)
+            if not passed:
                 return self
         self._inner = self._inner.add(key, signal)
         self._judged = None
         self.matched_key = key
         self.matched = signal.attributes
         return self
+
+    def _verdict(self, check: cel.Program, context: dict[str, JsonValue]) -> bool:
+        """The filter on ``context`` (it reads nothing of ``op``): its verdicts are kept
+        by the scalar values it reads, so a signal like an earlier one costs no
+        conversion into the library's values (most of an evaluation, .expressions)."""
+        found: list[object] = []
+        if not _leaves(context, self._reads, found):
+            return holds(check, {"signal": context})
+        memo = self._verdicts
+        key = tuple(found)
+        verdict = memo.get(key)
+        if verdict is None:
+            verdict = holds(check, {"signal": context})
+            if len(memo) >= VERDICTS:
+                memo.clear()
+            memo[key] = verdict
+        return verdict
 
     def satisfied(self) -> bool:
         judged = self._judged
@@ -338,6 +360,32 @@ class Gated:
             self.matched_key,
             self.matched,
         )
+
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _leaves(value: JsonValue, read: Reads | Whole, out: list[object]) -> bool:
+    """Append to ``out`` what ``read`` names of ``value``, each leaf as its type and value
+    (``1`` and ``true`` differ in CEL), an absent field as None; False where a leaf is
+    not a scalar (a list, an object: no key of them is kept)."""
+    if isinstance(read, Whole):
+        if not isinstance(value, _SCALARS):
+            return False
+        out.append(type(value))
+        out.append(value)
+        return True
+    if not isinstance(value, dict):
+        out.append(type(value))
+        out.append(value if isinstance(value, _SCALARS) else None)
+        return isinstance(value, _SCALARS)
+    for name, sub in read.items():
+        if name in value:
+            if not _leaves(value[name], sub, out):
+                return False
+        else:
+            out.append(None)
+    return True
 
 
 def signal_context(

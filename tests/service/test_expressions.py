@@ -15,13 +15,13 @@ from purgatory_client.errors import InvalidArgumentError
 from purgatory_server._engine.time import MockTime
 from purgatory_server._service import create_server
 from purgatory_server._service.config.server_config import Limits, PurgatorySettings
+from purgatory_server._service.core import progress as progress_module
 from purgatory_server._service.core.named_purgatory import NamedPurgatory
 from purgatory_server._service.core.progress import make_progress
 from purgatory_server._service.model.attributes import Attributes
 from purgatory_server._service.model.conditions import ConditionSpec, Gate, SignalRecord
 from purgatory_server._service.model.definitions import OperationDefinition, OperationRequest
 from purgatory_server._service.model.errors import ShuttingDown
-from purgatory_server._service.model.expressions import gate_programs
 
 from tests.service.helpers import TEST_CONFIG
 
@@ -269,6 +269,13 @@ def _attrs(value: dict[str, object]) -> Attributes:
             [True, False, True, False],
             3,
         ),
+        # A string longer than 64 characters is not kept (the memo's bound in bytes).
+        (
+            "signal.attributes.note != ''",
+            [{"note": "x" * 65}, {"note": "x" * 65}, {"note": "y"}],
+            [True, True, True],
+            1,
+        ),
         # A whole object read: nothing is kept, every signal is evaluated.
         (
             "size(signal.attributes) == 1",
@@ -281,8 +288,9 @@ def _attrs(value: dict[str, object]) -> Attributes:
 async def test_kept_verdicts_agree_with_evaluating_each_signal(
     text: str, signals: list[dict[str, object]], counted: list[bool], kept: int
 ) -> None:
-    spec = ConditionSpec(gate=Gate(filter=text + " "))  # a text of its own: a fresh memo
+    spec = ConditionSpec(gate=Gate(filter=text))
     progress = make_progress(spec, ("k",), {}, data_limit=0, sources_limit=0)
+    progress_module._VERDICTS.clear()
     got = []
     for value in signals:
         fresh = make_progress(spec, ("k",), {}, data_limit=0, sources_limit=0)
@@ -291,4 +299,4 @@ async def test_kept_verdicts_agree_with_evaluating_each_signal(
     assert got == counted
     assert not progress.satisfied()
     # One verdict per distinct value read (a repeat is a kept verdict's).
-    assert len(gate_programs(text + " ", "").verdicts) == kept
+    assert len(progress_module._VERDICTS) == kept

@@ -39,7 +39,6 @@ from purgatory_server._service.model.conditions import (
 )
 from purgatory_server._service.model.errors import LimitExceeded
 from purgatory_server._service.model.expressions import (
-    VERDICTS,
     WHOLE,
     Reads,
     Whole,
@@ -51,6 +50,7 @@ from purgatory_server._service.model.expressions import (
 )
 
 __all__ = [
+    "VERDICTS",
     "FirstSignal",
     "Gated",
     "Progress",
@@ -255,7 +255,6 @@ class Gated:
         "_predicate",
         "_reads",
         "_result_reads",
-        "_verdicts",
         "matched",
         "matched_key",
     )
@@ -274,7 +273,6 @@ class Gated:
             self._bound = bind({"op": project(op, op_reads)})
         self._filter = programs.filter
         self._reads = programs.signal_reads
-        self._verdicts = programs.verdicts
         self._predicate = programs.predicate
         self._result_reads = programs.result_reads
         self._path: tuple[str, ...] | None = None
@@ -312,19 +310,19 @@ class Gated:
 
     def _verdict(self, check: cel.Program, context: dict[str, JsonValue]) -> bool:
         """The filter on ``context`` (it reads nothing of ``op``): its verdicts are kept
-        by the scalar values it reads, so a signal like an earlier one costs no
-        conversion into the library's values (most of an evaluation, .expressions)."""
-        found: list[object] = []
-        if not _leaves(context, self._reads, found):
+        by the program and the short scalar values it reads (:data:`_VERDICTS`), so a
+        signal like an earlier one costs no conversion into the library's values (most
+        of an evaluation, .expressions)."""
+        found: list[object] = [check]
+        if not _leaves(context, self._reads, found) or len(found) > _KEPT_VALUES:
             return holds(check, {"signal": context})
-        memo = self._verdicts
         key = tuple(found)
-        verdict = memo.get(key)
+        verdict = _VERDICTS.get(key)
         if verdict is None:
             verdict = holds(check, {"signal": context})
-            if len(memo) >= VERDICTS:
-                memo.clear()
-            memo[key] = verdict
+            if len(_VERDICTS) >= VERDICTS:
+                _VERDICTS.clear()
+            _VERDICTS[key] = verdict
         return verdict
 
     def satisfied(self) -> bool:
@@ -363,22 +361,30 @@ class Gated:
 
 
 _SCALARS = (str, int, float, bool, type(None))
+# Kept verdicts of the filters that read nothing of ``op``: (program, the values read) ->
+# verdict, for every purgatory of the server, at most VERDICTS of them (then it starts
+# again), none with a string over _KEPT_CHARS or more than _KEPT_VALUES parts, so it
+# stays within a few MiB whatever
+# clients send: a bounded memo of a pure function, like the compile cache. Shared
+# across threads: a dict's get and set are atomic, a race costs a repeated evaluation.
+VERDICTS = 4096
+_VERDICTS: dict[tuple[object, ...], bool] = {}
+_KEPT_CHARS = 64
+# A kept key's parts, at most: the program, then 8 values read (each its type and value;
+# an absent one is a single marker).
+_KEPT_VALUES = 17
 
 
 def _leaves(value: JsonValue, read: Reads | Whole, out: list[object]) -> bool:
     """Append to ``out`` what ``read`` names of ``value``, each leaf as its type and value
     (``1`` and ``true`` differ in CEL), an absent field as None; False where a leaf is
-    not a scalar (a list, an object: no key of them is kept)."""
-    if isinstance(read, Whole):
-        if not isinstance(value, _SCALARS):
+    not a scalar (a list, an object) or is a string over _KEPT_CHARS: no key is kept."""
+    if isinstance(read, Whole) or not isinstance(value, dict):
+        if not isinstance(value, _SCALARS) or (isinstance(value, str) and len(value) > _KEPT_CHARS):
             return False
         out.append(type(value))
         out.append(value)
         return True
-    if not isinstance(value, dict):
-        out.append(type(value))
-        out.append(value if isinstance(value, _SCALARS) else None)
-        return isinstance(value, _SCALARS)
     for name, sub in read.items():
         if name in value:
             if not _leaves(value[name], sub, out):

@@ -50,7 +50,6 @@ __all__ = [
     "CACHE_SIZE",
     "MAX_COMPREHENSIONS",
     "PROBES",
-    "VERDICTS",
     "WHOLE",
     "Context",
     "GatePrograms",
@@ -197,9 +196,6 @@ class GatePrograms(NamedTuple):
     result_reads: Reads | Whole
     # What either expression reads of ``op`` (an empty tree: nothing, so no binding).
     op_reads: Reads | Whole
-    # The filter's verdicts by what it reads of the signal (``core.progress``), for
-    # a filter that reads nothing of ``op``: a pure function of those values.
-    verdicts: dict[tuple[object, ...], bool]
 
 
 @functools.lru_cache(maxsize=CACHE_SIZE)
@@ -211,12 +207,7 @@ def gate_programs(filter_text: str, predicate_text: str) -> GatePrograms:
         program(predicate_text) if predicate_text else None,
         reads(predicate_text, "result"),
         reads(filter_text + " " + predicate_text, "op"),
-        {},
     )
-
-
-# Verdicts kept per filter text (the memo starts again when full).
-VERDICTS = 1024
 
 
 def bind(variables: Context) -> cel.Context:

@@ -64,17 +64,22 @@ def server() -> Iterator[ServerThread]:
         yield st
 
 
-def test_ctrl_c_hint_names_the_same_server_and_purgatory(server: ServerThread) -> None:
-    with PurgatoryClient(server.target, timeout=5) as client:
-        client.create_purgatory("hint-test")
-    args = ["--target", server.target, "--purgatory", "hint-test"]
-    waiter = subprocess.Popen(
+def _watching(args: list[str]) -> subprocess.Popen[str]:
+    """``purgatory ARGS watch k`` started, waiting (a minute's timeout)."""
+    return subprocess.Popen(
         [*CLI, *args, "watch", "k", "--timeout-ms", "60000"],
         env=_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+def test_ctrl_c_hint_names_the_same_server_and_purgatory(server: ServerThread) -> None:
+    with PurgatoryClient(server.target, timeout=5) as client:
+        client.create_purgatory("hint-test")
+    args = ["--target", server.target, "--purgatory", "hint-test"]
+    waiter = _watching(args)
     try:
         with PurgatoryClient(server.target, purgatory="hint-test", timeout=5) as client:
             deadline = time.monotonic() + 30
@@ -100,13 +105,7 @@ def test_ctrl_c_before_the_server_answers_still_names_the_operation() -> None:
     with socket.create_server(("127.0.0.1", 0)) as silent:
         silent.settimeout(30)
         args = ["--target", f"127.0.0.1:{silent.getsockname()[1]}", "--purgatory", "p"]
-        waiter = subprocess.Popen(
-            [*CLI, *args, "watch", "k", "--timeout-ms", "60000"],
-            env=_env(),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        waiter = _watching(args)
         try:
             conn, _ = silent.accept()
             with conn:

@@ -163,9 +163,9 @@ def _watch(args: argparse.Namespace, ctx: Context) -> int:
     # leave a lock held and the process hanging on its way out. Closing the channel
     # (leaving ``main``'s client) cancels the call, which ends the thread.
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="purgatory-watch")
-    waiting = pool.submit(send, True)
-    pool.shutdown(wait=False)
     try:
+        waiting = pool.submit(send, True)
+        pool.shutdown(wait=False)
         answer = waiting.result()
     except KeyboardInterrupt:
         again = list(ctx.argv) if args.id else [*ctx.argv, "--id", operation_id]

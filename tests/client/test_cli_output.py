@@ -76,7 +76,12 @@ def test_interrupted_watch_says_it_is_pending_and_how_to_wait_again(
 
     monkeypatch.setattr(PurgatoryClient, "try_complete_else_watch", interrupted)
     argv = ["--target", target, "watch", "ik", "--timeout-ms", "60000"]
-    assert main(argv) == 130
+    # As at a terminal, even when this run inherited SIGINT ignored (a background job).
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        assert main(argv) == 130
+    finally:
+        signal.signal(signal.SIGINT, previous)
     err = capsys.readouterr().err
     assert "stays pending on the server" in err
     again = err.split("Wait on it again with:\n  purgatory ", 1)[1].splitlines()[0]

@@ -214,6 +214,13 @@ async def test_calls_refused_at_the_edge_are_measured_and_traced() -> None:
         async with AsyncPurgatoryClient(f"127.0.0.1:{port}", timeout=10) as c:
             with pytest.raises(UnauthenticatedError):
                 await c.get_operation("x")
+
+        # The edge records the refusal as its call ends, which may be after the client
+        # has its answer: wait for it rather than read at once.
+        async def counted() -> bool:
+            return "purgatory.rpc.rejected" in collect(reader) and bool(spans.get_finished_spans())
+
+        await until(counted, 10.0)
         m = collect(reader)
         assert value(m, "purgatory.rpc.rejected", rpc("GetOperation", "UNAUTHENTICATED")) == 1
         (span,) = spans.get_finished_spans()

@@ -41,6 +41,8 @@ def _env(tmp: Path) -> dict[str, str]:
         SPARK_LOG_DIR=str(tmp / "logs"),
         PYSPARK_PYTHON=sys.executable,
         PYSPARK_DRIVER_PYTHON=sys.executable,
+        # No REST submission server: it takes the fixed port 6066, shared by parallel runs.
+        SPARK_MASTER_OPTS="-Dspark.master.rest.enabled=false",
     )
     return env
 
@@ -67,10 +69,12 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 def _alive_workers(ui_port: int) -> int:
+    """Workers the master counts alive; 0 until its UI answers with JSON (a UI that has
+    bound its port may serve its HTML page at /json/ for a moment before that)."""
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{ui_port}/json/", timeout=2) as r:
             return int(json.load(r).get("aliveworkers", 0))
-    except OSError:
+    except (OSError, ValueError):
         return 0
 
 

@@ -10,9 +10,9 @@ the same: ``N`` jobs enqueued in chunks of 1000 (``batchTryCompleteElseWatch`` w
 ``dueTimeMs`` / ``Queue.addBulk`` with ``delay``), due ``--lead-ms`` after the run starts
 and spread evenly over ``spread`` ms; each is delivered when due, its lateness noted
 (received minus due, one host's clock) and acked (Purgatory: a member's acks in one
-``AckBatch`` per half its prefetch, or 10 ms after the first; BullMQ: the processor
-returns, the Worker moves the job to completed and fetches the next in one call). Two
-phases per round:
+``ackBatch`` per half its prefetch, or 10 ms after the first, on the client's AckStream;
+BullMQ: the processor returns, the Worker moves the job to completed and fetches the
+next in one call). Two phases per round:
 
 - **burst**: ``--jobs`` due within ``--spread-ms`` (more than either system delivers in that
   time): deliveries acked per second over the window from the first due time to the last

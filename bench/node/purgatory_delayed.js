@@ -4,7 +4,8 @@
 // batchTryCompleteElseWatch (chunks of 1000, dueTimeMs: delayed_common.dueTimes), each
 // EXPIRED outcome leased to a member when due; each member notes the delivery's lateness
 // (now - dueTimeMs) and acks it: its acks go out in one ackBatch per half of its prefetch
-// (or 10 ms after the first, whichever comes first).
+// (or 10 ms after the first, whichever comes first), each a message on the client's
+// AckStream; deliveries ready together arrive in one message (the client's default).
 // Prints one JSON line.
 //
 //   node bench/node/purgatory_delayed.js '{"target":"127.0.0.1:50051","purgatory":"bench",

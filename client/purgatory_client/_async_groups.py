@@ -6,6 +6,7 @@ Requests and models: ``_groups_base``; semantics: docs/service.md "Worker groups
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
@@ -182,6 +183,8 @@ class AsyncGroupStream:
         self._backoff = backoff
         self._closed = False
         self._call: Any = None
+        # The rest of a message's batch of deliveries, handed out before the next read.
+        self._batched: deque[gb.AsyncDelivery] = deque()
 
     async def _open(self) -> None:
         client = self._client
@@ -205,13 +208,20 @@ class AsyncGroupStream:
         return self
 
     async def __anext__(self) -> gb.AsyncDelivery:
+        if self._batched:
+            return self._batched.popleft()
         while True:
             try:
                 async for msg in self._call:
                     if msg.heartbeat:
                         continue
                     self._backoff.progress()
-                    return gb.delivery_from_proto(msg, self._client, gb.AsyncDelivery)  # type: ignore[no-any-return]
+                    if not msg.batch:
+                        return gb.delivery_from_proto(msg, self._client, gb.AsyncDelivery)  # type: ignore[no-any-return]
+                    self._batched.extend(
+                        gb.delivery_from_proto(m, self._client, gb.AsyncDelivery) for m in msg.batch
+                    )
+                    return self._batched.popleft()
                 raise StopAsyncIteration
             except grpc.RpcError as exc:
                 error = from_rpc_error(exc)

@@ -296,6 +296,10 @@ class DeadLetterPage:
     next_after_sequence: int
 
 
+# The server's prefetch when a join gives none.
+DEFAULT_PREFETCH = 16
+
+
 def group_subscribe_request(
     purgatory: str,
     group: str,
@@ -315,6 +319,8 @@ def group_subscribe_request(
         prefetch=prefetch,
         heartbeat_interval_ms=heartbeat_interval_ms,
         selection=None if selection is None else selection_to_proto(selection),
+        # Deliveries ready together come in one message (older servers: one each).
+        max_batch=prefetch or DEFAULT_PREFETCH,
     )
     if backoff is not None:
         kind = _BACKOFF_TYPES.get(backoff.type)

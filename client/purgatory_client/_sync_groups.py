@@ -8,6 +8,7 @@ Requests and models: ``_groups_base``; semantics: docs/service.md "Worker groups
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
@@ -184,6 +185,8 @@ class GroupStream:
         self._backoff = backoff
         self._closed = False
         self._call: Any = None
+        # The rest of a message's batch of deliveries, handed out before the next read.
+        self._batched: deque[gb.Delivery] = deque()
 
     def _open(self) -> None:
         client = self._client
@@ -207,13 +210,20 @@ class GroupStream:
         return self
 
     def __next__(self) -> gb.Delivery:
+        if self._batched:
+            return self._batched.popleft()
         while True:
             try:
                 for msg in self._call:
                     if msg.heartbeat:
                         continue
                     self._backoff.progress()
-                    return gb.delivery_from_proto(msg, self._client, gb.Delivery)  # type: ignore[no-any-return]
+                    if not msg.batch:
+                        return gb.delivery_from_proto(msg, self._client, gb.Delivery)  # type: ignore[no-any-return]
+                    self._batched.extend(
+                        gb.delivery_from_proto(m, self._client, gb.Delivery) for m in msg.batch
+                    )
+                    return self._batched.popleft()
                 raise StopIteration
             except grpc.RpcError as exc:
                 error = from_rpc_error(exc)

@@ -17,6 +17,8 @@ from purgatory_client import (
     PermissionDeniedError,
     UnauthenticatedError,
 )
+from purgatory_proto.v1 import purgatory_pb2 as pb
+from purgatory_proto.v1 import purgatory_pb2_grpc as pb_grpc
 from purgatory_server._service import ServerConfig
 from purgatory_server._service.config.server_config import ConfigError, from_mapping
 
@@ -197,3 +199,34 @@ async def test_a_token_with_no_permissions_may_list_purgatories_only(serve: Any)
         for call in (viewer.get_purgatory(), viewer.try_complete_else_watch(["k"], 1000)):
             with pytest.raises(PermissionDeniedError):
                 await call
+
+
+async def test_ack_stream_requests_are_authorized_one_by_one(
+    serve: Any, token_config: ServerConfig
+) -> None:
+    """Each AckStream request needs subscribe on the purgatory it names: a refused one
+    is answered PERMISSION_DENIED in its response and the stream goes on; without a
+    valid token the stream does not open."""
+    _, port = await serve(token_config)
+    async with _client(port, ADMIN) as admin:
+        await admin.create_purgatory("other")
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        stub = pb_grpc.PurgatoryServiceStub(channel)
+        acks = stub.AckStream(metadata=(("authorization", f"Bearer {SUBSCRIBER}"),))
+        for purgatory in ("other", "default", "other"):
+            entry = pb.AckBatchEntry(sequence=1)
+            await acks.write(pb.AckStreamRequest(purgatory=purgatory, group="g", entries=[entry]))
+        answers = [await asyncio.wait_for(acks.read(), 10) for _ in range(3)]
+        await acks.done_writing()
+        assert await acks.code() is grpc.StatusCode.OK
+        assert [a.code for a in answers] == [
+            grpc.StatusCode.PERMISSION_DENIED.value[0],
+            grpc.StatusCode.NOT_FOUND.value[0],  # allowed: past the check, no group "g"
+            grpc.StatusCode.PERMISSION_DENIED.value[0],
+        ]
+        assert "permission" in answers[0].message
+        anonymous = stub.AckStream()
+        await anonymous.write(pb.AckStreamRequest(purgatory="default", group="g"))
+        with pytest.raises(grpc.aio.AioRpcError) as raised:
+            await anonymous.read()
+        assert raised.value.code() is grpc.StatusCode.UNAUTHENTICATED

@@ -31,7 +31,13 @@ import {
   SlowSubscriberError,
   UnavailableError,
 } from "./errors.js";
-import { backoffToWire, GroupStream, selectionToWire, type JoinOptions } from "./groups.js";
+import {
+  backoffToWire,
+  DEFAULT_PREFETCH,
+  GroupStream,
+  selectionToWire,
+  type JoinOptions,
+} from "./groups.js";
 import { deadAfter, deadStream, Watchdog } from "./liveness.js";
 import { UnaryMethods } from "./methods.js";
 import type { Event, OperationSpec, OperationState, RetryPolicy } from "./models.js";
@@ -230,6 +236,8 @@ export class PurgatoryClient extends UnaryMethods {
       visibilityTimeoutMs: options.visibilityTimeoutMs ?? 0,
       maxAttempts: options.maxAttempts ?? 0,
       prefetch: options.prefetch ?? 0,
+      // Deliveries ready together come in one message (older servers: one each).
+      maxBatch: options.prefetch || DEFAULT_PREFETCH,
       heartbeatIntervalMs,
       selection: options.selection ? selectionToWire(options.selection) : undefined,
       ...(options.backoff ? { backoff: backoffToWire(options.backoff, invalidArgument) } : {}),

@@ -82,6 +82,9 @@ export interface AckResult extends NackResult {
   readonly message: string;
 }
 
+/** The server's prefetch when a join gives none. */
+export const DEFAULT_PREFETCH = 16;
+
 const BACKOFF_TYPES = { fixed: 1, exponential: 2 } as const;
 
 /** A join's backoff as the wire spells it (an unknown type: InvalidArgumentError). */
@@ -353,7 +356,9 @@ export class GroupStream implements AsyncIterable<Delivery> {
             }
             watchdog.pause(); // the consumer's time is not the stream's silence
             this.backoff.progress();
-            yield deliveryFromWire(message, this.ops);
+            const batch = message.batch as wire.WireMessage[];
+            if (batch.length === 0) yield deliveryFromWire(message, this.ops);
+            else for (const m of batch) yield deliveryFromWire(m, this.ops);
             watchdog.alive();
           }
           return;

@@ -4,6 +4,9 @@
  * cancel and reschedule pending operations, list and iterate operations with their
  * progress, recurring schedules, and the worker groups' acks, leases and dead letters.
  */
+import type { Metadata } from "@grpc/grpc-js";
+
+import { AckStreams, type AckDuplex } from "./acks.js";
 import {
   requireCallOptions,
   requireInteger,
@@ -81,6 +84,18 @@ const SCHEDULE_OPTIONS = [
 ];
 
 export class UnaryMethods extends ClientBase {
+  /** ackBatch's streams (acks.ts). */
+  private readonly acks = new AckStreams(
+    (stub) => (stub.AckStream as (m: Metadata) => AckDuplex).call(stub, this.metadata()),
+    (request) => this.call("AckBatch", request, this.deadlineMs),
+    this.deadlineMs,
+  );
+
+  override close(): void {
+    this.acks.close();
+    super.close();
+  }
+
   // ------------------------------------------------------------ delayed operations
   /**
    * End pending operations as CANCELLED: by ids, or every one watching `key`, or every one
@@ -237,9 +252,10 @@ export class UnaryMethods extends ClientBase {
     return Object.freeze({ deadLetter: resp.deadLetter, redeliverAtMs: resp.redeliverAtMs });
   }
 
-  /** Acks and nacks (AckEntry, or a bare sequence: an unfenced ack) in one call, applied
-   * in order, each answered on its own (one AckResult per entry, in order): a stale or
-   * unknown entry fails alone (its `code`), the others take effect. */
+  /** Acks and nacks (AckEntry, or a bare sequence: an unfenced ack) in one request,
+   * applied in order, each answered on its own (one AckResult per entry, in order): a
+   * stale or unknown entry fails alone (its `code`), the others take effect. Sent on the
+   * client's AckStream to the server (acks.ts), as AckBatch calls where it cannot be. */
   async ackBatch(
     group: string,
     entries: readonly (AckEntry | number)[],
@@ -259,8 +275,9 @@ export class UnaryMethods extends ClientBase {
       if (entry.delayMs !== undefined) out.delayMs = entry.delayMs;
       return out;
     });
-    const req = { purgatory: this.name(options), group, entries: wireEntries };
-    const resp = await this.call("AckBatch", req, this.deadlineMs);
+    const purgatory = this.name(options);
+    const req = { purgatory, group, entries: wireEntries };
+    const resp = await this.acks.send(this.stubFor(purgatory), req);
     return resp.results.map(ackResultFromWire);
   }
 

@@ -10,7 +10,7 @@ import { after, before, test } from "node:test";
 import client from "../dist/cjs/index.js";
 import { REPO, tempDir } from "./server.mjs";
 
-const { PurgatoryClient } = client;
+const { NotFoundError, PurgatoryClient } = client;
 const PYTHON = path.join(REPO, ".venv", "bin", "python");
 
 let cluster;
@@ -66,6 +66,18 @@ test("calls through a server that does not own the purgatory reach its owner", a
     assert.equal(await c.checkAndComplete("k"), 1);
     assert.equal((await c.getOperation("node-1")).state, "COMPLETED");
     assert.equal((await c.getPurgatory()).pending, 0);
+  } finally {
+    for (const c of clients) c.close();
+  }
+});
+
+test("ackBatch through the standby reaches the owner", async () => {
+  // The standby answers the AckStream request UNAVAILABLE naming the owner; the client
+  // sends it again as a call, which follows the hint.
+  const clients = servers.map((target) => new PurgatoryClient(target, { purgatory: "orders" }));
+  try {
+    for (const c of clients) await assert.rejects(c.ackBatch("nobody", [1]), NotFoundError);
+    assert.equal(clients.filter((c) => c.router.routes.size > 0).length, 1);
   } finally {
     for (const c of clients) c.close();
   }

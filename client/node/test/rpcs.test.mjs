@@ -14,6 +14,8 @@ const METHODS = {
   Subscribe: ["subscribe", "joinGroup"],
   Session: ["session", "watchMany", "dispatcher"],
   ListOperations: ["listOperations", "iterOperations"],
+  // ackBatch sends its requests on an AckStream (AckBatch where the stream cannot answer).
+  AckStream: ["ackBatch"],
 };
 
 test("every RPC of PurgatoryService has a method, typed in both builds", () => {

@@ -396,7 +396,7 @@ class SubscribeFilter(_message.Message):
     def __init__(self, states: _Optional[_Iterable[_Union[OperationState, str]]] = ..., keys: _Optional[_Iterable[str]] = ..., operation_id_prefix: _Optional[str] = ...) -> None: ...
 
 class SubscribeRequest(_message.Message):
-    __slots__ = ("purgatory", "after_sequence", "filter", "incarnation", "heartbeat_interval_ms", "group", "visibility_timeout_ms", "max_attempts", "prefetch", "selection", "backoff")
+    __slots__ = ("purgatory", "after_sequence", "filter", "incarnation", "heartbeat_interval_ms", "group", "visibility_timeout_ms", "max_attempts", "prefetch", "selection", "backoff", "max_batch")
     PURGATORY_FIELD_NUMBER: _ClassVar[int]
     AFTER_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     FILTER_FIELD_NUMBER: _ClassVar[int]
@@ -408,6 +408,7 @@ class SubscribeRequest(_message.Message):
     PREFETCH_FIELD_NUMBER: _ClassVar[int]
     SELECTION_FIELD_NUMBER: _ClassVar[int]
     BACKOFF_FIELD_NUMBER: _ClassVar[int]
+    MAX_BATCH_FIELD_NUMBER: _ClassVar[int]
     purgatory: str
     after_sequence: int
     filter: SubscribeFilter
@@ -419,7 +420,8 @@ class SubscribeRequest(_message.Message):
     prefetch: int
     selection: GroupSelection
     backoff: RetryBackoff
-    def __init__(self, purgatory: _Optional[str] = ..., after_sequence: _Optional[int] = ..., filter: _Optional[_Union[SubscribeFilter, _Mapping]] = ..., incarnation: _Optional[str] = ..., heartbeat_interval_ms: _Optional[int] = ..., group: _Optional[str] = ..., visibility_timeout_ms: _Optional[int] = ..., max_attempts: _Optional[int] = ..., prefetch: _Optional[int] = ..., selection: _Optional[_Union[GroupSelection, _Mapping]] = ..., backoff: _Optional[_Union[RetryBackoff, _Mapping]] = ...) -> None: ...
+    max_batch: int
+    def __init__(self, purgatory: _Optional[str] = ..., after_sequence: _Optional[int] = ..., filter: _Optional[_Union[SubscribeFilter, _Mapping]] = ..., incarnation: _Optional[str] = ..., heartbeat_interval_ms: _Optional[int] = ..., group: _Optional[str] = ..., visibility_timeout_ms: _Optional[int] = ..., max_attempts: _Optional[int] = ..., prefetch: _Optional[int] = ..., selection: _Optional[_Union[GroupSelection, _Mapping]] = ..., backoff: _Optional[_Union[RetryBackoff, _Mapping]] = ..., max_batch: _Optional[int] = ...) -> None: ...
 
 class GroupSelection(_message.Message):
     __slots__ = ("priorities", "ordering_key", "rate_limit")
@@ -480,7 +482,7 @@ class RetryBackoff(_message.Message):
     def __init__(self, type: _Optional[_Union[RetryBackoff.Type, str]] = ..., delay_ms: _Optional[int] = ..., max_delay_ms: _Optional[int] = ..., jitter: _Optional[float] = ...) -> None: ...
 
 class OperationEvent(_message.Message):
-    __slots__ = ("sequence", "purgatory", "operation_id", "state", "keys", "payload", "result", "create_time_ms", "due_time_ms", "complete_time_ms", "traceparent", "heartbeat", "caught_up_sequence", "delivery_attempt", "lease_deadline_ms", "group", "dead_letter", "priority", "ordering_key")
+    __slots__ = ("sequence", "purgatory", "operation_id", "state", "keys", "payload", "result", "create_time_ms", "due_time_ms", "complete_time_ms", "traceparent", "heartbeat", "caught_up_sequence", "delivery_attempt", "lease_deadline_ms", "group", "dead_letter", "priority", "ordering_key", "batch")
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     PURGATORY_FIELD_NUMBER: _ClassVar[int]
     OPERATION_ID_FIELD_NUMBER: _ClassVar[int]
@@ -500,6 +502,7 @@ class OperationEvent(_message.Message):
     DEAD_LETTER_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
     ORDERING_KEY_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
     sequence: int
     purgatory: str
     operation_id: str
@@ -519,7 +522,8 @@ class OperationEvent(_message.Message):
     dead_letter: bool
     priority: int
     ordering_key: str
-    def __init__(self, sequence: _Optional[int] = ..., purgatory: _Optional[str] = ..., operation_id: _Optional[str] = ..., state: _Optional[_Union[OperationState, str]] = ..., keys: _Optional[_Iterable[str]] = ..., payload: _Optional[bytes] = ..., result: _Optional[_Union[OperationResult, _Mapping]] = ..., create_time_ms: _Optional[int] = ..., due_time_ms: _Optional[int] = ..., complete_time_ms: _Optional[int] = ..., traceparent: _Optional[str] = ..., heartbeat: _Optional[bool] = ..., caught_up_sequence: _Optional[int] = ..., delivery_attempt: _Optional[int] = ..., lease_deadline_ms: _Optional[int] = ..., group: _Optional[str] = ..., dead_letter: _Optional[bool] = ..., priority: _Optional[int] = ..., ordering_key: _Optional[str] = ...) -> None: ...
+    batch: _containers.RepeatedCompositeFieldContainer[OperationEvent]
+    def __init__(self, sequence: _Optional[int] = ..., purgatory: _Optional[str] = ..., operation_id: _Optional[str] = ..., state: _Optional[_Union[OperationState, str]] = ..., keys: _Optional[_Iterable[str]] = ..., payload: _Optional[bytes] = ..., result: _Optional[_Union[OperationResult, _Mapping]] = ..., create_time_ms: _Optional[int] = ..., due_time_ms: _Optional[int] = ..., complete_time_ms: _Optional[int] = ..., traceparent: _Optional[str] = ..., heartbeat: _Optional[bool] = ..., caught_up_sequence: _Optional[int] = ..., delivery_attempt: _Optional[int] = ..., lease_deadline_ms: _Optional[int] = ..., group: _Optional[str] = ..., dead_letter: _Optional[bool] = ..., priority: _Optional[int] = ..., ordering_key: _Optional[str] = ..., batch: _Optional[_Iterable[_Union[OperationEvent, _Mapping]]] = ...) -> None: ...
 
 class JournaledOutcome(_message.Message):
     __slots__ = ("event", "condition", "timeout_ms", "requested_due_time_ms")
@@ -914,6 +918,26 @@ class AckBatchResponse(_message.Message):
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     results: _containers.RepeatedCompositeFieldContainer[AckBatchResult]
     def __init__(self, results: _Optional[_Iterable[_Union[AckBatchResult, _Mapping]]] = ...) -> None: ...
+
+class AckStreamRequest(_message.Message):
+    __slots__ = ("purgatory", "group", "entries")
+    PURGATORY_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    purgatory: str
+    group: str
+    entries: _containers.RepeatedCompositeFieldContainer[AckBatchEntry]
+    def __init__(self, purgatory: _Optional[str] = ..., group: _Optional[str] = ..., entries: _Optional[_Iterable[_Union[AckBatchEntry, _Mapping]]] = ...) -> None: ...
+
+class AckStreamResponse(_message.Message):
+    __slots__ = ("results", "code", "message")
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[AckBatchResult]
+    code: int
+    message: str
+    def __init__(self, results: _Optional[_Iterable[_Union[AckBatchResult, _Mapping]]] = ..., code: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...
 
 class ListOperationsFilter(_message.Message):
     __slots__ = ("key", "operation_id_prefix", "states", "due_after_ms", "due_before_ms")

@@ -177,6 +177,11 @@ class PurgatoryServiceStub:
                 request_serializer=purgatory__proto_dot_v1_dot_purgatory__pb2.AckBatchRequest.SerializeToString,
                 response_deserializer=purgatory__proto_dot_v1_dot_purgatory__pb2.AckBatchResponse.FromString,
                 _registered_method=True)
+        self.AckStream = channel.stream_stream(
+                '/purgatory.v1.PurgatoryService/AckStream',
+                request_serializer=purgatory__proto_dot_v1_dot_purgatory__pb2.AckStreamRequest.SerializeToString,
+                response_deserializer=purgatory__proto_dot_v1_dot_purgatory__pb2.AckStreamResponse.FromString,
+                _registered_method=True)
         self.ListOperations = channel.unary_unary(
                 '/purgatory.v1.PurgatoryService/ListOperations',
                 request_serializer=purgatory__proto_dot_v1_dot_purgatory__pb2.ListOperationsRequest.SerializeToString,
@@ -402,6 +407,18 @@ class PurgatoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AckStream(self, request_iterator, context):
+        """AckBatch requests on one bidirectional stream, each answered by one response, in
+        request order: a consumer that acks all the time pays one message per batch
+        instead of one call. A request that fails as a whole (INVALID_ARGUMENT, an unknown
+        group or purgatory, PERMISSION_DENIED, RESOURCE_EXHAUSTED...) is answered with its
+        code and message and the stream goes on; the stream itself ends only when the caller
+        half-closes it, or with UNAVAILABLE when the server shuts down.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ListOperations(self, request, context):
         """issue-16a: pending (and recently ended) operations with their progress, filtered and
         cursor-paged in operation id order (see ListOperationsRequest).
@@ -542,6 +559,11 @@ def add_PurgatoryServiceServicer_to_server(servicer, server):
                     servicer.AckBatch,
                     request_deserializer=purgatory__proto_dot_v1_dot_purgatory__pb2.AckBatchRequest.FromString,
                     response_serializer=purgatory__proto_dot_v1_dot_purgatory__pb2.AckBatchResponse.SerializeToString,
+            ),
+            'AckStream': grpc.stream_stream_rpc_method_handler(
+                    servicer.AckStream,
+                    request_deserializer=purgatory__proto_dot_v1_dot_purgatory__pb2.AckStreamRequest.FromString,
+                    response_serializer=purgatory__proto_dot_v1_dot_purgatory__pb2.AckStreamResponse.SerializeToString,
             ),
             'ListOperations': grpc.unary_unary_rpc_method_handler(
                     servicer.ListOperations,
@@ -1264,6 +1286,33 @@ class PurgatoryService:
             '/purgatory.v1.PurgatoryService/AckBatch',
             purgatory__proto_dot_v1_dot_purgatory__pb2.AckBatchRequest.SerializeToString,
             purgatory__proto_dot_v1_dot_purgatory__pb2.AckBatchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AckStream(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/purgatory.v1.PurgatoryService/AckStream',
+            purgatory__proto_dot_v1_dot_purgatory__pb2.AckStreamRequest.SerializeToString,
+            purgatory__proto_dot_v1_dot_purgatory__pb2.AckStreamResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -10,8 +10,8 @@ each call:
    ``authorization`` header is checked before the request is looked at
    (UNAUTHENTICATED), then the permission the method needs on the purgatory it names
    (PERMISSION_DENIED). Health checking and reflection stay open. A client-streaming RPC
-   is checked once when it starts; ``Session`` frames are authorized one by one
-   (:func:`_session_frames`).
+   is checked once when it starts; ``Session`` frames and ``AckStream`` requests are
+   authorized one by one (:func:`_session_frames`, :func:`_ack_frames`).
 3. **INTERNAL only for bugs, logged once.** A :class:`~.errors.ServiceError` becomes its
    status (:func:`~.status_mapping.status_for`); any other exception is logged with its
    traceback and the caller gets INTERNAL with a fixed message (never UNKNOWN, never the
@@ -74,6 +74,9 @@ METHOD_RULES: dict[str, tuple[Permission | None, str | None]] = {
     "ExtendLease": (Permission.SUBSCRIBE, "purgatory"),
     "Nack": (Permission.SUBSCRIBE, "purgatory"),
     "AckBatch": (Permission.SUBSCRIBE, "purgatory"),
+    # Any valid token may open one; each request needs SUBSCRIBE on its purgatory
+    # (_ack_frames).
+    "AckStream": (None, None),
     "ListDeadLetters": (Permission.SUBSCRIBE, "purgatory"),
     "Redrive": (Permission.SUBSCRIBE, "purgatory"),
     "DiscardDeadLetters": (Permission.SUBSCRIBE, "purgatory"),
@@ -182,11 +185,29 @@ async def _session_frames(
         yield frame
 
 
+async def _ack_frames(
+    requests: AsyncIterator[Any], authorizer: Authorizer | None, grant: TokenGrant | None
+) -> AsyncIterator[Any]:
+    """AckStream's requests, decoded and authorized one by one: one the token may not
+    send becomes a :class:`RefusedFrame` (no request id: answers go in request order),
+    answered with PERMISSION_DENIED; the stream goes on. An undecodable one ends it."""
+    async for request in requests:
+        if type(request) is Undecodable:
+            raise InvalidArgument("request", f"cannot be decoded ({request.reason})")
+        if authorizer is not None and grant is not None:
+            try:
+                authorizer.authorize(grant, Permission.SUBSCRIBE, request.purgatory)
+            except ServiceError as exc:
+                yield RefusedFrame(0, exc)
+                continue
+        yield request
+
+
 FrameCheck = Callable[
     [AsyncIterator[Any], Authorizer | None, TokenGrant | None], AsyncIterator[Any]
 ]
 # Client-streaming methods whose messages are authorized one by one.
-_FRAME_CHECKS: dict[str, FrameCheck] = {"Session": _session_frames}
+_FRAME_CHECKS: dict[str, FrameCheck] = {"Session": _session_frames, "AckStream": _ack_frames}
 
 
 async def _internal(context: Any, method: str, exc: BaseException) -> None:

@@ -116,7 +116,8 @@ async def member_stream(
     limits: Limits,
     idle_s: float | None,
 ) -> AsyncIterator[pb.OperationEvent]:
-    """A Subscribe stream that joined ``request.group``: its deliveries, heartbeats.
+    """A Subscribe stream that joined ``request.group``: its deliveries (up to
+    ``max_batch`` of those ready together in one message), heartbeats.
 
     The response headers are sent once the member has joined (header
     "purgatory-group-sequence": the group's cursor then), so a client that waits for them
@@ -138,6 +139,7 @@ async def member_stream(
     )
     _check_range("max_attempts", request.max_attempts, 1, MAX_ATTEMPTS)
     _check_range("prefetch", request.prefetch, 1, MAX_PREFETCH)
+    _check_range("max_batch", request.max_batch, 1, MAX_PREFETCH)
     selection = None
     if request.HasField("selection"):
         selection = selection_from_proto(request.selection, limits.max_key_length)
@@ -152,6 +154,7 @@ async def member_stream(
         selection=selection,
         backoff=backoff,
     )
+    per_message = request.max_batch
     try:
         await context.send_initial_metadata(((METADATA_GROUP_SEQUENCE, str(group.last_sequence)),))
         while True:
@@ -160,6 +163,14 @@ async def member_stream(
                 yield pb.OperationEvent(
                     heartbeat=True, caught_up_sequence=group.last_sequence, group=group.name
                 )
+            if per_message > 1:
+                for start in range(0, len(batch), per_message):
+                    envelope = pb.OperationEvent()
+                    envelope.batch.extend(
+                        map(delivery_to_proto, batch[start : start + per_message])
+                    )
+                    yield envelope
+                continue
             for delivery in batch:
                 yield delivery_to_proto(delivery)
     finally:

@@ -26,6 +26,7 @@ from purgatory_server._service.api import (
 from purgatory_server._service.api.admission import NO_ADMISSION, Admission
 from purgatory_server._service.api.answer import Service, answer
 from purgatory_server._service.api.event_cache import EncodedEvents
+from purgatory_server._service.api.group_acks_rpc import AckFrames
 from purgatory_server._service.api.groups_rpc import member_stream
 from purgatory_server._service.api.session_resume import SessionDirectory
 from purgatory_server._service.api.session_rpc import ClientGone, SessionFrames, SessionStream
@@ -34,7 +35,11 @@ from purgatory_server._service.api.worker_listing import Siblings
 from purgatory_server._service.api.write_turns import WriteTurns
 from purgatory_server._service.core.named_purgatory import NamedPurgatory
 from purgatory_server._service.core.registry import PurgatoryRegistry
-from purgatory_server._service.model.errors import METADATA_INCARNATION, ServiceError
+from purgatory_server._service.model.errors import (
+    METADATA_INCARNATION,
+    InvalidArgument,
+    ServiceError,
+)
 from purgatory_server._service.model.outcome import Outcome
 from purgatory_server._service.outcomes.incarnation import check_incarnation
 from purgatory_server._service.outcomes.subscriptions import EventFilter
@@ -218,6 +223,15 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
             self._service, request, group_acks_rpc.ack_batch, group_acks_rpc.check_ack_batch
         )
 
+    async def AckStream(
+        self, requests: AckFrames, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.AckStreamResponse]:
+        """AckBatch on one stream (:func:`.group_acks_rpc.ack_stream`); it takes one of the
+        connection's stream slots while open."""
+        with self._streams.hold(context.peer()):
+            async for response in group_acks_rpc.ack_stream(self._service, requests):
+                yield response
+
     async def ListDeadLetters(
         self, request: pb.ListDeadLettersRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListDeadLettersResponse:
@@ -269,6 +283,8 @@ class PurgatoryServicer(pb_grpc.PurgatoryServiceServicer):
                 async for event in stream:
                     yield event
                 return
+            if request.max_batch:
+                raise InvalidArgument("max_batch", "needs group (it batches a member's deliveries)")
             async for message in _subscription(
                 purgatory,
                 after,

@@ -136,6 +136,49 @@ def start_watch(
         spark.conf.set("spark.sql.shuffle.partitions", previous)
 
 
+class ProgressLines:
+    """The console's lines for a query's progress: one for each micro-batch that read
+    outcomes, and a warning for each batch that took longer than the interval.
+
+    :meth:`report` takes the query's recent progress updates, all of them: two batches
+    can end between two polls (the no-data batch that follows a batch which moved the
+    watermark), and the last update alone would hide the first. Each batch is told once,
+    however many polls see it. Not thread-safe: one polling loop calls it.
+    """
+
+    def __init__(self, interval_s: float, out: str | None) -> None:
+        self._interval_s = interval_s
+        self._out = out
+        self._reported = -1
+        self._warned = -1
+
+    def report(self, updates: list[dict[str, Any]]) -> None:
+        for progress in updates:
+            batch = progress.get("batchId", -1)
+            rows = progress.get("numInputRows", 0)
+            if batch > self._reported and rows:
+                self._reported = batch
+                updated = sum(
+                    op.get("numRowsUpdated", 0) for op in progress.get("stateOperators", [])
+                )
+                log.info(
+                    "watch: batch %d: %s outcomes, %s minute rows updated%s",
+                    batch,
+                    f"{rows:,}",
+                    f"{updated:,}",
+                    f" in {self._out}/{TABLE_FILE}" if self._out else "",
+                )
+            took = progress.get("durationMs", {}).get("triggerExecution", 0)
+            if took > self._interval_s * 1000 and batch > self._warned:
+                self._warned = batch
+                log.warning(
+                    "watch: batch %d took %d ms, longer than --interval %g s",
+                    batch,
+                    took,
+                    self._interval_s,
+                )
+
+
 def watch(
     spark: Any,
     target: str,
@@ -162,35 +205,14 @@ def watch(
         watermark=watermark,
     )
     deadline = None if for_seconds is None else time.monotonic() + for_seconds
-    warned = reported = -1
+    console = ProgressLines(interval_s, out)
     try:
         while query.isActive and (deadline is None or time.monotonic() < deadline):
             query.awaitTermination(1)
-            progress = query.lastProgress or {}
+            updates = query.recentProgress
             if stop is not None and stop.is_set():
                 break  # before any more progress lines: Ctrl-C's line is the last
-            took = progress.get("durationMs", {}).get("triggerExecution", 0)
-            batch = progress.get("batchId", -1)
-            if batch > reported and progress.get("numInputRows"):
-                reported = batch
-                updated = sum(
-                    op.get("numRowsUpdated", 0) for op in progress.get("stateOperators", [])
-                )
-                log.info(
-                    "watch: batch %d: %s outcomes, %s minute rows updated%s",
-                    batch,
-                    f"{progress['numInputRows']:,}",
-                    f"{updated:,}",
-                    f" in {out}/{TABLE_FILE}" if out else "",
-                )
-            if took > interval_s * 1000 and progress.get("batchId", -1) > warned:
-                warned = progress["batchId"]
-                log.warning(
-                    "watch: batch %d took %d ms, longer than --interval %g s",
-                    warned,
-                    took,
-                    interval_s,
-                )
+            console.report(updates)
     except KeyboardInterrupt:
         log.info("watch: stopping")
     finally:

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -180,15 +181,20 @@ def test_watch_keeps_per_minute_aggregates(spark: Any, tmp_path: Path) -> None:
     assert max(r["last_sequence"] for r in rows) == 7
 
 
+def _watch_after_four(target: str, tmp_path: Path, interval: str) -> CliProcess:
+    """``purgatory-pipeline watch --out tmp_path/agg`` started after four outcomes."""
+    _complete(target, "a", 4, 4)
+    args = ["watch", "--target", target, "--purgatory", NAME, "--interval", interval]
+    args += ["--checkpoint", str(tmp_path / "ck"), "--out", str(tmp_path / "agg")]
+    return CliProcess(args)
+
+
 def test_watch_console_is_quiet_and_ctrl_c_is_one_line(tmp_path: Path) -> None:
     # `purgatory-pipeline watch` as a user runs it: its console, then Ctrl-C (SIGINT).
     server = Server(tmp_path / "data", durable=False).start()
     out = tmp_path / "agg"
     try:
-        _complete(server.target, "a", 4, 4)
-        args = ["watch", "--target", server.target, "--purgatory", NAME]
-        args += ["--checkpoint", str(tmp_path / "ck"), "--out", str(out), "--interval", "0.5"]
-        run = CliProcess(args)
+        run = _watch_after_four(server.target, tmp_path, "0.5")
         line = run.wait_for("watch: batch 0: ")
         assert "4 outcomes" in line and str(out / "aggregates.parquet") in line, line
         run.interrupt()
@@ -197,12 +203,50 @@ def test_watch_console_is_quiet_and_ctrl_c_is_one_line(tmp_path: Path) -> None:
         server.stop()
     assert status == 130, run.lines
     # One line for the Ctrl-C, the last; before it only what the loop had already printed
-    # for the batch (a loaded host's "batch 0 took N ms, longer than --interval" warning).
+    # for the batches (a loaded host's "batch N took N ms, longer than --interval" warning).
     *before, last = after
     assert last.endswith("watch: interrupted (Ctrl-C): stopping"), after
-    assert all("watch: batch 0 " in line for line in before), after
+    assert all(re.search(r"watch: batch \d+ ", line) for line in before), after
     console = run.lines
     assert all(OUR_LINE.match(line) for line in console), console
     assert not [line for line in console if any(mark in line for mark in SPARK_MARKS)]
     assert console[0].endswith(f"watch: Spark's log: {out / '_logs' / 'spark-watch.log'}")
     assert (out / "aggregates.parquet").is_file()
+
+
+BATCH_LINE = re.compile(r"watch: batch (\d+): ([\d,]+) outcomes")
+
+
+def _reported_outcomes(run: CliProcess, total: int) -> list[int]:
+    """Batch ids of the console's batch lines, read until they account for ``total``."""
+    batches: list[int] = []
+    counted = 0
+    while counted < total:
+        match = BATCH_LINE.search(run.wait_for("watch: batch "))
+        if match:
+            batches.append(int(match[1]))
+            counted += int(match[2].replace(",", ""))
+    assert counted == total, run.lines
+    return batches
+
+
+def test_watch_reports_every_batch_that_read_outcomes(tmp_path: Path) -> None:
+    # A short interval: the no-data batch that follows a batch which moved the watermark
+    # ends well within the console's one-second poll, and its progress replaces the
+    # batch that read the outcomes as the query's last. Every batch must still be told.
+    server = Server(tmp_path / "data", durable=False).start()
+    try:
+        run = _watch_after_four(server.target, tmp_path, "0.1")
+        first = _reported_outcomes(run, 4)
+        _complete(server.target, "b", 3, 7)
+        second = _reported_outcomes(run, 3)
+        _complete(server.target, "c", 2, 9)
+        third = _reported_outcomes(run, 2)
+        run.interrupt()
+        status, _, _ = run.finish()
+    finally:
+        server.stop()
+    assert status == 130, run.lines
+    assert first[0] == 0, run.lines
+    batches = first + second + third
+    assert batches == sorted(set(batches)), run.lines

@@ -140,10 +140,12 @@ class ProgressLines:
     """The console's lines for a query's progress: one for each micro-batch that read
     outcomes, and a warning for each batch that took longer than the interval.
 
-    :meth:`report` takes the query's recent progress updates, all of them: two batches
-    can end between two polls (the no-data batch that follows a batch which moved the
-    watermark), and the last update alone would hide the first. Each batch is told once,
-    however many polls see it. Not thread-safe: one polling loop calls it.
+    :meth:`news` reads the query's recent progress updates, all of them: two batches can
+    end between two polls (the no-data batch that follows a batch which moved the
+    watermark), and the last update alone would hide the first. It reads them only when
+    the last update is new: Spark converts each of the (up to 100) kept updates on every
+    read, a cost an idle poll need not pay. :meth:`report` tells each batch once, however
+    many reads hold it. Not thread-safe: one polling loop calls both.
     """
 
     def __init__(self, interval_s: float, out: str | None) -> None:
@@ -151,6 +153,19 @@ class ProgressLines:
         self._out = out
         self._reported = -1
         self._warned = -1
+        self._last: tuple[Any, ...] | None = None
+
+    def news(self, query: Any) -> list[dict[str, Any]]:
+        """The query's kept progress updates if one came since the last call, else none."""
+        last = query.lastProgress
+        if last is None:
+            return []
+        seen = (last.get("runId"), last.get("batchId"), last.get("timestamp"))
+        if seen == self._last:
+            return []
+        self._last = seen
+        updates: list[dict[str, Any]] = query.recentProgress
+        return updates
 
     def report(self, updates: list[dict[str, Any]]) -> None:
         for progress in updates:
@@ -209,7 +224,7 @@ def watch(
     try:
         while query.isActive and (deadline is None or time.monotonic() < deadline):
             query.awaitTermination(1)
-            updates = query.recentProgress
+            updates = console.news(query)
             if stop is not None and stop.is_set():
                 break  # before any more progress lines: Ctrl-C's line is the last
             console.report(updates)

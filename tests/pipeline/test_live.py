@@ -144,7 +144,7 @@ def test_in_memory_restart_is_reported(spark: Any, tmp_path: Path) -> None:
 
 
 def test_watch_keeps_per_minute_aggregates(spark: Any, tmp_path: Path) -> None:
-    from purgatory_pipeline.watch import read_aggregates, start_watch
+    from purgatory_pipeline.watch import ProgressLines, read_aggregates, start_watch
 
     server = Server(tmp_path / "data", durable=False).start()
     out = tmp_path / "agg"
@@ -160,6 +160,10 @@ def test_watch_keeps_per_minute_aggregates(spark: Any, tmp_path: Path) -> None:
         )
         try:
             query.processAllAvailable()
+            # The console reads the kept updates when the last one is new, and only then.
+            console = ProgressLines(0.3, str(out))
+            assert any(p["numInputRows"] == 4 for p in console.news(query))
+            assert any(console.news(query) == [] for _ in range(50))
             # Published by one rename: the table file, and no Spark scratch left beside it.
             assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == [
                 "aggregates.parquet"
